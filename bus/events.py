@@ -1,0 +1,177 @@
+"""The session event log's payloads: one typed, discriminated union.
+
+Every observer of a session — the CLI live view, ``baton watch``, the SSE endpoint, the web page —
+reads these same events from the session's event log, so they are the public record of what
+happened. They travel as JSON with a ``type`` discriminator; unknown fields are refused so a
+producer bug shows up at the first read rather than as a silently missing field.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware in UTC (naive datetimes never enter the wire format)."""
+    return datetime.now(UTC)
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session: str
+    agent: str = Field(description="who emitted it: 'lead', a sub-agent name, 'bus' or 'user'")
+    ts: datetime = Field(default_factory=utc_now)
+
+
+class ToolCallInfo(BaseModel):
+    """One tool call the model asked for, as shown to observers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+class ToolResultInfo(BaseModel):
+    """The answer given for one tool call; ``synthetic`` when governance answered instead."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    synthetic: bool = False
+
+
+class SessionStarted(_Event):
+    type: Literal["session.started"] = "session.started"
+    task: str
+    model: str = ""
+    offline: bool = False
+
+
+class SessionFinished(_Event):
+    type: Literal["session.finished"] = "session.finished"
+    status: Literal["completed", "failed", "cancelled", "timed_out"]
+    answer: str = ""
+    media_urls: list[str] = Field(default_factory=list)
+
+
+class TextDelta(_Event):
+    """Streamed model text; on the bus the lead's deltas are coalesced into larger pieces."""
+
+    type: Literal["text.delta"] = "text.delta"
+    text: str
+
+
+class RoundStarted(_Event):
+    type: Literal["round.started"] = "round.started"
+    round: int
+
+
+class RoundEnded(_Event):
+    type: Literal["round.ended"] = "round.ended"
+    round: int
+    tool_calls: list[ToolCallInfo] = Field(default_factory=list)
+    results: list[ToolResultInfo] = Field(default_factory=list)
+
+
+class ToolCalled(_Event):
+    type: Literal["tool.call"] = "tool.call"
+    call: ToolCallInfo
+
+
+class ToolResulted(_Event):
+    type: Literal["tool.result"] = "tool.result"
+    result: ToolResultInfo
+
+
+class GuardFired(_Event):
+    """A governance guard answered a call instead of running it (outcome as on ``chat.tool.loop``)."""
+
+    type: Literal["guard.fired"] = "guard.fired"
+    outcome: Literal[
+        "wrap-up", "hard-stop", "cancelled", "repeated", "declined-repeat", "interaction-budget"
+    ]
+    call_id: str | None = None
+    tool: str | None = None
+
+
+class ApprovalRequested(_Event):
+    type: Literal["approval.requested"] = "approval.requested"
+    calls: list[ToolCallInfo]
+
+
+class ApprovalDecided(_Event):
+    type: Literal["approval.decided"] = "approval.decided"
+    call_id: str
+    approved: bool
+    reason: str = ""
+
+
+class AgentSpawned(_Event):
+    type: Literal["agent.spawned"] = "agent.spawned"
+    profile: str
+    worker: str = ""
+
+
+class AgentProgress(_Event):
+    type: Literal["agent.progress"] = "agent.progress"
+    content: str
+
+
+class AgentResult(_Event):
+    type: Literal["agent.result"] = "agent.result"
+    content: str
+    media_urls: list[str] = Field(default_factory=list)
+
+
+class AgentExited(_Event):
+    type: Literal["agent.exited"] = "agent.exited"
+    reason: Literal["finished", "idle", "shutdown", "max_steps", "error", "cancelled"]
+
+
+class ErrorEvent(_Event):
+    """Something went wrong that observers should see (model fault, dead-lettered message, ...)."""
+
+    type: Literal["error"] = "error"
+    message: str
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+Event = Annotated[
+    SessionStarted
+    | SessionFinished
+    | TextDelta
+    | RoundStarted
+    | RoundEnded
+    | ToolCalled
+    | ToolResulted
+    | GuardFired
+    | ApprovalRequested
+    | ApprovalDecided
+    | AgentSpawned
+    | AgentProgress
+    | AgentResult
+    | AgentExited
+    | ErrorEvent,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(raw: str | bytes) -> Event:
+    """Validate one event from its JSON form; raises ``pydantic.ValidationError`` when malformed."""
+    return EVENT_ADAPTER.validate_json(raw)
+
+
+def dump_event(event: Event) -> str:
+    """The JSON wire form of an event."""
+    return event.model_dump_json()
