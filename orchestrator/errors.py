@@ -9,14 +9,39 @@ class ModelError(BatonError):
     """The model could not answer: retries spent, the endpoint refused, or the stream broke.
 
     ``retryable`` tells whether the fault was of the kind that retries address (rate limit, 5xx,
-    connection, timeout); ``attempts`` is how many requests were made.
+    connection, timeout); ``attempts`` is how many requests were made; ``status_code`` is the HTTP
+    status of the last refusal, when there was one (e.g. 400 for a context that is too long).
     """
 
-    def __init__(self, message: str, *, retryable: bool = False, attempts: int = 1) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        attempts: int = 1,
+        status_code: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.attempts = attempts
+        self.status_code = status_code
 
 
 class StreamBroken(ModelError):
-    """The stream ended before the server said it was done: the partial answer is discarded."""
+    """The stream ended before the server said it was done: the partial answer is discarded.
+
+    ``text_delivered`` is True when some of its text had already reached ``on_text`` — the user saw
+    a partial answer, so the client did not retry (a retry would show the text twice) and the turn
+    should end with an error instead.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = True,
+        attempts: int = 1,
+        text_delivered: bool = False,
+    ) -> None:
+        super().__init__(message, retryable=retryable, attempts=attempts)
+        self.text_delivered = text_delivered
