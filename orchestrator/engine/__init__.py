@@ -1,0 +1,81 @@
+"""The agent loop engine: one governed tool loop for the lead and every sub-agent (DESIGN §3).
+
+Build an :class:`AgentLoop` from a :class:`~orchestrator.llm.types.ChatModel`, tools made with
+:func:`tool`, optional :class:`LoopLimits`, an :class:`InteractionChannel` for human questions and
+an event sink; call :meth:`AgentLoop.run_turn` with the history; read the :class:`TurnResult`.
+"""
+
+from orchestrator.engine.budget import TokenBudget
+from orchestrator.engine.calls import EventSink, ImageResolver
+from orchestrator.engine.channels import MemoryChannel, PolicyChannel
+from orchestrator.engine.errors import (
+    ApprovalTimeout,
+    EngineError,
+    InteractionCancelled,
+    InteractionError,
+    InteractionTimeout,
+    InteractionUnavailable,
+    ToolDefinitionError,
+    ToolTimeout,
+    TurnInProgress,
+)
+from orchestrator.engine.interaction import (
+    ApprovalDecision,
+    ApprovalQuestion,
+    ImageQuestion,
+    InteractionChannel,
+    ProvidedMedia,
+    Question,
+    QuestionClosed,
+    UploadQuestion,
+)
+from orchestrator.engine.loop import AgentLoop, StopReason, TurnResult
+from orchestrator.engine.media import (
+    DESCRIBE_IMAGE,
+    REQUEST_FILE_UPLOAD,
+    file_upload_tool,
+    image_tool,
+)
+from orchestrator.engine.telemetry import Telemetry
+from orchestrator.engine.tools import Tool, ToolRegistry, ToolResult, tool
+from orchestrator.engine.turn import AgentTurn, LoopLimits, Verdict
+
+__all__ = [
+    "DESCRIBE_IMAGE",
+    "REQUEST_FILE_UPLOAD",
+    "AgentLoop",
+    "AgentTurn",
+    "ApprovalDecision",
+    "ApprovalQuestion",
+    "ApprovalTimeout",
+    "EngineError",
+    "EventSink",
+    "ImageQuestion",
+    "ImageResolver",
+    "InteractionCancelled",
+    "InteractionChannel",
+    "InteractionError",
+    "InteractionTimeout",
+    "InteractionUnavailable",
+    "LoopLimits",
+    "MemoryChannel",
+    "PolicyChannel",
+    "ProvidedMedia",
+    "Question",
+    "QuestionClosed",
+    "StopReason",
+    "Telemetry",
+    "TokenBudget",
+    "Tool",
+    "ToolDefinitionError",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolTimeout",
+    "TurnInProgress",
+    "TurnResult",
+    "UploadQuestion",
+    "Verdict",
+    "file_upload_tool",
+    "image_tool",
+    "tool",
+]

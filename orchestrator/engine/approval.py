@@ -1,0 +1,101 @@
+"""The human approval gate: one batched question per round, failing closed.
+
+Every call whose tool needs approval goes into a single question for the round, answered per call
+id, so a person sees the round's gated calls together instead of a dialog per call. Anything but an
+explicit approval declines: a "no", a missing decision, a timeout (120 s by default, clamped below
+the stream idle timeout), a channel error, or no channel at all. A declined tool is remembered on
+the turn, so the loop guard declines a re-request without asking again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+import anyio
+
+from bus.events import ApprovalDecided, ApprovalRequested, ToolCallInfo
+from orchestrator.engine import messages
+from orchestrator.engine.calls import Answer, PendingCall, RoundContext
+from orchestrator.engine.channels import new_question_id
+from orchestrator.engine.errors import ApprovalTimeout
+from orchestrator.engine.interaction import ApprovalDecision, ApprovalQuestion
+
+log = logging.getLogger(__name__)
+
+_NO_DECISION = ApprovalDecision(approved=False, reason="no decision was given for this call")
+
+
+class HumanApproval:
+    """Asks once per round about every gated call; claims the ones not approved."""
+
+    async def intercept(self, calls: Sequence[PendingCall], ctx: RoundContext) -> dict[str, Answer]:
+        gated = [
+            call
+            for call in calls
+            if call.tool is not None
+            and call.args is not None
+            and call.tool.needs_approval(call.args)
+        ]
+        if not gated:
+            return {}
+        if not ctx.turn.take_interaction():
+            budget = ctx.limits.interactions_per_round
+            return {
+                call.id: await ctx.guard(
+                    "interaction-budget", call, messages.interaction_budget(call.name, budget)
+                )
+                for call in gated
+            }
+        infos = tuple(
+            ToolCallInfo(call_id=call.id, name=call.name, arguments=call.call.arguments)
+            for call in gated
+        )
+        question = ApprovalQuestion(
+            id=new_question_id(), session=ctx.session, agent=ctx.agent, calls=infos
+        )
+        await ctx.emit(ApprovalRequested(session=ctx.session, agent=ctx.agent, calls=list(infos)))
+        decisions, failure = await _ask(ctx, question)
+        answers: dict[str, Answer] = {}
+        for call in gated:
+            if failure is not None:
+                ctx.telemetry.hitl_decision("ask-failed")
+                approved, reason = False, failure
+                answers[call.id] = Answer(messages.approval_failed(call.name, failure))
+            else:
+                decision = decisions.get(call.id, _NO_DECISION)
+                approved, reason = decision.approved, decision.reason
+                ctx.telemetry.hitl_decision("approved" if approved else "declined")
+                if not approved:
+                    answers[call.id] = Answer(messages.approval_declined(call.name, reason))
+            if not approved:
+                ctx.turn.decline(call.name)
+            await ctx.emit(
+                ApprovalDecided(
+                    session=ctx.session,
+                    agent=ctx.agent,
+                    call_id=call.id,
+                    approved=approved,
+                    reason=reason,
+                )
+            )
+        return answers
+
+
+async def _ask(
+    ctx: RoundContext, question: ApprovalQuestion
+) -> tuple[Mapping[str, ApprovalDecision], str | None]:
+    """The decisions, or why there are none (then every gated call is declined)."""
+    if ctx.channel is None:
+        return {}, "nobody can be asked: no interaction channel is configured"
+    wait_s = ctx.limits.approval_wait_s
+    try:
+        with anyio.fail_after(wait_s):
+            return await ctx.channel.ask_approval(question), None
+    except TimeoutError:
+        error = ApprovalTimeout(tuple(call.call_id for call in question.calls), wait_s)
+        log.warning("%s", error)
+        return {}, f"no answer within {wait_s:g} s"
+    except Exception as exc:  # fail closed on any channel fault; cancellation still propagates
+        log.warning("approval question %s failed: %s", question.id, exc)
+        return {}, f"the question could not be answered: {exc}"

@@ -1,0 +1,72 @@
+"""The first links of the chain: the loop guard and the call check.
+
+The loop guard runs first so that a round that must not run (budget spent, turn cancelled) never
+opens a dialog, and so a repeated or already-declined call never reaches a human. The call check
+follows it: a call to an unknown tool or with invalid arguments is answered with a recovery hint
+instead of crashing the loop, and never reaches the approval question either (asking a person to
+approve a call that cannot run would waste their attention).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from orchestrator.engine import messages
+from orchestrator.engine.calls import Answer, PendingCall, RoundContext
+from orchestrator.engine.telemetry import LoopOutcome
+from orchestrator.engine.turn import Verdict, fingerprint
+
+
+class LoopGuard:
+    """Applies the round verdict, short-circuits repeats, auto-declines declined tools."""
+
+    async def intercept(self, calls: Sequence[PendingCall], ctx: RoundContext) -> dict[str, Answer]:
+        if ctx.verdict is not Verdict.CONTINUE:
+            return await self._apply_verdict(calls, ctx)
+        answers: dict[str, Answer] = {}
+        turn = ctx.turn
+        limit = ctx.limits.max_repeats
+        for call in calls:
+            if turn.is_declined(call.name):
+                answers[call.id] = await ctx.guard(
+                    "declined-repeat", call, messages.declined_repeat(call.name)
+                )
+                continue
+            count = turn.count_call(fingerprint(call.name, call.call.arguments))
+            if count > limit:
+                answers[call.id] = await ctx.guard(
+                    "repeated", call, messages.repeated(call.name, count, limit)
+                )
+        return answers
+
+    async def _apply_verdict(
+        self, calls: Sequence[PendingCall], ctx: RoundContext
+    ) -> dict[str, Answer]:
+        rounds = ctx.turn.rounds
+        outcome: LoopOutcome
+        if ctx.verdict is Verdict.CANCELLED:
+            outcome = "cancelled"  # counted once per turn by the loop, not per round
+        else:
+            outcome = "wrap-up" if ctx.verdict is Verdict.WRAP_UP else "hard-stop"
+            ctx.telemetry.loop_outcome(outcome)
+        answers: dict[str, Answer] = {}
+        for call in calls:
+            if ctx.verdict is Verdict.CANCELLED:
+                text = messages.cancelled(call.name)
+            elif ctx.verdict is Verdict.WRAP_UP:
+                text = messages.wrap_up(call.name, rounds - 1)
+            else:
+                text = messages.hard_stop(call.name, rounds - 1)
+            answers[call.id] = await ctx.guard(outcome, call, text, count=False)
+        return answers
+
+
+class CallCheck:
+    """Answers calls to unknown tools and calls with invalid arguments with a recovery hint."""
+
+    async def intercept(self, calls: Sequence[PendingCall], ctx: RoundContext) -> dict[str, Answer]:
+        return {
+            call.id: Answer(call.problem, is_error=True)
+            for call in calls
+            if call.problem is not None
+        }

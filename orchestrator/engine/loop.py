@@ -1,0 +1,408 @@
+"""The agent loop: call the model, run the tools it asked for under governance, repeat.
+
+:class:`AgentLoop` runs one *turn* at a time (a user message, or a sub-agent's inbox batch) as a
+short ``while`` over small typed steps::
+
+    while True:
+        cancelled?                        -> stop (cancelled)
+        fit the history to the budget
+        reply = call the model (streamed; text deltas go out as they come)
+        model error?                      -> ErrorEvent, stop (error)
+        no tool calls?                    -> stop (answered)
+        run the round (verdict, interceptor chain, tools), append the results
+        terminal call / hard stop?        -> stop (terminal / hard_stop)
+
+The caller owns the message list: the loop appends to it (and compresses it when over budget), so a
+sub-agent can checkpoint it after the turn. ``cancel()`` from any task of the same event loop ends
+the turn promptly — mid-model-call, mid-tool or mid-dialog — releases every pending human wait, and
+leaves no task behind; the history is left valid (every tool call answered).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import cast
+
+from openai.types.chat import (
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionMessageFunctionToolCallParam,
+    ChatCompletionToolMessageParam,
+)
+
+from bus.events import (
+    ErrorEvent,
+    Event,
+    RoundEnded,
+    RoundStarted,
+    TextDelta,
+    ToolCalled,
+    ToolCallInfo,
+    ToolResulted,
+    ToolResultInfo,
+)
+from orchestrator.engine import budget as budgeting
+from orchestrator.engine import messages as texts
+from orchestrator.engine.calls import EventSink, ImageResolver, RoundContext
+from orchestrator.engine.errors import TurnInProgress
+from orchestrator.engine.interaction import InteractionChannel
+from orchestrator.engine.round import RoundOutcome, run_round
+from orchestrator.engine.telemetry import Telemetry
+from orchestrator.engine.tools import Tool, ToolRegistry
+from orchestrator.engine.turn import AgentTurn, LoopLimits, Verdict
+from orchestrator.errors import ModelError
+from orchestrator.llm.types import ChatModel, Message, ModelReply, TextSink, ToolCall, Usage
+
+log = logging.getLogger(__name__)
+
+
+class StopReason(StrEnum):
+    """Why a turn ended."""
+
+    ANSWERED = "answered"
+    """The model answered without asking for tools."""
+    TERMINAL = "terminal"
+    """A terminal tool ran (e.g. a sub-agent sent its result)."""
+    HARD_STOP = "hard_stop"
+    """The hard round limit was passed."""
+    CANCELLED = "cancelled"
+    """``cancel()`` was called (or the turn was marked cancelled)."""
+    ERROR = "error"
+    """The model failed after its retries; see ``TurnResult.error``."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """The public result of one turn."""
+
+    text: str
+    """The model's last text (its answer when ``stop`` is ``answered``)."""
+    media_urls: tuple[str, ...]
+    """Every media URL the tools produced this turn, in order, without duplicates."""
+    stop: StopReason
+    terminal_call: ToolCall | None
+    messages: list[Message]
+    """The caller's history list, updated in place."""
+    rounds: int
+    """Tool rounds this turn ran."""
+    usage: Usage | None = None
+    """Usage of the last model reply, when the server sent it."""
+    error: ModelError | None = None
+
+
+@dataclass(slots=True)
+class _TurnState:
+    """The running totals of one turn (private to the loop)."""
+
+    turn: AgentTurn
+    ctx: RoundContext
+    keep_from: int
+    text: str = ""
+    media: list[str] = field(default_factory=list)
+    open_calls: tuple[ToolCall, ...] = ()
+    """Calls of the last assistant message not yet answered in the history."""
+    usage: Usage | None = None
+    terminal_call: ToolCall | None = None
+
+
+class AgentLoop:
+    """Runs turns of one agent: a model, its tools, its limits, a channel to a human.
+
+    Example::
+
+        loop = AgentLoop(model, [search, tool(needs_approval=True)(delete_file)],
+                         session="s1", agent="lead", channel=MemoryChannel(), events=sink)
+        history = [{"role": "system", "content": "..."}, {"role": "user", "content": "hi"}]
+        result = await loop.run_turn(history, on_text=print_delta)
+        result.text, result.media_urls, result.stop, result.messages
+
+    One turn at a time per loop; run several loops for several agents.
+    """
+
+    def __init__(
+        self,
+        model: ChatModel,
+        tools: ToolRegistry | Iterable[Tool] = (),
+        *,
+        session: str,
+        agent: str,
+        limits: LoopLimits | None = None,
+        channel: InteractionChannel | None = None,
+        events: EventSink | None = None,
+        telemetry: Telemetry | None = None,
+        token_budget: budgeting.TokenBudget | None = None,
+        image_resolver: ImageResolver | None = None,
+    ) -> None:
+        self.model = model
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.session = session
+        self.agent = agent
+        self.limits = limits or LoopLimits()
+        self.channel = channel
+        self.events = events
+        self.telemetry = telemetry or Telemetry()
+        self.token_budget = token_budget
+        self.image_resolver = image_resolver
+        self._turn: AgentTurn | None = None
+        self._running = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def new_turn(self) -> AgentTurn:
+        """Create the next turn up front, so it can be cancelled before ``run_turn`` starts it."""
+        turn = AgentTurn(self.limits, on_cancel=self._release_waits)
+        self._turn = turn
+        return turn
+
+    def cancel(self) -> None:
+        """End the current (or next prepared) turn promptly; safe to call from any task."""
+        if self._turn is not None:
+            self._turn.cancel()
+
+    def _release_waits(self) -> None:
+        if self.channel is not None:
+            self.channel.cancel_pending()
+
+    async def _emit(self, event: Event) -> None:
+        if self.events is not None:
+            await self.events(event)
+
+    # -- one turn -------------------------------------------------------------------------------
+
+    async def run_turn(
+        self,
+        messages: list[Message],
+        *,
+        on_text: TextSink | None = None,
+        turn: AgentTurn | None = None,
+    ) -> TurnResult:
+        """Run the loop until the model answers or a stop condition; see :class:`StopReason`.
+
+        ``messages`` must end with the new user message(s); it is updated in place. Model errors
+        end the turn with ``stop=error`` (and an ``ErrorEvent``); cancellation from outside the
+        loop (the caller's own scope) propagates as usual.
+        """
+        if self._running:
+            raise TurnInProgress(f"agent {self.agent!r} is already running a turn")
+        turn = turn or (self._turn if self._turn is not None and self._turn.rounds == 0 else None)
+        turn = turn or self.new_turn()
+        self._turn = turn
+        self._running = True
+        ctx = RoundContext(
+            session=self.session,
+            agent=self.agent,
+            turn=turn,
+            tools=self.tools,
+            telemetry=self.telemetry,
+            channel=self.channel,
+            sink=self.events,
+            image_resolver=self.image_resolver,
+        )
+        state = _TurnState(turn, ctx, keep_from=_newest_user_index(messages))
+        stop = StopReason.CANCELLED
+        error: ModelError | None = None
+        try:
+            with self.telemetry.agent_span(self.agent, self.model.model, self.session) as span:
+                with turn.scope:
+                    stop, error = await self._run(messages, state, on_text)
+                span.set("baton.stop_reason", str(stop))
+            if turn.scope.cancelled_caught:
+                stop = StopReason.CANCELLED
+            if stop is StopReason.CANCELLED:
+                await self._finish_cancelled(messages, state)
+        finally:
+            self._running = False
+            if self._turn is turn:
+                self._turn = None
+        return TurnResult(
+            text=state.text,
+            media_urls=tuple(dict.fromkeys(state.media)),
+            stop=stop,
+            terminal_call=state.terminal_call if stop is StopReason.TERMINAL else None,
+            messages=messages,
+            rounds=turn.rounds,
+            usage=state.usage,
+            error=error,
+        )
+
+    async def _run(
+        self, history: list[Message], state: _TurnState, on_text: TextSink | None
+    ) -> tuple[StopReason, ModelError | None]:
+        """The loop itself: a short while over the steps below."""
+        fixed_chars = budgeting.tools_chars(self.tools.schemas) if self.token_budget else 0
+        text_sink = self._text_sink(on_text)
+        turn = state.turn
+        while True:
+            if turn.cancelled:
+                return StopReason.CANCELLED, None
+            round_no = turn.rounds + 1
+            await self._emit(RoundStarted(session=self.session, agent=self.agent, round=round_no))
+            self._fit_budget(history, state, fixed_chars)
+            try:
+                reply = await self.model.complete(history, self.tools.schemas, on_text=text_sink)
+            except ModelError as exc:
+                await self._model_failed(exc, round_no)
+                return StopReason.ERROR, exc
+            state.text, state.usage = reply.text, reply.usage or state.usage
+            history.append(assistant_message(reply))
+            if not reply.tool_calls:
+                await self._emit(RoundEnded(session=self.session, agent=self.agent, round=round_no))
+                return StopReason.ANSWERED, None
+            state.open_calls = reply.tool_calls
+            outcome = await self._tool_round(reply.tool_calls, state)
+            history.extend(tool_message(c.id, a.content) for c, a in outcome.results)
+            state.open_calls = ()
+            history.extend(outcome.followups)
+            await self._round_ended(round_no, outcome)
+            if outcome.terminal_call is not None:
+                state.terminal_call = outcome.terminal_call
+                return StopReason.TERMINAL, None
+            if outcome.verdict is Verdict.HARD_STOP:
+                return StopReason.HARD_STOP, None
+            if outcome.verdict is Verdict.CANCELLED:
+                return StopReason.CANCELLED, None
+
+    # -- steps ----------------------------------------------------------------------------------
+
+    def _text_sink(self, on_text: TextSink | None) -> TextSink:
+        session, agent, emit = self.session, self.agent, self._emit
+
+        async def forward(delta: str) -> None:
+            await emit(TextDelta(session=session, agent=agent, text=delta))
+            if on_text is not None:
+                await on_text(delta)
+
+        return forward
+
+    def _fit_budget(self, history: list[Message], state: _TurnState, fixed_chars: int) -> None:
+        if self.token_budget is None:
+            return
+        report = budgeting.fit(history, state.keep_from, self.token_budget, fixed_chars)
+        if report is not None:
+            state.keep_from = report.keep_from
+            log.info(
+                "compressed the history of %s/%s: %d tool bodies and %d messages dropped, "
+                "%d -> %d chars",
+                self.session,
+                self.agent,
+                report.bodies_dropped,
+                report.messages_dropped,
+                report.chars_before,
+                report.chars_after,
+            )
+
+    async def _model_failed(self, error: ModelError, round_no: int) -> None:
+        log.warning(
+            "model %s failed for %s/%s: %s", self.model.model, self.session, self.agent, error
+        )
+        await self._emit(
+            ErrorEvent(
+                session=self.session,
+                agent=self.agent,
+                message=str(error),
+                detail={
+                    "kind": type(error).__name__,
+                    "model": self.model.model,
+                    "round": round_no,
+                    "retryable": error.retryable,
+                    "attempts": error.attempts,
+                },
+            )
+        )
+
+    async def _tool_round(self, calls: tuple[ToolCall, ...], state: _TurnState) -> RoundOutcome:
+        for call in calls:
+            await self._emit(
+                ToolCalled(session=self.session, agent=self.agent, call=_call_info(call))
+            )
+        state.ctx.media_seen = state.media
+        outcome = await run_round(calls, state.ctx)
+        state.media.extend(outcome.media_urls)
+        return outcome
+
+    async def _round_ended(self, round_no: int, outcome: RoundOutcome) -> None:
+        results = [
+            ToolResultInfo(
+                call_id=call.id,
+                name=call.name,
+                content=answer.content,
+                is_error=answer.is_error,
+                synthetic=answer.synthetic,
+            )
+            for call, answer in outcome.results
+        ]
+        for result in results:
+            await self._emit(ToolResulted(session=self.session, agent=self.agent, result=result))
+        await self._emit(
+            RoundEnded(
+                session=self.session,
+                agent=self.agent,
+                round=round_no,
+                tool_calls=[_call_info(call) for call, _ in outcome.results],
+                results=results,
+            )
+        )
+
+    async def _finish_cancelled(self, history: list[Message], state: _TurnState) -> None:
+        """Leave the history valid and tell observers; runs outside the cancelled scope."""
+        open_calls, state.open_calls = state.open_calls, ()
+        history.extend(tool_message(call.id, texts.cancelled(call.name)) for call in open_calls)
+        self.telemetry.loop_outcome("cancelled")
+        if open_calls:
+            results = [
+                ToolResultInfo(
+                    call_id=call.id,
+                    name=call.name,
+                    content=texts.cancelled(call.name),
+                    synthetic=True,
+                )
+                for call in open_calls
+            ]
+            await self._emit(
+                RoundEnded(
+                    session=self.session,
+                    agent=self.agent,
+                    round=state.turn.rounds,
+                    tool_calls=[_call_info(call) for call in open_calls],
+                    results=results,
+                )
+            )
+
+
+# -- history and event helpers ------------------------------------------------------------------
+
+
+def assistant_message(reply: ModelReply) -> ChatCompletionAssistantMessageParam:
+    """The assistant message a reply adds to the history."""
+    message: ChatCompletionAssistantMessageParam = {"role": "assistant", "content": reply.text}
+    if reply.tool_calls:
+        message["tool_calls"] = [_call_param(call) for call in reply.tool_calls]
+        if not reply.text:
+            message["content"] = None
+    return message
+
+
+def _call_param(call: ToolCall) -> ChatCompletionMessageFunctionToolCallParam:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+
+
+def tool_message(call_id: str, content: str) -> ChatCompletionToolMessageParam:
+    """The tool message that answers one call."""
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def _newest_user_index(history: list[Message]) -> int:
+    for index in range(len(history) - 1, -1, -1):
+        if cast(Mapping[str, object], history[index]).get("role") == "user":
+            return index
+    return len(history)
+
+
+def _call_info(call: ToolCall) -> ToolCallInfo:
+    return ToolCallInfo(call_id=call.id, name=call.name, arguments=call.arguments)

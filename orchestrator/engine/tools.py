@@ -1,0 +1,310 @@
+"""Typed Python functions as tools the model can call.
+
+A tool is an ordinary function (sync or async) with type hints and a docstring. pydantic derives the
+JSON schema the model sees from the signature, and validates the model's arguments against the same
+model before the function runs — so a schema and its validation can never drift apart. Sync tools
+run in a worker thread so they cannot stall the event loop; async tools are awaited.
+
+Two flags change how governance treats a call, and both may depend on the arguments (a sub-agent's
+``send_message`` ends its loop only when ``type == "result"``):
+
+- ``needs_approval``: a human must approve the call before it runs;
+- ``terminal``: the loop ends after the call has run.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias, cast, get_type_hints, overload
+
+import anyio.to_thread
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from orchestrator.engine.errors import ToolDefinitionError
+from orchestrator.llm.types import ToolSchema
+
+Arguments: TypeAlias = Mapping[str, object]
+"""Validated arguments of one call, by parameter name."""
+
+ArgsPredicate: TypeAlias = Callable[[Arguments], bool]
+"""Decides a per-call flag from the validated arguments."""
+
+ToolFunction: TypeAlias = Callable[..., Any]
+"""Any typed function; its return value becomes the tool's result (see :class:`ToolResult`)."""
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class ToolResult:
+    """What a tool returns when it has more to say than text: the media URLs it produced.
+
+    Media URLs flow out of the engine in the turn's result, so a sub-agent can report every image
+    or file its tools made without parsing tool output.
+    """
+
+    content: str
+    media_urls: tuple[str, ...]
+
+    def __init__(self, content: str, media_urls: Iterable[str] = ()) -> None:
+        object.__setattr__(self, "content", content)
+        object.__setattr__(self, "media_urls", tuple(media_urls))
+
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Params)\s*:\s*$", re.IGNORECASE)
+_PARAM_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_OTHER_SECTION = re.compile(r"^(Returns?|Raises|Yields|Examples?|Notes?)\s*:\s*$", re.IGNORECASE)
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into the tool description and per-parameter descriptions."""
+    if not doc:
+        return "", {}
+    summary: list[str] = []
+    params: dict[str, str] = {}
+    section = "summary"
+    current: str | None = None
+    name_indent: int | None = None
+    for raw in inspect.cleandoc(doc).splitlines():
+        line = raw.strip()
+        if _SECTION.match(line):
+            section, current, name_indent = "params", None, None
+        elif _OTHER_SECTION.match(line):
+            section = "other"
+        elif section == "summary":
+            summary.append(raw)
+        elif section == "params" and line:
+            indent = len(raw) - len(raw.lstrip())
+            name_indent = indent if name_indent is None else name_indent
+            match = _PARAM_LINE.match(line)
+            if match is not None and indent <= name_indent:
+                current = match.group(1).lstrip("*")
+                params[current] = match.group(2).strip()
+            elif current is not None:
+                params[current] = f"{params[current]} {line}".strip()
+    return "\n".join(summary).strip(), params
+
+
+def _strip_titles(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's generated ``title`` keys: noise in every prompt, no help to the model."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)
+    return schema
+
+
+class Tool:
+    """One callable tool: the function, its argument model, its schema and its governance flags.
+
+    Build one with :func:`tool` (also usable as a decorator) or :meth:`ToolRegistry.register`.
+    """
+
+    __slots__ = (
+        "_approval",
+        "_param_names",
+        "_terminal",
+        "abandon_thread_on_cancel",
+        "args_model",
+        "description",
+        "fn",
+        "is_async",
+        "max_result_chars",
+        "name",
+        "schema",
+        "timeout_s",
+    )
+
+    def __init__(
+        self,
+        fn: ToolFunction,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        needs_approval: bool | ArgsPredicate = False,
+        terminal: bool | ArgsPredicate = False,
+        timeout_s: float | None = None,
+        max_result_chars: int | None = None,
+        abandon_thread_on_cancel: bool = True,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
+            raise ToolDefinitionError(self.name, "names are 1-64 letters, digits, '_' or '-'")
+        doc_summary, doc_params = parse_docstring(inspect.getdoc(fn))
+        self.description = description if description is not None else doc_summary
+        self.args_model = _args_model(self.name, fn, doc_params)
+        self._param_names = tuple(self.args_model.model_fields)
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self._approval = needs_approval
+        self._terminal = terminal
+        self.timeout_s = timeout_s
+        self.max_result_chars = max_result_chars
+        self.abandon_thread_on_cancel = abandon_thread_on_cancel
+        self.schema: ToolSchema = {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": _strip_titles(self.args_model.model_json_schema()),
+            },
+        }
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+    def parse(self, arguments: str) -> dict[str, object]:
+        """Validate the model's raw JSON arguments; raises ``pydantic.ValidationError``."""
+        parsed = self.args_model.model_validate_json(arguments or "{}")
+        return {name: getattr(parsed, name) for name in self._param_names}
+
+    def needs_approval(self, args: Arguments) -> bool:
+        """Whether this call must be approved by a human before it runs."""
+        flag = self._approval
+        return flag if isinstance(flag, bool) else bool(flag(args))
+
+    def is_terminal(self, args: Arguments) -> bool:
+        """Whether the loop ends once this call has run."""
+        flag = self._terminal
+        return flag if isinstance(flag, bool) else bool(flag(args))
+
+    async def invoke(self, args: Arguments) -> ToolResult:
+        """Run the function with validated arguments and normalise what it returned."""
+        if self.is_async:
+            value = await cast(Callable[..., Awaitable[object]], self.fn)(**args)
+        else:
+            value = await anyio.to_thread.run_sync(
+                functools.partial(self.fn, **args),
+                abandon_on_cancel=self.abandon_thread_on_cancel,
+            )
+        return as_result(value)
+
+
+def as_result(value: object) -> ToolResult:
+    """A tool's return value as a :class:`ToolResult`: text as is, anything else as JSON."""
+    if isinstance(value, ToolResult):
+        return value
+    if isinstance(value, str):
+        return ToolResult(value)
+    if value is None:
+        return ToolResult("done")
+    return ToolResult(pydantic_core.to_json(value).decode())
+
+
+def _args_model(name: str, fn: ToolFunction, docs: Mapping[str, str]) -> type[BaseModel]:
+    """A pydantic model of the function's parameters: the schema source and the validator."""
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except (NameError, TypeError) as exc:
+        raise ToolDefinitionError(name, f"its type hints cannot be resolved: {exc}") from exc
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(name, f"*{param.name} parameters cannot be described")
+        if param.name not in hints:
+            raise ToolDefinitionError(name, f"parameter {param.name!r} has no type hint")
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (
+            hints[param.name],
+            Field(default=default, description=docs.get(param.name)),
+        )
+    model_name = "".join(part.capitalize() for part in re.split(r"[_-]", name)) + "Args"
+    return create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
+
+
+@overload
+def tool(fn: ToolFunction, /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: bool | ArgsPredicate = False,
+    terminal: bool | ArgsPredicate = False,
+    timeout_s: float | None = None,
+    max_result_chars: int | None = None,
+) -> Callable[[ToolFunction], Tool]: ...
+
+
+def tool(
+    fn: ToolFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: bool | ArgsPredicate = False,
+    terminal: bool | ArgsPredicate = False,
+    timeout_s: float | None = None,
+    max_result_chars: int | None = None,
+) -> Tool | Callable[[ToolFunction], Tool]:
+    """Make a :class:`Tool` of a function; usable bare (``@tool``) or with options."""
+
+    def make(f: ToolFunction) -> Tool:
+        return Tool(
+            f,
+            name=name,
+            description=description,
+            needs_approval=needs_approval,
+            terminal=terminal,
+            timeout_s=timeout_s,
+            max_result_chars=max_result_chars,
+        )
+
+    return make(fn) if fn is not None else make
+
+
+class ToolRegistry:
+    """The tools one agent may call, by name, with their schemas computed once."""
+
+    __slots__ = ("_schemas", "_tools")
+
+    def __init__(self, tools: Iterable[Tool | ToolFunction] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._schemas: tuple[ToolSchema, ...] | None = None
+        for item in tools:
+            self.add(item)
+
+    def add(self, item: Tool | ToolFunction) -> Tool:
+        """Register a tool (or a plain function, with default options); names must be unique."""
+        made = item if isinstance(item, Tool) else Tool(item)
+        if made.name in self._tools:
+            raise ToolDefinitionError(made.name, "a tool of that name is already registered")
+        self._tools[made.name] = made
+        self._schemas = None
+        return made
+
+    def register(self, **options: Any) -> Callable[[ToolFunction], Tool]:
+        """Decorator: ``@registry.register(needs_approval=True)`` registers and returns the tool."""
+
+        def deco(fn: ToolFunction) -> Tool:
+            return self.add(Tool(fn, **options))
+
+        return deco
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    @property
+    def schemas(self) -> tuple[ToolSchema, ...]:
+        """The ``tools`` parameter of a chat completion request (cached until the next ``add``)."""
+        if self._schemas is None:
+            self._schemas = tuple(t.schema for t in self._tools.values())
+        return self._schemas
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
