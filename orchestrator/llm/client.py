@@ -126,7 +126,7 @@ class OpenAIChatModel:
                     "set an API key (or OPENAI_API_KEY) or use the offline model"
                 ) from exc
         self._backoff = wait_exponential_jitter(
-            initial=settings.backoff_initial,
+            multiplier=settings.backoff_initial,
             max=settings.backoff_max,
             jitter=settings.backoff_initial,
         )

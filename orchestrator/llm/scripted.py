@@ -67,7 +67,8 @@ class ScriptedServer:
     """Answers Chat Completions requests from a script and records them.
 
     ``script`` may be a :class:`Script` or just an iterable of replies; ``responder`` answers once
-    the queued replies are spent.
+    the queued replies are spent. A responder that raises is answered with a non-retryable 400
+    naming the error (kept in ``errors``), so a bug in a scenario fails the test, not the server.
     """
 
     def __init__(
@@ -77,6 +78,7 @@ class ScriptedServer:
         if responder is not None:
             self.script.responder = responder
         self.requests: list[RecordedRequest] = []
+        self.errors: list[Exception] = []
 
     def add(self, *items: ScriptItem) -> None:
         """Queue more replies."""
@@ -96,7 +98,13 @@ class ScriptedServer:
         if body.get("stream") is not True:
             message = "the scripted server only serves streamed completions (stream=true)"
             return render(HttpError(400, message, "invalid_request_error"), body)
-        return render(self.script.next(body), body)
+        try:
+            item = self.script.next(body)
+        except Exception as exc:  # a responder bug must not take the server down
+            self.errors.append(exc)
+            message = f"scripted responder failed: {type(exc).__name__}: {exc}"
+            return render(HttpError(400, message, "invalid_request_error"), body)
+        return render(item, body)
 
     def transport(self) -> ScriptedTransport:
         """An ``httpx2`` transport that serves this script in-process."""

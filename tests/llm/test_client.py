@@ -22,10 +22,11 @@ from orchestrator.llm.script import (
     tool_calls,
 )
 from orchestrator.llm.scripted import IN_PROCESS_URL, ScriptedServer
+from orchestrator.llm.types import Message, ToolSchema
 from tests.llm.helpers import Mount, TextLog, connected, settings
 
-USER = [{"role": "user", "content": "hello"}]
-TOOL = {
+USER: list[Message] = [{"role": "user", "content": "hello"}]
+TOOL: ToolSchema = {
     "type": "function",
     "function": {"name": "search", "parameters": {"type": "object", "properties": {}}},
 }

@@ -148,3 +148,17 @@ async def test_non_streamed_and_unknown_routes_are_refused() -> None:
     assert plain.status_code == 400 and "stream=true" in plain.json()["error"]["message"]
     assert missing.status_code == 404
     assert server.script.pending == 1
+
+
+async def test_responder_error_is_a_clear_refusal(mount: Mount) -> None:
+    def broken(body: dict[str, Any]) -> Reply:
+        raise KeyError("no such scenario")
+
+    server = ScriptedServer(responder=broken)
+    async with connected(server, mount) as model:
+        with pytest.raises(ModelError, match="scripted responder failed: KeyError") as caught:
+            await model.complete([{"role": "user", "content": "a"}])
+        assert caught.value.attempts == 1
+        server.add(text("still serving"))
+        assert (await model.complete([{"role": "user", "content": "b"}])).text == "still serving"
+    assert [type(e) for e in server.errors] == [KeyError]

@@ -1,0 +1,309 @@
+"""The offline model: a built-in, deterministic model for running baton with no API key.
+
+It is the scripted server (:mod:`orchestrator.llm.scripted`) with a responder that reads each
+request and answers as a lead or as a sub-agent would, served through the in-process transport so
+the real ``openai`` client path runs (streaming, tool-call deltas split across chunks, usage). Its
+model name is :data:`OFFLINE_MODEL_NAME` and :data:`OFFLINE_LABEL` says what it is; show the label
+wherever the offline model is in use.
+
+**Which script answers** (first rule that decides wins):
+
+1. a marker in a system/developer message: ``[baton:lead]`` or ``[baton:subagent]``;
+2. the ``send_message`` tool's ``type`` parameter: an ``enum`` containing ``"task"`` → lead,
+   any other ``enum`` → sub-agent;
+3. its ``to`` parameter: an ``enum`` of exactly ``["lead"]`` → sub-agent;
+4. no ``send_message`` tool offered → sub-agent; otherwise → lead.
+
+**Lead script.** The *request* is the latest user message that is not an inbox block (below).
+
+* Nothing answered since the request: split it into sub-tasks (on newlines, ``;``, ``,``, and the
+  words "and"/"then") and call ``send_message(to=<agent>, content=<sub-task>, type="task")`` once
+  per sub-task, all in parallel, assigning agents round-robin from the ``to`` parameter's ``enum``
+  (``"lead"``/``"user"`` left out) or ``"worker"`` when there is none. No ``send_message`` tool:
+  it answers with text.
+* Delegated, no results yet: "Delegated N tasks (…); waiting for results."
+* Results in the context since the request: a summary naming each agent that reported and listing
+  every media URL found, saying which delegated agents are still outstanding, if any.
+
+**Inbox blocks — the format the lead's context must use for sub-agent messages.** Each message is a
+block in a ``user`` (or ``tool``) message, several blocks per message allowed, separated by a blank
+line; its first line is ``[<type> from <sender>]`` followed by the content, and media URLs
+(``http(s)://``, ``file://``, ``data:``) anywhere in the block, conventionally on a last line
+``media: <url> <url> ...``::
+
+    [result from painter] Painted a red fox in the snow.
+    media: https://cdn.example/fox.png
+
+**Sub-agent script.** Its task is the latest user message (an inbox header such as
+``[task from lead]`` is stripped). It calls, in parallel, every offered tool other than
+``send_message`` that takes a single string parameter, with the task text; once their results are
+back it calls ``send_message(to="lead", type="result", content=<summary with every URL found in the
+tool results>)``; after that, or with no such tools, it answers with text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from orchestrator.llm.client import ModelSettings, OpenAIChatModel
+from orchestrator.llm.script import Call, Json, Reply, pieces
+from orchestrator.llm.scripted import IN_PROCESS_URL, ScriptedServer
+
+OFFLINE_MODEL_NAME = "baton-offline"
+OFFLINE_LABEL = "offline model (built-in and scripted: no API key configured, answers are canned)"
+LEAD_MARKER = "[baton:lead]"
+SUBAGENT_MARKER = "[baton:subagent]"
+DEFAULT_AGENT = "worker"
+
+_INBOX_HEADER = re.compile(r"^\[(?P<type>[\w-]+) from (?P<sender>[^\]]+)\]\s*", re.MULTILINE)
+_URL = re.compile(r"(?:https?|file)://[^\s<>\"'()\[\],]+|data:[\w.+-]+/[\w.+-]+;base64,[\w+/=]+")
+_SPLIT = re.compile(r"\s*(?:\n|;|,|\band\b|\bthen\b)\s*", re.IGNORECASE)
+_ARG_PIECE = 16
+
+
+def offline_model(*, chunk_delay: float = 0.0) -> OpenAIChatModel:
+    """An :class:`OpenAIChatModel` answered by the offline scripts, in-process."""
+    server = offline_server(chunk_delay=chunk_delay)
+    settings = ModelSettings(
+        model=OFFLINE_MODEL_NAME, base_url=IN_PROCESS_URL, api_key="offline", max_retries=0
+    )
+    return OpenAIChatModel(settings, http_client=server.http_client())
+
+
+def offline_server(*, chunk_delay: float = 0.0) -> ScriptedServer:
+    """The scripted server with the offline responder (mount it in-process or on loopback)."""
+
+    def responder(body: Json) -> Reply:
+        reply = offline_reply(body)
+        if chunk_delay:
+            return _with_delay(reply, chunk_delay)
+        return reply
+
+    return ScriptedServer(responder=responder)
+
+
+def is_offline(model_name: str) -> bool:
+    return model_name == OFFLINE_MODEL_NAME
+
+
+def offline_reply(body: Json) -> Reply:
+    """The offline answer to one Chat Completions request body (a pure function of it)."""
+    messages: list[Json] = list(body.get("messages", []))
+    tools: list[Json] = list(body.get("tools", []))
+    if role_of(messages, tools) == "lead":
+        return _lead(messages, tools)
+    return _subagent(messages, tools)
+
+
+def role_of(messages: list[Json], tools: list[Json]) -> Literal["lead", "subagent"]:
+    """Which script answers; the rule is in the module docstring."""
+    system = "\n".join(_text(m) for m in messages if m.get("role") in ("system", "developer"))
+    if LEAD_MARKER in system:
+        return "lead"
+    if SUBAGENT_MARKER in system:
+        return "subagent"
+    send = _tool(tools, "send_message")
+    if send is None:
+        return "subagent"
+    type_enum = _param(send, "type").get("enum")
+    if type_enum:
+        return "lead" if "task" in type_enum else "subagent"
+    if _param(send, "to").get("enum") == ["lead"]:
+        return "subagent"
+    return "lead"
+
+
+# --- the lead ---------------------------------------------------------------------------------
+
+
+def _lead(messages: list[Json], tools: list[Json]) -> Reply:
+    request_at = _request_index(messages)
+    request = _strip_header(_text(messages[request_at])) if request_at >= 0 else ""
+    since = messages[request_at + 1 :]
+    send = _tool(tools, "send_message")
+    delegated = [
+        _argument(call, "to")
+        for message in since
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or ()
+        if call["function"]["name"] == "send_message"
+    ]
+    reports = [block for message in since for block in _inbox_blocks(message)]
+    results = [(sender, text) for kind, sender, text in reports if kind == "result"]
+    if not any(m.get("role") == "assistant" for m in since):
+        if send is None:
+            return _say(f"Offline model: no send_message tool to delegate with; request: {request}")
+        return _delegate(request, _agents(send), len(messages))
+    if results:
+        return _say(_summary(results, delegated))
+    names = ", ".join(dict.fromkeys(delegated)) or "nobody"
+    return _say(f"Delegated {len(delegated)} tasks ({names}); waiting for results.")
+
+
+def _delegate(request: str, agents: list[str], turn: int) -> Reply:
+    tasks = [part.strip(" .") for part in _SPLIT.split(request)]
+    tasks = [task for task in tasks if task] or [request or "(empty request)"]
+    calls = []
+    for number, task in enumerate(tasks):
+        agent = agents[number % len(agents)]
+        args = json.dumps({"to": agent, "content": task, "type": "task"})
+        calls.append(
+            Call("send_message", pieces(args, _ARG_PIECE), id=f"call_lead_{turn}_{number}")
+        )
+    return Reply(calls=calls)
+
+
+def _summary(results: list[tuple[str, str]], delegated: list[str]) -> str:
+    reported = list(dict.fromkeys(sender for sender, _ in results))
+    urls = list(dict.fromkeys(url for _, text in results for url in _urls(text)))
+    lines = [f"Results from {len(results)} task(s), by {', '.join(reported)}."]
+    lines += [f"- {sender}: {_first_line(text)}" for sender, text in results]
+    outstanding = [name for name in dict.fromkeys(delegated) if name not in reported]
+    if outstanding:
+        lines.append(f"Still waiting for: {', '.join(outstanding)}.")
+    lines.append("Media:" if urls else "No media was produced.")
+    lines += [f"- {url}" for url in urls]
+    return "\n".join(lines)
+
+
+def _agents(send: Json) -> list[str]:
+    names = [str(n) for n in _param(send, "to").get("enum") or () if n not in ("lead", "user")]
+    return names or [DEFAULT_AGENT]
+
+
+def _request_index(messages: list[Json]) -> int:
+    """The latest user message that is a request: plain text, or an inbox block from the user."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") != "user":
+            continue
+        blocks = _inbox_blocks(message)
+        if not blocks or all(sender == "user" for _, sender, _ in blocks):
+            return index
+    return -1
+
+
+def _argument(call: Json, name: str) -> str:
+    try:
+        value = json.loads(call["function"]["arguments"] or "{}").get(name)
+    except (ValueError, AttributeError):
+        value = None
+    return str(value) if value is not None else "?"
+
+
+# --- the sub-agent ----------------------------------------------------------------------------
+
+
+def _subagent(messages: list[Json], tools: list[Json]) -> Reply:
+    task_at = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    task = _strip_header(_text(messages[task_at])) if task_at >= 0 else ""
+    since = messages[task_at + 1 :]
+    called = [
+        call["function"]["name"]
+        for message in since
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or ()
+    ]
+    workers = [(name, param) for name, param in _string_tools(tools) if name != "send_message"]
+    outputs = [_text(m) for m in since if m.get("role") == "tool"]
+    summary = _result_text(task, outputs)
+    if "send_message" in called:
+        return _say(f"Reported the result to the lead. {summary}")
+    if workers and not called:
+        turn = len(messages)
+        return Reply(
+            calls=[
+                Call(name, pieces(json.dumps({param: task}), _ARG_PIECE), id=f"call_sub_{turn}_{i}")
+                for i, (name, param) in enumerate(workers)
+            ]
+        )
+    if called and _tool(tools, "send_message") is not None:
+        args = json.dumps({"to": "lead", "type": "result", "content": summary})
+        call = Call("send_message", pieces(args, _ARG_PIECE), id=f"call_res_{len(messages)}")
+        return Reply(calls=[call])
+    return _say(summary)
+
+
+def _result_text(task: str, outputs: list[str]) -> str:
+    urls = list(dict.fromkeys(url for output in outputs for url in _urls(output)))
+    text = f"Done: {task}." if task else "Done."
+    if urls:
+        text += "\nmedia: " + " ".join(urls)
+    return text
+
+
+def _string_tools(tools: list[Json]) -> list[tuple[str, str]]:
+    """(name, parameter) of each tool whose only (or only required) parameter is a string."""
+    found = []
+    for tool in tools:
+        function = tool.get("function") or {}
+        schema = function.get("parameters") or {}
+        properties: dict[str, Any] = schema.get("properties") or {}
+        names = list(schema.get("required") or ()) or list(properties)
+        if len(names) == 1 and (properties.get(names[0]) or {}).get("type") == "string":
+            found.append((str(function.get("name")), names[0]))
+    return found
+
+
+# --- shared helpers ---------------------------------------------------------------------------
+
+
+def _say(text: str) -> Reply:
+    """Stream ``text`` in several deltas, a few words at a time, as a model would."""
+    words = re.findall(r"\S+\s*|\s+", text)
+    deltas = ["".join(words[i : i + 3]) for i in range(0, len(words), 3)] or [text]
+    return Reply(text=deltas)
+
+
+def _with_delay(reply: Reply, delay: float) -> Reply:
+    return Reply(text=reply.text, calls=reply.calls, delay=delay)
+
+
+def _text(message: Json) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _inbox_blocks(message: Json) -> list[tuple[str, str, str]]:
+    """(type, sender, text) of each ``[type from sender]`` block in a user or tool message."""
+    if message.get("role") not in ("user", "tool"):
+        return []
+    text = _text(message)
+    heads = list(_INBOX_HEADER.finditer(text))
+    if not heads:
+        return []
+    return [
+        (head["type"], head["sender"].strip(), text[head.end() : nxt.start() if nxt else None])
+        for head, nxt in zip(heads, [*heads[1:], None], strict=True)
+    ]
+
+
+def _strip_header(text: str) -> str:
+    return _INBOX_HEADER.sub("", text, count=1).strip()
+
+
+def _urls(text: str) -> list[str]:
+    return [url.rstrip(".;:") for url in _URL.findall(text)]
+
+
+def _first_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if not line.startswith("media:")]
+    return lines[0] if lines else "(no text)"
+
+
+def _tool(tools: list[Json], name: str) -> Json | None:
+    for tool in tools:
+        if (tool.get("function") or {}).get("name") == name:
+            return dict(tool)
+    return None
+
+
+def _param(tool: Json, name: str) -> Json:
+    schema = (tool.get("function") or {}).get("parameters") or {}
+    return dict((schema.get("properties") or {}).get(name) or {})
