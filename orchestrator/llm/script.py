@@ -52,6 +52,8 @@ class Reply:
     new one with a new id; ``send_usage=False`` never sends the usage chunk even when asked.
     Faults: ``cut_after=n`` stops after ``n`` data chunks — ``cut="drop"`` drops the connection
     (a transport error), ``cut="eof"`` ends the body cleanly but without finish or ``[DONE]``.
+    ``error_after=n`` sends an in-stream error event (``data: {"error": {...}}``) after ``n`` data
+    chunks and ends the body, as the real API does when it fails mid-generation.
     ``delay`` is slept before each chunk (for interleaving and read-timeout scenarios).
     """
 
@@ -65,6 +67,7 @@ class Reply:
     reuse_index: bool = False
     cut_after: int | None = None
     cut: Literal["drop", "eof"] = "drop"
+    error_after: int | None = None
     delay: float = 0.0
 
 
@@ -202,6 +205,13 @@ def _render_reply(reply: Reply, body: Json) -> Rendered:
         frames.append(_usage_frame(head, usage))
     frames.append(b"data: [DONE]\n\n")
     cut = False
+    if reply.error_after is not None:
+        error = {
+            "message": "The server had an error while streaming (scripted)",
+            "type": "server_error",
+        }
+        payload = json.dumps({"error": error, "param": None, "code": None}).encode()
+        frames = [*frames[: reply.error_after], b"data: " + payload + b"\n\n"]
     if reply.cut_after is not None:
         frames = frames[: reply.cut_after]
         cut = reply.cut == "drop"

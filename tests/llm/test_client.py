@@ -342,3 +342,21 @@ async def test_extra_body_is_sent(mount: Mount) -> None:
 def test_settings_hide_the_key() -> None:
     configured = ModelSettings(model="m", api_key="sk-secret")
     assert "sk-secret" not in repr(configured)
+
+
+async def test_error_event_mid_stream_is_broken_and_retried(mount: Mount) -> None:
+    server = ScriptedServer([Reply(text=("x",), error_after=1), text("fine")])
+    async with connected(server, mount) as model:
+        reply = await model.complete(USER)
+    assert reply.text == "fine"
+    assert len(server.requests) == 2
+
+
+async def test_error_event_after_text_is_not_retried(mount: Mount) -> None:
+    server = ScriptedServer([Reply(text=("shown", "lost"), error_after=2), text("unused")])
+    log = TextLog()
+    async with connected(server, mount) as model:
+        with pytest.raises(StreamBroken, match="error mid-stream") as caught:
+            await model.complete(USER, on_text=log)
+    assert log.deltas == ["shown"] and caught.value.text_delivered
+    assert server.script.pending == 1
