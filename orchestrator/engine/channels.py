@@ -54,16 +54,22 @@ class _Waiter(Generic[T]):
 class MemoryChannel:
     """In-process channel: questions out on ``self.questions``, answers in by id.
 
-    Usable as an async context manager; ``aclose()`` releases every pending wait and ends the
-    question stream. Must be used from the event loop that runs the engine.
+    Read questions with ``with channel.listen() as items: async for item in items`` (questions and
+    ``QuestionClosed`` notices; the loop ends when the channel closes), or poll :meth:`pending`.
+    Several listeners share the stream (each item goes to one of them). Usable as an async context
+    manager; ``aclose()`` releases every pending wait and ends the stream. Must be used from the
+    event loop that runs the engine.
     """
 
-    def __init__(self, max_buffer: int = 64) -> None:
+    def __init__(self, max_buffer: int = 256) -> None:
         send, receive = anyio.create_memory_object_stream[ChannelItem](max_buffer)
         self._send: MemoryObjectSendStream[ChannelItem] = send
-        self.questions: MemoryObjectReceiveStream[ChannelItem] = receive
-        """Questions to show, and ``QuestionClosed`` notices; ends when the channel closes."""
+        self._receive: MemoryObjectReceiveStream[ChannelItem] = receive
         self._pending: dict[str, _Waiter[object]] = {}
+
+    def listen(self) -> MemoryObjectReceiveStream[ChannelItem]:
+        """A receive stream of questions and closing notices; close it (``with``) when done."""
+        return self._receive.clone()
 
     async def __aenter__(self) -> MemoryChannel:
         return self
@@ -72,8 +78,11 @@ class MemoryChannel:
         await self.aclose()
 
     async def aclose(self) -> None:
+        """Release every pending wait, then end the question stream (a reader waiting on it gets
+        ``EndOfStream``). Idempotent."""
         self.cancel_pending()
         self._send.close()
+        self._receive.close()
 
     # -- the engine's side ----------------------------------------------------------------------
 
@@ -108,7 +117,7 @@ class MemoryChannel:
                 self._send.send_nowait(question)
             except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 raise InteractionUnavailable(
-                    f"cannot ask question {question.id}: nobody is reading the channel "
+                    f"cannot ask question {question.id}: the channel is closed or its buffer full "
                     f"({type(exc).__name__})"
                 ) from exc
             await waiter.done.wait()

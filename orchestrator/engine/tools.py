@@ -207,9 +207,10 @@ def _args_model(name: str, fn: ToolFunction, docs: Mapping[str, str]) -> type[Ba
         if param.name not in hints:
             raise ToolDefinitionError(name, f"parameter {param.name!r} has no type hint")
         default = ... if param.default is param.empty else param.default
+        described = param.name in docs  # else keep a description given with Annotated[..., Field]
         fields[param.name] = (
             hints[param.name],
-            Field(default=default, description=docs.get(param.name)),
+            Field(default=default, description=docs[param.name]) if described else default,
         )
     model_name = "".join(part.capitalize() for part in re.split(r"[_-]", name)) + "Args"
     return create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)

@@ -117,9 +117,9 @@ class AgentTurn:
         "_interactions_left",
         "_lock",
         "_on_cancel",
+        "_scope",
         "limits",
         "rounds",
-        "scope",
     )
 
     def __init__(
@@ -127,7 +127,7 @@ class AgentTurn:
     ) -> None:
         self.limits = limits or LoopLimits()
         self.rounds = 0
-        self.scope = anyio.CancelScope()
+        self._scope: anyio.CancelScope | None = None
         self._calls: dict[str, int] = {}
         self._declined: set[str] = set()
         self._interactions_left = self.limits.interactions_per_round
@@ -189,6 +189,16 @@ class AgentTurn:
     # -- cancellation ---------------------------------------------------------------------------
 
     @property
+    def scope(self) -> anyio.CancelScope:
+        """The cancel scope the loop runs the turn in (made on first use, inside the event loop;
+        already cancelled when ``cancel()`` came first)."""
+        if self._scope is None:
+            self._scope = anyio.CancelScope()
+            if self._cancelled:
+                self._scope.cancel()
+        return self._scope
+
+    @property
     def cancelled(self) -> bool:
         return self._cancelled
 
@@ -197,6 +207,7 @@ class AgentTurn:
         with self._lock:
             first = not self._cancelled
             self._cancelled = True
-        self.scope.cancel()
+        if self._scope is not None:
+            self._scope.cancel()
         if first and self._on_cancel is not None:
             self._on_cancel()

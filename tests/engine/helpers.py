@@ -1,0 +1,160 @@
+"""Shared helpers for the engine tests: a loop wired to the scripted server over real HTTP.
+
+Every loop test goes through the real ``openai`` client to the scripted OpenAI-compatible server on
+a loopback socket, so the engine sees exactly what it would see from a real endpoint. A context
+manager rather than a fixture because the loopback server owns a task group, which must be entered
+and left in the same task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from bus.events import Event
+from orchestrator.engine import AgentLoop, Telemetry, Tool
+from orchestrator.llm.client import ModelSettings, OpenAIChatModel
+from orchestrator.llm.script import Responder, ScriptItem
+from orchestrator.llm.scripted import RecordedRequest, ScriptedServer
+from orchestrator.llm.types import Message
+
+E = TypeVar("E")
+
+
+class EventLog:
+    """An event sink that keeps every event, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    async def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type[E]) -> list[E]:
+        return [event for event in self.events if isinstance(event, kind)]
+
+    @property
+    def types(self) -> list[str]:
+        return [event.type for event in self.events]
+
+
+@dataclass
+class Observed:
+    """OpenTelemetry SDK providers with in-memory readers, private to one test."""
+
+    reader: InMemoryMetricReader = field(default_factory=InMemoryMetricReader)
+    exporter: InMemorySpanExporter = field(default_factory=InMemorySpanExporter)
+
+    def __post_init__(self) -> None:
+        self.meters = MeterProvider(metric_readers=[self.reader])
+        self.tracers = TracerProvider()
+        self.tracers.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.telemetry = Telemetry(meter_provider=self.meters, tracer_provider=self.tracers)
+
+    def counts(self, name: str, attribute: str = "outcome") -> dict[str, int]:
+        """Sum of counter ``name`` by the value of ``attribute``."""
+        totals: dict[str, int] = {}
+        data = self.reader.get_metrics_data()
+        if data is None:
+            return totals
+        for resource in data.resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name != name:
+                        continue
+                    for point in metric.data.data_points:
+                        key = str(point.attributes.get(attribute)) if point.attributes else ""
+                        totals[key] = totals.get(key, 0) + int(point.value)  # type: ignore[union-attr]
+        return totals
+
+    def spans(self) -> Sequence[ReadableSpan]:
+        return self.exporter.get_finished_spans()
+
+    def shutdown(self) -> None:
+        self.meters.shutdown()
+        self.tracers.shutdown()
+
+
+@dataclass
+class Harness:
+    server: ScriptedServer
+    loop: AgentLoop
+    log: EventLog
+    observed: Observed
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        return self.server.requests
+
+
+def user(text: str, system: str = "You are a test agent.") -> list[Message]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": text}]
+
+
+@asynccontextmanager
+async def harness(
+    script: Iterable[ScriptItem] = (),
+    tools: Iterable[Tool] = (),
+    *,
+    responder: Responder | None = None,
+    observed: Observed | None = None,
+    **loop_options: Any,
+) -> AsyncIterator[Harness]:
+    """An ``AgentLoop`` whose model is the scripted server, reached over loopback HTTP."""
+    server = ScriptedServer(script, responder=responder)
+    observed = observed or Observed()
+    log = EventLog()
+    async with server.serve() as http:
+        settings = ModelSettings(
+            model="scripted", base_url=http.base_url, api_key="sk-test", max_retries=0
+        )
+        async with OpenAIChatModel(settings) as model:
+            loop = AgentLoop(
+                model,
+                tools,
+                session="s1",
+                agent="tester",
+                events=log,
+                telemetry=observed.telemetry,
+                **loop_options,
+            )
+            try:
+                yield Harness(server, loop, log, observed)
+            finally:
+                observed.shutdown()
+
+
+def engine_tasks() -> list[asyncio.Task[Any]]:
+    """Tasks still running engine code (a coroutine of ``orchestrator/engine`` on their stack)."""
+    found = []
+    for task in asyncio.all_tasks():
+        if task.done():
+            continue
+        coro: Any = task.get_coro()
+        while coro is not None:
+            code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
+            if code is not None and "orchestrator/engine" in code.co_filename:
+                found.append(task)
+                break
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return found
+
+
+def tool_messages(history: Sequence[Message]) -> dict[str, str]:
+    """Tool results in the history, by call id."""
+    out: dict[str, str] = {}
+    for message in history:
+        if message["role"] == "tool":
+            content = message["content"]
+            assert isinstance(content, str)
+            out[message["tool_call_id"]] = content
+    return out
