@@ -93,7 +93,7 @@ class ToolResulted(_Event):
 
 
 class GuardFired(_Event):
-    """A governance guard answered a call instead of running it (outcome as on ``chat.tool.loop``)."""
+    """A governance guard answered a call instead of running it (outcomes of ``chat.tool.loop``)."""
 
     type: Literal["guard.fired"] = "guard.fired"
     outcome: Literal[

@@ -1,0 +1,312 @@
+"""The ``Bus`` interface: what every backend guarantees, and what it raises.
+
+Two backends implement it — :class:`bus.memory.MemoryBus` (in-process, the default) and
+:class:`bus.redis.RedisBus` — and one contract test suite runs against both. Delivery is
+at-least-once: a message handed out and not acked is handed out again once its lease expires, so
+consumers dedupe by envelope ``id`` (the bus also drops duplicates it has seen acked itself).
+
+Errors: every method may raise ``BusUnreachable`` when the backend cannot be reached after its
+retries, and ``BusClosed`` after ``aclose()``. Malformed input never raises out of a read: it is
+moved to the dead-letter stream with its reason and an ``error`` event goes to the session's log.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Self
+
+from bus.errors import BusClosed, InvalidEnvelope
+from bus.events import ErrorEvent, Event
+from bus.ids import new_id
+from bus.messages import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DeadLetter,
+    Envelope,
+    SpawnRequest,
+    parse_envelope,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WAIT_S = 60.0
+DEFAULT_LEASE_S = 30.0
+DEFAULT_EVENT_LOG_CAP = 10_000
+_RECENT_ACKS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedEvent:
+    """An event read back from a session log; ``cursor`` resumes a tail right after it."""
+
+    cursor: str
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnClaim:
+    """A spawn request this worker now owns; ``receipt`` renews, acks or releases it."""
+
+    receipt: str
+    request: SpawnRequest
+
+
+@dataclass(slots=True)
+class BusOptions:
+    """Tunables shared by both backends."""
+
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    lease_s: float = DEFAULT_LEASE_S
+    event_log_cap: int = DEFAULT_EVENT_LOG_CAP
+    consumer: str = field(default_factory=lambda: f"c-{new_id()[-12:]}")
+
+
+class InboxLedger:
+    """What one bus instance knows about one inbox: what it handed out, and what it acked.
+
+    Kept per instance (not on the backend) because it only serves to map envelope ids back to
+    backend receipts for ``ack``, and to drop a duplicate whose twin was acked moments ago.
+    """
+
+    __slots__ = ("handed_out", "pending_epoch", "recent_acks", "recent_set")
+
+    def __init__(self) -> None:
+        self.pending_epoch = -1  # the fault epoch in which we last re-read our own pending
+        self.handed_out: dict[str, list[str]] = {}
+        self.recent_acks: deque[str] = deque(maxlen=_RECENT_ACKS)
+        self.recent_set: set[str] = set()
+
+    def record(self, envelope_id: str, receipt: str) -> None:
+        self.handed_out.setdefault(envelope_id, []).append(receipt)
+
+    def was_acked(self, envelope_id: str) -> bool:
+        return envelope_id in self.recent_set
+
+    def take(self, envelope_ids: Sequence[str]) -> list[str]:
+        """Forget the given ids as handed out, remember them as acked; return their receipts."""
+        receipts: list[str] = []
+        for envelope_id in envelope_ids:
+            receipts.extend(self.handed_out.pop(envelope_id, ()))
+            if envelope_id not in self.recent_set:
+                if len(self.recent_acks) == self.recent_acks.maxlen:
+                    self.recent_set.discard(self.recent_acks[0])
+                self.recent_acks.append(envelope_id)
+                self.recent_set.add(envelope_id)
+        return receipts
+
+
+class Bus(ABC):
+    """One message bus: inboxes with wake-ups, a session event log, a spawn queue, dead letters.
+
+    Use it as an async context manager (or call ``aclose()``); a closed bus raises ``BusClosed``.
+    """
+
+    url: str
+
+    def __init__(self, options: BusOptions | None = None) -> None:
+        self.options = options or BusOptions()
+        self._closed = False
+        self._ledgers: dict[tuple[str, str, str], InboxLedger] = {}
+
+    @property
+    def consumer(self) -> str:
+        """This instance's consumer name: un-acked deliveries are tracked against it."""
+        return self.options.consumer
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        """Connect (a no-op for the memory bus). Raises ``BusUnreachable`` if it cannot."""
+        self._check_open()
+
+    async def aclose(self) -> None:
+        """Release every connection and wake every waiter; idempotent."""
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BusClosed(f"the bus {self.url} is closed; open a new one")
+
+    # -- inboxes ---------------------------------------------------------------------------
+
+    @abstractmethod
+    async def send(self, envelope: Envelope) -> str:
+        """Append to the recipient's inbox and wake it, atomically; returns the envelope id.
+
+        Raises ``InvalidEnvelope`` for a message over the size limit (nothing is sent).
+        """
+
+    @abstractmethod
+    async def send_raw(self, session: str, recipient: str, raw: str | bytes) -> None:
+        """Append unvalidated text to an inbox and wake it, as a foreign producer would.
+
+        The reader validates it; what fails goes to the dead letters. Exists so bridges and tests
+        can put exactly the bytes they want on the bus.
+        """
+
+    @abstractmethod
+    async def read_inbox(
+        self, session: str, agent: str, *, count: int = 100, consumer: str | None = None
+    ) -> list[Envelope]:
+        """The messages not yet handed out (and any whose lease expired), without blocking.
+
+        The first read of an inbox by this instance (and the first after a reconnect) also
+        returns its own un-acked deliveries, so nothing stays stranded by a lost reply.
+        """
+
+    @abstractmethod
+    async def wait(self, session: str, agent: str, timeout: float = DEFAULT_WAIT_S) -> bool:
+        """Block until the inbox is woken or ``timeout`` seconds pass; returns whether woken.
+
+        A wake-up that arrives between an empty ``read_inbox`` and this call is not lost.
+        """
+
+    @abstractmethod
+    async def ack(
+        self, session: str, agent: str, ids: Sequence[str], *, consumer: str | None = None
+    ) -> None:
+        """Mark messages (by envelope id) done; they are never handed out again."""
+
+    @abstractmethod
+    async def release(self, session: str, agent: str) -> None:
+        """Stop watching an inbox (its agent left this process); frees its wake-up slot."""
+
+    # -- session event log -----------------------------------------------------------------
+
+    @abstractmethod
+    async def emit(self, event: Event) -> str:
+        """Append to ``event.session``'s log (capped); returns the event's cursor."""
+
+    @abstractmethod
+    def events(
+        self, session: str, *, after: str | None = None, follow: bool = True
+    ) -> AsyncIterator[LoggedEvent]:
+        """Events after ``after`` (all when None), in order; with ``follow`` keeps tailing."""
+
+    @abstractmethod
+    async def sessions(self) -> list[str]:
+        """Ids of the sessions with an event log, most recently active first."""
+
+    # -- spawn queue -----------------------------------------------------------------------
+
+    @abstractmethod
+    async def submit_spawn(self, request: SpawnRequest) -> str:
+        """Queue a request to start a sub-agent; returns its receipt."""
+
+    @abstractmethod
+    async def claim_spawn(self, *, timeout: float = 0.0) -> SpawnClaim | None:
+        """Claim one request for this worker (or one a dead worker's lease let go), or None.
+
+        Each request goes to exactly one claimant. Waits up to ``timeout`` for one to arrive.
+        """
+
+    @abstractmethod
+    async def renew_spawn(self, receipts: Sequence[str]) -> None:
+        """Heartbeat: restart the lease of requests this worker still runs."""
+
+    @abstractmethod
+    async def ack_spawn(self, receipts: Sequence[str]) -> None:
+        """The agent is done for good: the request leaves the queue."""
+
+    @abstractmethod
+    async def release_spawn(self, receipts: Sequence[str]) -> None:
+        """Give requests back at once (graceful drain) so another worker resumes them."""
+
+    # -- agent state -----------------------------------------------------------------------
+
+    @abstractmethod
+    async def set_agent_state(self, session: str, agent: str, fields: Mapping[str, str]) -> None:
+        """Merge fields into the agent's state record (status, worker, checkpoint...)."""
+
+    @abstractmethod
+    async def get_agent_state(self, session: str, agent: str) -> dict[str, str]:
+        """The agent's state record; empty when it has none."""
+
+    # -- dead letters and health -----------------------------------------------------------
+
+    @abstractmethod
+    async def dead_letters(self, count: int = 100) -> list[DeadLetter]:
+        """The most recent dead letters, oldest first."""
+
+    @abstractmethod
+    async def ping(self) -> None:
+        """Raises ``BusUnreachable`` unless the backend answers."""
+
+    def _ledger(self, session: str, agent: str, consumer: str | None) -> InboxLedger:
+        key = (session, agent, consumer or self.consumer)
+        ledger = self._ledgers.get(key)
+        if ledger is None:
+            ledger = self._ledgers[key] = InboxLedger()
+        return ledger
+
+    def _forget_ledgers(self, session: str, agent: str) -> None:
+        for key in [k for k in self._ledgers if k[0] == session and k[1] == agent]:
+            del self._ledgers[key]
+
+    async def _screen(
+        self,
+        session: str,
+        agent: str,
+        ledger: InboxLedger,
+        entries: Sequence[tuple[str, str]],
+        source: str,
+    ) -> tuple[list[Envelope], list[str]]:
+        """Validate what a read returned: dead-letter the malformed and drop duplicates.
+
+        Returns the envelopes to hand out and the receipts to remove from the inbox now.
+        """
+        envelopes: list[Envelope] = []
+        drop: list[str] = []
+        for receipt, raw in entries:
+            try:
+                envelope = parse_envelope(raw, max_bytes=self.options.max_message_bytes)
+            except InvalidEnvelope as exc:
+                await self._dead_letter(exc, source=source, session=session, raw=raw)
+                drop.append(receipt)
+                continue
+            if ledger.was_acked(envelope.id):
+                drop.append(receipt)  # a duplicate of something already done
+                continue
+            first = envelope.id not in ledger.handed_out
+            ledger.record(envelope.id, receipt)
+            if first:
+                envelopes.append(envelope)
+        return envelopes, drop
+
+    @abstractmethod
+    async def _store_dead_letter(self, letter: DeadLetter) -> None:
+        """Append to the dead-letter stream."""
+
+    async def _dead_letter(
+        self, error: InvalidEnvelope, *, source: str, session: str | None, raw: str | bytes
+    ) -> None:
+        """Move a rejected message aside with its reason, and tell the session's observers."""
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        letter = DeadLetter(
+            id=new_id(), reason=error.reason, source=source, session=session, raw=text[:65536]
+        )
+        log.warning("dead letter from %s: %s", source, error.reason)
+        await self._store_dead_letter(letter)
+        if session is not None:
+            await self.emit(
+                ErrorEvent(
+                    session=session,
+                    agent="bus",
+                    message=f"a malformed message was moved to the dead letters: {error.reason}",
+                    detail={"dead_letter": letter.id, "source": source},
+                )
+            )

@@ -1,0 +1,291 @@
+"""The in-process bus: the embedded default, not a test fake.
+
+It keeps the wire format — inboxes store JSON text and every read validates it again — so a
+serialisation bug shows up here without Redis, and its delivery rules (consumer leases,
+redelivery, dead letters) match the Redis backend's, which one contract test suite checks.
+Everything runs on one event loop, so no locks are needed: there is no await between a check and
+the update it guards.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import anyio
+
+from bus.base import Bus, BusOptions, LoggedEvent, SpawnClaim
+from bus.errors import InvalidEnvelope
+from bus.events import Event, dump_event, parse_event
+from bus.messages import (
+    DeadLetter,
+    Envelope,
+    SpawnRequest,
+    encode_envelope,
+    parse_spawn_request,
+)
+from bus.wake import WakeHub
+
+
+@dataclass(slots=True)
+class _Stream:
+    """A stream with one consumer group: entries, the undelivered tail and the pending list."""
+
+    entries: OrderedDict[int, str] = field(default_factory=OrderedDict)
+    undelivered: deque[int] = field(default_factory=deque)
+    pending: dict[int, tuple[str, float]] = field(default_factory=dict)
+    seen_by: set[str] = field(default_factory=set)
+
+    def add(self, entry_id: int, raw: str) -> None:
+        self.entries[entry_id] = raw
+        self.undelivered.append(entry_id)
+
+    def take(self, consumer: str, count: int, lease_s: float) -> list[tuple[int, str]]:
+        """Own pending on first sight, then expired leases, then new entries (like Redis)."""
+        now = anyio.current_time()
+        chosen: list[int] = []
+        if consumer not in self.seen_by:
+            self.seen_by.add(consumer)
+            chosen.extend(i for i, (owner, _) in self.pending.items() if owner == consumer)
+        chosen.extend(
+            i
+            for i, (owner, since) in self.pending.items()
+            if now - since >= lease_s and i not in chosen
+        )
+        while self.undelivered and len(chosen) < count:
+            chosen.append(self.undelivered.popleft())
+        chosen = chosen[: max(count, 0)] if count > 0 else chosen
+        taken = []
+        for entry_id in chosen:
+            raw = self.entries.get(entry_id)
+            if raw is None:
+                self.pending.pop(entry_id, None)
+                continue
+            self.pending[entry_id] = (consumer, now)
+            taken.append((entry_id, raw))
+        return taken
+
+    def done(self, entry_ids: Sequence[int]) -> None:
+        for entry_id in entry_ids:
+            self.pending.pop(entry_id, None)
+            self.entries.pop(entry_id, None)
+
+
+@dataclass(slots=True)
+class _EventLog:
+    entries: deque[tuple[int, str]]
+    changed: anyio.Event = field(default_factory=anyio.Event)
+
+    def append(self, seq: int, raw: str) -> None:
+        self.entries.append((seq, raw))
+        changed, self.changed = self.changed, anyio.Event()
+        changed.set()
+
+
+class _Broker:
+    """The shared state behind one in-memory bus and all its peers."""
+
+    def __init__(self, event_log_cap: int) -> None:
+        self.seq = itertools.count(1)
+        self.inboxes: dict[tuple[str, str], _Stream] = {}
+        self.hub = WakeHub()
+        self.logs: dict[str, _EventLog] = {}
+        self.event_log_cap = event_log_cap
+        self.session_touch: dict[str, int] = {}
+        self.spawn = _Stream()
+        self.agents: dict[tuple[str, str], dict[str, str]] = {}
+        self.dead: deque[DeadLetter] = deque(maxlen=10_000)
+
+
+class MemoryBus(Bus):
+    """All of a process's agents on one in-memory bus (``memory://``).
+
+    ``peer()`` gives another handle on the same bus with its own consumer name, the way a second
+    process would connect to the same Redis; tests use it to play a consumer that dies.
+    """
+
+    def __init__(
+        self,
+        options: BusOptions | None = None,
+        url: str = "memory://",
+        *,
+        _broker: _Broker | None = None,
+    ) -> None:
+        super().__init__(options)
+        self.url = url
+        self._broker = _broker or _Broker(self.options.event_log_cap)
+
+    def peer(self, consumer: str | None = None) -> MemoryBus:
+        """Another handle on this bus's state, as a separate consumer."""
+        options = replace(self.options, consumer=consumer or BusOptions().consumer)
+        return MemoryBus(options, self.url, _broker=self._broker)
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        self._broker.hub.wake_all()
+
+    # -- inboxes ---------------------------------------------------------------------------
+
+    def _inbox(self, session: str, agent: str) -> _Stream:
+        stream = self._broker.inboxes.get((session, agent))
+        if stream is None:
+            stream = self._broker.inboxes[(session, agent)] = _Stream()
+        return stream
+
+    @staticmethod
+    def _channel(session: str, agent: str) -> str:
+        return f"{session}\x00{agent}"
+
+    async def send(self, envelope: Envelope) -> str:
+        self._check_open()
+        raw = encode_envelope(envelope, max_bytes=self.options.max_message_bytes)
+        self._append(envelope.session, envelope.recipient, raw)
+        return envelope.id
+
+    async def send_raw(self, session: str, recipient: str, raw: str | bytes) -> None:
+        self._check_open()
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        self._append(session, recipient, text)
+
+    def _append(self, session: str, recipient: str, raw: str) -> None:
+        self._inbox(session, recipient).add(next(self._broker.seq), raw)
+        self._broker.hub.wake(self._channel(session, recipient))
+
+    async def read_inbox(
+        self, session: str, agent: str, *, count: int = 100, consumer: str | None = None
+    ) -> list[Envelope]:
+        self._check_open()
+        self._broker.hub.add(self._channel(session, agent)).mark_read()
+        stream = self._inbox(session, agent)
+        taken = stream.take(consumer or self.consumer, count, self.options.lease_s)
+        envelopes, drop = await self._screen(
+            session,
+            agent,
+            self._ledger(session, agent, consumer),
+            [(str(entry_id), raw) for entry_id, raw in taken],
+            source=f"inbox:{session}/{agent}",
+        )
+        stream.done([int(r) for r in drop])
+        return envelopes
+
+    async def wait(self, session: str, agent: str, timeout: float = 60.0) -> bool:
+        self._check_open()
+        woken = await self._broker.hub.add(self._channel(session, agent)).wait(timeout)
+        self._check_open()
+        return woken
+
+    async def ack(
+        self, session: str, agent: str, ids: Sequence[str], *, consumer: str | None = None
+    ) -> None:
+        self._check_open()
+        receipts = self._ledger(session, agent, consumer).take(ids)
+        self._inbox(session, agent).done([int(r) for r in receipts])
+
+    async def release(self, session: str, agent: str) -> None:
+        self._broker.hub.remove(self._channel(session, agent))
+        self._forget_ledgers(session, agent)
+
+    # -- event log -------------------------------------------------------------------------
+
+    def _log(self, session: str) -> _EventLog:
+        log = self._broker.logs.get(session)
+        if log is None:
+            log = self._broker.logs[session] = _EventLog(deque(maxlen=self.options.event_log_cap))
+        return log
+
+    async def emit(self, event: Event) -> str:
+        self._check_open()
+        seq = next(self._broker.seq)
+        self._log(event.session).append(seq, dump_event(event))
+        self._broker.session_touch[event.session] = seq
+        return str(seq)
+
+    async def events(
+        self, session: str, *, after: str | None = None, follow: bool = True
+    ) -> AsyncIterator[LoggedEvent]:
+        self._check_open()
+        cursor = int(after) if after else 0
+        log = self._log(session)
+        while True:
+            changed = log.changed
+            fresh = [(seq, raw) for seq, raw in log.entries if seq > cursor]
+            for seq, raw in fresh:
+                cursor = seq
+                yield LoggedEvent(str(seq), parse_event(raw))
+            if not follow:
+                return
+            if not fresh:
+                await changed.wait()
+                self._check_open()
+
+    async def sessions(self) -> list[str]:
+        return sorted(
+            self._broker.session_touch, key=self._broker.session_touch.__getitem__, reverse=True
+        )
+
+    # -- spawn queue -----------------------------------------------------------------------
+
+    async def submit_spawn(self, request: SpawnRequest) -> str:
+        self._check_open()
+        receipt = next(self._broker.seq)
+        self._broker.spawn.add(receipt, request.model_dump_json())
+        self._broker.hub.wake("\x00spawn")
+        return str(receipt)
+
+    async def claim_spawn(self, *, timeout: float = 0.0) -> SpawnClaim | None:
+        self._check_open()
+        watch = self._broker.hub.add("\x00spawn")
+        with anyio.move_on_after(timeout):
+            while True:
+                mark = watch.generation
+                for entry_id, raw in self._broker.spawn.take(
+                    self.consumer, 1, self.options.lease_s
+                ):
+                    try:
+                        return SpawnClaim(str(entry_id), parse_spawn_request(raw))
+                    except InvalidEnvelope as exc:
+                        self._broker.spawn.done([entry_id])
+                        await self._dead_letter(exc, source="spawn", session=None, raw=raw)
+                if timeout <= 0:
+                    return None
+                # Expired leases free up without a wake-up: look again at least once a lease.
+                await watch.wait(min(timeout, self.options.lease_s), since=mark)
+                self._check_open()
+        return None
+
+    async def renew_spawn(self, receipts: Sequence[str]) -> None:
+        now = anyio.current_time()
+        for receipt in receipts:
+            owner = self._broker.spawn.pending.get(int(receipt))
+            if owner is not None:
+                self._broker.spawn.pending[int(receipt)] = (owner[0], now)
+
+    async def ack_spawn(self, receipts: Sequence[str]) -> None:
+        self._broker.spawn.done([int(r) for r in receipts])
+
+    async def release_spawn(self, receipts: Sequence[str]) -> None:
+        for receipt in receipts:
+            if self._broker.spawn.pending.pop(int(receipt), None) is not None:
+                self._broker.spawn.undelivered.appendleft(int(receipt))
+        self._broker.hub.wake("\x00spawn")
+
+    # -- agent state, dead letters, health -------------------------------------------------
+
+    async def set_agent_state(self, session: str, agent: str, fields: Mapping[str, str]) -> None:
+        self._check_open()
+        self._broker.agents.setdefault((session, agent), {}).update(fields)
+
+    async def get_agent_state(self, session: str, agent: str) -> dict[str, str]:
+        self._check_open()
+        return dict(self._broker.agents.get((session, agent), {}))
+
+    async def dead_letters(self, count: int = 100) -> list[DeadLetter]:
+        return list(self._broker.dead)[-count:]
+
+    async def _store_dead_letter(self, letter: DeadLetter) -> None:
+        self._broker.dead.append(letter)
+
+    async def ping(self) -> None:
+        self._check_open()

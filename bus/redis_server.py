@@ -1,0 +1,154 @@
+"""A throwaway ``redis-server`` for tests and benchmarks: started on a free port, killable and
+restartable (AOF on, so a restart keeps what was written), stopped on exit.
+
+Readiness is read from the server's own log line, not polled with sleeps.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from bus.errors import ConfigError
+
+_READY_MARK = "Ready to accept connections"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class RedisServer:
+    """Owns one ``redis-server`` process and its data directory."""
+
+    def __init__(
+        self, *, port: int | None = None, data_dir: Path | None = None, start_timeout: float = 10
+    ) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise ConfigError(
+                "redis-server is not on PATH: install it (Debian: apt-get install redis-server); "
+                ".ci/run does this on a fresh machine"
+            )
+        self.binary = binary
+        self.port = port or free_port()
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="baton-redis-"))
+        self.start_timeout = start_timeout
+        self._proc: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        """Start the server and return once it accepts connections."""
+        args = [
+            self.binary,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.data_dir),
+            "--appendonly", "yes",
+            "--appendfsync", "always",
+            "--save", "",
+            "--maxmemory-policy", "noeviction",
+            "--maxclients", "20000",
+            "--daemonize", "no",
+            "--loglevel", "notice",
+        ]  # fmt: skip
+        proc = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        ready = threading.Event()
+        log: list[str] = []
+
+        def read_log() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if len(log) < 200:
+                    log.append(line)
+                if _READY_MARK in line:
+                    ready.set()
+            ready.set()  # the server exited: stop waiting
+
+        reader = threading.Thread(target=read_log, daemon=True)
+        reader.start()
+        if not ready.wait(self.start_timeout) or proc.poll() is not None:
+            self._reap(proc, reader)
+            raise ConfigError(f"redis-server did not start on port {self.port}:\n{''.join(log)}")
+        self._proc = proc
+        self._reader = reader
+
+    @staticmethod
+    def _reap(proc: subprocess.Popen[str], reader: threading.Thread | None) -> None:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        if reader is not None:
+            reader.join(5)  # ends at EOF, once the server is gone
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            self._reap(proc, self._reader)
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            self._reap(proc, self._reader)
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def redis_cli() -> str:
+    """Path of ``redis-cli``; raises ``ConfigError`` when missing."""
+    binary = shutil.which("redis-cli")
+    if binary is None:
+        raise ConfigError(
+            "redis-cli is not on PATH: install it (Debian: apt-get install redis-tools)"
+        )
+    return binary
+
+
+__all__ = ["RedisServer", "free_port", "redis_cli"]

@@ -1,0 +1,94 @@
+"""Per-channel wake-up flags shared by both backends.
+
+The rule that makes ``wait`` lose nothing: a reader notes the wake-up generation *before* it
+reads, and every wake-up bumps it. A message that lands after the read therefore leaves the
+generation ahead of the mark, and the next ``wait`` returns at once instead of sleeping through it.
+A spurious wake-up is harmless (the caller reads an empty inbox again); a lost one would cost a
+whole wait timeout.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+
+class Watch:
+    """The wake-up state of one channel (an inbox, an event log, the spawn queue).
+
+    ``generation`` counts wake-ups. A reader notes it before reading (``mark_read``); ``wait``
+    returns at once if it moved since. Several readers of one channel each pass their own
+    ``since`` instead of sharing ``seen``.
+    """
+
+    __slots__ = ("confirmed", "event", "generation", "seen")
+
+    def __init__(self) -> None:
+        self.generation = 0
+        self.seen = 0
+        self.event: anyio.Event | None = None
+        # Set once the backend is sure no wake-up for this channel can be missed any more (Redis:
+        # the SUBSCRIBE was confirmed). Reads wait for it so the first read cannot race the wait.
+        self.confirmed: anyio.Event | None = None
+
+    def wake(self) -> None:
+        self.generation += 1
+        event = self.event
+        if event is not None:
+            self.event = None
+            event.set()
+
+    def mark_read(self) -> int:
+        """Call just before reading; returns the generation the read covers."""
+        self.seen = self.generation
+        return self.seen
+
+    async def wait(self, timeout: float, since: int | None = None) -> bool:
+        """Block until woken past ``since`` (default: the last ``mark_read``) or the timeout."""
+        mark = self.seen if since is None else since
+        if self.generation != mark:
+            return True
+        if timeout <= 0:
+            return False
+        event = self.event
+        if event is None:
+            event = self.event = anyio.Event()
+        with anyio.move_on_after(timeout):
+            await event.wait()
+        return self.generation != mark
+
+
+class WakeHub:
+    """Channel name → :class:`Watch`, for everything one bus instance is watching."""
+
+    __slots__ = ("_watches",)
+
+    def __init__(self) -> None:
+        self._watches: dict[str, Watch] = {}
+
+    def get(self, channel: str) -> Watch | None:
+        return self._watches.get(channel)
+
+    def add(self, channel: str) -> Watch:
+        watch = self._watches.get(channel)
+        if watch is None:
+            watch = self._watches[channel] = Watch()
+        return watch
+
+    def remove(self, channel: str) -> Watch | None:
+        return self._watches.pop(channel, None)
+
+    def wake(self, channel: str) -> None:
+        watch = self._watches.get(channel)
+        if watch is not None:
+            watch.wake()
+
+    def wake_all(self) -> None:
+        """After a reconnect nothing is known about what was missed: everyone re-reads."""
+        for watch in self._watches.values():
+            watch.wake()
+
+    def channels(self) -> list[str]:
+        return list(self._watches)
+
+    def __len__(self) -> int:
+        return len(self._watches)

@@ -1,0 +1,67 @@
+"""Shared fixtures: a real ``redis-server`` for the whole run, and buses on both backends.
+
+A missing ``redis-server`` fails the Redis tests with a clear message; it is never a skip.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from bus.base import Bus, BusOptions
+from bus.errors import ConfigError
+from bus.memory import MemoryBus
+from bus.redis import RedisBus
+from bus.redis_server import RedisServer
+
+_prefixes = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    try:
+        server = RedisServer()
+    except ConfigError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with server:
+        yield server
+
+
+BusFactory = Callable[..., Bus]
+
+
+@pytest.fixture(params=["memory", "redis"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make_bus(request: pytest.FixtureRequest, backend: str) -> BusFactory:
+    """Buses on one backend that share state, each a separate consumer (a 'process').
+
+    Use as ``async with make_bus(lease_s=...) as bus``: the bus is opened and closed inside the
+    test's own task, since a bus owns a task group (pytest-asyncio runs fixture setup and
+    teardown in different tasks). Keyword arguments become ``BusOptions`` fields. Redis buses of
+    one test share a fresh key prefix, so tests never see each other's keys.
+    """
+    prefix = f"t{next(_prefixes)}"
+    server: RedisServer | None = (
+        request.getfixturevalue("redis_server") if backend == "redis" else None
+    )
+    first: list[MemoryBus] = []
+
+    def factory(**options: Any) -> Bus:
+        opts = BusOptions(**options)
+        if server is not None:
+            return RedisBus(server.url, opts, prefix=prefix)
+        if not first:
+            first.append(MemoryBus(opts))
+            return first[0]
+        peer = first[0].peer(opts.consumer)
+        peer.options = opts
+        return peer
+
+    return factory
