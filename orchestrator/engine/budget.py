@@ -113,7 +113,8 @@ def fit(
     if total <= limit:
         return None
     bodies = 0
-    for index in range(_last_round_start(history)):
+    latest = _last_round_start(history)  # the current turn's latest round keeps its results
+    for index in range(latest if latest >= keep_from else len(history)):
         if total <= limit:
             break
         message = history[index]

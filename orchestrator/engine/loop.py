@@ -208,14 +208,15 @@ class AgentLoop:
                 with turn.scope:
                     stop, error = await self._run(messages, state, on_text)
                 span.set("baton.stop_reason", str(stop))
-            if turn.scope.cancelled_caught:
-                stop = StopReason.CANCELLED
-            if stop is StopReason.CANCELLED:
-                await self._finish_cancelled(messages, state)
-        finally:
+        finally:  # whatever ended the turn (even an outer cancel), every call gets its answer
+            unanswered = _answer_open_calls(messages, state)
             self._running = False
             if self._turn is turn:
                 self._turn = None
+        if turn.scope.cancelled_caught:
+            stop = StopReason.CANCELLED
+        if stop is StopReason.CANCELLED:
+            await self._report_cancelled(unanswered, turn.rounds)
         return TurnResult(
             text=state.text,
             media_urls=tuple(dict.fromkeys(state.media)),
@@ -345,10 +346,8 @@ class AgentLoop:
             )
         )
 
-    async def _finish_cancelled(self, history: list[Message], state: _TurnState) -> None:
-        """Leave the history valid and tell observers; runs outside the cancelled scope."""
-        open_calls, state.open_calls = state.open_calls, ()
-        history.extend(tool_message(call.id, texts.cancelled(call.name)) for call in open_calls)
+    async def _report_cancelled(self, open_calls: tuple[ToolCall, ...], round_no: int) -> None:
+        """Count the cancelled turn and show observers how its open calls were answered."""
         self.telemetry.loop_outcome("cancelled")
         if open_calls:
             results = [
@@ -364,7 +363,7 @@ class AgentLoop:
                 RoundEnded(
                     session=self.session,
                     agent=self.agent,
-                    round=state.turn.rounds,
+                    round=round_no,
                     tool_calls=[_call_info(call) for call in open_calls],
                     results=results,
                 )
@@ -395,6 +394,14 @@ def _call_param(call: ToolCall) -> ChatCompletionMessageFunctionToolCallParam:
 def tool_message(call_id: str, content: str) -> ChatCompletionToolMessageParam:
     """The tool message that answers one call."""
     return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def _answer_open_calls(history: list[Message], state: _TurnState) -> tuple[ToolCall, ...]:
+    """Answer the calls of an interrupted round as cancelled, so the history stays valid for the
+    next request (every assistant tool call must be followed by its tool message)."""
+    open_calls, state.open_calls = state.open_calls, ()
+    history.extend(tool_message(call.id, texts.cancelled(call.name)) for call in open_calls)
+    return open_calls
 
 
 def _newest_user_index(history: list[Message]) -> int:

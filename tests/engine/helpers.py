@@ -9,11 +9,12 @@ and left in the same task.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import anyio
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -21,7 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from bus.events import Event
-from orchestrator.engine import AgentLoop, Telemetry, Tool
+from orchestrator.engine import AgentLoop, MemoryChannel, Question, QuestionClosed, Telemetry, Tool
 from orchestrator.llm.client import ModelSettings, OpenAIChatModel
 from orchestrator.llm.script import Responder, ScriptItem
 from orchestrator.llm.scripted import RecordedRequest, ScriptedServer
@@ -158,3 +159,51 @@ def tool_messages(history: Sequence[Message]) -> dict[str, str]:
             assert isinstance(content, str)
             out[message["tool_call_id"]] = content
     return out
+
+
+Answerer = Callable[[MemoryChannel, Question], None]
+
+
+class Human:
+    """A person at the other end of a :class:`MemoryChannel`: records and answers questions."""
+
+    def __init__(self, channel: MemoryChannel, answer: Answerer | None) -> None:
+        self.channel = channel
+        self.answer = answer
+        self.questions: list[Question] = []
+        self.closed: list[QuestionClosed] = []
+        self.asked = anyio.Event()
+        self._items = channel.listen()  # listening before the engine can ask
+
+    async def run(self) -> None:
+        with self._items as items:
+            async for item in items:
+                if isinstance(item, QuestionClosed):
+                    self.closed.append(item)
+                    continue
+                self.questions.append(item)
+                self.asked.set()
+                if self.answer is not None:
+                    self.answer(self.channel, item)
+
+
+@asynccontextmanager
+async def human(channel: MemoryChannel, answer: Answerer | None = None) -> AsyncIterator[Human]:
+    """Run a :class:`Human` beside the test body; ``answer=None`` never answers."""
+    person = Human(channel, answer)
+    async with anyio.create_task_group() as group:
+        group.start_soon(person.run)
+        yield person
+        group.cancel_scope.cancel()
+
+
+def approve_all(channel: MemoryChannel, question: Question) -> None:
+    channel.decide(question.id, True)
+
+
+def decline_all(channel: MemoryChannel, question: Question) -> None:
+    channel.decide(question.id, False, reason="no thanks")
+
+
+def cancel_media(channel: MemoryChannel, question: Question) -> None:
+    channel.provide(question.id, None)

@@ -1,0 +1,114 @@
+"""One test per row of the verdict table (DESIGN §3), driven through the scripted server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bus.events import Event, GuardFired, ToolCalled
+from orchestrator.engine import AgentLoop, LoopLimits, MemoryChannel, StopReason, tool
+from orchestrator.engine import messages as texts
+from orchestrator.llm.script import Call, ScriptItem, text, tool_calls
+from tests.engine.helpers import Observed, harness, human, tool_messages, user
+
+runs: list[int] = []
+
+
+@tool
+def step(n: int) -> str:
+    """Do step n."""
+    runs.append(n)
+    return f"step {n} done"
+
+
+def rounds_so_far(body: dict[str, Any]) -> int:
+    return sum(1 for m in body["messages"] if m["role"] == "assistant")
+
+
+def keep_calling(answer_after: int | None = None) -> Any:
+    """A model that calls ``step`` with new arguments each round (never a repeat)."""
+
+    def respond(body: dict[str, Any]) -> ScriptItem:
+        n = rounds_so_far(body) + 1
+        if answer_after is not None and n > answer_after:
+            return text("final answer")
+        return tool_calls(Call("step", f'{{"n": {n}}}', id=f"r{n}"))
+
+    return respond
+
+
+async def test_continue_runs_every_round_up_to_the_soft_limit() -> None:
+    runs.clear()
+    observed = Observed()
+    async with harness(responder=keep_calling(16), tools=[step], observed=observed) as h:
+        result = await h.loop.run_turn(user("work"))
+        counts = observed.counts("chat.tool.loop")
+    assert result.stop is StopReason.ANSWERED and result.rounds == 16
+    assert runs == list(range(1, 17))
+    assert h.log.of(GuardFired) == [] and counts == {}
+
+
+async def test_wrap_up_past_the_soft_limit_answers_without_running() -> None:
+    runs.clear()
+    observed = Observed()
+    async with harness(responder=keep_calling(17), tools=[step], observed=observed) as h:
+        result = await h.loop.run_turn(user("work"))
+        counts = observed.counts("chat.tool.loop")
+    assert result.stop is StopReason.ANSWERED and result.text == "final answer"
+    assert runs == list(range(1, 17))  # round 17 ran nothing
+    assert tool_messages(result.messages)["r17"] == texts.wrap_up("step", 16)
+    assert "answer the user now" in texts.wrap_up("step", 16)
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["wrap-up"]
+    assert counts == {"wrap-up": 1}
+
+
+async def test_hard_stop_past_the_hard_limit_ends_the_loop() -> None:
+    runs.clear()
+    observed = Observed()
+    async with harness(responder=keep_calling(), tools=[step], observed=observed) as h:
+        result = await h.loop.run_turn(user("work forever"))
+        counts = observed.counts("chat.tool.loop")
+    assert result.stop is StopReason.HARD_STOP and result.rounds == 19
+    assert len(h.requests) == 19 and runs == list(range(1, 17))
+    answers = tool_messages(result.messages)
+    assert answers["r17"] == texts.wrap_up("step", 16)
+    assert answers["r18"] == texts.wrap_up("step", 17)
+    assert answers["r19"] == texts.hard_stop("step", 18)
+    assert counts == {"wrap-up": 2, "hard-stop": 1}
+
+
+async def test_cancelled_answers_every_call_without_running_and_ends_the_loop() -> None:
+    runs.clear()
+    observed = Observed()
+    loop_ref: list[AgentLoop] = []
+
+    async def cancel_on_first_call(event: Event) -> None:
+        if isinstance(event, ToolCalled):
+            loop_ref[0].cancel()  # the user's stream went away as the model asked for tools
+
+    script = [tool_calls(Call("step", '{"n": 1}', id="a"), Call("step", '{"n": 2}', id="b"))]
+    async with harness(script, [step], observed=observed) as h:
+        loop_ref.append(h.loop)
+        h.loop.events = cancel_on_first_call
+        result = await h.loop.run_turn(user("work"))
+        counts = observed.counts("chat.tool.loop")
+    assert result.stop is StopReason.CANCELLED and runs == []
+    answers = tool_messages(result.messages)
+    assert answers == {"a": texts.cancelled("step"), "b": texts.cancelled("step")}
+    assert len(h.requests) == 1
+    assert counts == {"cancelled": 1}
+
+
+async def test_a_spent_round_never_opens_a_dialog() -> None:
+    @tool(needs_approval=True)
+    def deploy() -> str:
+        """Deploy."""
+        return "deployed"
+
+    limits = LoopLimits(soft_max_rounds=0, hard_max_rounds=1)
+    script = [tool_calls(Call("deploy", "{}", id="d1")), text("ok, not deploying")]
+    async with MemoryChannel() as channel, human(channel) as person:
+        async with harness(script, [deploy], limits=limits, channel=channel) as h:
+            result = await h.loop.run_turn(user("deploy"))
+    assert person.questions == []
+    assert tool_messages(result.messages)["d1"] == texts.wrap_up("deploy", 0)
+    assert result.stop is StopReason.ANSWERED
