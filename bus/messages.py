@@ -84,11 +84,15 @@ def parse_envelope(raw: str | bytes, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYT
         raise InvalidEnvelope(f"message is {size} bytes, over the limit of {max_bytes}", raw)
     try:
         # Strict mode refuses "1" for an int; JSON input still parses datetimes from strings.
-        return Envelope.model_validate_json(raw)
+        envelope = Envelope.model_validate_json(raw)
     except ValidationError as exc:
         if any(e["type"] == "json_invalid" for e in exc.errors()):
             raise InvalidEnvelope(f"not valid JSON: {exc.errors()[0]['msg']}", raw) from exc
         raise InvalidEnvelope(f"invalid envelope: {_describe(exc)}", raw) from exc
+    if "id" not in envelope.model_fields_set:
+        # The id is the idempotency key: one invented here would differ on every redelivery.
+        raise InvalidEnvelope("invalid envelope: id: Field required", raw)
+    return envelope
 
 
 def encode_envelope(envelope: Envelope, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> str:

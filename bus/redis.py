@@ -93,6 +93,8 @@ class RedisBus(Bus):
             "socket_connect_timeout": 2.0,
             "socket_timeout": 5.0,
             "retry": no_retry,
+            # Named so an operator (and the connection-economy test) can see whose they are.
+            "client_name": f"baton:{self.options.consumer}",
         }
         self._owns_client = client is None
         try:
@@ -174,7 +176,7 @@ class RedisBus(Bus):
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception_type(_FAULTS),
                 stop=stop_after_attempt(self._attempts),
-                wait=wait_exponential_jitter(initial=0.05, max=1.0),
+                wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
                 before_sleep=lambda _state: self._fault(),
                 reraise=True,
             ):

@@ -1,0 +1,149 @@
+"""Redis-only behaviour: connection economy, a server restart, a lost pub/sub connection, the
+documented ``redis-cli`` example, and how inbox streams are kept short."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import anyio
+from redis.asyncio import Redis
+
+from bus.base import BusOptions
+from bus.messages import Envelope, make_envelope
+from bus.redis import RedisBus
+from bus.redis_server import RedisServer, redis_cli
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
+
+
+def task(session: str, to: str, content: str) -> Envelope:
+    return make_envelope(session=session, sender="lead", recipient=to, type="task", content=content)
+
+
+async def connections_named(url: str, name: str) -> int:
+    async with Redis.from_url(url, decode_responses=True) as observer:
+        clients = await observer.client_list()
+    return sum(1 for c in clients if c.get("name") == name)
+
+
+async def test_thousand_waiting_agents_share_three_connections(redis_server: RedisServer) -> None:
+    agents = [f"a{i}" for i in range(1000)]
+    all_waiting = anyio.Event()
+    waiting = 0
+    woken: dict[str, list[str]] = {}
+
+    async with RedisBus(redis_server.url, BusOptions(), prefix="economy") as bus:
+
+        async def agent(name: str) -> None:
+            nonlocal waiting
+            assert await bus.read_inbox("s", name) == []
+            waiting += 1
+            if waiting == len(agents):
+                all_waiting.set()
+            assert await bus.wait("s", name, timeout=60)
+            woken[name] = [e.content for e in await bus.read_inbox("s", name)]
+
+        async with anyio.create_task_group() as tg:
+            for name in agents:
+                tg.start_soon(agent, name)
+            with anyio.fail_after(60):
+                await all_waiting.wait()
+            held = await connections_named(redis_server.url, f"baton:{bus.consumer}")
+            for name in agents:
+                await bus.send(task("s", name, f"hi {name}"))
+    assert 1 <= held <= 3
+    assert woken == {name: [f"hi {name}"] for name in agents}
+
+
+async def test_agents_ride_out_a_redis_restart(redis_server: RedisServer) -> None:
+    agents = [f"a{i}" for i in range(20)]
+    received: dict[str, list[str]] = {name: [] for name in agents}
+    got_before = anyio.Event()
+    got_after = anyio.Event()
+
+    async with RedisBus(redis_server.url, BusOptions(lease_s=1), prefix="restart") as bus:
+
+        async def agent(name: str) -> None:
+            while "after" not in received[name]:
+                batch = await bus.read_inbox("s", name)
+                received[name] += [e.content for e in batch]
+                await bus.ack("s", name, [e.id for e in batch])
+                if all(r == ["before"] for r in received.values()):
+                    got_before.set()
+                if batch:
+                    continue
+                await bus.wait("s", name, timeout=30)
+            if all("after" in r for r in received.values()):
+                got_after.set()
+
+        async with anyio.create_task_group() as tg:
+            for name in agents:
+                tg.start_soon(agent, name)
+            for name in agents:
+                await bus.send(task("s", name, "before"))
+            with anyio.fail_after(30):
+                await got_before.wait()
+            redis_server.kill()
+            redis_server.start()  # same port, same AOF: what was acked stays acked
+            for name in agents:
+                await bus.send(task("s", name, "after"))
+            with anyio.fail_after(60):
+                await got_after.wait()
+    # every agent got the message sent after the restart, and nothing acked before it came back
+    assert received == {name: ["before", "after"] for name in agents}
+
+
+async def test_lost_pubsub_connection_wakes_waiters(redis_server: RedisServer) -> None:
+    async with RedisBus(redis_server.url, prefix="pubsub-kill") as bus:
+        assert await bus.read_inbox("s", "a") == []
+        async with Redis.from_url(redis_server.url) as admin:
+            killed = await admin.client_kill_filter(_type="pubsub")
+        assert killed >= 1
+        await bus.send(task("s", "a", "after the cut"))
+        with anyio.fail_after(30):
+            while not (got := await bus.read_inbox("s", "a")):
+                await bus.wait("s", "a", timeout=30)
+        assert [e.content for e in got] == ["after the cut"]
+
+
+async def test_acked_entries_leave_the_stream_unacked_stay(redis_server: RedisServer) -> None:
+    async with RedisBus(redis_server.url, prefix="trim") as bus:
+        sent = [task("s", "a", str(i)) for i in range(10)]
+        for envelope in sent:
+            await bus.send(envelope)
+        got = await bus.read_inbox("s", "a")
+        await bus.ack("s", "a", [e.id for e in got[:6]])
+        async with Redis.from_url(redis_server.url, decode_responses=True) as admin:
+            assert await admin.xlen("trim:{s}:inbox:a") == 4
+            pending = await admin.xpending("trim:{s}:inbox:a", "agents")
+            assert pending["pending"] == 4
+
+
+def _doc_example() -> str:
+    text = DOC.read_text()
+    match = re.search(r"<!-- example: post-task -->\s*```sh\n(.*?)```", text, re.DOTALL)
+    assert match, "docs/protocol.md lost its post-task example"
+    return match.group(1)
+
+
+async def test_protocol_doc_redis_cli_example_wakes_the_agent(redis_server: RedisServer) -> None:
+    async with RedisBus(redis_server.url) as bus:  # the default prefix, as in the doc
+        assert await bus.read_inbox("demo", "painter") == []
+        env = {**os.environ, "REDIS_URL": redis_server.url}
+        result = await anyio.run_process(
+            ["bash", "-euo", "pipefail", "-c", _doc_example()],
+            env=env,
+            check=False,
+            stderr=subprocess.STDOUT,
+        )
+        assert result.returncode == 0, result.stdout.decode()
+        assert redis_cli()  # the real binary ran the block
+        with anyio.fail_after(10):
+            assert await bus.wait("demo", "painter", timeout=10)
+        (got,) = await bus.read_inbox("demo", "painter")
+        assert got.content == "Draw a lighthouse at dusk"
+        assert got.id == "01931f6e-8b4a-7cc0-9d1e-3f5a2b7c9d01"
+        await bus.ack("demo", "painter", [got.id])
