@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, MeterProvider
-    from opentelemetry.trace import Span, TracerProvider
+    from opentelemetry.trace import Span, Tracer, TracerProvider
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class _OtelSpan:
 class Telemetry:
     """The engine's instruments; one per loop (cheap) or shared."""
 
-    __slots__ = ("_hitl", "_loop", "_tracer", "provider_name")
+    __slots__ = ("_hitl", "_loop", "_tracer", "_tracer_provider", "provider_name")
 
     def __init__(
         self,
@@ -86,9 +86,10 @@ class Telemetry:
         self.provider_name = provider_name
         self._loop: Counter | None = None
         self._hitl: Counter | None = None
-        self._tracer = None
+        self._tracer: Tracer | None = None
+        self._tracer_provider = tracer_provider
         try:
-            from opentelemetry import metrics, trace
+            from opentelemetry import metrics
         except ImportError:  # the optional dependency is absent: stay a no-op
             log.debug("opentelemetry is not installed; engine telemetry is off")
             return
@@ -99,7 +100,24 @@ class Telemetry:
         self._hitl = meter.create_counter(
             "hitl.decision", unit="{call}", description="Human approval decisions, by outcome"
         )
-        self._tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(_SCOPE)
+        if tracer_provider is not None:
+            self._tracer = tracer_provider.get_tracer(_SCOPE)
+
+    def _current_tracer(self) -> Tracer | None:
+        """The tracer to use now: the given provider's, else the global one's once an SDK is set.
+
+        The API's default proxy provider only ever yields no-op spans, and going through it costs
+        ~17 µs a span, so spans are skipped while it is what the global provider is.
+        """
+        if self._tracer is not None or self._tracer_provider is not None or self._loop is None:
+            return self._tracer
+        from opentelemetry import trace
+
+        provider = trace.get_tracer_provider()
+        if isinstance(provider, trace.ProxyTracerProvider):
+            return None
+        self._tracer = provider.get_tracer(_SCOPE)
+        return self._tracer
 
     def loop_outcome(self, outcome: LoopOutcome, amount: int = 1) -> None:
         if self._loop is not None and amount:
@@ -112,7 +130,8 @@ class Telemetry:
     @contextmanager
     def agent_span(self, agent: str, model: str, session: str) -> Iterator[SpanHandle]:
         """``invoke_agent`` around one turn (GenAI semantic conventions)."""
-        if self._tracer is None:
+        tracer = self._current_tracer()
+        if tracer is None:
             yield _NO_SPAN
             return
         attributes: dict[str, str] = {
@@ -122,7 +141,7 @@ class Telemetry:
             "gen_ai.provider.name": self.provider_name,
             "gen_ai.conversation.id": session,
         }
-        with self._tracer.start_as_current_span(
+        with tracer.start_as_current_span(
             f"invoke_agent {agent}", attributes=attributes
         ) as span:
             yield _OtelSpan(span)
@@ -130,7 +149,8 @@ class Telemetry:
     @contextmanager
     def tool_span(self, tool: str, call_id: str) -> Iterator[SpanHandle]:
         """``execute_tool`` around one tool run (GenAI semantic conventions)."""
-        if self._tracer is None:
+        tracer = self._current_tracer()
+        if tracer is None:
             yield _NO_SPAN
             return
         attributes: dict[str, str] = {
@@ -139,7 +159,7 @@ class Telemetry:
             "gen_ai.tool.call.id": call_id,
             "gen_ai.tool.type": "function",
         }
-        with self._tracer.start_as_current_span(
+        with tracer.start_as_current_span(
             f"execute_tool {tool}", attributes=attributes
         ) as span:
             yield _OtelSpan(span)

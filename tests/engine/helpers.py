@@ -125,8 +125,7 @@ async def harness(
                 session="s1",
                 agent="tester",
                 events=log,
-                telemetry=observed.telemetry,
-                **loop_options,
+                **{"telemetry": observed.telemetry, **loop_options},
             )
             try:
                 yield Harness(server, loop, log, observed)

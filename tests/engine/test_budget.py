@@ -72,7 +72,7 @@ def test_older_turns_are_dropped_whole_when_bodies_are_not_enough() -> None:
     assert messages[1] == {"role": "user", "content": "question 2"}
     assert report.keep_from == 1
     # every tool message still follows its assistant message
-    ids = set()
+    ids: set[str] = set()
     for message in messages:
         calls: Any = message.get("tool_calls") or []
         ids.update(call["id"] for call in calls)

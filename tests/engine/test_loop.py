@@ -15,7 +15,7 @@ from orchestrator.engine import (
     tool,
 )
 from orchestrator.errors import ModelError
-from orchestrator.llm.script import Call, pieces, server_error, text, tool_calls
+from orchestrator.llm.script import Call, ScriptItem, pieces, server_error, text, tool_calls
 from orchestrator.llm.types import Message
 from tests.engine.helpers import harness, tool_messages, user
 
@@ -238,7 +238,10 @@ async def test_media_urls_from_every_tool_of_the_turn_come_out() -> None:
 
 
 async def test_a_model_error_emits_an_error_event_and_ends_the_turn_cleanly() -> None:
-    script = [tool_calls(Call("add", '{"a": 1, "b": 1}', id="c1")), server_error(500)]
+    script: list[ScriptItem] = [
+        tool_calls(Call("add", '{"a": 1, "b": 1}', id="c1")),
+        server_error(500),
+    ]
     async with harness(script, [add]) as h:
         result = await h.loop.run_turn(user("1+1"))
     assert result.stop is StopReason.ERROR and isinstance(result.error, ModelError)

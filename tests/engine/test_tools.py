@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field, ValidationError
@@ -60,7 +60,7 @@ def test_annotated_field_descriptions_and_nested_models() -> None:
         return label
 
     made = Tool(plot)
-    params = made.schema["function"].get("parameters", {})
+    params: Any = made.schema["function"].get("parameters", {})
     assert params["properties"]["label"]["description"] == "the caption"
     assert "$defs" in params
     args = made.parse('{"points": [{"x": 1, "y": 2}], "label": "L"}')
