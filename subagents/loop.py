@@ -1,0 +1,431 @@
+"""The sub-agent inbox loop: an explicit ``while`` over inbox batches (DESIGN §4).
+
+Two loops nest here. The engine's :class:`~orchestrator.engine.AgentLoop` runs the micro-loop of
+one round (model → tools → model … until it answers). This module runs the macro-loop around it,
+written out so every way out is visible::
+
+    while step < max_steps:
+        batch = read the inbox; empty → wait for a wake-up; still empty at the idle timeout → idle
+        shutdown in the batch → shutdown
+        progress to the lead ("round N: received K messages: ...")
+        run one engine turn on the batch, with the agent's memory, tools and governance
+        model error → error
+        collect media URLs; checkpoint memory + processed ids; ack the batch
+        sent its result (terminal send_message) or answered without tools → finished
+    → max_steps
+    always: one final ``result`` to the lead with every media URL, AgentResult + AgentExited events
+
+Cancellation from outside ends it with reason ``cancelled`` (still one final result, sent under a
+shield). :meth:`SubAgent.release` is different: a draining worker gives the agent back unfinished,
+so it stops at the next safe point *without* a final result and another worker resumes it from the
+checkpoint. Messages are acked only after the checkpoint that covers them, so a crash at any point
+re-delivers them; ids already in the checkpoint are skipped on the way in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import cast
+
+import anyio
+
+from bus.base import Bus
+from bus.errors import BusClosed
+from bus.events import AgentExited, AgentProgress, AgentResult, Event, TextDelta
+from bus.ids import new_id
+from bus.messages import Envelope
+from orchestrator.engine import AgentLoop, StopReason, Telemetry, ToolRegistry
+from orchestrator.llm.types import ChatModel, Message
+from subagents.context import AgentContext, enter_agent
+from subagents.errors import LostOwnership
+from subagents.profiles import Profile
+from subagents.resilience import persist
+from subagents.state import (
+    PROCESSED_KEEP,
+    Checkpoint,
+    ExitKind,
+    FinalReport,
+    exit_note,
+    format_inbox,
+    load_checkpoint,
+    load_final,
+)
+
+log = logging.getLogger(__name__)
+
+FINAL_BOOKKEEPING_S = 30.0
+"""How long the shielded final bookkeeping may take (a bus outage longer than that leaves the
+spawn request un-acked, so another worker sends the report instead)."""
+
+RoundHook = Callable[["SubAgent", Sequence[Envelope]], None]
+
+
+class SubAgent:
+    """One sub-agent: its memory, its loop, its final report. Run it with :meth:`run`.
+
+    ``owner`` identifies the claim it runs under (empty when run without a worker: no ownership
+    check). ``on_round`` is called as each round starts (benchmarks time dispatch with it).
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        profile: Profile,
+        model: ChatModel,
+        *,
+        session: str,
+        name: str,
+        lead: str = "lead",
+        media_dir: Path | None = None,
+        spawn_id: str = "",
+        owner: str = "",
+        tools: ToolRegistry | None = None,
+        telemetry: Telemetry | None = None,
+        on_round: RoundHook | None = None,
+    ) -> None:
+        self.bus = bus
+        self.profile = profile
+        self.model = model
+        self.session = session
+        self.name = name
+        self.lead = lead
+        self.media_dir = media_dir or Path("media")
+        self.spawn_id = spawn_id
+        self.owner = owner
+        self.tools = tools or ToolRegistry(profile.tools)
+        self.telemetry = telemetry
+        self.on_round = on_round
+        self.state = Checkpoint()
+        self.resumed = False
+        self.reason: ExitKind | None = None
+        self._processed: set[str] = set()
+        self._unacked: dict[str, None] = {}
+        self._error = ""
+        self._draining = False
+        self._released = False
+        self._scope = anyio.CancelScope()
+        self._wait_scope: anyio.CancelScope | None = None
+        self._no_tools = False
+        self.lost = False
+        """True when another worker took the agent over; this copy stopped without a report."""
+
+    # -- control from outside -------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Stop at the next safe point without a final result (the worker gives it back)."""
+        self._draining = True
+        if self._wait_scope is not None:
+            self._wait_scope.cancel()
+
+    def abandon(self) -> None:
+        """Stop now without a final result; the un-checkpointed round is redone elsewhere."""
+        self._draining = self._released = True
+        self._scope.cancel()
+
+    def cancel(self) -> None:
+        """Stop now and report ``cancelled`` to the lead."""
+        self._scope.cancel()
+
+    @property
+    def released(self) -> bool:
+        """True when the agent stopped unfinished for another worker to resume."""
+        return self._released
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    async def run(self) -> ExitKind | None:
+        """Run until the agent leaves; returns why, or None when it was released or taken over."""
+        enter_agent(self._context())
+        reason: ExitKind | None
+        try:
+            final, send = await self._restore()
+            if final is not None:  # a previous owner decided the report: deliver it, once
+                if send:
+                    await self._deliver(final)
+                return final.reason
+            with self._scope:
+                reason = await self._loop()
+            if self._scope.cancelled_caught:
+                reason = None if self._released else "cancelled"
+        except LostOwnership as exc:
+            log.warning("%s", exc)
+            self.lost = True
+            reason = None
+        except anyio.get_cancelled_exc_class():
+            if not self._released:
+                with anyio.CancelScope(shield=True):
+                    await self._finish("cancelled")
+            raise
+        except BusClosed:
+            raise
+        except Exception as exc:  # a bug must still end in a report, not a silent agent
+            log.exception("sub-agent %s/%s failed", self.session, self.name)
+            self._error = f"{type(exc).__name__}: {exc}"
+            reason = "error"
+        if reason is None:
+            self._released = True
+            with anyio.CancelScope(shield=True), anyio.move_on_after(FINAL_BOOKKEEPING_S):
+                await persist(lambda: self.bus.release(self.session, self.name), "release inbox")
+            return None
+        return reason if await self._finish(reason) else None
+
+    async def _loop(self) -> ExitKind | None:
+        limits = self.profile.limits
+        while self.state.step < limits.max_steps:
+            batch = await self._next_batch()
+            if batch is None:
+                return None if self._draining else "idle"
+            if any(envelope.type == "shutdown" for envelope in batch):
+                return "shutdown"
+            await self._report(self._describe_round(batch))
+            if self.on_round is not None:
+                self.on_round(self, batch)
+            stop = await self._round(batch)
+            if stop is StopReason.ERROR:
+                return "error"
+            if stop is StopReason.CANCELLED:
+                return "cancelled"
+            if stop is StopReason.TERMINAL or (stop is StopReason.ANSWERED and self._no_tools):
+                return "finished"
+            if stop is StopReason.HARD_STOP:
+                return "max_steps"
+            if self._draining:
+                return None
+        return "max_steps"
+
+    async def _next_batch(self) -> list[Envelope] | None:
+        """New messages, waiting up to the idle timeout; None when idle or draining."""
+        deadline = anyio.current_time() + self.profile.limits.idle_timeout_s
+        lease_s = self.bus.options.lease_s
+        while not self._draining:
+            batch = await persist(
+                lambda: self.bus.read_inbox(self.session, self.name), f"read {self.name}"
+            )
+            fresh = [envelope for envelope in batch if envelope.id not in self._processed]
+            seen = [envelope.id for envelope in batch if envelope.id in self._processed]
+            if seen:  # re-delivered after a crash, already covered by the checkpoint
+                await persist(partial(self.bus.ack, self.session, self.name, seen), "ack dupes")
+            if fresh:
+                self._unacked.update(dict.fromkeys(e.id for e in fresh))
+                return fresh
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                return None
+            # A resumed agent's un-acked messages come back only once the dead owner's lease
+            # expires, with no wake-up: look again at least once a lease.
+            timeout = min(remaining, lease_s) if self.resumed else remaining
+            with anyio.CancelScope() as self._wait_scope:
+                await persist(
+                    partial(self.bus.wait, self.session, self.name, timeout), f"wait {self.name}"
+                )
+            self._wait_scope = None
+        return None
+
+    async def _round(self, batch: Sequence[Envelope]) -> StopReason:
+        """One engine turn on the batch; checkpoint and ack unless the model failed."""
+        memory = cast(list[Message], self.state.memory)
+        if not memory:
+            memory.append({"role": "system", "content": self.profile.system_prompt})
+        memory.append({"role": "user", "content": format_inbox(batch)})
+        engine = AgentLoop(
+            self.model,
+            self.tools,
+            session=self.session,
+            agent=self.name,
+            limits=self.profile.limits.loop,
+            events=self._forward,
+            telemetry=self.telemetry,
+        )
+        result = await engine.run_turn(memory)
+        self._no_tools = result.rounds == 0
+        self.state.media = list(dict.fromkeys([*self.state.media, *result.media_urls]))
+        self.state.last_text = result.text or self.state.last_text
+        self.state.reply_to = batch[-1].id
+        if result.stop is StopReason.ERROR:
+            self._error = str(result.error) if result.error is not None else "model error"
+            return result.stop
+        self.state.step += 1
+        ids = [envelope.id for envelope in batch]
+        self.state.processed = [*self.state.processed, *ids][-PROCESSED_KEEP:]
+        self._processed.update(ids)
+        await self._checkpoint({"checkpoint": self.state.model_dump_json()})
+        await persist(lambda: self.bus.ack(self.session, self.name, ids), f"ack {self.name}")
+        for envelope_id in ids:
+            self._unacked.pop(envelope_id, None)
+        return result.stop
+
+    # -- state ----------------------------------------------------------------------------------
+
+    async def _restore(self) -> tuple[FinalReport | None, bool]:
+        """Load the checkpoint and claim the agent.
+
+        Returns a final report a previous owner already decided (and whether it may still be
+        unsent), or ``(None, False)`` when the agent should run.
+        """
+        fields = await persist(
+            lambda: self.bus.get_agent_state(self.session, self.name), "load state"
+        )
+        final = load_final(fields.get("final"))
+        status = fields.get("status")
+        same_run = fields.get("spawn") == self.spawn_id
+        if final is not None and status == "finishing":
+            return final, True
+        if final is not None and status == "exited" and same_run and self.spawn_id:
+            self.reason = final.reason
+            return final, False
+        self.resumed = status == "running"
+        checkpoint = load_checkpoint(fields.get("checkpoint"))
+        if checkpoint is not None:
+            if not self.resumed:  # a new run of an agent that finished before: keep memory only
+                checkpoint = Checkpoint(memory=checkpoint.memory, processed=checkpoint.processed)
+            self.state = checkpoint
+            self._processed = set(checkpoint.processed)
+        claim = {
+            "status": "running",
+            "owner": self.owner,
+            "spawn": self.spawn_id,
+            "profile": self.profile.name,
+        }
+        await persist(lambda: self.bus.set_agent_state(self.session, self.name, claim), "claim")
+        if self.resumed:
+            log.info("resuming %s/%s at step %d", self.session, self.name, self.state.step)
+        return None, False
+
+    async def _checkpoint(self, fields: dict[str, str]) -> None:
+        """Write state, unless another worker owns the agent now (then stop quietly)."""
+        if self.owner:
+            current = await persist(
+                lambda: self.bus.get_agent_state(self.session, self.name), "check owner"
+            )
+            if current.get("owner", "") != self.owner:
+                raise LostOwnership(self.session, self.name, current.get("owner", ""))
+        await persist(
+            lambda: self.bus.set_agent_state(self.session, self.name, fields), "checkpoint"
+        )
+
+    async def _finish(self, reason: ExitKind) -> bool:
+        """Decide the final report, record it, deliver it; shielded and bounded.
+
+        Returns whether it was delivered; if not (taken over, or the bus stayed down), the spawn
+        request must go back so another worker delivers it from the ``finishing`` state.
+        """
+        state = self.state
+        if state.result is not None:
+            content = state.result
+        elif reason == "finished":
+            content = state.last_text or "Done."
+        else:
+            note = exit_note(
+                reason,
+                idle_s=self.profile.limits.idle_timeout_s,
+                steps=state.step,
+                error=self._error,
+            )
+            content = f"{note}\nLast answer: {state.last_text}" if state.last_text else note
+        final = FinalReport(
+            id=new_id(),
+            reason=reason,
+            content=content,
+            media=state.media,
+            steps=state.step,
+            reply_to=state.reply_to,
+        )
+        with anyio.CancelScope(shield=True), anyio.move_on_after(FINAL_BOOKKEEPING_S) as bound:
+            try:
+                await self._checkpoint(
+                    {
+                        "status": "finishing",
+                        "final": final.model_dump_json(),
+                        "checkpoint": state.model_dump_json(),
+                    }
+                )
+            except LostOwnership as exc:
+                log.warning("%s", exc)
+                self.lost = self._released = True
+                return False
+            await self._deliver(final)
+        if bound.cancelled_caught:
+            self._released = True
+            log.error(
+                "final bookkeeping of %s/%s timed out; another worker will finish it",
+                self.session,
+                self.name,
+            )
+            return False
+        return True
+
+    async def _deliver(self, final: FinalReport) -> None:
+        """Send the report (same id on every attempt), emit the events, mark exited, ack all."""
+        self.reason = final.reason
+        with anyio.CancelScope(shield=True):
+            envelope = Envelope(
+                id=final.id,
+                session=self.session,
+                sender=self.name,
+                recipient=self.lead,
+                type="result",
+                content=final.content,
+                media_urls=final.media,
+                reply_to=final.reply_to,
+                meta={"final": True, "reason": final.reason, "steps": final.steps},
+            )
+            await persist(lambda: self.bus.send(envelope), "final result")
+            for event in (
+                AgentResult(
+                    session=self.session,
+                    agent=self.name,
+                    content=final.content,
+                    media_urls=final.media,
+                ),
+                AgentExited(session=self.session, agent=self.name, reason=final.reason),
+            ):
+                await persist(partial(self.bus.emit, event), "exit events")
+            done = {"status": "exited"}
+            await persist(lambda: self.bus.set_agent_state(self.session, self.name, done), "exit")
+            unacked = list(self._unacked)
+            if unacked:
+                await persist(lambda: self.bus.ack(self.session, self.name, unacked), "final ack")
+                self._unacked.clear()
+            await persist(lambda: self.bus.release(self.session, self.name), "release inbox")
+
+    # -- talking to the lead --------------------------------------------------------------------
+
+    def _context(self) -> AgentContext:
+        return AgentContext(
+            session=self.session,
+            agent=self.name,
+            lead=self.lead,
+            media_dir=self.media_dir,
+            report=self._report,
+            record_result=self._record_result,
+        )
+
+    def _record_result(self, content: str) -> None:
+        self.state.result = content
+
+    async def _report(self, content: str) -> None:
+        """A progress message to the lead and an ``agent.progress`` event for observers."""
+        envelope = Envelope(
+            session=self.session,
+            sender=self.name,
+            recipient=self.lead,
+            type="progress",
+            content=content,
+        )
+        await persist(lambda: self.bus.send(envelope), "progress")
+        event = AgentProgress(session=self.session, agent=self.name, content=content)
+        await persist(lambda: self.bus.emit(event), "progress event")
+
+    async def _forward(self, event: Event) -> None:
+        """Engine events go to the session log, except text deltas (progress says enough)."""
+        if not isinstance(event, TextDelta):
+            await persist(lambda: self.bus.emit(event), "engine event")
+
+    def _describe_round(self, batch: Sequence[Envelope]) -> str:
+        first = " ".join(batch[0].content.split())[:120]
+        count = len(batch)
+        plural = "" if count == 1 else "s"
+        return f"round {self.state.step + 1}: received {count} message{plural}: {first}"

@@ -1,0 +1,260 @@
+"""Agent profiles: what kind of sub-agent a spawn request asks for.
+
+A profile names a kind of sub-agent: the description the lead is shown, its system prompt, its
+tools (from a catalogue), its model and its limits. Profiles come from Python (build
+:class:`Profile` directly) or from a TOML file::
+
+    [profiles.painter]
+    description = "Paints pictures from a description."
+    system_prompt = "You paint pictures. Use generate_image, then send_message the result."
+    tools = ["generate_image", "mypkg.tools:upscale"]   # catalogue names or import paths
+    model = "gpt-4o-mini"                                # optional; default from BATON_MODEL
+
+    [profiles.painter.limits]                            # all optional
+    max_steps = 8            # inbox rounds before the agent leaves
+    idle_timeout_s = 60      # how long an empty inbox is waited on
+    soft_max_rounds = 16     # engine LoopLimits fields, by name
+    tool_timeout_s = 120
+
+A bad profile raises one :class:`~subagents.errors.ProfileError` naming the file, the profile and
+the field, because a worker that starts with a half-read profile fails much later and obscurely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchestrator.engine import LoopLimits, Tool
+from subagents.errors import ProfileError
+from subagents.tools import SEND_MESSAGE, builtin_tools, import_tool
+
+DEFAULT_MAX_STEPS = 8
+DEFAULT_IDLE_TIMEOUT_S = 60.0
+SUBAGENT_MARKER = "[baton:subagent]"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentLimits:
+    """How long a sub-agent may run: inbox rounds, idle wait, and the engine's governance."""
+
+    max_steps: int = DEFAULT_MAX_STEPS
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    loop: LoopLimits = field(default_factory=LoopLimits)
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1, not {self.max_steps}")
+        if self.idle_timeout_s <= 0:
+            raise ValueError(f"idle_timeout_s must be positive, not {self.idle_timeout_s}")
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """One kind of sub-agent. ``send_message`` (how it reports) is always among its tools."""
+
+    name: str
+    description: str
+    system_prompt: str
+    tools: tuple[Tool, ...] = ()
+    model: str | None = None
+    limits: AgentLimits = field(default_factory=AgentLimits)
+
+    def __post_init__(self) -> None:
+        if not self.name.strip():
+            raise ProfileError("the name is empty", source=None, profile=None, field="name")
+        names = [t.name for t in self.tools]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate is not None:
+            raise ProfileError(
+                f"tool {duplicate!r} is listed twice", source=None, profile=self.name, field="tools"
+            )
+        if SEND_MESSAGE not in names:
+            send = builtin_tools()[SEND_MESSAGE]
+            object.__setattr__(self, "tools", (*self.tools, send))
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tools)
+
+
+# -- TOML ----------------------------------------------------------------------------------------
+
+_LOOP_FIELDS = {f.name for f in dataclasses.fields(LoopLimits)}
+
+
+class _LimitsSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int = Field(DEFAULT_MAX_STEPS, ge=1)
+    idle_timeout_s: float = Field(DEFAULT_IDLE_TIMEOUT_S, gt=0)
+    soft_max_rounds: int | None = Field(None, ge=0)
+    hard_max_rounds: int | None = Field(None, ge=0)
+    max_repeats: int | None = Field(None, ge=1)
+    tool_timeout_s: float | None = Field(None, gt=0)
+    max_result_chars: int | None = Field(None, ge=1)
+    approval_timeout_s: float | None = Field(None, gt=0)
+
+
+class _ProfileSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = Field(min_length=1)
+    system_prompt: str = Field(min_length=1)
+    tools: list[str] = Field(default_factory=list)
+    model: str | None = None
+    limits: _LimitsSpec = Field(default_factory=_LimitsSpec)
+
+
+def load_profiles(
+    path: Path | str, catalogue: Mapping[str, Tool] | None = None
+) -> dict[str, Profile]:
+    """Read every ``[profiles.<name>]`` table of a TOML file; raises ``ProfileError``."""
+    source = Path(path)
+    try:
+        data = tomllib.loads(source.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProfileError(
+            f"cannot read it: {exc.strerror or exc}", source=source, profile=None, field=None
+        ) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(
+            f"not valid TOML: {exc}", source=source, profile=None, field=None
+        ) from exc
+    return parse_profiles(data, source=source, catalogue=catalogue)
+
+
+def parse_profiles(
+    data: Mapping[str, Any],
+    *,
+    source: Path | str | None = None,
+    catalogue: Mapping[str, Tool] | None = None,
+) -> dict[str, Profile]:
+    """Profiles from already-parsed TOML data (``{"profiles": {name: table}}``)."""
+    unknown = sorted(set(data) - {"profiles"})
+    if unknown:
+        raise ProfileError(
+            "only [profiles.<name>] tables are allowed",
+            source=source,
+            profile=None,
+            field=unknown[0],
+        )
+    tables = data.get("profiles")
+    if not isinstance(tables, Mapping) or not tables:
+        raise ProfileError(
+            "no [profiles.<name>] table found", source=source, profile=None, field="profiles"
+        )
+    tools = dict(builtin_tools() if catalogue is None else catalogue)
+    return {name: _profile(name, table, source, tools) for name, table in tables.items()}
+
+
+def _profile(
+    name: str, table: object, source: Path | str | None, tools: dict[str, Tool]
+) -> Profile:
+    if not isinstance(table, Mapping):
+        raise ProfileError("must be a table", source=source, profile=name, field=None)
+    try:
+        spec = _ProfileSpec.model_validate(table)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in error["loc"]) or None
+        raise ProfileError(error["msg"], source=source, profile=name, field=where) from exc
+    resolved = [_resolve_tool(ref, i, name, source, tools) for i, ref in enumerate(spec.tools)]
+    loop_values = {
+        key: value
+        for key, value in spec.limits.model_dump().items()
+        if key in _LOOP_FIELDS and value is not None
+    }
+    try:
+        limits = AgentLimits(
+            max_steps=spec.limits.max_steps,
+            idle_timeout_s=spec.limits.idle_timeout_s,
+            loop=LoopLimits(**loop_values),
+        )
+        return Profile(
+            name=name,
+            description=spec.description,
+            system_prompt=spec.system_prompt,
+            tools=tuple(resolved),
+            model=spec.model,
+            limits=limits,
+        )
+    except ValueError as exc:
+        raise ProfileError(str(exc), source=source, profile=name, field="limits") from exc
+    except ProfileError as exc:
+        raise ProfileError(exc.problem, source=source, profile=name, field=exc.field) from exc
+
+
+def _resolve_tool(
+    ref: str, index: int, profile: str, source: Path | str | None, tools: dict[str, Tool]
+) -> Tool:
+    found = tools.get(ref)
+    if found is not None:
+        return found
+    if ":" not in ref:
+        known = ", ".join(sorted(tools)) or "none"
+        raise ProfileError(
+            f"unknown tool {ref!r} (known: {known}; or give package.module:attribute)",
+            source=source,
+            profile=profile,
+            field=f"tools[{index}]",
+        )
+    try:
+        made = import_tool(ref)
+    except (ImportError, LookupError, TypeError, ValueError) as exc:
+        raise ProfileError(
+            f"cannot load tool {ref!r}: {exc}",
+            source=source,
+            profile=profile,
+            field=f"tools[{index}]",
+        ) from exc
+    tools[ref] = made
+    return made
+
+
+# -- built-in demo profiles ------------------------------------------------------------------------
+
+
+def builtin_profiles() -> dict[str, Profile]:
+    """Demo profiles that work with the offline model (no API key needed)."""
+    catalogue = builtin_tools()
+    painter = Profile(
+        name="painter",
+        description="Paints pictures from a description and returns the image URLs.",
+        system_prompt=(
+            f"{SUBAGENT_MARKER} You are a painter working for a lead agent. For each task, call "
+            "generate_image with a vivid prompt, then call send_message(type='result') with a "
+            "short description of what you painted."
+        ),
+        tools=(catalogue["generate_image"],),
+    )
+    writer = Profile(
+        name="writer",
+        description="Summarises and writes short texts.",
+        system_prompt=(
+            f"{SUBAGENT_MARKER} You are a writer working for a lead agent. Use summarise when it "
+            "helps, then call send_message(type='result') with your text."
+        ),
+        tools=(catalogue["summarise"],),
+    )
+    helper = Profile(
+        name="helper",
+        description="Answers a question directly, without tools.",
+        system_prompt=f"{SUBAGENT_MARKER} You answer the lead's question briefly and directly.",
+    )
+    return {p.name: p for p in (painter, writer, helper)}
+
+
+def merge_profiles(*groups: Iterable[Profile] | Mapping[str, Profile]) -> dict[str, Profile]:
+    """Combine profile groups; later groups override earlier ones by name."""
+    merged: dict[str, Profile] = {}
+    for group in groups:
+        values = group.values() if isinstance(group, Mapping) else group
+        merged.update({p.name: p for p in values})
+    return merged

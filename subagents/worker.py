@@ -1,0 +1,323 @@
+"""The worker service: claims spawn requests and hosts their sub-agents as anyio tasks.
+
+Embed it in your own anyio application::
+
+    async with open_bus("redis://localhost:6379/0") as bus, EnvModels() as models:
+        async with Worker(bus, builtin_profiles(), models, concurrency=500) as worker:
+            ...                      # or: await task_group.start(worker.run)
+            worker.shutdown()        # drain: stop claiming, let rounds finish, give back the rest
+
+What it guarantees:
+
+- each hosted agent holds a lease on its spawn request, renewed every ``lease_s / 3``; a worker
+  that dies (kill -9) stops renewing, the lease lapses and another worker's claim resumes the agent
+  from its checkpoint (see :mod:`subagents.loop`);
+- at most ``concurrency`` agents are hosted at once (a :class:`anyio.CapacityLimiter`); it claims
+  no more until one leaves;
+- ``shutdown()``: stop claiming, let running rounds finish within ``shutdown_timeout_s``, then give
+  the rest back (``release_spawn``) so another worker resumes them at once; ``shutdown(now=True)``
+  (or a second call) gives everything back immediately. Cancelling :meth:`run` from outside is
+  ``shutdown(now=True)``: agents are given back, never reported as finished;
+- bus faults are ridden out with backoff (:func:`~subagents.resilience.persist`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from bus.base import Bus, SpawnClaim
+from bus.errors import BusClosed, BusUnreachable
+from bus.events import AgentExited, AgentResult, AgentSpawned
+from bus.messages import Envelope
+from orchestrator.engine import Telemetry, ToolRegistry
+from subagents.loop import RoundHook, SubAgent
+from subagents.models import EnvModels, ModelFactory
+from subagents.profiles import Profile, builtin_profiles
+from subagents.resilience import persist
+
+log = logging.getLogger(__name__)
+
+GIVE_BACK_S = 10.0
+"""Bound on giving spawn requests back when stopping (the bus may be down)."""
+
+
+class Worker:
+    """Hosts sub-agents for spawn requests on ``bus``; see the module docstring."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        profiles: Mapping[str, Profile] | None = None,
+        model_factory: ModelFactory | None = None,
+        *,
+        concurrency: int = 100,
+        media_dir: Path | None = None,
+        name: str | None = None,
+        shutdown_timeout_s: float = 30.0,
+        claim_timeout_s: float = 5.0,
+        heartbeat_s: float | None = None,
+        on_round: RoundHook | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        self.bus = bus
+        self.profiles = dict(profiles) if profiles is not None else builtin_profiles()
+        self._own_models = model_factory is None
+        self.models: ModelFactory = model_factory or EnvModels()
+        self.concurrency = concurrency
+        self.media_dir = media_dir or Path("media")
+        self.name = name or bus.consumer
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.claim_timeout_s = claim_timeout_s
+        self.heartbeat_s = heartbeat_s or bus.options.lease_s / 3
+        self.on_round = on_round
+        self.telemetry = Telemetry()
+        self._tools = {name: ToolRegistry(p.tools) for name, p in self.profiles.items()}
+        self._limiter = anyio.CapacityLimiter(concurrency)
+        self._hosted: dict[str, SubAgent] = {}
+        self._by_agent: dict[tuple[str, str], str] = {}
+        self._stopping = anyio.Event()
+        self._now = False
+        self._claim_scope: anyio.CancelScope | None = None
+        self._agents: TaskGroup | None = None
+        self._all_done = anyio.Event()
+        self._outer: TaskGroup | None = None
+        self._change: anyio.Event | None = None
+        self.claimed = 0
+        self.finished = 0
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`shutdown` was called."""
+        return self._stopping.is_set()
+
+    @property
+    def stopped(self) -> anyio.Event:
+        """Set once the worker has drained: every agent left or was given back."""
+        return self._all_done
+
+    @property
+    def hosted(self) -> int:
+        """How many agents this worker hosts right now."""
+        return len(self._hosted)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        outer = anyio.create_task_group()
+        await outer.__aenter__()
+        self._outer = outer
+        await outer.start(self.run)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+        outer, self._outer = self._outer, None
+        if outer is not None:
+            await outer.__aexit__(exc_type, exc, tb)
+        if self._own_models and isinstance(self.models, EnvModels):
+            await self.models.aclose()
+
+    def shutdown(self, *, now: bool = False) -> None:
+        """Stop claiming and drain; ``now`` (or a second call) gives every agent back at once."""
+        if self._stopping.is_set() or now:
+            self._now = True
+            for agent in list(self._hosted.values()):
+                agent.abandon()
+        self._stopping.set()
+        if self._claim_scope is not None:
+            self._claim_scope.cancel()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Claim and host until :meth:`shutdown` (or cancellation), then drain."""
+        async with anyio.create_task_group() as outer:
+            await outer.start(self._host_agents)
+            try:
+                log.info("worker %s serving (concurrency %d)", self.name, self.concurrency)
+                task_status.started()
+                await self._claim_loop()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._drain()
+
+    async def _host_agents(self, *, task_status: TaskStatus[None]) -> None:
+        """Own the agents' task group, shielded: only the worker decides how agents stop."""
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as agents:
+                self._agents = agents
+                agents.start_soon(self._heartbeat)
+                task_status.started()
+                await self._all_done.wait()
+                agents.cancel_scope.cancel()  # the heartbeat; every agent is gone by now
+
+    async def _drain(self) -> None:
+        if not self._stopping.is_set():  # cancelled from outside: give everything back now
+            self.shutdown(now=True)
+        for agent in list(self._hosted.values()):
+            agent.release()
+        with anyio.move_on_after(self.shutdown_timeout_s):
+            while self._hosted:
+                await self._changed().wait()
+        for agent in list(self._hosted.values()):
+            agent.abandon()
+        while self._hosted:
+            await self._changed().wait()
+        self._all_done.set()
+        log.info("worker %s stopped (%d agents finished here)", self.name, self.finished)
+
+    def _changed(self) -> anyio.Event:
+        if self._change is None:
+            self._change = anyio.Event()
+        return self._change
+
+    def _notify(self) -> None:
+        change, self._change = self._change, None
+        if change is not None:
+            change.set()
+
+    # -- claiming -------------------------------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        while not self._stopping.is_set():
+            token = object()
+            claim: SpawnClaim | None = None
+            with anyio.CancelScope() as self._claim_scope:
+                if self._stopping.is_set():
+                    break
+                await self._limiter.acquire_on_behalf_of(token)
+                try:
+                    claim = await persist(
+                        partial(self.bus.claim_spawn, timeout=self.claim_timeout_s), "claim"
+                    )
+                finally:
+                    if claim is None:
+                        self._limiter.release_on_behalf_of(token)
+            self._claim_scope = None
+            if claim is None:
+                continue
+            if self._stopping.is_set():
+                self._limiter.release_on_behalf_of(token)
+                await self._give_back([claim.receipt])
+                break
+            self.claimed += 1
+            assert self._agents is not None
+            self._agents.start_soon(self._host, claim, token)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await anyio.sleep(self.heartbeat_s)
+            receipts = list(self._hosted)
+            if not receipts:
+                continue
+            try:
+                await self.bus.renew_spawn(receipts)
+            except BusUnreachable as exc:
+                log.warning("heartbeat of %d leases failed: %s; retrying", len(receipts), exc)
+            except BusClosed:
+                return
+
+    # -- hosting --------------------------------------------------------------------------------
+
+    async def _host(self, claim: SpawnClaim, token: object) -> None:
+        """Run one agent to its end, then ack (done for good) or give back (unfinished)."""
+        request = claim.request
+        key = (request.session, request.agent)
+        try:
+            profile = self.profiles.get(request.profile)
+            if profile is None:
+                await self._refuse(claim, f"unknown profile {request.profile!r}")
+                return
+            if key in self._by_agent:  # already running here: it reads the same inbox
+                log.info("duplicate spawn of %s/%s; already hosted", *key)
+                await persist(partial(self.bus.ack_spawn, [claim.receipt]), "ack duplicate")
+                return
+            agent = SubAgent(
+                self.bus,
+                profile,
+                self.models(profile),
+                session=request.session,
+                name=request.agent,
+                lead=request.parent,
+                media_dir=self.media_dir,
+                spawn_id=request.id,
+                owner=f"{self.name}/{claim.receipt}",
+                tools=self._tools[profile.name],
+                telemetry=self.telemetry,
+                on_round=self.on_round,
+            )
+            self._hosted[claim.receipt] = agent
+            self._by_agent[key] = claim.receipt
+            if self._now:
+                agent.abandon()
+            await self._run_agent(claim, agent)
+        finally:
+            self._hosted.pop(claim.receipt, None)
+            if self._by_agent.get(key) == claim.receipt:
+                del self._by_agent[key]
+            self._limiter.release_on_behalf_of(token)
+            self._notify()
+
+    async def _run_agent(self, claim: SpawnClaim, agent: SubAgent) -> None:
+        request = claim.request
+        spawned = AgentSpawned(
+            session=request.session, agent=request.agent, profile=request.profile, worker=self.name
+        )
+        log.info("hosting %s/%s (%s)", request.session, request.agent, request.profile)
+        try:
+            await persist(partial(self.bus.emit, spawned), "spawned event")
+            reason = await agent.run()
+        except Exception:
+            log.exception("hosting %s/%s failed", request.session, request.agent)
+            await self._give_back([claim.receipt])
+            return
+        if reason is not None:
+            self.finished += 1
+            log.info("%s/%s exited: %s", request.session, request.agent, reason)
+            with anyio.CancelScope(shield=True):
+                await persist(partial(self.bus.ack_spawn, [claim.receipt]), "ack spawn")
+        elif agent.lost:
+            log.info("%s/%s was taken over by another worker", request.session, request.agent)
+        else:
+            log.info("%s/%s given back unfinished", request.session, request.agent)
+            await self._give_back([claim.receipt])
+
+    async def _give_back(self, receipts: list[str]) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(GIVE_BACK_S):
+            await persist(partial(self.bus.release_spawn, receipts), "release spawn")
+
+    async def _refuse(self, claim: SpawnClaim, problem: str) -> None:
+        """A request no profile here can serve still gets one final result (an error)."""
+        request = claim.request
+        known = ", ".join(sorted(self.profiles)) or "none"
+        content = f"Cannot start {request.agent}: {problem} (this worker knows: {known})."
+        log.error("%s", content)
+        envelope = Envelope(
+            id=f"refused-{request.id}",
+            session=request.session,
+            sender=request.agent,
+            recipient=request.parent,
+            type="result",
+            content=content,
+            meta={"final": True, "reason": "error", "steps": 0},
+        )
+        with anyio.CancelScope(shield=True):
+            await persist(partial(self.bus.send, envelope), "refusal")
+            s, a = request.session, request.agent
+            await persist(partial(self.bus.emit, AgentResult(session=s, agent=a, content=content)),
+                          "refusal event")  # fmt: skip
+            await persist(partial(self.bus.emit, AgentExited(session=s, agent=a, reason="error")),
+                          "refusal event")  # fmt: skip
+            await persist(partial(self.bus.ack_spawn, [claim.receipt]), "ack refused spawn")
