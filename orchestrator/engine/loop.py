@@ -21,16 +21,9 @@ leaves no task behind; the history is left valid (every tool call answered).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import cast
-
-from openai.types.chat import (
-    ChatCompletionAssistantMessageParam,
-    ChatCompletionMessageFunctionToolCallParam,
-    ChatCompletionToolMessageParam,
-)
 
 from bus.events import (
     ErrorEvent,
@@ -47,13 +40,14 @@ from orchestrator.engine import budget as budgeting
 from orchestrator.engine import messages as texts
 from orchestrator.engine.calls import EventSink, ImageResolver, RoundContext
 from orchestrator.engine.errors import TurnInProgress
+from orchestrator.engine.history import assistant_message, newest_user_index, tool_message
 from orchestrator.engine.interaction import InteractionChannel
 from orchestrator.engine.round import RoundOutcome, run_round
 from orchestrator.engine.telemetry import Telemetry
 from orchestrator.engine.tools import Tool, ToolRegistry
 from orchestrator.engine.turn import AgentTurn, LoopLimits, Verdict
 from orchestrator.errors import ModelError
-from orchestrator.llm.types import ChatModel, Message, ModelReply, TextSink, ToolCall, Usage
+from orchestrator.llm.types import ChatModel, Message, TextSink, ToolCall, Usage
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +194,7 @@ class AgentLoop:
             sink=self.events,
             image_resolver=self.image_resolver,
         )
-        state = _TurnState(turn, ctx, keep_from=_newest_user_index(messages))
+        state = _TurnState(turn, ctx, keep_from=newest_user_index(messages))
         stop = StopReason.CANCELLED
         error: ModelError | None = None
         try:
@@ -370,45 +364,12 @@ class AgentLoop:
             )
 
 
-# -- history and event helpers ------------------------------------------------------------------
-
-
-def assistant_message(reply: ModelReply) -> ChatCompletionAssistantMessageParam:
-    """The assistant message a reply adds to the history."""
-    message: ChatCompletionAssistantMessageParam = {"role": "assistant", "content": reply.text}
-    if reply.tool_calls:
-        message["tool_calls"] = [_call_param(call) for call in reply.tool_calls]
-        if not reply.text:
-            message["content"] = None
-    return message
-
-
-def _call_param(call: ToolCall) -> ChatCompletionMessageFunctionToolCallParam:
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments},
-    }
-
-
-def tool_message(call_id: str, content: str) -> ChatCompletionToolMessageParam:
-    """The tool message that answers one call."""
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
-
-
 def _answer_open_calls(history: list[Message], state: _TurnState) -> tuple[ToolCall, ...]:
     """Answer the calls of an interrupted round as cancelled, so the history stays valid for the
     next request (every assistant tool call must be followed by its tool message)."""
     open_calls, state.open_calls = state.open_calls, ()
     history.extend(tool_message(call.id, texts.cancelled(call.name)) for call in open_calls)
     return open_calls
-
-
-def _newest_user_index(history: list[Message]) -> int:
-    for index in range(len(history) - 1, -1, -1):
-        if cast(Mapping[str, object], history[index]).get("role") == "user":
-            return index
-    return len(history)
 
 
 def _call_info(call: ToolCall) -> ToolCallInfo:

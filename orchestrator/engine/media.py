@@ -23,6 +23,7 @@ from openai.types.chat import ChatCompletionUserMessageParam
 from orchestrator.engine import messages
 from orchestrator.engine.calls import Answer, PendingCall, RoundContext
 from orchestrator.engine.channels import new_question_id
+from orchestrator.engine.errors import InteractionTimeout
 from orchestrator.engine.interaction import ImageQuestion, ProvidedMedia, UploadQuestion
 from orchestrator.engine.tools import Tool
 
@@ -81,6 +82,7 @@ async def _wait_for_media(
             else:
                 media = await channel.request_image(question)
     except TimeoutError:
+        log.warning("%s", InteractionTimeout(question.kind, (question.call_id,), wait_s))
         return None, f"no answer within {wait_s:g} s"
     except Exception as exc:  # fail closed on any channel fault; cancellation still propagates
         log.warning("media question failed: %s", exc)

@@ -141,9 +141,7 @@ class Telemetry:
             "gen_ai.provider.name": self.provider_name,
             "gen_ai.conversation.id": session,
         }
-        with tracer.start_as_current_span(
-            f"invoke_agent {agent}", attributes=attributes
-        ) as span:
+        with tracer.start_as_current_span(f"invoke_agent {agent}", attributes=attributes) as span:
             yield _OtelSpan(span)
 
     @contextmanager
@@ -159,7 +157,5 @@ class Telemetry:
             "gen_ai.tool.call.id": call_id,
             "gen_ai.tool.type": "function",
         }
-        with tracer.start_as_current_span(
-            f"execute_tool {tool}", attributes=attributes
-        ) as span:
+        with tracer.start_as_current_span(f"execute_tool {tool}", attributes=attributes) as span:
             yield _OtelSpan(span)

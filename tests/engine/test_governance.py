@@ -350,3 +350,33 @@ async def test_approve_all_lets_gated_calls_run() -> None:
             result = await h.loop.run_turn(user("delete"))
     assert ran == ["delete:/a"] and tool_messages(result.messages)["d1"] == "deleted /a"
     assert [(d.approved, d.reason) for d in h.log.of(ApprovalDecided)] == [(True, "")]
+
+
+async def test_an_upload_nobody_answers_times_out_and_declines_the_tool() -> None:
+    limits = LoopLimits(upload_timeout_s=0.05)
+    script = [
+        tool_calls(Call(REQUEST_FILE_UPLOAD, '{"prompt": "the logs"}', id="u1")),
+        text("please upload the logs in a new message"),
+    ]
+    async with MemoryChannel() as channel, human(channel, answer=None) as person:
+        async with harness(script, [file_upload_tool()], channel=channel, limits=limits) as h:
+            result = await h.loop.run_turn(user("debug this"))
+    assert "no file was uploaded (no answer within 0.05 s)" in tool_messages(result.messages)["u1"]
+    assert [c.reason for c in person.closed] == ["withdrawn"]
+    assert channel.pending() == []
+
+
+async def test_the_embedders_image_resolver_is_used_before_asking() -> None:
+    async def resolve(reference: str) -> str | None:
+        return f"https://gallery.test/{reference}.jpg" if reference == "sunset" else None
+
+    script = [
+        tool_calls(Call(DESCRIBE_IMAGE, '{"image": "sunset"}', id="i1")),
+        text("orange sky"),
+    ]
+    async with MemoryChannel() as channel, human(channel) as person:
+        async with harness(script, [image_tool()], channel=channel, image_resolver=resolve) as h:
+            await h.loop.run_turn(user("describe sunset"))
+    assert person.questions == []
+    image = h.requests[1].messages[-1]["content"][1]
+    assert image == {"type": "image_url", "image_url": {"url": "https://gallery.test/sunset.jpg"}}
