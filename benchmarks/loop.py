@@ -11,7 +11,7 @@ Prints one JSON object:
   client (``OpenAIChatModel``) making the same two requests — what governance, events and the
   loop add by themselves;
 - ``fanout_32_calls_ms``: one turn whose round has 32 parallel calls of a tool that sleeps 50 ms
-  (≈ 50 ms plus two requests means they really ran concurrently).
+  (≈ 50 ms plus two requests means they really ran concurrently; median of 5 turns).
 
 Both sides talk to the same in-process scripted server (an ``httpx2`` transport), so the
 difference is client and engine work, not sockets. ``--profile`` prints a cProfile of the engine
@@ -74,7 +74,7 @@ async def timed(fn: Callable[[], Awaitable[object]]) -> float:
 
 
 async def fanout(settings: ModelSettings) -> float:
-    """Seconds for one turn whose round has 32 parallel calls of a 50 ms tool."""
+    """Seconds for one turn whose round has 32 parallel calls of a 50 ms tool (median of 5)."""
 
     @tool
     async def nap(i: int) -> str:
@@ -83,11 +83,11 @@ async def fanout(settings: ModelSettings) -> float:
         return f"nap {i} done"
 
     fan = tool_calls(*(Call("nap", f'{{"i": {i}}}') for i in range(32)))
-    server = ScriptedServer([fan, text("all done"), fan, text("all done")])
+    server = ScriptedServer([item for _ in range(6) for item in (fan, text("all done"))])
     async with OpenAIChatModel(settings, http_client=server.http_client()) as model:
         loop = AgentLoop(model, [nap], session="bench", agent="lead")
         await loop.run_turn(history())  # warm-up: first-request costs of a new client
-        return await timed(lambda: loop.run_turn(history()))
+        return statistics.median([await timed(lambda: loop.run_turn(history())) for _ in range(5)])
 
 
 def print_profile(profiler: cProfile.Profile) -> None:
