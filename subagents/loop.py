@@ -37,7 +37,7 @@ from bus.errors import BusClosed
 from bus.events import AgentExited, AgentProgress, AgentResult, Event, TextDelta
 from bus.ids import new_id
 from bus.messages import Envelope
-from orchestrator.engine import AgentLoop, StopReason, Telemetry, ToolRegistry
+from orchestrator.engine import AgentLoop, StopReason, Telemetry, ToolRegistry, TurnResult
 from orchestrator.llm.types import ChatModel, Message
 from subagents.context import AgentContext, enter_agent
 from subagents.errors import LostOwnership
@@ -239,9 +239,8 @@ class SubAgent:
             events=self._forward,
             telemetry=self.telemetry,
         )
-        result = await engine.run_turn(memory)
+        result = await self._run_turn(engine, memory)
         self._no_tools = result.rounds == 0
-        self.state.media = list(dict.fromkeys([*self.state.media, *result.media_urls]))
         self.state.last_text = result.text or self.state.last_text
         self.state.reply_to = batch[-1].id
         if result.stop is StopReason.ERROR:
@@ -256,6 +255,31 @@ class SubAgent:
         for envelope_id in ids:
             self._unacked.pop(envelope_id, None)
         return result.stop
+
+    async def _run_turn(self, engine: AgentLoop, memory: list[Message]) -> TurnResult:
+        """Run the turn in a shielded child task, so that a cancellation from outside becomes
+        ``engine.cancel()``: the turn then ends cleanly and its media are still counted."""
+        box: list[TurnResult] = []
+        done = anyio.Event()
+
+        async def turn() -> None:
+            try:
+                with anyio.CancelScope(shield=True):
+                    result = await engine.run_turn(memory)
+                    media = [*self.state.media, *result.media_urls]
+                    self.state.media = list(dict.fromkeys(media))
+                    box.append(result)
+            finally:
+                done.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(turn)
+            try:
+                await done.wait()
+            except anyio.get_cancelled_exc_class():
+                engine.cancel()
+                raise
+        return box[0]
 
     # -- state ----------------------------------------------------------------------------------
 

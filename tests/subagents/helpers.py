@@ -1,0 +1,155 @@
+"""Helpers for the sub-agent tests: a scripted model, a lead's-eye view of the bus, test profiles.
+
+The model is the scripted OpenAI-compatible server mounted in-process, reached through the real
+``openai`` client; the offline responder answers whatever a test did not script, so a scenario only
+spells out the replies that matter to it.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
+
+import anyio
+
+from bus.base import Bus
+from bus.events import Event
+from bus.messages import Envelope
+from orchestrator.engine import LoopLimits, Tool
+from orchestrator.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel, ScriptedServer
+from orchestrator.llm.offline import offline_reply
+from orchestrator.llm.script import Json, Reply, ScriptItem
+from subagents.profiles import AgentLimits, Profile
+from subagents.tools import builtin_tools
+
+SESSION = "s1"
+
+
+def scripted(
+    items: Iterable[ScriptItem] = (), *, fallback: bool = True
+) -> tuple[ScriptedServer, OpenAIChatModel]:
+    """A scripted server (falling back to the offline answers) and a model client on it."""
+    server = ScriptedServer(list(items), responder=offline_reply if fallback else None)
+    settings = ModelSettings(
+        model="scripted", base_url=IN_PROCESS_URL, api_key="sk-test", max_retries=0
+    )
+    return server, OpenAIChatModel(settings, http_client=server.http_client())
+
+
+def profile(
+    *tools: str | Tool,
+    max_steps: int = 4,
+    idle_timeout_s: float = 30.0,
+    name: str = "tester",
+    loop: LoopLimits | None = None,
+) -> Profile:
+    catalogue = builtin_tools()
+    resolved = tuple(catalogue[t] if isinstance(t, str) else t for t in tools)
+    return Profile(
+        name=name,
+        description="a test agent",
+        system_prompt="[baton:subagent] You are a test agent.",
+        tools=resolved,
+        limits=AgentLimits(
+            max_steps=max_steps, idle_timeout_s=idle_timeout_s, loop=loop or LoopLimits()
+        ),
+    )
+
+
+def task(recipient: str, content: str, *, type: str = "task", **extra: Any) -> Envelope:
+    return Envelope(
+        session=SESSION, sender="lead", recipient=recipient, type=type, content=content, **extra
+    )  # type: ignore[arg-type]
+
+
+@dataclass
+class Lead:
+    """Reads the lead's inbox the way a lead would, keeping what came in."""
+
+    bus: Bus
+    session: str = SESSION
+    name: str = "lead"
+    messages: list[Envelope] = field(default_factory=list)
+
+    @property
+    def results(self) -> list[Envelope]:
+        return [m for m in self.messages if m.type == "result"]
+
+    def results_from(self, agent: str) -> list[Envelope]:
+        return [m for m in self.results if m.sender == agent]
+
+    @property
+    def progress(self) -> list[Envelope]:
+        return [m for m in self.messages if m.type == "progress"]
+
+    async def collect(self) -> list[Envelope]:
+        fresh = await self.bus.read_inbox(self.session, self.name)
+        if fresh:
+            await self.bus.ack(self.session, self.name, [m.id for m in fresh])
+        self.messages.extend(fresh)
+        return fresh
+
+    async def until_results(self, count: int, timeout: float = 20.0) -> list[Envelope]:
+        """Wait (on bus wake-ups) until ``count`` results came in; fails after ``timeout``."""
+        with anyio.fail_after(timeout):
+            await self.collect()
+            while len(self.results) < count:
+                await self.bus.wait(self.session, self.name, 1.0)
+                await self.collect()
+        return self.results
+
+
+async def wait_for_event(
+    bus: Bus, session: str, match: Any, *, timeout: float = 20.0, after: str | None = None
+) -> Event:
+    """The first event of the session log (from ``after``) for which ``match(event)`` is true."""
+    with anyio.fail_after(timeout):
+        async for logged in bus.events(session, after=after):
+            if match(logged.event):
+                return logged.event
+    raise AssertionError("the event log ended")
+
+
+def file_path(url: str) -> Path:
+    return Path(url2pathname(urlsplit(url).path))
+
+
+def read_png(path: Path) -> tuple[int, int, bytes]:
+    """Validate a PNG (signature, chunk CRCs, IDAT size) and return width, height, raw rows."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, chunks = 8, {}
+    idat = b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])
+        assert zlib.crc32(kind + body) & 0xFFFFFFFF == crc, f"bad CRC in {kind!r}"
+        chunks[kind] = body
+        if kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height = struct.unpack(">II", chunks[b"IHDR"][:8])
+    raw = zlib.decompress(idat)
+    assert len(raw) == height * (1 + 3 * width)
+    assert b"IEND" in chunks
+    return width, height, raw
+
+
+def tool_call_reply(name: str, arguments: dict[str, Any], call_id: str = "c1") -> Reply:
+    from orchestrator.llm.script import Call
+
+    return Reply(calls=[Call(name, json.dumps(arguments), id=call_id)])
+
+
+def last_user_text(body: Json) -> str:
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    return str(users[-1]["content"]) if users else ""

@@ -1,0 +1,30 @@
+"""Tools for the crash tests, loaded by worker processes through a profile's import path.
+
+``slow_step`` is slow exactly once: the first call that finds the marker file named by
+``BATON_TEST_SLOW_ONCE`` renames it away (atomic, so only one process wins) and then blocks, giving
+the test a window to kill the worker mid-tool. Every later call returns at once.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+
+
+async def slow_step(text: str) -> str:
+    """Work on the text for a while.
+
+    Args:
+        text: what to work on
+    """
+    marker = os.environ.get("BATON_TEST_SLOW_ONCE")
+    if marker:
+        try:
+            Path(marker).rename(marker + ".taken")
+        except FileNotFoundError:
+            pass
+        else:
+            await anyio.sleep(60)
+    return f"worked on {text!r}"
