@@ -124,7 +124,8 @@ class Worker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.shutdown()
+        if not self.stopping:
+            self.shutdown()
         outer, self._outer = self._outer, None
         if outer is not None:
             await outer.__aexit__(exc_type, exc, tb)

@@ -1,0 +1,140 @@
+"""The embeddable worker: hosting under a concurrency limit, refusals, drain and hand-over, and
+riding out a Redis restart."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import pytest
+
+from bus.events import RoundEnded
+from bus.messages import Envelope, SpawnRequest
+from bus.redis_server import RedisServer
+from orchestrator.llm.offline import offline_reply
+from orchestrator.llm.script import Json, Reply, ScriptItem
+from subagents.loop import SubAgent
+from subagents.worker import Worker
+from tests.conftest import BusFactory
+from tests.subagents.helpers import (
+    SESSION,
+    Lead,
+    profile,
+    scripted,
+    task,
+    tool_call_reply,
+    wait_for_event,
+)
+
+PROFILES = {
+    "painter": profile("generate_image", name="painter"),
+    "writer": profile("summarise", name="writer", idle_timeout_s=30),
+}
+
+
+def spawn(agent: str, profile_name: str = "painter") -> SpawnRequest:
+    return SpawnRequest(session=SESSION, agent=agent, profile=profile_name)
+
+
+async def test_hosts_many_agents_under_the_concurrency_limit(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    _, model = scripted()
+    most = 0
+    live: set[str] = set()
+
+    def on_round(agent: SubAgent, batch: Sequence[Envelope]) -> None:
+        nonlocal most
+        live.add(agent.name)
+        most = max(most, worker.hosted)
+
+    async with make_bus() as bus, make_bus() as lead_bus, model:
+        worker = Worker(bus, PROFILES, lambda p: model, concurrency=2, media_dir=tmp_path,
+                        on_round=on_round)  # fmt: skip
+        async with worker:
+            for n in range(6):
+                await lead_bus.send(task(f"p{n}", f"paint number {n}"))
+                await lead_bus.submit_spawn(spawn(f"p{n}"))
+            results = await Lead(lead_bus).until_results(6)
+        assert sorted(r.sender for r in results) == [f"p{n}" for n in range(6)]
+        assert all(len(r.media_urls) == 1 for r in results)
+        assert most <= 2 and len(live) == 6
+        assert worker.finished == 6 and worker.hosted == 0
+        assert await lead_bus.claim_spawn() is None  # every request was acked
+
+
+async def test_unknown_profile_gets_one_error_result(make_bus: BusFactory, tmp_path: Path) -> None:
+    _, model = scripted()
+    async with make_bus() as bus, make_bus() as lead_bus, model:
+        async with Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path):
+            await lead_bus.submit_spawn(spawn("x1", "juggler"))
+            (result,) = await Lead(lead_bus).until_results(1)
+        assert result.sender == "x1" and result.meta["reason"] == "error"
+        assert "unknown profile 'juggler'" in result.content and "painter" in result.content
+
+
+def partial_first(body: Json) -> ScriptItem:
+    """Round 1 ("draft ...") summarises and stops without a result; later rounds finish."""
+    messages = body["messages"]
+    last_user = [m for m in messages if m["role"] == "user"][-1]["content"]
+    if "draft" in last_user and messages[-1]["role"] == "user":
+        return tool_call_reply("summarise", {"text": last_user}, "c1")
+    if "draft" in last_user:
+        return Reply(text="Drafted; waiting for the go-ahead.")
+    return offline_reply(body)
+
+
+async def test_drain_gives_agents_back_and_another_worker_resumes(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    server, model = scripted(fallback=False)
+    server.script.responder = partial_first
+    async with make_bus(lease_s=2) as bus_a, make_bus(lease_s=2) as bus_b, model:
+        async with make_bus(lease_s=2) as lead_bus:
+            lead = Lead(lead_bus)
+            worker_a = Worker(bus_a, PROFILES, lambda p: model, media_dir=tmp_path)
+            async with worker_a:
+                await lead_bus.send(task("w1", "draft a poem"))
+                await lead_bus.submit_spawn(spawn("w1", "writer"))
+                # Shut down as the draft round ends: the drain lets it checkpoint and ack.
+                await wait_for_event(lead_bus, SESSION, lambda e: isinstance(e, RoundEnded)
+                                     and e.agent == "w1" and e.round == 2)  # fmt: skip
+                worker_a.shutdown()
+            assert worker_a.finished == 0 and lead.results == []
+            async with Worker(bus_b, PROFILES, lambda p: model, media_dir=tmp_path) as worker_b:
+                await lead_bus.send(task("w1", "go ahead and finish"))
+                (result,) = await lead.until_results(1)
+            assert worker_b.finished == 1 and result.sender == "w1"
+            assert "go ahead and finish" in result.content
+            # The resumed agent kept its memory: the draft round is in the last request.
+            contents = [m.get("content") for m in server.requests[-1].messages]
+            assert "[task from lead] draft a poem" in contents
+
+
+@pytest.mark.parametrize("backend", ["redis"], indirect=True)
+async def test_rides_out_a_redis_restart(
+    make_bus: BusFactory, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    in_call = anyio.Event()
+
+    def slow_model(body: Json) -> ScriptItem:
+        reply = offline_reply(body)
+        if not in_call.is_set():
+            in_call.set()
+            return Reply(text=reply.text, calls=reply.calls, delay=0.1)
+        return reply
+
+    server, model = scripted(fallback=False)
+    server.script.responder = slow_model
+    async with make_bus(lease_s=5) as bus, make_bus(lease_s=5) as lead_bus, model:
+        async with Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, concurrency=10):
+            for n in range(4):
+                await lead_bus.send(task(f"r{n}", f"paint river {n}"))
+                await lead_bus.submit_spawn(spawn(f"r{n}"))
+            await in_call.wait()
+            redis_server.restart()
+            results = await Lead(lead_bus).until_results(4, timeout=40)
+        assert sorted(r.sender for r in results) == [f"r{n}" for n in range(4)]
+        assert len({r.id for r in results}) == 4
+        assert all(len(r.media_urls) == 1 for r in results)
