@@ -1,14 +1,13 @@
 """Tools for the crash tests, loaded by worker processes through a profile's import path.
 
-``slow_step`` is slow exactly once: the first call that finds the marker file named by
-``BATON_TEST_SLOW_ONCE`` renames it away (atomic, so only one process wins) and then blocks, giving
-the test a window to kill the worker mid-tool. Every later call returns at once.
+``slow_step`` is slow exactly once: the first call on a text naming the VICTIM that finds the
+marker file named by ``BATON_TEST_SLOW_ONCE`` renames it away (atomic, so only one process wins)
+and then blocks, giving the test a window to kill the worker mid-tool. Later calls return at once.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import anyio
 
@@ -20,9 +19,9 @@ async def slow_step(text: str) -> str:
         text: what to work on
     """
     marker = os.environ.get("BATON_TEST_SLOW_ONCE")
-    if marker:
+    if marker and "VICTIM" in text:
         try:
-            Path(marker).rename(marker + ".taken")
+            await anyio.Path(marker).rename(marker + ".taken")
         except FileNotFoundError:
             pass
         else:
