@@ -72,10 +72,11 @@ class InboxLedger:
     backend receipts for ``ack``, and to drop a duplicate whose twin was acked moments ago.
     """
 
-    __slots__ = ("handed_out", "pending_epoch", "recent_acks", "recent_set")
+    __slots__ = ("claims_checked_at", "handed_out", "pending_epoch", "recent_acks", "recent_set")
 
     def __init__(self) -> None:
         self.pending_epoch = -1  # the fault epoch in which we last re-read our own pending
+        self.claims_checked_at = float("-inf")  # when we last looked for expired leases
         self.handed_out: dict[str, list[str]] = {}
         self.recent_acks: deque[str] = deque(maxlen=_RECENT_ACKS)
         self.recent_set: set[str] = set()

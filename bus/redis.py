@@ -1,31 +1,32 @@
 """The Redis backend (``redis://``, ``rediss://``, ``unix://``), laid out as in DESIGN §2.
 
-Connection economy: one blocking pool of two command connections plus one pub/sub connection,
-however many agents the process hosts. Nothing here blocks on the server (no ``BLOCK`` reads):
-waiting is done on pub/sub wake-ups, so no read can outlive the socket timeout and a slow agent
-never holds a command connection.
+Connection economy: two command connections plus one pub/sub connection, however many agents the
+process hosts. Commands issued at the same moment share a pipeline round trip
+(:mod:`bus.redis_batch`). Nothing blocks on the server (no ``BLOCK`` reads): waiting is done on
+pub/sub wake-ups, so no read can outlive the socket timeout and a slow agent never holds a
+command connection.
 
 Faults: redis-py's own retries are off; each operation is retried here with backoff (tenacity),
 and every fault bumps an *epoch*. An inbox whose reader last looked at its own pending entries in
 an older epoch looks again (``XREADGROUP ... 0``), because a reply lost to a fault leaves entries
 delivered to us that ``>`` will never return. Retried writes can duplicate an entry; readers drop
-duplicates by envelope id.
+duplicates by envelope id. No pickle anywhere: every value is JSON text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from functools import partial
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 
 import anyio
 from anyio.abc import TaskGroup
-from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
+from redis.asyncio import ConnectionPool, Redis
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 from tenacity import (
@@ -35,28 +36,22 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from bus.base import Bus, BusOptions, LoggedEvent, SpawnClaim
-from bus.errors import BusError, BusUnreachable, ConfigError, InvalidEnvelope
+from bus.base import Bus, BusOptions, InboxLedger, LoggedEvent, SpawnClaim
+from bus.errors import BusClosed, BusError, BusUnreachable, ConfigError, InvalidEnvelope
 from bus.events import Event, dump_event, parse_event
 from bus.keys import INBOX_GROUP, SPAWN_GROUP, Keys
-from bus.messages import (
-    DeadLetter,
-    Envelope,
-    SpawnRequest,
-    encode_envelope,
-    parse_spawn_request,
-)
+from bus.messages import DeadLetter, Envelope, SpawnRequest, encode_envelope, parse_spawn_request
+from bus.redis_batch import Command, CommandBatcher
 from bus.redis_wake import WakeDispatcher
-from bus.wake import WakeHub
+from bus.wake import WakeHub, Watch
 
-T = TypeVar("T")
 _FAULTS = (RedisConnectionError, RedisTimeoutError, OSError)
 _DEAD_CAP = 10_000
 _RELEASED_IDLE_MS = 10 * 365 * 24 * 3600 * 1000  # "idle for years": any claimant takes it now
 
-# XADD one field and PUBLISH a wake-up in one step: the message is in the stream with its
-# wake-up sent, or not there at all. ARGV[5] (optional) caps the stream with MAXLEN ~.
-_APPEND_AND_WAKE = """
+# XADD one field and PUBLISH a wake-up in one step: the entry is in the stream with its wake-up
+# sent, or not there at all. ARGV[5] (optional) caps the stream with MAXLEN ~.
+_APPEND_AND_WAKE_LUA = b"""
 local id
 if ARGV[5] ~= '' then
   id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[5], '*', ARGV[1], ARGV[2])
@@ -67,7 +62,48 @@ redis.call('PUBLISH', ARGV[3], ARGV[4] ~= '' and ARGV[4] or id)
 return id
 """
 
+# XACK and XDEL together: an acked entry leaves the stream, an un-acked one never does, so
+# inboxes need no MAXLEN trimming that could drop un-acked work.
+_ACK_AND_DELETE_LUA = b"""
+redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
+return redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
+"""
+
+
+class _Script:
+    """A Lua script called by its SHA1 (EVALSHA): the body crosses the wire only when the server
+    lacks it (after a restart), once, through ``SCRIPT LOAD``."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.sha = hashlib.sha1(body).hexdigest()
+
+    def call(self, key: str, *args: str | int) -> tuple[str | int, ...]:
+        return ("EVALSHA", self.sha, 1, key, *args)
+
+
+_APPEND_AND_WAKE = _Script(_APPEND_AND_WAKE_LUA)
+_ACK_AND_DELETE = _Script(_ACK_AND_DELETE_LUA)
+_SCRIPTS = (_APPEND_AND_WAKE, _ACK_AND_DELETE)
+
 Entry = tuple[str, dict[str, str] | None]
+
+
+def _fields(flat: list[str] | None) -> dict[str, str] | None:
+    """``[k1, v1, k2, v2]`` → ``{k1: v1, k2: v2}``; None stays None (an entry deleted meanwhile)."""
+    if flat is None:
+        return None
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _stream_entries(raw: list[Any] | None) -> list[Entry]:
+    """Entries of an XRANGE-shaped reply: ``[[id, [k, v, ...]], ...]``."""
+    return [(entry[0], _fields(entry[1])) for entry in raw or ()]
+
+
+def _read_entries(raw: list[Any] | None) -> list[Entry]:
+    """Entries of a one-stream XREADGROUP reply: ``[[key, [[id, [k, v, ...]], ...]]]`` or nil."""
+    return _stream_entries(raw[0][1]) if raw else []
 
 
 class RedisBus(Bus):
@@ -81,39 +117,32 @@ class RedisBus(Bus):
         prefix: str = "baton",
         command_connections: int = 2,
         attempts: int = 6,
-        client: Redis | None = None,
     ) -> None:
         super().__init__(options)
         self.url = url
         self.keys = Keys(prefix)
         self._attempts = attempts
-        no_retry = Retry(NoBackoff(), 0)
         common: dict[str, Any] = {
             "decode_responses": True,
+            "protocol": 2,  # the raw replies parsed below are RESP2-shaped
             "socket_connect_timeout": 2.0,
             "socket_timeout": 5.0,
-            "retry": no_retry,
+            "retry": Retry(NoBackoff(), 0),  # we retry, knowing which replies may be lost
             # Named so an operator (and the connection-economy test) can see whose they are.
             "client_name": f"baton:{self.options.consumer}",
         }
-        self._owns_client = client is None
         try:
-            if client is None:
-                pool = BlockingConnectionPool.from_url(
-                    url, max_connections=command_connections, timeout=30, **common
-                )
-                client = Redis.from_pool(pool)  # from_pool: closing the client closes the pool
+            # Only the batcher's flushers use this pool, one connection each: it can never run
+            # dry, so the cheaper non-blocking pool will do.
+            pool = ConnectionPool.from_url(url, max_connections=command_connections, **common)
             pubsub_pool = ConnectionPool.from_url(url, max_connections=1, **common)
         except ValueError as exc:
             raise ConfigError(f"bad Redis URL {url!r}: {exc}") from exc
-        self._client = client
-        # redis-py's reply types are unions over bytes/str; with decode_responses=True they are
-        # str. Commands go through this untyped alias and replies are typed where they land.
-        self._r: Any = client
+        self._client = Redis.from_pool(pool)  # from_pool: closing the client closes the pool
         self._pubsub_client = Redis.from_pool(pubsub_pool)
-        self._append_script = client.register_script(_APPEND_AND_WAKE)
-        self._hub = WakeHub()
+        self._batcher = CommandBatcher(pool, connections=command_connections)
         self._epoch = 0
+        self._hub = WakeHub()
         self._dispatcher = WakeDispatcher(
             self._pubsub_client, self._hub, url=url, on_fault=self._fault
         )
@@ -140,39 +169,45 @@ class RedisBus(Bus):
         self._check_open()
         if self._task_group is not None:
             return
-        await self.ping()
+        try:
+            await self._client.ping()
+        except _FAULTS as exc:
+            raise BusUnreachable(self.url, str(exc) or type(exc).__name__) from exc
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
         self._task_group = task_group
+        await task_group.start(self._batcher.run)
         await task_group.start(self._dispatcher.run)
 
     async def aclose(self) -> None:
         if self._closed:
             return
         await super().aclose()
+        self._batcher.fail_all(BusClosed(f"the bus {self.url} is closed"))
         task_group, self._task_group = self._task_group, None
         if task_group is not None:
             task_group.cancel_scope.cancel()
             await task_group.__aexit__(None, None, None)
         with anyio.CancelScope(shield=True):
+            await self._batcher.aclose()
             await self._dispatcher.aclose()
             await self._pubsub_client.aclose()
-            if self._owns_client:
-                await self._client.aclose()
+            await self._client.aclose()
 
     def _fault(self) -> None:
         self._epoch += 1
 
-    async def _run(self, operation: Callable[[], Awaitable[T]]) -> T:
-        """Run one Redis operation; retry faults with backoff, then map them to bus errors."""
+    async def _call(self, *commands: Command) -> list[Any]:
+        """One operation (its commands share a round trip with whatever else is queued now);
+        faults are retried with backoff, then mapped to bus errors."""
         self._check_open()
+        if self._task_group is None:
+            raise BusError("the Redis bus is not started: use `async with` or `await start()`")
         try:
-            return await operation()
-        except _FAULTS:
-            self._fault()
-        except ResponseError as exc:
-            raise BusError(f"Redis refused the operation: {exc}") from exc
-        try:
+            try:
+                return await self._attempt(commands)
+            except _FAULTS:
+                self._fault()
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception_type(_FAULTS),
                 stop=stop_after_attempt(self._attempts),
@@ -182,7 +217,7 @@ class RedisBus(Bus):
             ):
                 with attempt:
                     self._check_open()
-                    return await operation()
+                    return await self._attempt(commands)
         except _FAULTS as exc:
             self._fault()
             raise BusUnreachable(self.url, str(exc) or type(exc).__name__) from exc
@@ -190,25 +225,43 @@ class RedisBus(Bus):
             raise BusError(f"Redis refused the operation: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _attempt(self, commands: tuple[Command, ...]) -> list[Any]:
+        try:
+            return await self._batcher.call(*commands)
+        except NoScriptError:  # a restarted server forgot our scripts: teach it, go again
+            await self._batcher.call(*(("SCRIPT", "LOAD", script.body) for script in _SCRIPTS))
+            return await self._batcher.call(*commands)
+
+    async def _one(self, *command: str | int | float | bytes) -> Any:
+        return (await self._call(command))[0]
+
     async def ping(self) -> None:
-        await self._run(self._client.ping)
+        await self._one("PING")
 
     async def _append(
         self, key: str, field: str, value: str, channel: str, payload: str = "", cap: int = 0
     ) -> str:
-        args = [field, value, channel, payload, str(cap) if cap else ""]
-        result = await self._run(lambda: self._append_script(keys=[key], args=args))
-        return str(result)
+        cap_arg = str(cap) if cap else ""
+        return str(
+            await self._one(*_APPEND_AND_WAKE.call(key, field, value, channel, payload, cap_arg))
+        )
 
     async def _ensure_group(self, key: str, group: str) -> None:
         if key in self._groups_ready:
             return
         try:
-            await self._run(lambda: self._r.xgroup_create(key, group, id="0", mkstream=True))
+            await self._one("XGROUP", "CREATE", key, group, "0", "MKSTREAM")
         except BusError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
         self._groups_ready.add(key)
+
+    async def _watch(self, channel: str) -> Watch:
+        try:
+            return await self._dispatcher.watch(channel)
+        except BusUnreachable:
+            self._check_open()
+            raise
 
     # -- inboxes ---------------------------------------------------------------------------
 
@@ -230,16 +283,85 @@ class RedisBus(Bus):
     ) -> list[Envelope]:
         self._check_open()
         key = self.keys.inbox(session, agent)
-        watch = await self._run(lambda: self._dispatcher.watch(self.keys.wake(session, agent)))
+        watch = await self._watch(self.keys.wake(session, agent))
         watch.mark_read()
         await self._ensure_group(key, INBOX_GROUP)
         ledger = self._ledger(session, agent, consumer)
         me = consumer or self.consumer
-        entries: list[Entry] = []
-        if ledger.pending_epoch != self._epoch:
-            ledger.pending_epoch = self._epoch
-            entries.extend(await self._own_pending(key, INBOX_GROUP, me))
-        entries.extend(await self._claim_and_read(key, INBOX_GROUP, me, count))
+        try:
+            entries: list[Entry] = []
+            if ledger.pending_epoch != self._epoch:
+                ledger.pending_epoch = self._epoch
+                entries.extend(await self._own_pending(key, INBOX_GROUP, me))
+            entries.extend(await self._claim_and_read(key, INBOX_GROUP, me, count, ledger))
+        except BaseException:
+            ledger.pending_epoch = -1  # the reply may be lost: look at our own pending next time
+            raise
+        return await self._hand_out(session, agent, key, ledger, entries)
+
+    async def _own_pending(self, key: str, group: str, consumer: str) -> list[Entry]:
+        """Entries delivered to us whose reply we may never have seen (``XREADGROUP ... 0``)."""
+        found: list[Entry] = []
+        after = "0"
+        while True:
+            batch = _read_entries(
+                await self._one(
+                    "XREADGROUP", "GROUP", group, consumer, "COUNT", 500, "STREAMS", key, after
+                )
+            )
+            if not batch:
+                return found
+            found.extend(batch)
+            after = batch[-1][0]
+
+    async def _claim_and_read(
+        self, key: str, group: str, consumer: str, count: int, ledger: InboxLedger | None = None
+    ) -> list[Entry]:
+        """Expired leases (XAUTOCLAIM, looped to the cursor's end) and then new entries.
+
+        Expired leases are looked for at most every quarter lease per inbox: a dead consumer's
+        entries are picked up a little later, and the hot send → read → ack loop saves a command.
+        """
+        lease_ms = int(self.options.lease_s * 1000)
+        now = time.monotonic()
+        check_claims = ledger is None or now - ledger.claims_checked_at >= self.options.lease_s / 4
+
+        read: Command = (
+            "XREADGROUP",
+            "GROUP",
+            group,
+            consumer,
+            "COUNT",
+            count,
+            "STREAMS",
+            key,
+            ">",
+        )
+        if check_claims:
+            claim: Command = ("XAUTOCLAIM", key, group, consumer, lease_ms, "0-0", "COUNT", count)
+            replies = await self._call(claim, read)
+        else:
+            replies = await self._call(read)
+        fresh = _read_entries(replies[-1])
+        if not check_claims:
+            return fresh
+        if ledger is not None:
+            ledger.claims_checked_at = now
+        cursor, claimed, gone = replies[0][0], _stream_entries(replies[0][1]), list(replies[0][2])
+        while cursor != "0-0" and len(claimed) < count:
+            reply = await self._one(
+                "XAUTOCLAIM", key, group, consumer, lease_ms, cursor, "COUNT", count
+            )
+            cursor = reply[0]
+            claimed.extend(_stream_entries(reply[1]))
+            gone.extend(reply[2])
+        if gone:  # pending but deleted from the stream: nothing left to deliver
+            await self._ack_entries(key, group, gone)
+        return claimed + fresh
+
+    async def _hand_out(
+        self, session: str, agent: str, key: str, ledger: InboxLedger, entries: list[Entry]
+    ) -> list[Envelope]:
         usable: list[tuple[str, str]] = []
         drop: list[str] = []
         for entry_id, fields in entries:
@@ -256,62 +378,15 @@ class RedisBus(Bus):
         envelopes, rejected = await self._screen(session, agent, ledger, usable, source=key)
         drop.extend(rejected)
         if drop:
-            await self._ack_entries(key, drop)
+            await self._ack_entries(key, INBOX_GROUP, drop)
         return envelopes
 
-    async def _own_pending(self, key: str, group: str, consumer: str) -> list[Entry]:
-        """Entries delivered to us whose reply we may never have seen (``XREADGROUP ... 0``)."""
-        found: list[Entry] = []
-        after = "0"
-        while True:
-            reply = await self._run(
-                partial(self._r.xreadgroup, group, consumer, {key: after}, count=500)
-            )
-            batch: list[Entry] = reply[0][1] if reply else []
-            if not batch:
-                return found
-            found.extend(batch)
-            after = batch[-1][0]
-
-    async def _claim_and_read(self, key: str, group: str, consumer: str, count: int) -> list[Entry]:
-        """Expired leases (XAUTOCLAIM, looped to the cursor's end) and then new entries."""
-        lease_ms = int(self.options.lease_s * 1000)
-
-        async def first_round() -> list[Any]:
-            async with self._r.pipeline(transaction=False) as pipe:
-                pipe.xautoclaim(key, group, consumer, lease_ms, "0-0", count=count)
-                pipe.xreadgroup(group, consumer, {key: ">"}, count=count)
-                return list(await pipe.execute())
-
-        claimed_reply, read_reply = await self._run(first_round)
-        cursor, claimed, deleted = claimed_reply[0], list(claimed_reply[1]), claimed_reply[2]
-        gone = list(deleted)
-        while cursor != "0-0" and len(claimed) < count:
-            reply = await self._run(
-                partial(self._r.xautoclaim, key, group, consumer, lease_ms, cursor, count=count)
-            )
-            cursor = reply[0]
-            claimed.extend(reply[1])
-            gone.extend(reply[2])
-        if gone:
-            await self._run(lambda: self._r.xack(key, group, *gone))
-        fresh: list[Entry] = read_reply[0][1] if read_reply else []
-        return claimed + fresh
-
-    async def _ack_entries(self, key: str, entry_ids: Sequence[str]) -> None:
-        """XACK and XDEL together: an acked entry leaves the stream, an un-acked one never does."""
-
-        async def ack_and_delete() -> None:
-            async with self._r.pipeline(transaction=True) as pipe:
-                pipe.xack(key, INBOX_GROUP, *entry_ids)
-                pipe.xdel(key, *entry_ids)
-                await pipe.execute()
-
-        await self._run(ack_and_delete)
+    async def _ack_entries(self, key: str, group: str, entry_ids: Sequence[str]) -> None:
+        await self._one(*_ACK_AND_DELETE.call(key, group, *entry_ids))
 
     async def wait(self, session: str, agent: str, timeout: float = 60.0) -> bool:
-        watch = await self._run(lambda: self._dispatcher.watch(self.keys.wake(session, agent)))
-        woken = await watch.wait(timeout)
+        watch = await self._watch(self.keys.wake(session, agent))
+        woken: bool = await watch.wait(timeout)
         self._check_open()
         return woken
 
@@ -320,7 +395,7 @@ class RedisBus(Bus):
     ) -> None:
         receipts = self._ledger(session, agent, consumer).take(ids)
         if receipts:
-            await self._ack_entries(self.keys.inbox(session, agent), receipts)
+            await self._ack_entries(self.keys.inbox(session, agent), INBOX_GROUP, receipts)
 
     async def release(self, session: str, agent: str) -> None:
         self._forget_ledgers(session, agent)
@@ -330,30 +405,29 @@ class RedisBus(Bus):
 
     async def emit(self, event: Event) -> str:
         key = self.keys.events(event.session)
-        cursor = await self._append(
-            key, "event", dump_event(event), key, cap=self.options.event_log_cap
-        )
-        await self._run(lambda: self._r.zadd(self.keys.sessions, {event.session: time.time()}))
-        return cursor
+        cap = str(self.options.event_log_cap)
+        append = _APPEND_AND_WAKE.call(key, "event", dump_event(event), key, "", cap)
+        touch: Command = ("ZADD", self.keys.sessions, time.time(), event.session)
+        return str((await self._call(append, touch))[0])
 
     async def events(
         self, session: str, *, after: str | None = None, follow: bool = True
     ) -> AsyncIterator[LoggedEvent]:
         key = self.keys.events(session)
-        watch = await self._run(lambda: self._dispatcher.watch(key)) if follow else None
+        watch = await self._watch(key) if follow else None
         cursor = after or "0-0"
         while True:
             mark = watch.generation if watch is not None else 0
             try:
-                batch = await self._run(
-                    partial(self._r.xrange, key, min=f"({cursor}", max="+", count=500)
+                batch = _stream_entries(
+                    await self._one("XRANGE", key, f"({cursor}", "+", "COUNT", 500)
                 )
             except BusError as exc:
                 raise ConfigError(f"bad event cursor {cursor!r} for session {session}") from exc
             for entry_id, fields in batch:
                 cursor = entry_id
                 try:
-                    event = parse_event(fields.get("event", ""))
+                    event = parse_event((fields or {}).get("event", ""))
                 except ValueError as exc:
                     await self._dead_letter(
                         InvalidEnvelope(f"malformed event: {exc}"),
@@ -372,7 +446,7 @@ class RedisBus(Bus):
             self._check_open()
 
     async def sessions(self) -> list[str]:
-        result = await self._run(lambda: self._r.zrevrange(self.keys.sessions, 0, -1))
+        result = await self._one("ZREVRANGE", self.keys.sessions, 0, -1)
         return [str(s) for s in result]
 
     # -- spawn queue -----------------------------------------------------------------------
@@ -383,7 +457,7 @@ class RedisBus(Bus):
 
     async def claim_spawn(self, *, timeout: float = 0.0) -> SpawnClaim | None:
         key = self.keys.spawn
-        watch = await self._run(lambda: self._dispatcher.watch(key))
+        watch = await self._watch(key)
         await self._ensure_group(key, SPAWN_GROUP)
         with anyio.move_on_after(timeout):
             while True:
@@ -414,7 +488,7 @@ class RedisBus(Bus):
                 request = parse_spawn_request(raw)
             except InvalidEnvelope as exc:
                 await self._dead_letter(exc, source=key, session=None, raw=raw or str(fields))
-                await self.ack_spawn([entry_id])
+                await self._ack_entries(key, SPAWN_GROUP, [entry_id])
                 continue
             self._held_spawn.add(entry_id)
             return SpawnClaim(entry_id, request)
@@ -422,58 +496,35 @@ class RedisBus(Bus):
 
     async def renew_spawn(self, receipts: Sequence[str]) -> None:
         if receipts:
-            await self._run(
-                lambda: self._r.xclaim(
-                    self.keys.spawn, SPAWN_GROUP, self.consumer, 0, list(receipts), justid=True
-                )
+            await self._one(
+                "XCLAIM", self.keys.spawn, SPAWN_GROUP, self.consumer, 0, *receipts, "JUSTID"
             )
 
     async def ack_spawn(self, receipts: Sequence[str]) -> None:
-        if not receipts:
-            return
-        key = self.keys.spawn
-
-        async def ack_and_delete() -> None:
-            async with self._r.pipeline(transaction=True) as pipe:
-                pipe.xack(key, SPAWN_GROUP, *receipts)
-                pipe.xdel(key, *receipts)
-                await pipe.execute()
-
-        await self._run(ack_and_delete)
-        self._held_spawn.difference_update(receipts)
+        if receipts:
+            await self._ack_entries(self.keys.spawn, SPAWN_GROUP, receipts)
+            self._held_spawn.difference_update(receipts)
 
     async def release_spawn(self, receipts: Sequence[str]) -> None:
         if not receipts:
             return
         key = self.keys.spawn
-
-        async def release() -> None:
-            async with self._r.pipeline(transaction=False) as pipe:
-                pipe.xclaim(
-                    key,
-                    SPAWN_GROUP,
-                    self.consumer,
-                    0,
-                    list(receipts),
-                    idle=_RELEASED_IDLE_MS,
-                    justid=True,
-                )
-                pipe.publish(key, "released")
-                await pipe.execute()
-
-        await self._run(release)
+        idle = ("IDLE", _RELEASED_IDLE_MS, "JUSTID")
+        await self._call(
+            ("XCLAIM", key, SPAWN_GROUP, self.consumer, 0, *receipts, *idle),
+            ("PUBLISH", key, "released"),
+        )
         self._held_spawn.difference_update(receipts)
 
     # -- agent state, dead letters ---------------------------------------------------------
 
     async def set_agent_state(self, session: str, agent: str, fields: Mapping[str, str]) -> None:
         if fields:
-            mapping = dict(fields)
-            await self._run(lambda: self._r.hset(self.keys.agent(session, agent), mapping=mapping))
+            flat = [item for pair in fields.items() for item in pair]
+            await self._one("HSET", self.keys.agent(session, agent), *flat)
 
     async def get_agent_state(self, session: str, agent: str) -> dict[str, str]:
-        result = await self._run(lambda: self._r.hgetall(self.keys.agent(session, agent)))
-        return {str(k): str(v) for k, v in result.items()}
+        return _fields(await self._one("HGETALL", self.keys.agent(session, agent))) or {}
 
     async def _store_dead_letter(self, letter: DeadLetter) -> None:
         fields = {
@@ -483,12 +534,13 @@ class RedisBus(Bus):
             "session": letter.session or "",
             "raw": letter.raw,
         }
-        await self._run(
-            lambda: self._r.xadd(self.keys.dead, fields, maxlen=_DEAD_CAP, approximate=True)
-        )
+        flat = [item for pair in fields.items() for item in pair]
+        await self._one("XADD", self.keys.dead, "MAXLEN", "~", _DEAD_CAP, "*", *flat)
 
     async def dead_letters(self, count: int = 100) -> list[DeadLetter]:
-        rows = await self._run(lambda: self._r.xrevrange(self.keys.dead, count=count))
+        rows = _stream_entries(
+            await self._one("XREVRANGE", self.keys.dead, "+", "-", "COUNT", count)
+        )
         return [
             DeadLetter(
                 id=f.get("id", entry_id),
@@ -497,5 +549,5 @@ class RedisBus(Bus):
                 session=f.get("session") or None,
                 raw=f.get("raw", ""),
             )
-            for entry_id, f in reversed(rows)
+            for entry_id, f in ((i, f or {}) for i, f in reversed(rows))
         ]

@@ -33,8 +33,15 @@ class RedisServer:
     """Owns one ``redis-server`` process and its data directory."""
 
     def __init__(
-        self, *, port: int | None = None, data_dir: Path | None = None, start_timeout: float = 10
+        self,
+        *,
+        port: int | None = None,
+        data_dir: Path | None = None,
+        start_timeout: float = 10,
+        appendfsync: str = "always",
     ) -> None:
+        """``appendfsync="always"`` makes a kill lose nothing (tests); benchmarks pass
+        ``"everysec"``, the production setting."""
         binary = shutil.which("redis-server")
         if binary is None:
             raise ConfigError(
@@ -46,6 +53,7 @@ class RedisServer:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="baton-redis-"))
         self.start_timeout = start_timeout
+        self.appendfsync = appendfsync
         self._proc: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
 
@@ -61,7 +69,7 @@ class RedisServer:
             "--bind", "127.0.0.1",
             "--dir", str(self.data_dir),
             "--appendonly", "yes",
-            "--appendfsync", "always",
+            "--appendfsync", self.appendfsync,
             "--save", "",
             "--maxmemory-policy", "noeviction",
             "--maxclients", "20000",

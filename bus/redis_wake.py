@@ -42,7 +42,7 @@ class WakeDispatcher:
         *,
         url: str,
         on_fault: Callable[[], None],
-        confirm_timeout_s: float = 5.0,
+        confirm_timeout_s: float = 30.0,
     ) -> None:
         self._client = client
         self._hub = hub
@@ -52,6 +52,7 @@ class WakeDispatcher:
         self._pubsub: PubSub | None = None
         self._has_channels = anyio.Event()
         self._healthy = True
+        self._to_subscribe: list[str] = []
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read wake-ups until cancelled, reconnecting on faults."""
@@ -135,13 +136,9 @@ class WakeDispatcher:
             watch = self._hub.add(channel)
             watch.confirmed = anyio.Event()
             self._has_channels.set()
-            pubsub = self._pubsub
-            if pubsub is not None:
-                try:
-                    await pubsub.subscribe(channel)
-                except _FAULTS as exc:
-                    # The dispatcher will notice too and re-subscribe everything on reconnect.
-                    log.debug("subscribe %s failed: %s", channel, exc)
+            self._to_subscribe.append(channel)
+            if len(self._to_subscribe) == 1:
+                await self._flush_subscriptions()
         confirmed = watch.confirmed
         if confirmed is not None and not confirmed.is_set():
             with anyio.move_on_after(self._confirm_timeout_s):
@@ -149,6 +146,21 @@ class WakeDispatcher:
             if not confirmed.is_set():
                 raise BusUnreachable(self._url, f"no confirmation of SUBSCRIBE {channel}")
         return watch
+
+    async def _flush_subscriptions(self) -> None:
+        """One SUBSCRIBE for every channel watched in the same moment (10,000 agents starting
+        together cost a handful of commands, not 10,000)."""
+        await anyio.lowlevel.checkpoint()  # let the other watchers of this moment queue up
+        channels, self._to_subscribe = self._to_subscribe, []
+        pubsub = self._pubsub
+        if pubsub is None:
+            return  # the dispatcher subscribes everything in the hub when it connects
+        try:
+            for start in range(0, len(channels), _SUBSCRIBE_CHUNK):
+                await pubsub.subscribe(*channels[start : start + _SUBSCRIBE_CHUNK])
+        except _FAULTS as exc:
+            # The dispatcher notices too, and re-subscribes everything on reconnect.
+            log.debug("subscribe of %d channels failed: %s", len(channels), exc)
 
     async def unwatch(self, channel: str) -> None:
         if self._hub.remove(channel) is None:

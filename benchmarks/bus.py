@@ -1,0 +1,169 @@
+"""Bus benchmark: wake-up latency on both backends, Redis throughput, idle-agent cost.
+
+Run as ``python benchmarks/bus.py`` (starts its own redis-server the way the tests do) or with
+``--redis-url`` to use a running one. Prints one JSON object. PING is measured in the same run as
+the floor the Redis wake-up latency is compared against.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This file is named like the ``bus`` package; run as a script, its own folder comes first on
+# sys.path and would shadow the package. Drop it before importing anything of baton's.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
+import argparse
+import gc
+import json
+import resource
+import statistics
+import time
+from contextlib import ExitStack
+
+import anyio
+from redis.asyncio import Redis
+
+from bus.base import Bus, BusOptions
+from bus.memory import MemoryBus
+from bus.messages import make_envelope
+from bus.redis import RedisBus
+from bus.redis_server import RedisServer
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def wake_latency_us(bus: Bus, n: int) -> list[float]:
+    """Send → the waiting agent is woken and holds the message, one message at a time."""
+    samples: list[float] = []
+    for i in range(n):
+        assert await bus.read_inbox("wake", "a") == []
+        sent_at = 0.0
+
+        async def send(index: int = i) -> None:
+            nonlocal sent_at
+            await anyio.lowlevel.checkpoint()
+            sent_at = time.perf_counter()
+            await bus.send(
+                make_envelope(
+                    session="wake", sender="b", recipient="a", type="task", content=str(index)
+                )
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send)
+            assert await bus.wait("wake", "a", timeout=10)
+            got = await bus.read_inbox("wake", "a")
+            samples.append((time.perf_counter() - sent_at) * 1e6)
+        got += await bus.read_inbox("wake", "a")
+        await bus.ack("wake", "a", [e.id for e in got])
+    return samples[5:]  # drop warm-up
+
+
+async def ping_us(url: str, n: int) -> list[float]:
+    async with Redis.from_url(url) as client:
+        samples = []
+        for _ in range(n):
+            started = time.perf_counter()
+            await client.ping()
+            samples.append((time.perf_counter() - started) * 1e6)
+    return samples[5:]
+
+
+async def msgs_per_s(bus: Bus, agents: int, per_agent: int) -> float:
+    """Each of ``agents`` loops send → read → ack on its own inbox, all concurrently."""
+
+    async def agent(name: str) -> None:
+        for i in range(per_agent):
+            await bus.send(
+                make_envelope(session="tp", sender="x", recipient=name, type="task", content=str(i))
+            )
+            got = await bus.read_inbox("tp", name)
+            await bus.ack("tp", name, [e.id for e in got])
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for a in range(agents):
+            tg.start_soon(agent, f"a{a}")
+    return agents * per_agent / (time.perf_counter() - started)
+
+
+def rss_kib() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+async def idle_agents(bus: Bus, url: str, n: int) -> tuple[float, int]:
+    """``n`` agents each blocked in ``wait``: memory per agent and connections held."""
+    gc.collect()
+    before = rss_kib()
+    ready = anyio.Event()
+    count = 0
+
+    async def agent(name: str) -> None:
+        nonlocal count
+        await bus.read_inbox("idle", name)
+        count += 1
+        if count == n:
+            ready.set()
+        await bus.wait("idle", name, timeout=600)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(agent, f"a{i}")
+        await ready.wait()
+        gc.collect()
+        per_agent = (rss_kib() - before) / n
+        async with Redis.from_url(url, decode_responses=True) as observer:
+            clients = await observer.client_list()
+        held = sum(1 for c in clients if c.get("name") == f"baton:{bus.consumer}")
+        tg.cancel_scope.cancel()
+    return per_agent, held
+
+
+async def run(url: str, args: argparse.Namespace) -> dict[str, float | int]:
+    out: dict[str, float | int] = {}
+    async with MemoryBus() as memory:
+        mem = await wake_latency_us(memory, args.samples)
+    out["memory_wake_p50_us"] = round(statistics.median(mem), 1)
+    out["memory_wake_p99_us"] = round(percentile(mem, 0.99), 1)
+    pings = await ping_us(url, args.samples)
+    out["redis_ping_p50_us"] = round(statistics.median(pings), 1)
+    async with RedisBus(url, BusOptions(), prefix="bench-wake") as bus:
+        red = await wake_latency_us(bus, args.samples)
+    out["redis_wake_p50_us"] = round(statistics.median(red), 1)
+    out["redis_wake_p99_us"] = round(percentile(red, 0.99), 1)
+    out["redis_wake_over_ping"] = round(out["redis_wake_p50_us"] / out["redis_ping_p50_us"], 2)
+    async with RedisBus(url, BusOptions(), prefix="bench-tp") as bus:
+        out["redis_msgs_per_s"] = round(await msgs_per_s(bus, 100, args.per_agent))
+    async with RedisBus(url, BusOptions(), prefix="bench-idle") as bus:
+        kib, held = await idle_agents(bus, url, args.idle)
+    out["idle_agents"] = args.idle
+    out["idle_agent_kib"] = round(kib, 2)
+    out["idle_redis_connections"] = held
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--redis-url", help="use this Redis instead of starting one")
+    parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--per-agent", type=int, default=50)
+    parser.add_argument("--idle", type=int, default=10_000)
+    args = parser.parse_args()
+    with ExitStack() as stack:
+        url = args.redis_url or stack.enter_context(RedisServer(appendfsync="everysec")).url
+        result = anyio.run(run, url, args)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
