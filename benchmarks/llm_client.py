@@ -7,6 +7,14 @@ Run: ``.venv/bin/python benchmarks/llm_client.py [rounds]``
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+# benchmarks/bus.py is named like the ``bus`` package; run as a script, this folder comes first on
+# sys.path and would shadow the package. Drop it before importing anything of baton's.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
 import json
 import statistics
 import sys

@@ -23,6 +23,14 @@ Run: ``.venv/bin/python -m benchmarks.loop [--rounds N] [--profile]`` (as a modu
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+# benchmarks/bus.py is named like the ``bus`` package; run as a script, this folder comes first on
+# sys.path and would shadow the package. Drop it before importing anything of baton's.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
 import argparse
 import cProfile
 import io
