@@ -28,7 +28,7 @@ from redis.asyncio import Redis
 
 from bus.base import Bus, BusOptions
 from bus.memory import MemoryBus
-from bus.messages import make_envelope
+from bus.messages import Envelope, make_envelope
 from bus.redis import RedisBus
 from bus.redis_server import RedisServer
 
@@ -45,15 +45,15 @@ async def wake_latency_us(bus: Bus, n: int) -> list[float]:
         assert await bus.read_inbox("wake", "a") == []
         sent_at = 0.0
 
-        async def send(index: int = i) -> None:
+        envelope = make_envelope(
+            session="wake", sender="b", recipient="a", type="task", content=str(i)
+        )
+
+        async def send(envelope: Envelope = envelope) -> None:
             nonlocal sent_at
             await anyio.lowlevel.checkpoint()
             sent_at = time.perf_counter()
-            await bus.send(
-                make_envelope(
-                    session="wake", sender="b", recipient="a", type="task", content=str(index)
-                )
-            )
+            await bus.send(envelope)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(send)

@@ -134,7 +134,11 @@ class RedisBus(Bus):
         try:
             # Only the batcher's flushers use this pool, one connection each: it can never run
             # dry, so the cheaper non-blocking pool will do.
-            pool = ConnectionPool.from_url(url, max_connections=command_connections, **common)
+            # No socket timeout on these: redis-py would wrap every write in a wait_for task.
+            # The batcher puts one deadline on each whole round trip instead.
+            pool = ConnectionPool.from_url(
+                url, max_connections=command_connections, **{**common, "socket_timeout": None}
+            )
             pubsub_pool = ConnectionPool.from_url(url, max_connections=1, **common)
         except ValueError as exc:
             raise ConfigError(f"bad Redis URL {url!r}: {exc}") from exc
@@ -257,6 +261,9 @@ class RedisBus(Bus):
         self._groups_ready.add(key)
 
     async def _watch(self, channel: str) -> Watch:
+        watch = self._hub.get(channel)
+        if watch is not None and watch.confirmed is not None and watch.confirmed.is_set():
+            return watch  # the common case, without another await
         try:
             return await self._dispatcher.watch(channel)
         except BusUnreachable:
@@ -285,7 +292,8 @@ class RedisBus(Bus):
         key = self.keys.inbox(session, agent)
         watch = await self._watch(self.keys.wake(session, agent))
         watch.mark_read()
-        await self._ensure_group(key, INBOX_GROUP)
+        if key not in self._groups_ready:
+            await self._ensure_group(key, INBOX_GROUP)
         ledger = self._ledger(session, agent, consumer)
         me = consumer or self.consumer
         try:

@@ -30,18 +30,21 @@ def pack(commands: Sequence[Command]) -> bytes:
     through its encoder on each call; this is the protocol itself, with pre-encoded ``bytes``
     (e.g. a Lua script) passed through untouched."""
     out: list[bytes] = []
+    append = out.append
     for command in commands:
-        out.append(b"*%d\r\n" % len(command))
+        append(b"*%d\r\n" % len(command))
         for arg in command:
-            if isinstance(arg, bytes):
-                data = arg
-            elif isinstance(arg, str):
+            if isinstance(arg, str):
                 data = arg.encode()
+            elif isinstance(arg, bytes):
+                data = arg
             elif isinstance(arg, int):
                 data = b"%d" % arg
             else:
                 data = repr(float(arg)).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+            append(b"$%d\r\n" % len(data))
+            append(data)
+            append(b"\r\n")
     return b"".join(out)
 
 
@@ -88,8 +91,7 @@ class CommandBatcher:
             # Nothing waiting and a connection free: run it right here, sparing two task
             # switches. Shielded so a cancelled caller cannot tear a pipeline half-read (it
             # waits at most one round trip, bounded by the socket timeout).
-            with anyio.CancelScope(shield=True):
-                await self._flush([op])
+            await self._flush([op], shield=True)
             await anyio.lowlevel.checkpoint_if_cancelled()
         else:
             self._queue.append(op)
@@ -116,10 +118,10 @@ class CommandBatcher:
             del self._queue[: self._max_batch]
             await self._flush(batch)
 
-    async def _flush(self, batch: list[_Op]) -> None:
+    async def _flush(self, batch: list[_Op], *, shield: bool = False) -> None:
         self._in_flight += 1
         try:
-            await self._round_trip(batch)
+            await self._round_trip(batch, shield)
         except Exception as exc:
             for op in batch:
                 if not op.done.is_set():
@@ -136,7 +138,7 @@ class CommandBatcher:
             if self._queue:
                 self._ready.set()
 
-    async def _round_trip(self, batch: list[_Op]) -> None:
+    async def _round_trip(self, batch: list[_Op], shield: bool) -> None:
         # Connections are taken from the pool once and kept: the pool's per-checkout health
         # check costs a syscall per round trip, and we never leave unread replies behind (a
         # fault disconnects, and redis-py reconnects on the next send).
@@ -147,7 +149,7 @@ class CommandBatcher:
         try:
             # One deadline for the whole batch instead of one timer per reply (``math.inf``
             # tells redis-py not to arm its own); a timeout is a fault like any other.
-            with anyio.fail_after(self._round_trip_timeout):
+            with anyio.fail_after(self._round_trip_timeout, shield=shield):
                 await connection.send_packed_command(
                     pack([command for op in batch for command in op.commands]), False
                 )
