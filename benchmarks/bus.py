@@ -65,6 +65,42 @@ async def wake_latency_us(bus: Bus, n: int) -> list[float]:
     return samples[5:]  # drop warm-up
 
 
+async def plain_loop_msgs_per_s(url: str, agents: int, per_agent: int) -> float:
+    """The reference: a plain redis-py loop of XADD+PUBLISH / XREADGROUP / XACK, same load."""
+    async with Redis.from_url(url, decode_responses=True) as client:
+        for a in range(agents):
+            await client.xgroup_create(f"plain:{a}", "g", id="0", mkstream=True)
+
+        async def agent(a: int) -> None:
+            for i in range(per_agent):
+                await client.xadd(f"plain:{a}", {"msg": f"message {i}"})
+                await client.publish(f"plain-wake:{a}", str(i))
+                got = await client.xreadgroup("g", "c", {f"plain:{a}": ">"}, count=100)
+                await client.xack(f"plain:{a}", "g", *[entry[0] for entry in got[0][1]])
+
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for a in range(agents):
+                tg.start_soon(agent, a)
+        return agents * per_agent / (time.perf_counter() - started)
+
+
+async def raw_wake_floor_us(url: str, n: int) -> list[float]:
+    """What the wake-up path costs Redis itself: XADD+PUBLISH, then XREADGROUP of that entry,
+    back to back on one bare redis-py connection (no waiting, no validation)."""
+    async with Redis.from_url(url, decode_responses=True) as client:
+        await client.xgroup_create("floor", "g", id="0", mkstream=True)
+        samples = []
+        for i in range(n):
+            started = time.perf_counter()
+            entry_id = await client.xadd("floor", {"msg": f"m{i}"})
+            await client.publish("floor-wake", entry_id)
+            await client.xreadgroup("g", "c", {"floor": ">"}, count=100)
+            samples.append((time.perf_counter() - started) * 1e6)
+            await client.xack("floor", "g", entry_id)
+    return samples[5:]
+
+
 async def ping_us(url: str, n: int) -> list[float]:
     async with Redis.from_url(url) as client:
         samples = []
@@ -142,8 +178,13 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, float | int]:
     out["redis_wake_p50_us"] = round(statistics.median(red), 1)
     out["redis_wake_p99_us"] = round(percentile(red, 0.99), 1)
     out["redis_wake_over_ping"] = round(out["redis_wake_p50_us"] / out["redis_ping_p50_us"], 2)
+    floor = await raw_wake_floor_us(url, args.samples)
+    out["redis_raw_xadd_publish_xreadgroup_p50_us"] = round(statistics.median(floor), 1)
     async with RedisBus(url, BusOptions(), prefix="bench-tp") as bus:
         out["redis_msgs_per_s"] = round(await msgs_per_s(bus, 100, args.per_agent))
+    out["redis_plain_loop_msgs_per_s"] = round(
+        await plain_loop_msgs_per_s(url, 100, args.per_agent)
+    )
     async with RedisBus(url, BusOptions(), prefix="bench-idle") as bus:
         kib, held = await idle_agents(bus, url, args.idle)
     out["idle_agents"] = args.idle

@@ -69,7 +69,9 @@ class InboxLedger:
     """What one bus instance knows about one inbox: what it handed out, and what it acked.
 
     Kept per instance (not on the backend) because it only serves to map envelope ids back to
-    backend receipts for ``ack``, and to drop a duplicate whose twin was acked moments ago.
+    backend receipts for ``ack``, and to drop a duplicate whose twin was acked moments ago. The
+    memory of recent acks is made on first use: ten thousand idle agents should not each carry
+    an empty deque.
     """
 
     __slots__ = ("claims_checked_at", "handed_out", "pending_epoch", "recent_acks", "recent_set")
@@ -78,7 +80,7 @@ class InboxLedger:
         self.pending_epoch = -1  # the fault epoch in which we last re-read our own pending
         self.claims_checked_at = float("-inf")  # when we last looked for expired leases
         self.handed_out: dict[str, list[str]] = {}
-        self.recent_acks: deque[str] = deque(maxlen=_RECENT_ACKS)
+        self.recent_acks: deque[str] | None = None
         self.recent_set: set[str] = set()
 
     def record(self, envelope_id: str, receipt: str) -> None:
@@ -90,12 +92,15 @@ class InboxLedger:
     def take(self, envelope_ids: Sequence[str]) -> list[str]:
         """Forget the given ids as handed out, remember them as acked; return their receipts."""
         receipts: list[str] = []
+        if self.recent_acks is None:
+            self.recent_acks = deque(maxlen=_RECENT_ACKS)
+        recent = self.recent_acks
         for envelope_id in envelope_ids:
             receipts.extend(self.handed_out.pop(envelope_id, ()))
             if envelope_id not in self.recent_set:
-                if len(self.recent_acks) == self.recent_acks.maxlen:
-                    self.recent_set.discard(self.recent_acks[0])
-                self.recent_acks.append(envelope_id)
+                if len(recent) == recent.maxlen:
+                    self.recent_set.discard(recent[0])
+                recent.append(envelope_id)
                 self.recent_set.add(envelope_id)
         return receipts
 

@@ -23,7 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bus.errors import BusUnreachable
-from bus.wake import WakeHub, Watch
+from bus.wake import CONFIRMED, WakeHub, Watch
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +83,13 @@ class WakeDispatcher:
             self._hub.wake(channel)
         elif kind == "subscribe":
             watch = self._hub.get(channel)
-            if watch is not None and watch.confirmed is not None:
-                if not watch.confirmed.is_set():
-                    watch.confirmed.set()
-                    # Anything published before the subscription took hold was missed:
-                    # wake the reader so it looks at the stream itself.
-                    watch.wake()
+            pending = watch.confirmed if watch is not None else None
+            if watch is not None and isinstance(pending, anyio.Event) and not pending.is_set():
+                watch.confirmed = CONFIRMED
+                pending.set()
+                # Anything published before the subscription took hold was missed:
+                # wake the reader so it looks at the stream itself.
+                watch.wake()
 
     async def _ensure_connected(self) -> PubSub:
         if self._pubsub is not None:

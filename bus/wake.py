@@ -12,6 +12,20 @@ from __future__ import annotations
 import anyio
 
 
+class _Confirmed:
+    """Stands in for a set ``anyio.Event`` once a subscription is confirmed, so that ten
+    thousand watched channels do not each keep an event (and its waiter deque) alive."""
+
+    def is_set(self) -> bool:
+        return True
+
+    async def wait(self) -> None:
+        return None
+
+
+CONFIRMED = _Confirmed()
+
+
 class Watch:
     """The wake-up state of one channel (an inbox, an event log, the spawn queue).
 
@@ -28,7 +42,7 @@ class Watch:
         self.event: anyio.Event | None = None
         # Set once the backend is sure no wake-up for this channel can be missed any more (Redis:
         # the SUBSCRIBE was confirmed). Reads wait for it so the first read cannot race the wait.
-        self.confirmed: anyio.Event | None = None
+        self.confirmed: anyio.Event | _Confirmed | None = None
 
     def wake(self) -> None:
         self.generation += 1
