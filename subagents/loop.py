@@ -180,9 +180,9 @@ class SubAgent:
                 return None if self._draining else "idle"
             if any(envelope.type == "shutdown" for envelope in batch):
                 return "shutdown"
-            await self._report(self._describe_round(batch))
             if self.on_round is not None:
                 self.on_round(self, batch)
+            await self._report(self._describe_round(batch))
             stop = await self._round(batch)
             if stop is StopReason.ERROR:
                 return "error"

@@ -1,0 +1,207 @@
+"""Benchmark of the sub-agent worker on Redis: fan-out, idle capacity, dispatch latency.
+
+Prints one JSON object:
+
+- ``fanout_1000_s``: 1,000 tasks to 1,000 sub-agents (spawn request + task message each) on one
+  worker with the zero-latency offline model, time until all 1,000 results reached the lead;
+- ``idle_subagents``: sub-agents then left waiting on their inboxes in the same worker process;
+- ``idle_subagent_kib``: resident memory they added, per agent;
+- ``redis_connections``: connections the worker process holds to Redis (from ``CLIENT LIST``,
+  excluding this benchmark's measuring connection);
+- ``dispatch_p50_ms`` / ``dispatch_p99_ms``: a message sent to one of the idle sub-agents → that
+  agent's round starts (its loop's ``on_round`` hook), one at a time.
+
+It starts its own ``redis-server`` unless ``--redis-url`` is given. The worker, the lead and the
+measuring all live in this process, sharing one bus (two command connections and one pub/sub
+connection, as a worker process would hold).
+
+Run: ``.venv/bin/python -m benchmarks.subagents [--idle 10000] [--fanout 1000] [--samples 200]``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# benchmarks/bus.py is named like the ``bus`` package; run as a script, this folder comes first on
+# sys.path and would shadow the package. Drop it before importing anything of baton's.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
+import argparse
+import gc
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+import anyio
+import redis
+
+from bus.base import Bus, BusOptions
+from bus.connect import open_bus
+from bus.messages import Envelope, SpawnRequest
+from bus.redis_server import RedisServer
+from orchestrator.llm import offline_model
+from subagents.loop import SubAgent
+from subagents.profiles import AgentLimits, Profile
+from subagents.worker import Worker
+
+PREFIX = "bench"
+
+
+def note(message: str, *args: object) -> None:
+    """Progress on stderr, so a long run shows where it is."""
+    print(message % args, file=sys.stderr, flush=True)
+
+
+def rss_kib() -> int:
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def profile(idle_timeout_s: float) -> Profile:
+    return Profile(
+        name="answerer",
+        description="Answers directly.",
+        system_prompt="[baton:subagent] Answer briefly.",
+        limits=AgentLimits(max_steps=2, idle_timeout_s=idle_timeout_s),
+    )
+
+
+async def until(condition: Callable[[], bool], every: float = 0.05, limit: float = 600) -> None:
+    """Poll a condition the benchmark cannot be woken for (Redis's own counters)."""
+    with anyio.fail_after(limit):
+        while True:
+            if condition():
+                return
+            await anyio.sleep(every)
+
+
+class Timing:
+    """Round-start times by agent name, filled by the loop's ``on_round`` hook."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, float] = {}
+        self.waiters: dict[str, anyio.Event] = {}
+
+    def __call__(self, agent: SubAgent, batch: Sequence[Envelope]) -> None:
+        self.started[agent.name] = time.perf_counter()
+        waiter = self.waiters.pop(agent.name, None)
+        if waiter is not None:
+            waiter.set()
+
+
+async def results_at_lead(bus: Bus, session: str, count: int, timeout: float) -> float:
+    """Read the lead's inbox until ``count`` results; returns when the last one arrived."""
+    got = 0
+    with anyio.fail_after(timeout):
+        while got < count:
+            batch = await bus.read_inbox(session, "lead", count=1000)
+            got += sum(1 for m in batch if m.type == "result")
+            if batch:
+                await bus.ack(session, "lead", [m.id for m in batch])
+            elif got < count:
+                await bus.wait(session, "lead", 1.0)
+    return time.perf_counter()
+
+
+async def fanout(bus: Bus, n: int) -> float:
+    session = "fanout"
+    start = time.perf_counter()
+    for i in range(n):
+        await bus.send(Envelope(session=session, sender="lead", recipient=f"f{i}", type="task",
+                                content=f"question {i}"))  # fmt: skip
+        await bus.submit_spawn(SpawnRequest(session=session, agent=f"f{i}", profile="answerer"))
+    end = await results_at_lead(bus, session, n, timeout=300)
+    return end - start
+
+
+async def idle(bus: Bus, worker: Worker, n: int, measure: redis.Redis) -> dict[str, Any]:
+    session = "idle"
+    await until(lambda: worker.hosted == 0)  # the fan-out agents are still acking their spawns
+    gc.collect()
+    before = rss_kib()
+    base = 0
+    for i in range(n):
+        await bus.submit_spawn(SpawnRequest(session=session, agent=f"i{i}", profile="answerer"))
+    # Every agent is idle once it has subscribed to its wake-up channel and sits in wait().
+    pattern = f"{PREFIX}:{{{session}}}:wake:*"
+    await until(
+        lambda: worker.hosted >= base + n and len(measure.pubsub_channels(pattern)) >= n,  # type: ignore[arg-type]
+        every=0.2,
+    )
+    gc.collect()
+    after = rss_kib()
+    clients = measure.client_list()
+    return {
+        "idle_subagents": worker.hosted - base,
+        "idle_subagent_kib": round((after - before) / n, 2),
+        "redis_connections": len(clients) - 1,
+    }
+
+
+async def dispatch(bus: Bus, timing: Timing, n_idle: int, samples: int) -> dict[str, float]:
+    session = "idle"
+    latencies = []
+    for name in random.Random(7).sample([f"i{i}" for i in range(n_idle)], samples):
+        waiter = timing.waiters[name] = anyio.Event()
+        sent = time.perf_counter()
+        await bus.send(Envelope(session=session, sender="lead", recipient=name, type="task",
+                                content="ping"))  # fmt: skip
+        with anyio.fail_after(30):
+            await waiter.wait()
+        latencies.append((timing.started[name] - sent) * 1000)
+        await results_at_lead(bus, session, 1, timeout=30)  # measure on a quiet worker
+    latencies.sort()
+    return {
+        "dispatch_p50_ms": round(statistics.median(latencies), 3),
+        "dispatch_p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 3),
+        "dispatch_samples": len(latencies),
+    }
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    with ExitStack() as stack:
+        url = args.redis_url
+        if url is None:
+            url = stack.enter_context(RedisServer()).url
+        media = Path(stack.enter_context(TemporaryDirectory()))
+        measure = redis.Redis.from_url(url, decode_responses=True)
+        stack.callback(measure.close)
+        measure.flushdb()
+        timing = Timing()
+        options = BusOptions(lease_s=60)
+        async with open_bus(url, options, prefix=PREFIX) as bus, offline_model() as model:
+            profiles = {"answerer": profile(idle_timeout_s=3600)}
+            worker = Worker(bus, profiles, lambda p: model, concurrency=args.idle + args.fanout,
+                            media_dir=media, on_round=timing, claim_timeout_s=1.0)  # fmt: skip
+            async with worker:
+                report: dict[str, Any] = {"fanout_1000_s": round(await fanout(bus, args.fanout), 3)}
+                report["fanout_tasks"] = args.fanout
+                note("fanout done: %s", report)
+                report |= await idle(bus, worker, args.idle, measure)
+                note("idle done: %s", report)
+                report |= await dispatch(bus, timing, args.idle, args.samples)
+                note("dispatch done; stopping")
+                worker.shutdown(now=True)
+        return report
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--redis-url", default=None)
+    parser.add_argument("--idle", type=int, default=10_000)
+    parser.add_argument("--fanout", type=int, default=1000)
+    parser.add_argument("--samples", type=int, default=200)
+    result = anyio.run(main, parser.parse_args())
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
