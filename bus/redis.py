@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
 import anyio
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 from redis.asyncio import ConnectionPool, Redis
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -152,6 +152,8 @@ class RedisBus(Bus):
         )
         self._groups_ready: set[str] = set()
         self._task_group: TaskGroup | None = None
+        self._in_context = False
+        self._background_scopes: list[anyio.CancelScope] = []
         self._spawn_epoch = -1
         self._held_spawn: set[str] = set()
 
@@ -159,6 +161,7 @@ class RedisBus(Bus):
 
     async def __aenter__(self) -> Self:
         await self.start()
+        self._in_context = True
         return self
 
     async def __aexit__(
@@ -168,8 +171,11 @@ class RedisBus(Bus):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+        await self._finish()
 
     async def start(self) -> None:
+        """Connect and start the background tasks. Prefer ``async with``: a bus started by hand
+        must be closed with ``aclose()`` from the same task that started it."""
         self._check_open()
         if self._task_group is not None:
             return
@@ -180,17 +186,37 @@ class RedisBus(Bus):
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
         self._task_group = task_group
-        await task_group.start(self._batcher.run)
-        await task_group.start(self._dispatcher.run)
+        await task_group.start(self._background, self._batcher.run)
+        await task_group.start(self._background, self._dispatcher.run)
+
+    async def _background(
+        self, run: Callable[..., Awaitable[None]], *, task_status: TaskStatus[None]
+    ) -> None:
+        """Run a background task under its own cancel scope: cancelling the task group's own
+        scope would also cancel the body of the owner's ``async with``."""
+        with anyio.CancelScope() as scope:
+            self._background_scopes.append(scope)
+            await run(task_status=task_status)
 
     async def aclose(self) -> None:
+        """Close: refuse new work, release every waiter, stop the background tasks.
+
+        Safe from any task (e.g. one reacting to a signal); the owner's ``async with`` then
+        finishes the shutdown where it began.
+        """
         if self._closed:
             return
         await super().aclose()
         self._batcher.fail_all(BusClosed(f"the bus {self.url} is closed"))
+        self._hub.wake_all()
+        for scope in self._background_scopes:
+            scope.cancel()
+        if not self._in_context:
+            await self._finish()
+
+    async def _finish(self) -> None:
         task_group, self._task_group = self._task_group, None
         if task_group is not None:
-            task_group.cancel_scope.cancel()
             await task_group.__aexit__(None, None, None)
         with anyio.CancelScope(shield=True):
             await self._batcher.aclose()
@@ -481,6 +507,14 @@ class RedisBus(Bus):
         return None
 
     async def _claim_one_spawn(self, key: str) -> SpawnClaim | None:
+        """The next valid request; malformed ones met on the way go to the dead letters."""
+        while True:
+            claim, rejected = await self._claim_spawn_round(key)
+            if claim is not None or not rejected:
+                return claim
+
+    async def _claim_spawn_round(self, key: str) -> tuple[SpawnClaim | None, bool]:
+        rejected = False
         entries: list[Entry] = []
         if self._spawn_epoch != self._epoch:
             self._spawn_epoch = self._epoch
@@ -497,10 +531,11 @@ class RedisBus(Bus):
             except InvalidEnvelope as exc:
                 await self._dead_letter(exc, source=key, session=None, raw=raw or str(fields))
                 await self._ack_entries(key, SPAWN_GROUP, [entry_id])
+                rejected = True
                 continue
             self._held_spawn.add(entry_id)
-            return SpawnClaim(entry_id, request)
-        return None
+            return SpawnClaim(entry_id, request), rejected
+        return None, rejected
 
     async def renew_spawn(self, receipts: Sequence[str]) -> None:
         if receipts:

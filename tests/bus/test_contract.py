@@ -9,7 +9,8 @@ import anyio
 import pytest
 
 from bus.base import Bus
-from bus.errors import InvalidEnvelope
+from bus.connect import open_bus
+from bus.errors import BusClosed, ConfigError, InvalidEnvelope
 from bus.events import AgentProgress, ErrorEvent, SessionStarted
 from bus.messages import Envelope, SpawnRequest, make_envelope
 from tests.conftest import BusFactory
@@ -270,3 +271,29 @@ async def test_agent_state_round_trip(make_bus: BusFactory) -> None:
         await bus.set_agent_state("s1", "a", {"status": "running", "worker": "w1"})
         await bus.set_agent_state("s1", "a", {"status": "done"})
         assert await bus.get_agent_state("s1", "a") == {"status": "done", "worker": "w1"}
+
+
+async def test_closed_bus_refuses_and_wakes_waiters(make_bus: BusFactory) -> None:
+    bus = make_bus()
+    outcome: list[BaseException] = []
+    async with bus:
+        assert await bus.read_inbox("s1", "a") == []
+
+        async def waiter() -> None:
+            try:
+                await bus.wait("s1", "a", timeout=60)
+            except BusClosed as exc:
+                outcome.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            await bus.aclose()
+    assert len(outcome) == 1  # the waiter was released at once, with a clear error
+    with pytest.raises(BusClosed, match="closed"):
+        await bus.send(task("s1", "a", "too late"))
+
+
+def test_open_bus_refuses_unknown_schemes() -> None:
+    with pytest.raises(ConfigError, match="unknown bus URL 'kafka://x'"):
+        open_bus("kafka://x")

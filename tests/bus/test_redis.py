@@ -12,7 +12,7 @@ import anyio
 from redis.asyncio import Redis
 
 from bus.base import BusOptions
-from bus.messages import Envelope, make_envelope
+from bus.messages import Envelope, SpawnRequest, make_envelope
 from bus.redis import RedisBus
 from bus.redis_server import RedisServer, redis_cli
 
@@ -147,3 +147,16 @@ async def test_protocol_doc_redis_cli_example_wakes_the_agent(redis_server: Redi
         assert got.content == "Draw a lighthouse at dusk"
         assert got.id == "01931f6e-8b4a-7cc0-9d1e-3f5a2b7c9d01"
         await bus.ack("demo", "painter", [got.id])
+
+
+async def test_malformed_spawn_request_goes_to_dead_letters(redis_server: RedisServer) -> None:
+    async with RedisBus(redis_server.url, prefix="badspawn") as bus:
+        async with Redis.from_url(redis_server.url) as admin:
+            await admin.xadd("badspawn:spawn", {"req": '{"v":1,"session":"s"}'})
+            await admin.xadd("badspawn:spawn", {"other": "x"})
+        good = await bus.submit_spawn(SpawnRequest(session="s", agent="a", profile="p"))
+        claim = await bus.claim_spawn(timeout=5)
+        assert claim is not None and claim.receipt == good  # the bad ones were set aside
+        reasons = [letter.reason for letter in await bus.dead_letters()]
+        assert any("invalid spawn request" in r for r in reasons)
+        assert any("no 'req' field" in r for r in reasons)
