@@ -116,6 +116,7 @@ class Bus(ABC):
     def __init__(self, options: BusOptions | None = None) -> None:
         self.options = options or BusOptions()
         self._closed = False
+        self._in_context = False
         self._ledgers: dict[tuple[str, str, str], InboxLedger] = {}
 
     @property
@@ -125,6 +126,7 @@ class Bus(ABC):
 
     async def __aenter__(self) -> Self:
         await self.start()
+        self._in_context = True
         return self
 
     async def __aexit__(
@@ -134,6 +136,12 @@ class Bus(ABC):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+        await self._finish()
+
+    async def _finish(self) -> None:
+        """The part of closing that must happen where the bus was opened (a backend with
+        background tasks exits their task group here); nothing for a bus without any."""
+        return None
 
     async def start(self) -> None:
         """Connect (a no-op for the memory bus). Raises ``BusUnreachable`` if it cannot."""

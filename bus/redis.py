@@ -18,8 +18,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -152,26 +151,11 @@ class RedisBus(Bus):
         )
         self._groups_ready: set[str] = set()
         self._task_group: TaskGroup | None = None
-        self._in_context = False
         self._background_scopes: list[anyio.CancelScope] = []
         self._spawn_epoch = -1
         self._held_spawn: set[str] = set()
 
     # -- lifecycle -------------------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        self._in_context = True
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-        await self._finish()
 
     async def start(self) -> None:
         """Connect and start the background tasks. Prefer ``async with``: a bus started by hand
