@@ -1,0 +1,82 @@
+"""The public embedding API of baton: everything an application needs, from one import.
+
+Run a whole session (in-process bus, in-process workers and the offline model by default)::
+
+    import anyio
+    from orchestrator.api import Session, SessionConfig
+
+    async def main() -> None:
+        config = SessionConfig(task="paint a fox and write a haiku about it")
+        async with Session(config) as session:
+            async for event in session.events():   # token-by-token lead text, then everything else
+                if event.type == "text.delta":
+                    print(event.text, end="", flush=True)
+            result = await session.run()
+        print(result.status, result.media_urls)
+
+    anyio.run(main)
+
+Other pieces:
+
+- ``SessionConfig(bus_url="redis://localhost:6379/0", local_workers=False)``: a distributed
+  session whose sub-agents run on ``baton worker`` processes (or a :class:`Worker` you embed);
+- ``session.post(text)``: a follow-up to the lead; ``session.answer(call_id, approved)``: an
+  approval; ``session.cancel()``;
+- :func:`answer_approval` and :class:`BusInteractionChannel`: approvals over the bus from any
+  process (what ``baton approve`` uses);
+- :class:`Worker`: host sub-agents inside your own anyio application
+  (``async with Worker(bus, profiles, models): ...``); :func:`open_bus` opens a bus by URL.
+"""
+
+from bus.base import Bus
+from bus.connect import open_bus
+from bus.events import Event
+from bus.messages import Envelope
+from orchestrator.engine import LoopLimits, Tool, tool
+from orchestrator.hitl import (
+    ApprovalNotFound,
+    BusInteractionChannel,
+    answer_approval,
+    approvals_inbox,
+    find_pending_approval,
+)
+from orchestrator.lead import Lead, LeadOutcome
+from orchestrator.llm import ModelSettings
+from orchestrator.session import (
+    ApproveMode,
+    Session,
+    SessionConfig,
+    SessionResult,
+    new_session_id,
+    open_session,
+)
+from subagents.profiles import Profile, builtin_profiles, load_profiles
+from subagents.worker import Worker
+
+__all__ = [
+    "ApprovalNotFound",
+    "ApproveMode",
+    "Bus",
+    "BusInteractionChannel",
+    "Envelope",
+    "Event",
+    "Lead",
+    "LeadOutcome",
+    "LoopLimits",
+    "ModelSettings",
+    "Profile",
+    "Session",
+    "SessionConfig",
+    "SessionResult",
+    "Tool",
+    "Worker",
+    "answer_approval",
+    "approvals_inbox",
+    "builtin_profiles",
+    "find_pending_approval",
+    "load_profiles",
+    "new_session_id",
+    "open_bus",
+    "open_session",
+    "tool",
+]

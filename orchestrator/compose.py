@@ -1,0 +1,76 @@
+"""Composition helpers for sessions: profiles and models for the lead and in-process workers.
+
+This is a composition root, the one non-CLI place in ``orchestrator`` that imports ``subagents``
+(DESIGN §1): the lead's core only ever sees ``name -> description`` of the profiles.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from orchestrator.llm import ModelSettings, OpenAIChatModel, offline_model
+from orchestrator.llm.offline import OFFLINE_LABEL
+from orchestrator.llm.types import ChatModel
+from subagents.profiles import Profile, builtin_profiles, load_profiles
+
+log = logging.getLogger(__name__)
+
+ProfilesSpec = Sequence[Profile] | Mapping[str, Profile] | Path | str | None
+"""Profiles as given by a caller: Python objects, a TOML file, or None for the built-in demo."""
+
+
+def resolve_profiles(spec: ProfilesSpec) -> dict[str, Profile]:
+    """The profiles by name; raises ``ProfileError`` for a bad TOML file."""
+    if spec is None:
+        return builtin_profiles()
+    if isinstance(spec, str | Path):
+        return load_profiles(spec)
+    if isinstance(spec, Mapping):
+        return dict(spec)
+    return {profile.name: profile for profile in spec}
+
+
+def descriptions(profiles: Mapping[str, Profile]) -> dict[str, str]:
+    """What the lead is told about each profile."""
+    return {name: profile.description for name, profile in profiles.items()}
+
+
+def lead_model(settings: ModelSettings | None) -> ChatModel:
+    """The lead's model: the endpoint of ``settings``, or the offline model when None."""
+    if settings is None:
+        log.warning("using the %s", OFFLINE_LABEL)
+        return offline_model()
+    return OpenAIChatModel(settings)
+
+
+class SettingsModels:
+    """A ``subagents`` model factory from one :class:`ModelSettings` (None: the offline model).
+
+    A profile's own ``model`` name wins; one client per model name serves every agent. Close it
+    with :meth:`aclose`.
+    """
+
+    def __init__(self, settings: ModelSettings | None) -> None:
+        self.settings = settings
+        self._models: dict[str, OpenAIChatModel] = {}
+
+    def __call__(self, profile: Profile) -> ChatModel:
+        if self.settings is None:
+            name = "offline"
+        else:
+            name = profile.model or self.settings.model
+        model = self._models.get(name)
+        if model is None:
+            if self.settings is None:
+                model = offline_model()
+            else:
+                model = OpenAIChatModel(self.settings.model_copy(update={"model": name}))
+            self._models[name] = model
+        return model
+
+    async def aclose(self) -> None:
+        models, self._models = list(self._models.values()), {}
+        for model in models:
+            await model.aclose()

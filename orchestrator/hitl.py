@@ -1,0 +1,184 @@
+"""Human approval over the bus: the agent asks in one process, a person answers from another.
+
+An agent whose tool needs approval (the lead in a session, or a sub-agent on a remote worker) uses
+:class:`BusInteractionChannel`. The engine announces the question itself — it emits
+``ApprovalRequested(session, agent, calls)`` through the agent's event sink, which every baton agent
+forwards to the session's event log — then the channel waits for the answers, which arrive as
+envelopes of type ``approval`` on the inbox ``<agent>.approvals`` with
+``meta={"call_id": ..., "approved": bool, "reason": str}``. Whoever answers —
+``baton approve S CALL_ID --yes``, ``Session.answer()``, an HTTP endpoint — calls
+:func:`answer_approval`, which finds the asking agent in the session's event log and sends that
+envelope. The engine bounds the wait and fails closed (timeout, error, cancel: declined), and emits
+``ApprovalDecided``.
+
+Why a separate inbox: the agent's own inbox is read by its inbox loop between rounds, while an
+approval is awaited *inside* a round; a separate inbox keeps the two readers apart.
+
+Use ``emit_events=True`` only with an engine whose events do not reach the bus: then the channel
+writes ``ApprovalRequested``/``ApprovalDecided`` itself so :func:`answer_approval` can find it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Literal
+
+import anyio
+
+from bus.base import Bus
+from bus.errors import BatonError
+from bus.events import ApprovalDecided, ApprovalRequested
+from bus.messages import Envelope
+from orchestrator.engine import (
+    ApprovalDecision,
+    ApprovalQuestion,
+    ImageQuestion,
+    InteractionCancelled,
+    InteractionUnavailable,
+    ProvidedMedia,
+    UploadQuestion,
+)
+
+log = logging.getLogger(__name__)
+
+APPROVAL_TYPE: Literal["approval"] = "approval"
+WAIT_SLICE_S = 60.0
+"""One inbox wait; the engine's own timeout bounds the whole question."""
+
+
+class ApprovalNotFound(BatonError):
+    """No pending approval with that call id in the session (unknown, or already decided)."""
+
+    def __init__(self, session: str, call_id: str, detail: str) -> None:
+        super().__init__(f"session {session}: {detail} (call id {call_id!r})")
+        self.session = session
+        self.call_id = call_id
+
+
+def approvals_inbox(agent: str) -> str:
+    """The inbox an agent's approval answers arrive on."""
+    return f"{agent}.approvals"
+
+
+class BusInteractionChannel:
+    """The engine's :class:`~orchestrator.engine.InteractionChannel`, answered over the bus."""
+
+    def __init__(self, bus: Bus, session: str, agent: str, *, emit_events: bool = False) -> None:
+        self.bus = bus
+        self.session = session
+        self.agent = agent
+        self.inbox = approvals_inbox(agent)
+        self.emit_events = emit_events
+        self._scopes: set[anyio.CancelScope] = set()
+        self._cancelled: set[anyio.CancelScope] = set()
+
+    async def ask_approval(self, question: ApprovalQuestion) -> Mapping[str, ApprovalDecision]:
+        """Wait until every call of the question is decided (the engine bounds the wait)."""
+        if self.emit_events:
+            calls = list(question.calls)
+            await self.bus.emit(
+                ApprovalRequested(session=self.session, agent=self.agent, calls=calls)
+            )
+        wanted = {call.call_id for call in question.calls}
+        decisions: dict[str, ApprovalDecision] = {}
+        scope = anyio.CancelScope()
+        self._scopes.add(scope)
+        try:
+            with scope:
+                while not wanted <= decisions.keys():
+                    await self._collect(wanted, decisions)
+                    if not wanted <= decisions.keys():
+                        await self.bus.wait(self.session, self.inbox, WAIT_SLICE_S)
+        finally:
+            self._scopes.discard(scope)
+        if scope in self._cancelled:
+            self._cancelled.discard(scope)
+            raise InteractionCancelled(question.id)
+        if self.emit_events:
+            for call_id, decision in decisions.items():
+                await self.bus.emit(
+                    ApprovalDecided(
+                        session=self.session,
+                        agent=self.agent,
+                        call_id=call_id,
+                        approved=decision.approved,
+                        reason=decision.reason,
+                    )
+                )
+        return decisions
+
+    async def _collect(self, wanted: set[str], decisions: dict[str, ApprovalDecision]) -> None:
+        """Read the answers inbox: keep answers to this question, drop stale ones; ack all."""
+        batch = await self.bus.read_inbox(self.session, self.inbox)
+        for envelope in batch:
+            call_id = envelope.meta.get("call_id")
+            if envelope.type != APPROVAL_TYPE or call_id not in wanted:
+                log.info("%s/%s: ignoring a stale or stray answer %s for call %r",
+                         self.session, self.agent, envelope.id, call_id)  # fmt: skip
+                continue
+            approved = envelope.meta.get("approved") is True
+            reason = envelope.meta.get("reason") or envelope.content
+            decisions[str(call_id)] = ApprovalDecision(approved=approved, reason=str(reason))
+        if batch:
+            await self.bus.ack(self.session, self.inbox, [envelope.id for envelope in batch])
+
+    async def request_upload(self, question: UploadQuestion) -> ProvidedMedia | None:
+        raise InteractionUnavailable(
+            f"uploads cannot be asked over the bus yet (question {question.id}); "
+            "answer without the file"
+        )
+
+    async def request_image(self, question: ImageQuestion) -> ProvidedMedia | None:
+        raise InteractionUnavailable(
+            f"images cannot be asked over the bus yet (question {question.id}); "
+            "answer without the image"
+        )
+
+    def cancel_pending(self) -> None:
+        """Release every pending wait: each raises ``InteractionCancelled``."""
+        for scope in list(self._scopes):
+            self._cancelled.add(scope)
+            scope.cancel()
+
+
+async def find_pending_approval(bus: Bus, session: str, call_id: str) -> str:
+    """The agent waiting for a decision on ``call_id``; raises :class:`ApprovalNotFound`."""
+    asker: str | None = None
+    decided = False
+    async for logged in bus.events(session, follow=False):
+        event = logged.event
+        if isinstance(event, ApprovalRequested) and any(
+            call.call_id == call_id for call in event.calls
+        ):
+            asker, decided = event.agent, False
+        elif isinstance(event, ApprovalDecided) and event.call_id == call_id and asker is not None:
+            decided = decided or event.agent == asker
+    if asker is None:
+        raise ApprovalNotFound(session, call_id, "no approval was requested for this call")
+    if decided:
+        raise ApprovalNotFound(session, call_id, "this approval was already decided")
+    return asker
+
+
+async def answer_approval(
+    bus: Bus, session: str, call_id: str, approved: bool, reason: str = ""
+) -> str:
+    """Answer a pending approval; returns the name of the agent that asked.
+
+    Raises :class:`ApprovalNotFound` when the session's log has no undecided request for
+    ``call_id``.
+    """
+    agent = await find_pending_approval(bus, session, call_id)
+    envelope = Envelope(
+        session=session,
+        sender="user",
+        recipient=approvals_inbox(agent),
+        type=APPROVAL_TYPE,
+        content="approved" if approved else (reason or "declined"),
+        meta={"call_id": call_id, "approved": approved, "reason": reason},
+    )
+    await bus.send(envelope)
+    log.info("session %s: %s call %s of %s", session, "approved" if approved else "declined",
+             call_id, agent)  # fmt: skip
+    return agent

@@ -1,0 +1,28 @@
+"""The lead agent: a streaming engine turn per step, delegation with ``send_message``, and the
+macro-loop that waits for sub-agents before the final answer (DESIGN §5).
+
+:class:`Lead` is the core (no ``subagents`` import: profiles arrive as ``name -> description``);
+:mod:`orchestrator.session` composes it with a bus, workers and the event stream.
+"""
+
+from orchestrator.lead.agent import Lead, LeadOutcome, LeadStatus
+from orchestrator.lead.prompt import LEAD_NAME, inbox_block, system_prompt
+from orchestrator.lead.roster import Roster, SubAgentRecord
+from orchestrator.lead.stream import EventFanout, EventRouter
+from orchestrator.lead.tools import SEND_MESSAGE, send_message_tool, unknown_agent_hint
+
+__all__ = [
+    "LEAD_NAME",
+    "SEND_MESSAGE",
+    "EventFanout",
+    "EventRouter",
+    "Lead",
+    "LeadOutcome",
+    "LeadStatus",
+    "Roster",
+    "SubAgentRecord",
+    "inbox_block",
+    "send_message_tool",
+    "system_prompt",
+    "unknown_agent_hint",
+]

@@ -1,0 +1,302 @@
+"""The lead agent: a streaming engine turn per step, and the macro-loop that waits for sub-agents.
+
+The engine's :class:`~orchestrator.engine.AgentLoop` runs the micro-loop of one lead turn (model →
+``send_message`` and user tools → model … until it answers). :class:`Lead` runs the loop around it::
+
+    history = [system prompt with the profiles, the task]
+    while True:
+        cancelled?                                    -> cancelled
+        run one engine turn (tokens stream out as events)
+        model error?                                  -> failed
+        gather the inbox: results, progress, follow-ups; wait (bounded) while sub-agents are
+          outstanding and nobody asked anything new
+        timed out?                                    -> one last turn with a note -> timed_out
+        nothing new and nothing outstanding?          -> completed (the last turn's text)
+        put what arrived into the context, ack it
+    cancelled / timed out / failed: shutdown to every outstanding sub-agent (bounded grace)
+
+So the lead writes its final answer only once every delegated result is in its context. Nothing
+here imports ``subagents``: profiles arrive as plain ``name -> description``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+
+from bus.base import Bus
+from bus.errors import InvalidEnvelope
+from bus.events import AgentSpawned
+from bus.messages import Envelope, SpawnRequest, make_envelope
+from orchestrator.engine import (
+    AgentLoop,
+    EventSink,
+    InteractionChannel,
+    LoopLimits,
+    StopReason,
+    Telemetry,
+    Tool,
+    TurnResult,
+)
+from orchestrator.lead import prompt
+from orchestrator.lead.prompt import LEAD_NAME
+from orchestrator.lead.roster import Roster
+from orchestrator.lead.tools import (
+    SendKind,
+    not_a_subagent_hint,
+    send_message_tool,
+    unknown_agent_hint,
+)
+from orchestrator.llm.types import ChatModel, Message
+
+log = logging.getLogger(__name__)
+
+LeadStatus = Literal["completed", "failed", "cancelled", "timed_out"]
+MAX_WAIT_S = 60.0
+"""One inbox wait; the wait is repeated until the session deadline."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeadOutcome:
+    """How the lead's work ended, its last answer and every media URL its sub-agents reported."""
+
+    status: LeadStatus
+    answer: str
+    media_urls: list[str] = field(default_factory=list)
+    error: str = ""
+
+
+class Lead:
+    """The lead of one session; build it, then ``await lead.run(task)`` once.
+
+    ``cancel()`` (from any task of the same event loop) ends the current turn and any inbox wait at
+    once; ``run`` then shuts the sub-agents down and returns ``cancelled``.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        model: ChatModel,
+        *,
+        session: str,
+        profiles: Mapping[str, str],
+        tools: Iterable[Tool] = (),
+        events: EventSink | None = None,
+        channel: InteractionChannel | None = None,
+        limits: LoopLimits | None = None,
+        instructions: str | None = None,
+        timeout_s: float = 600.0,
+        shutdown_grace_s: float = 1.0,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self.bus = bus
+        self.session = session
+        self.roster = Roster(profiles)
+        self.timeout_s = timeout_s
+        self.shutdown_grace_s = shutdown_grace_s
+        self.history: list[Message] = [
+            {"role": "system", "content": prompt.system_prompt(profiles, instructions)}
+        ]
+        self._emit = events
+        self._engine = AgentLoop(
+            model,
+            [send_message_tool(self.deliver, profiles), *tools],
+            session=session,
+            agent=LEAD_NAME,
+            limits=limits,
+            channel=channel,
+            events=events,
+            telemetry=telemetry,
+        )
+        self._send_lock = anyio.Lock()
+        self._seen: set[str] = set()
+        self._cancelled = False
+        self._wait_scope: anyio.CancelScope | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """End the current turn and any wait now; ``run`` then stops the sub-agents."""
+        self._cancelled = True
+        self._engine.cancel()
+        if self._wait_scope is not None:
+            self._wait_scope.cancel()
+
+    # -- the macro-loop -------------------------------------------------------------------------
+
+    async def run(self, task: str) -> LeadOutcome:
+        """Work on ``task`` until answered with nothing outstanding, cancelled, failed or late."""
+        self.history.append({"role": "user", "content": task})
+        deadline = anyio.current_time() + self.timeout_s
+        try:
+            outcome = await self._loop(deadline)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self.stop_agents()
+            raise
+        if outcome.status != "completed":
+            await self.stop_agents()
+        return LeadOutcome(outcome.status, outcome.answer, self.roster.media_urls, outcome.error)
+
+    async def _loop(self, deadline: float) -> LeadOutcome:
+        while True:
+            if self._cancelled:
+                return LeadOutcome("cancelled", self._last_text())
+            result = await self._turn()
+            if result.stop is StopReason.CANCELLED or self._cancelled:
+                return LeadOutcome("cancelled", result.text)
+            if result.stop is StopReason.ERROR:
+                return LeadOutcome("failed", result.text, error=str(result.error or "model error"))
+            arrived, late = await self._gather(deadline)
+            await self._take(arrived)
+            if self._cancelled:
+                return LeadOutcome("cancelled", result.text)
+            if late:
+                return await self._late_answer()
+            if not arrived:
+                return LeadOutcome("completed", result.text)
+
+    async def _turn(self) -> TurnResult:
+        return await self._engine.run_turn(self.history)
+
+    async def _late_answer(self) -> LeadOutcome:
+        """The session timed out with work outstanding: one last turn, told what is missing."""
+        missing = ", ".join(self.roster.outstanding)
+        self.history.append(
+            prompt.note_block(
+                "error",
+                f"The session timed out after {self.timeout_s:g} s; still no result from: "
+                f"{missing}. Do not delegate again: answer now with what you have.",
+            )
+        )
+        result = await self._turn()
+        return LeadOutcome("timed_out", result.text)
+
+    def _last_text(self) -> str:
+        for message in reversed(self.history):
+            if message.get("role") == "assistant" and isinstance(message.get("content"), str):
+                return str(message.get("content"))
+        return ""
+
+    # -- the inbox ------------------------------------------------------------------------------
+
+    async def _gather(self, deadline: float) -> tuple[list[Envelope], bool]:
+        """What arrived, waiting while sub-agents work and nobody asked anything new.
+
+        Returns the envelopes and whether the session deadline passed first.
+        """
+        arrived: list[Envelope] = []
+        while True:
+            arrived += await self._read()
+            if self._cancelled or not self.roster.outstanding:
+                return arrived, False
+            if any(self._is_request(envelope) for envelope in arrived):
+                return arrived, False
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                return arrived, True
+            with anyio.CancelScope() as self._wait_scope:
+                await self.bus.wait(self.session, LEAD_NAME, min(remaining, MAX_WAIT_S))
+            self._wait_scope = None
+
+    async def _read(self) -> list[Envelope]:
+        """New inbox messages (deduped by id); reports update the roster as they are read."""
+        batch = await self.bus.read_inbox(self.session, LEAD_NAME)
+        fresh = [envelope for envelope in batch if envelope.id not in self._seen]
+        stale = [envelope.id for envelope in batch if envelope.id in self._seen]
+        if stale:
+            await self.bus.ack(self.session, LEAD_NAME, stale)
+        for envelope in fresh:
+            self._seen.add(envelope.id)
+            if envelope.type == "shutdown" and not self.roster.is_agent(envelope.sender):
+                log.info("session %s: shutdown requested by %s", self.session, envelope.sender)
+                self.cancel()
+            elif self.roster.is_agent(envelope.sender):
+                unseen = self.roster.on_report(envelope)
+                if unseen:
+                    await self._restart(envelope.sender, unseen)
+        return fresh
+
+    def _is_request(self, envelope: Envelope) -> bool:
+        return not self.roster.is_agent(envelope.sender) and envelope.type != "shutdown"
+
+    async def _take(self, arrived: Sequence[Envelope]) -> None:
+        """Put what arrived into the context (reports first, then requests), then ack it."""
+        if not arrived:
+            return
+        reports = [e for e in arrived if self.roster.is_agent(e.sender)]
+        requests = [e for e in arrived if self._is_request(e)]
+        self.history.extend(prompt.inbox_messages(reports, requests))
+        await self.bus.ack(self.session, LEAD_NAME, [envelope.id for envelope in arrived])
+
+    # -- delegation -----------------------------------------------------------------------------
+
+    async def deliver(self, to: str, content: str, kind: SendKind) -> str:
+        """``send_message``: send to a sub-agent, starting it first if it is not running."""
+        if to in (LEAD_NAME, "user"):
+            return not_a_subagent_hint(to)
+        profile = self.roster.resolve(to)
+        if profile is None:
+            return unknown_agent_hint(to, self.roster.profiles)
+        async with self._send_lock:
+            running = self.roster.is_running(to)
+            if kind == "shutdown":
+                if not running:
+                    return f"{to} is not running; nothing to shut down."
+                await self._send(to, "shutdown", "the lead asked you to stop")
+                self.roster.stopping(to)
+                return f"Asked {to} to shut down; its final result will still arrive."
+            try:
+                envelope = await self._send(to, kind, content)
+            except InvalidEnvelope as exc:
+                return f"Did not send to {to!r}: {exc.reason}. Fix the name or content and retry."
+            if not running:
+                await self._start(to, profile)
+            self.roster.sent(to, envelope.id)
+        verb = "Started" if not running else "Sent to"
+        return (
+            f"{verb} {to} (profile {profile}) with your {kind}. Its result will arrive in your "
+            "inbox: do not wait or poll, answer the user now; you will be called again."
+        )
+
+    async def _send(self, to: str, kind: SendKind, content: str) -> Envelope:
+        envelope = make_envelope(
+            session=self.session, sender=LEAD_NAME, recipient=to, type=kind, content=content
+        )
+        await self.bus.send(envelope)
+        return envelope
+
+    async def _start(self, name: str, profile: str) -> None:
+        self.roster.started(name, profile)
+        await self.bus.submit_spawn(SpawnRequest(session=self.session, agent=name, profile=profile))
+        if self._emit is not None:
+            await self._emit(AgentSpawned(session=self.session, agent=name, profile=profile))
+        log.info("session %s: spawning %s from profile %s", self.session, name, profile)
+
+    async def _restart(self, name: str, unseen: Sequence[str]) -> None:
+        """The agent left before reading ``unseen``: start it again; they wait in its inbox."""
+        record = self.roster.agents[name]
+        log.info("session %s: %s left %d message(s) unread; restarting", self.session, name,
+                 len(unseen))  # fmt: skip
+        await self._start(name, record.profile)
+        for envelope_id in unseen:
+            self.roster.sent(name, envelope_id)
+
+    async def stop_agents(self) -> None:
+        """``shutdown`` to every outstanding sub-agent, then wait (bounded) for their results."""
+        targets = [n for n in self.roster.outstanding if self.roster.agents[n].state == "running"]
+        for name in targets:
+            await self._send(name, "shutdown", "the session is ending")
+            self.roster.stopping(name)
+        with anyio.move_on_after(self.shutdown_grace_s):
+            while self.roster.outstanding:
+                await self._take(await self._read())
+                if not self.roster.outstanding:
+                    break
+                await self.bus.wait(self.session, LEAD_NAME, self.shutdown_grace_s)

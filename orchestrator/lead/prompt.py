@@ -1,0 +1,64 @@
+"""What the lead reads: its system prompt, and its inbox rendered as context.
+
+The inbox format is the one :mod:`orchestrator.llm.offline` documents (``[<type> from <sender>]
+content`` blocks with a ``media:`` line), because the offline model parses exactly that and a real
+model reads it just as well. Reports from sub-agents and follow-ups from people go into *separate*
+user messages, reports first: the newest plain request then stays the last thing the lead reads,
+and a model never mistakes a sub-agent's words for the user's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from bus.messages import Envelope
+from orchestrator.llm.offline import LEAD_MARKER
+from orchestrator.llm.types import Message
+
+LEAD_NAME = "lead"
+
+_BASE = f"""{LEAD_MARKER} You are the lead agent of a team. You talk to the user and delegate work.
+
+To delegate, call send_message(to=<sub-agent>, content=<a self-contained task>, type="task"). A
+sub-agent that is not running is started from the profile of that name. Give each sub-agent
+everything it needs in the task: it sees nothing else. Several send_message calls in one reply run
+in parallel.
+
+After delegating, answer briefly and stop: do not wait or poll. Each sub-agent's progress and final
+result arrive in your inbox as blocks like "[result from painter] ..." with a "media: <url> ..."
+line, and you are called again once they are in. Your final answer must cite every sub-agent's
+result and list every media URL they produced, exactly as given.
+
+Use type="message" for a follow-up to a running sub-agent and type="shutdown" to stop one."""
+
+
+def system_prompt(profiles: Mapping[str, str], extra: str | None = None) -> str:
+    """The lead's system prompt: the rules above, the available profiles, the caller's extra."""
+    lines = [_BASE, "", "Sub-agent profiles you can start (name: what it does):"]
+    lines += [f"- {name}: {description}" for name, description in profiles.items()]
+    if extra:
+        lines += ["", extra.strip()]
+    return "\n".join(lines)
+
+
+def inbox_block(envelope: Envelope) -> str:
+    """One envelope as an inbox block (offline.py's format)."""
+    block = f"[{envelope.type} from {envelope.sender}] {envelope.content}"
+    if envelope.media_urls:
+        block += "\nmedia: " + " ".join(envelope.media_urls)
+    return block
+
+
+def inbox_messages(reports: Sequence[Envelope], requests: Sequence[Envelope]) -> list[Message]:
+    """Sub-agent reports as one user message, then people's follow-ups as another."""
+    messages: list[Message] = []
+    for group in (reports, requests):
+        if group:
+            text = "\n\n".join(inbox_block(envelope) for envelope in group)
+            messages.append({"role": "user", "content": text})
+    return messages
+
+
+def note_block(kind: str, text: str) -> Message:
+    """A note from the session itself (a timeout, say), in the same block format."""
+    return {"role": "user", "content": f"[{kind} from session] {text}"}

@@ -1,0 +1,130 @@
+"""Where the lead's events go: token by token to in-process viewers, coalesced to the bus.
+
+A model streams a token every few milliseconds. Viewers in the same process (the CLI's live view,
+an embedding application) want every one at once; the session's event log, which every other
+observer tails over the network and which is capped in length, wants far fewer writes. So
+:class:`EventRouter` hands each lead ``TextDelta`` to the viewers immediately and buffers it for
+the bus, writing the buffer as one ``TextDelta`` every ``flush_s`` (50 ms by default), before any
+other event (so the log keeps its order) and when asked (round end, session end).
+
+:class:`EventFanout` is the viewers' side: one bounded memory object stream per subscriber. A
+viewer that stops reading slows the session down (back-pressure) rather than losing events; one
+that closes its stream is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from bus.base import Bus
+from bus.events import Event, TextDelta
+
+log = logging.getLogger(__name__)
+
+DEFAULT_FLUSH_S = 0.05
+VIEWER_BUFFER = 4096
+
+
+class EventFanout:
+    """Broadcasts events to every subscriber's stream; ``close()`` ends every stream."""
+
+    def __init__(self, buffer: int = VIEWER_BUFFER) -> None:
+        self._buffer = buffer
+        self._sends: list[MemoryObjectSendStream[Event]] = []
+        self._closed = False
+
+    def subscribe(self) -> MemoryObjectReceiveStream[Event]:
+        """A new stream of every event published from now on (empty and ended once closed)."""
+        send, receive = anyio.create_memory_object_stream[Event](self._buffer)
+        if self._closed:
+            send.close()
+        else:
+            self._sends.append(send)
+        return receive
+
+    async def publish(self, event: Event) -> None:
+        for send in list(self._sends):
+            try:
+                await send.send(event)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._sends.remove(send)
+                send.close()
+
+    def close(self) -> None:
+        self._closed = True
+        sends, self._sends = self._sends, []
+        for send in sends:
+            send.close()
+
+
+class EventRouter:
+    """The lead's event sink: see the module docstring. Run :meth:`run_flusher` in a task group."""
+
+    def __init__(self, bus: Bus, fanout: EventFanout, *, flush_s: float = DEFAULT_FLUSH_S) -> None:
+        self.bus = bus
+        self.fanout = fanout
+        self.flush_s = flush_s
+        self._lock = anyio.Lock()
+        self._pieces: list[str] = []
+        self._head: TextDelta | None = None
+        self._since = 0.0
+        self._pending = anyio.Event()
+        self.bus_deltas = 0
+        """How many ``TextDelta`` events went to the bus (for tests and benchmarks)."""
+
+    async def __call__(self, event: Event) -> None:
+        await self.emit(event)
+
+    async def emit(self, event: Event, *, publish: bool = True) -> str | None:
+        """Route one event; returns its bus cursor (None for a buffered text delta)."""
+        if isinstance(event, TextDelta):
+            if publish:
+                await self.fanout.publish(event)
+            await self._buffer(event)
+            return None
+        async with self._lock:
+            await self._flush_locked()
+            cursor = await self.bus.emit(event)
+        if publish:
+            await self.fanout.publish(event)
+        return cursor
+
+    async def _buffer(self, event: TextDelta) -> None:
+        async with self._lock:
+            if self._head is not None and self._head.agent != event.agent:
+                await self._flush_locked()
+            if self._head is None:
+                self._head, self._since = event, anyio.current_time()
+                self._pending.set()
+            self._pieces.append(event.text)
+            due = anyio.current_time() - self._since >= self.flush_s
+            if due:
+                await self._flush_locked()
+
+    async def flush(self) -> None:
+        """Write the buffered text to the bus now."""
+        async with self._lock:
+            await self._flush_locked()
+
+    async def _flush_locked(self) -> None:
+        head, pieces = self._head, self._pieces
+        if head is None:
+            return
+        self._head, self._pieces = None, []
+        self._pending = anyio.Event()
+        self.bus_deltas += 1
+        await self.bus.emit(head.model_copy(update={"text": "".join(pieces)}))
+
+    async def run_flusher(
+        self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Flush a buffer that has waited ``flush_s``, however quiet the model went meanwhile."""
+        task_status.started()
+        while True:
+            await self._pending.wait()
+            await anyio.sleep(self.flush_s)
+            await self.flush()

@@ -1,0 +1,406 @@
+"""Sessions: a lead, its sub-agents, the bus and the event stream, under one task group.
+
+Run a whole session in your own anyio (asyncio) application — nothing needs starting first: the
+in-process bus, an in-process worker for the sub-agents and the offline model are the defaults::
+
+    from orchestrator.api import Session, SessionConfig
+
+    async with Session(SessionConfig(task="paint a fox and write a haiku about it")) as session:
+        async for event in session.events():       # starts the session; ends after it finished
+            if event.type == "text.delta" and event.agent == "lead":
+                print(event.text, end="", flush=True)   # token by token
+        result = await session.run()                # SessionResult(status, answer, media_urls)
+
+``await session.run()`` alone runs it to the end too. While it runs, from any task:
+``await session.post("also a cat")`` (a follow-up the lead answers in this session),
+``await session.answer(call_id, approved=True)`` (an approval the lead or a sub-agent asked for),
+``session.cancel()`` (shutdown to every sub-agent, then ``SessionFinished(status="cancelled")``).
+
+With ``bus_url="redis://..."`` the session runs on Redis; with ``local_workers=False`` external
+``baton worker`` processes host the sub-agents. Every event also goes to the session's event log
+(lead text coalesced every ``text_flush_s``), where ``baton watch`` and others read it.
+
+Lifecycle: leaving the ``async with`` block cancels a session still running (gracefully: the
+sub-agents are told to shut down) and stops everything the session started; cancelling the task
+that runs it does the same and re-raises the cancellation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, Self
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream
+from pydantic import BaseModel, ConfigDict, Field
+
+from bus.base import Bus
+from bus.connect import open_bus
+from bus.events import AgentSpawned, Event, SessionFinished, SessionStarted
+from bus.ids import new_id
+from bus.messages import MessageType, SessionId, make_envelope
+from orchestrator.compose import SettingsModels, descriptions, lead_model, resolve_profiles
+from orchestrator.engine import InteractionChannel, LoopLimits, PolicyChannel, Tool
+from orchestrator.hitl import BusInteractionChannel, answer_approval
+from orchestrator.lead.agent import Lead, LeadOutcome, LeadStatus
+from orchestrator.lead.prompt import LEAD_NAME
+from orchestrator.lead.stream import DEFAULT_FLUSH_S, EventFanout, EventRouter
+from orchestrator.llm import ModelSettings
+from orchestrator.llm.offline import OFFLINE_MODEL_NAME
+from orchestrator.llm.types import ChatModel
+from subagents.models import ModelFactory
+from subagents.profiles import Profile
+from subagents.worker import Worker
+
+log = logging.getLogger(__name__)
+
+ApproveMode = Literal["ask", "auto", "deny"]
+TAIL_DRAIN_S = 2.0
+"""How long the end of a session waits for the event tail to catch up with the log."""
+
+
+def new_session_id() -> str:
+    """A short, unique, time-ordered-enough session id (``s-`` + 12 hex digits)."""
+    return f"s-{new_id()[-12:]}"
+
+
+class SessionConfig(BaseModel):
+    """Everything a session needs that can be written down (live objects go to :class:`Session`).
+
+    ``model=None`` uses the offline model (labelled as such: ``SessionStarted(offline=True)``);
+    ``profiles`` are Python profiles, a TOML path, or None for the built-in demo profiles.
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
+
+    task: str = Field(min_length=1)
+    session_id: SessionId = Field(default_factory=new_session_id)
+    bus_url: str = "memory://"
+    model: ModelSettings | None = None
+    profiles: list[Profile] | dict[str, Profile] | Path | None = None
+    approve: ApproveMode = "ask"
+    local_workers: bool = True
+    worker_concurrency: int = Field(100, ge=1)
+    timeout_s: float = Field(600.0, gt=0, description="the whole session, waits included")
+    media_dir: Path = Path("media")
+    instructions: str | None = Field(None, description="appended to the lead's system prompt")
+    limits: LoopLimits | None = None
+    text_flush_s: float = Field(DEFAULT_FLUSH_S, gt=0)
+    shutdown_grace_s: float = Field(1.0, ge=0, description="wait for sub-agents on cancel")
+
+
+class SessionResult(BaseModel):
+    """How a session ended: its status, the lead's last answer, every sub-agent media URL."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session: str
+    status: LeadStatus
+    answer: str = ""
+    media_urls: list[str] = Field(default_factory=list)
+    error: str = ""
+
+
+class Session:
+    """One session; see the module docstring. Use it as an async context manager, once."""
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        *,
+        bus: Bus | None = None,
+        model: ChatModel | None = None,
+        tools: Sequence[Tool] = (),
+        subagent_models: ModelFactory | None = None,
+    ) -> None:
+        self.config = config
+        self._given_bus = bus
+        self._given_model = model
+        self._tools = list(tools)
+        self._subagent_models = subagent_models
+        self._stack: AsyncExitStack | None = None
+        self._group: TaskGroup | None = None
+        self._fanout = EventFanout()
+        self._router: EventRouter | None = None
+        self._lead: Lead | None = None
+        self._bus: Bus | None = None
+        self._worker: Worker | None = None
+        self._model_name = ""
+        self._started = False
+        self._done = anyio.Event()
+        self._tail_done = anyio.Event()
+        self._result: SessionResult | None = None
+        self._error: BaseException | None = None
+        self._entered = False
+
+    @property
+    def id(self) -> str:
+        return self.config.session_id
+
+    @property
+    def bus(self) -> Bus:
+        if self._bus is None:
+            raise RuntimeError("the session is not open: use `async with Session(...)`")
+        return self._bus
+
+    @property
+    def result(self) -> SessionResult | None:
+        """The result once the session has finished, else None."""
+        return self._result
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._entered:
+            raise RuntimeError("a Session can be entered once; make a new one")
+        self._entered = True
+        config = self.config
+        stack = AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            bus = self._given_bus
+            if bus is None:
+                bus = await stack.enter_async_context(open_bus(config.bus_url))
+            self._bus = bus
+            profiles = resolve_profiles(config.profiles)
+            model = self._given_model or lead_model(config.model)
+            if self._given_model is None:
+                stack.push_async_callback(_close_model, model)
+            self._model_name = model.model
+            subagent_models = self._subagent_models
+            if subagent_models is None and config.local_workers:
+                owned = SettingsModels(config.model)
+                stack.push_async_callback(owned.aclose)
+                subagent_models = owned
+            self._router = EventRouter(bus, self._fanout, flush_s=config.text_flush_s)
+            self._lead = Lead(
+                bus,
+                model,
+                session=self.id,
+                profiles=descriptions(profiles),
+                tools=self._tools,
+                events=self._router,
+                channel=self._channel(),
+                limits=config.limits,
+                instructions=config.instructions,
+                timeout_s=config.timeout_s,
+                shutdown_grace_s=config.shutdown_grace_s,
+            )
+            self._group = await stack.enter_async_context(anyio.create_task_group())
+            await self._group.start(self._router.run_flusher)
+            if config.local_workers:
+                self._worker = Worker(
+                    bus,
+                    profiles,
+                    subagent_models,
+                    concurrency=config.worker_concurrency,
+                    media_dir=config.media_dir,
+                    name=f"{self.id}-local",
+                )
+                await self._group.start(self._worker.run)
+        except BaseException:
+            await stack.__aexit__(None, None, None)
+            raise
+        self._stack = stack
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        stack, self._stack = self._stack, None
+        if stack is None:
+            return
+        try:
+            if self._started and not self._done.is_set() and exc_type is None:
+                self.cancel()
+                await self._done.wait()
+        finally:
+            if self._worker is not None:
+                self._worker.shutdown(now=True)
+            if self._group is not None:
+                self._group.cancel_scope.cancel()
+            self._fanout.close()
+            await stack.__aexit__(exc_type, exc, tb)
+
+    def _channel(self) -> InteractionChannel:
+        mode = self.config.approve
+        if mode == "auto":
+            return PolicyChannel.auto_approve()
+        if mode == "deny":
+            return PolicyChannel.auto_deny()
+        return BusInteractionChannel(self.bus, self.id, LEAD_NAME)
+
+    # -- the public surface ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the session in the background (idempotent); :meth:`run` waits for its end."""
+        if self._group is None:
+            raise RuntimeError("the session is not open: use `async with Session(...)`")
+        if not self._started:
+            self._started = True
+            self._group.start_soon(self._main)
+
+    async def run(self) -> SessionResult:
+        """Start the session if needed and wait for its result.
+
+        Raises what stopped it from running at all (e.g. ``BusUnreachable``); a model failure is a
+        result with ``status="failed"``, not an exception.
+        """
+        self.start()
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def events(self) -> MemoryObjectReceiveStream[Event]:
+        """Every event of the session from now on: the lead's text token by token, everything
+        else as it is logged; the stream ends after ``SessionFinished``. Starts the session.
+
+        Read it to the end (or close it): a viewer that stops reading holds the session back.
+        """
+        stream = self._fanout.subscribe()
+        self.start()
+        return stream
+
+    async def post(
+        self, content: str, *, to: str = LEAD_NAME, type: MessageType = "task", sender: str = "user"
+    ) -> str:
+        """Put a message on the bus for the lead (a follow-up) or a sub-agent; returns its id."""
+        envelope = make_envelope(
+            session=self.id, sender=sender, recipient=to, type=type, content=content
+        )
+        return await self.bus.send(envelope)
+
+    async def answer(self, call_id: str, approved: bool, reason: str = "") -> str:
+        """Answer a pending approval of this session; returns the agent that asked."""
+        return await answer_approval(self.bus, self.id, call_id, approved, reason)
+
+    def cancel(self) -> None:
+        """Cancel the session: its lead stops, its sub-agents are told to shut down."""
+        if self._lead is not None:
+            self._lead.cancel()
+
+    # -- the session's own task -----------------------------------------------------------------
+
+    async def _main(self) -> None:
+        assert self._lead is not None and self._router is not None and self._group is not None
+        lead, router = self._lead, self._router
+        outcome = LeadOutcome("failed", "")
+        try:
+            started = SessionStarted(
+                session=self.id,
+                agent=LEAD_NAME,
+                task=self.config.task,
+                model=self._model_name,
+                offline=self._model_name == OFFLINE_MODEL_NAME,
+            )
+            cursor = await router.emit(started)
+            await self._group.start(self._tail, cursor)
+            outcome = await lead.run(self.config.task)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._finish(LeadOutcome("cancelled", "", lead.roster.media_urls))
+            raise
+        except Exception as exc:
+            log.exception("session %s failed", self.id)
+            self._error = exc
+            outcome = LeadOutcome("failed", "", lead.roster.media_urls, f"{exc}")
+        with anyio.CancelScope(shield=True):
+            await self._finish(outcome)
+
+    async def _finish(self, outcome: LeadOutcome) -> None:
+        """Write ``SessionFinished`` last (after the tail caught up), end the viewers' streams."""
+        result = SessionResult(
+            session=self.id,
+            status=outcome.status,
+            answer=outcome.answer,
+            media_urls=outcome.media_urls,
+            error=outcome.error,
+        )
+        self._result = result
+        finished = SessionFinished(
+            session=self.id,
+            agent=LEAD_NAME,
+            status=result.status,
+            answer=result.answer,
+            media_urls=result.media_urls,
+        )
+        assert self._router is not None
+        try:
+            with anyio.fail_after(TAIL_DRAIN_S):
+                await self._router.emit(finished, publish=False)
+                await self._tail_done.wait()
+        except Exception as exc:  # the bus is gone: viewers still get the end of the story
+            log.warning("session %s: could not log its end: %s", self.id, exc)
+        await self._fanout.publish(finished)
+        self._fanout.close()
+        self._done.set()
+        log.info("session %s %s", self.id, result.status)
+
+    async def _tail(self, after: str | None, *, task_status: TaskStatus[None]) -> None:
+        """Forward other agents' logged events to the viewers, until ``SessionFinished``.
+
+        The session's own events reach the viewers directly (the lead's text token by token), so
+        they are skipped here: anything from ``lead``, and the lead's ``AgentSpawned`` (which has
+        no worker yet; the worker's own has one).
+        """
+        task_status.started()
+        events = self.bus.events(self.id, after=after)
+        try:
+            async for logged in events:
+                event = logged.event
+                if isinstance(event, SessionFinished):
+                    break
+                if event.agent == LEAD_NAME or (
+                    isinstance(event, AgentSpawned) and not event.worker
+                ):
+                    continue
+                await self._fanout.publish(event)
+        finally:
+            self._tail_done.set()
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                with anyio.CancelScope(shield=True):
+                    await aclose()
+
+
+async def _close_model(model: ChatModel) -> None:
+    aclose = getattr(model, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def open_session(
+    config: SessionConfig | str,
+    *,
+    bus: Bus | None = None,
+    model: ChatModel | None = None,
+    tools: Sequence[Tool] = (),
+    subagent_models: ModelFactory | None = None,
+    **settings: object,
+) -> Session:
+    """A :class:`Session` from a config, or from a task and config fields as keywords."""
+    if isinstance(config, str):
+        config = SessionConfig.model_validate({"task": config, **settings})
+    elif settings:
+        config = config.model_copy(update=settings)
+    return Session(config, bus=bus, model=model, tools=tools, subagent_models=subagent_models)
+
+
+__all__ = [
+    "ApproveMode",
+    "Session",
+    "SessionConfig",
+    "SessionResult",
+    "new_session_id",
+    "open_session",
+]
