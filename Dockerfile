@@ -1,0 +1,23 @@
+# baton: one image for every role (`baton worker`, `baton run`, and `baton serve` later).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    BATON_MEDIA_DIR=/app/media
+
+WORKDIR /app
+
+# Dependencies first, so a code change does not reinstall them.
+COPY pyproject.toml README.md ./
+COPY bus ./bus
+COPY orchestrator ./orchestrator
+COPY subagents ./subagents
+RUN pip install . && useradd --create-home --uid 10001 baton && mkdir -p /app/media \
+    && chown baton /app/media
+
+USER baton
+
+# Exec form: the process gets SIGTERM itself, so `baton worker` drains on `docker compose stop`.
+ENTRYPOINT ["baton"]
+CMD ["worker", "--bus", "redis://redis:6379/0"]

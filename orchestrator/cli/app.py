@@ -1,0 +1,275 @@
+"""The ``baton`` commands: their options, help and examples — and nothing heavy.
+
+Only typer and the light exit helpers are imported here; each command imports what it needs
+(openai, redis, the engine, sub-agents) inside its body, so ``baton --help`` stays fast. Help is
+rendered by click, not rich: rich's help formatter alone costs ~190 ms to import.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from orchestrator.cli.exits import run_async
+
+if TYPE_CHECKING:
+    from orchestrator.settings import BatonSettings
+
+app = typer.Typer(
+    name="baton",
+    help="baton: a lead agent that delegates to sub-agents over a message bus.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", help="TOML config file (or BATON_CONFIG)", show_default=False),
+]
+BusOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--bus",
+        help="bus URL: memory:// or redis://HOST:PORT/DB (or BATON_BUS / REDIS_URL)",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="JSON Lines on stdout, nothing else")]
+
+
+def settings_from(config: Path | None, command: str, **flags: object) -> BatonSettings:
+    """Load the settings, or exit 2 with one line saying what is wrong."""
+    from bus.errors import ConfigError
+    from orchestrator.cli.exits import EXIT_USAGE, fail
+    from orchestrator.settings import load_settings
+
+    try:
+        return load_settings(config, **flags)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE, command=f"baton {command}")
+
+
+RUN_EXAMPLES = """Examples:
+
+\b
+  baton run "paint a fox and a heron, then write a haiku"
+  baton run --json "paint a fox" > events.jsonl
+  baton run --approve auto --profiles my_profiles.toml "publish the report"
+  OPENAI_API_KEY=sk-... BATON_MODEL=gpt-4o-mini baton run "paint a fox"
+  OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_API_KEY=ollama BATON_MODEL=llama3.1 \\
+      baton run "paint a fox"
+  baton run --bus redis://localhost:6379/0 --no-local-workers "paint a fox"
+
+Exit codes: 0 ok, 1 the session failed, 2 usage or configuration error, 3 bus unreachable,
+130 interrupted."""
+
+
+@app.command(epilog=RUN_EXAMPLES)
+def run(
+    task: Annotated[str, typer.Argument(help="what the lead should get done")],
+    bus: BusOpt = None,
+    config: ConfigOpt = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="model name (or BATON_MODEL)", show_default=False)
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)"),
+    ] = None,
+    profiles: Annotated[
+        Path | None,
+        typer.Option("--profiles", help="TOML file of sub-agent profiles (or BATON_PROFILES)"),
+    ] = None,
+    only: Annotated[
+        list[str] | None,
+        typer.Option("--profile", help="offer only these profiles to the lead (repeatable)"),
+    ] = None,
+    approve: Annotated[
+        str | None,
+        typer.Option(
+            "--approve",
+            help="approvals: ask (inline, on a terminal), auto (approve all), deny (decline all)",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    local_workers: Annotated[
+        bool,
+        typer.Option(
+            "--local-workers/--no-local-workers",
+            help="host sub-agents here; --no-local-workers leaves them to `baton worker`s",
+        ),
+    ] = True,
+    session: Annotated[
+        str | None, typer.Option("--session", help="session id (default: a new one)")
+    ] = None,
+    media_dir: Annotated[
+        Path | None, typer.Option("--media-dir", help="where local sub-agents write media")
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="seconds the session may run", min=0.001)
+    ] = None,
+) -> None:
+    """Run a whole session: the lead streams its answer and delegates to sub-agents.
+
+    By default everything runs in this process: the in-process bus, in-process sub-agents, and
+    the built-in offline model when no API key is configured, so nothing needs starting first.
+    """
+    settings = settings_from(
+        config,
+        "run",
+        bus=bus,
+        model=model,
+        openai_base_url=base_url,
+        profiles=profiles,
+        approve=approve,
+        media_dir=media_dir,
+        session_timeout=timeout,
+    )
+    from orchestrator.cli.run import RunOptions, run_session
+
+    options = RunOptions(
+        task=task,
+        as_json=as_json,
+        local_workers=local_workers,
+        session=session,
+        only=tuple(only or ()),
+    )
+    raise typer.Exit(run_async(run_session, settings, options, command="baton run"))
+
+
+POST_EXAMPLES = """Examples:
+
+\b
+  baton post --session s-123 --to lead --type message "also paint a heron"
+  baton post --session s-123 --to painter "paint a lighthouse at dusk"
+  baton post --bus redis://redis:6379/0 --session s-123 --to lead "summarise so far"
+
+Prints the envelope id. Needs a shared bus (Redis)."""
+
+
+@app.command(epilog=POST_EXAMPLES)
+def post(
+    text: Annotated[str, typer.Argument(help="the message content")],
+    session: Annotated[str, typer.Option("--session", "-s", help="session id")],
+    to: Annotated[str, typer.Option("--to", help="recipient agent: lead or a sub-agent name")],
+    kind: Annotated[
+        str,
+        typer.Option("--type", help="task, message, progress, result, shutdown, approval, error"),
+    ] = "task",
+    sender: Annotated[str, typer.Option("--from", help="sender name")] = "user",
+    media: Annotated[
+        list[str] | None, typer.Option("--media", help="a media URL to attach (repeatable)")
+    ] = None,
+    bus: BusOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Put a message on the bus: a follow-up to a session's lead, or a task to a sub-agent."""
+    settings = settings_from(config, "post", bus=bus)
+    from orchestrator.cli.busops import post as do_post
+
+    run_async(do_post, settings, session, to, kind, text, sender, media or [], command="baton post")
+
+
+WATCH_EXAMPLES = """Examples:
+
+\b
+  baton watch s-123                 # live view from now on, until the session finishes
+  baton watch s-123 --from-start    # replay everything, then follow
+  baton watch s-123 --json | jq -c 'select(.type == "agent.result")'"""
+
+
+@app.command(epilog=WATCH_EXAMPLES)
+def watch(
+    session: Annotated[str, typer.Argument(help="session id")],
+    as_json: JsonOpt = False,
+    from_start: Annotated[
+        bool, typer.Option("--from-start", help="replay the session's events from its start")
+    ] = False,
+    bus: BusOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Tail a session's events live, from any process, until the session finishes."""
+    settings = settings_from(config, "watch", bus=bus)
+    from orchestrator.cli.busops import watch as do_watch
+
+    raise typer.Exit(run_async(do_watch, settings, session, as_json, from_start,
+                               command="baton watch"))  # fmt: skip
+
+
+APPROVE_EXAMPLES = """Examples:
+
+\b
+  baton approve s-123 call_0_publish --yes
+  baton approve s-123 call_0_publish --no --reason "not before Monday"
+
+The call id is shown by `baton watch` (approval.requested events)."""
+
+
+@app.command(epilog=APPROVE_EXAMPLES)
+def approve(
+    session: Annotated[str, typer.Argument(help="session id")],
+    call_id: Annotated[str, typer.Argument(help="the tool call id asked about")],
+    yes: Annotated[
+        bool | None, typer.Option("--yes/--no", help="approve or decline", show_default=False)
+    ] = None,
+    reason: Annotated[str, typer.Option("--reason", help="why (shown to the agent)")] = "",
+    bus: BusOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Answer an approval that a sub-agent (on any worker) is waiting for."""
+    from orchestrator.cli.exits import EXIT_USAGE, fail
+
+    if yes is None:
+        fail("say --yes or --no", EXIT_USAGE, command="baton approve")
+    settings = settings_from(config, "approve", bus=bus)
+    from orchestrator.cli.busops import approve as do_approve
+
+    run_async(do_approve, settings, session, call_id, yes, reason, command="baton approve")
+
+
+@app.command(epilog="Example:\n\n\b\n  baton sessions --bus redis://localhost:6379/0")
+def sessions(as_json: JsonOpt = False, bus: BusOpt = None, config: ConfigOpt = None) -> None:
+    """List the sessions on the bus, newest first, with their state."""
+    settings = settings_from(config, "sessions", bus=bus)
+    from orchestrator.cli.busops import sessions as do_sessions
+
+    run_async(do_sessions, settings, as_json, command="baton sessions")
+
+
+WORKER_EXAMPLES = """Examples:
+
+\b
+  baton worker --bus redis://localhost:6379/0 --concurrency 200
+  baton worker --bus redis://localhost:6379/0 --check      # health check: exit 0 or 3
+
+Exit codes: 0 clean stop (first SIGTERM drains), 1 forced stop (second signal), 2 bad option
+or profile file, 3 bus unreachable."""
+WORKER_HELP = "Host sub-agents for sessions on a shared bus until stopped (SIGTERM drains)."
+
+
+@app.command(
+    help=WORKER_HELP + " Run `baton worker --help` for every option.",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def worker(ctx: typer.Context) -> None:
+    # The real command (subagents.cli.worker_command) costs ~1.5 s to import, so it is declared
+    # there and only loaded here, with every argument forwarded as given (--help included).
+    from subagents.cli import worker_command
+
+    sub = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+    sub.command(help=WORKER_HELP, epilog=WORKER_EXAMPLES)(worker_command)
+    sub(args=list(ctx.args), prog_name="baton worker")
+
+
+@app.command()
+def version() -> None:
+    """Print baton's version."""
+    from importlib.metadata import version as dist_version
+
+    typer.echo(dist_version("baton"))

@@ -1,0 +1,139 @@
+"""The commands that only talk to the bus: ``post``, ``watch``, ``approve``, ``sessions``.
+
+Each is a coroutine run by :func:`orchestrator.cli.exits.run_async`; they raise baton's errors and
+let that one place turn them into a line and an exit code. They refuse ``memory://``: an in-process
+bus lives and dies inside one process, so another process has nothing to post to or watch.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from bus.base import Bus, LoggedEvent
+from bus.connect import open_bus
+from bus.errors import ConfigError
+from bus.events import SessionFinished, SessionStarted
+from bus.messages import MessageType, make_envelope
+from orchestrator.cli.exits import is_tty
+from orchestrator.render import JsonRenderer, PlainRenderer, Renderer
+from orchestrator.settings import BatonSettings
+
+
+@asynccontextmanager
+async def shared_bus(settings: BatonSettings) -> AsyncIterator[Bus]:
+    """The configured bus, started and pinged; refuses the in-process one."""
+    if settings.bus.lower().startswith("memory:"):
+        raise ConfigError(
+            "this command needs a shared bus, and memory:// lives inside one process: "
+            "give --bus redis://HOST:PORT/DB (or set BATON_BUS / REDIS_URL)"
+        )
+    async with open_bus(settings.bus, prefix=settings.prefix) as bus:
+        await bus.ping()
+        yield bus
+
+
+async def post(
+    settings: BatonSettings,
+    session: str,
+    to: str,
+    kind: MessageType,
+    text: str,
+    sender: str,
+    media: Sequence[str],
+) -> None:
+    """Put one envelope on ``to``'s inbox in ``session``; prints its id."""
+    envelope = make_envelope(
+        session=session,
+        sender=sender,
+        recipient=to,
+        type=kind,
+        content=text,
+        media_urls=list(media),
+    )
+    async with shared_bus(settings) as bus:
+        await bus.send(envelope)
+    print(envelope.id, flush=True)
+
+
+async def last_cursor(bus: Bus, session: str) -> tuple[str | None, LoggedEvent | None]:
+    """The cursor of the newest event of a session's log, and that event (None when empty)."""
+    last: LoggedEvent | None = None
+    async for logged in bus.events(session, follow=False):
+        last = logged
+    return (last.cursor if last else None), last
+
+
+async def watch(settings: BatonSettings, session: str, as_json: bool, from_start: bool) -> int:
+    """Tail a session's events until it finishes; from now on, or from its first event."""
+    renderer: Renderer = JsonRenderer() if as_json else _plain_or_live()
+    try:
+        async with shared_bus(settings) as bus:
+            after: str | None = None
+            if not from_start:
+                after, last = await last_cursor(bus, session)
+                if last is not None and isinstance(last.event, SessionFinished):
+                    print(
+                        f"session {session} already {last.event.status}; "
+                        "use --from-start to see its events",
+                        file=sys.stderr,
+                    )
+                    return 0
+            async for logged in bus.events(session, after=after):
+                renderer.show(logged.event)
+                if isinstance(logged.event, SessionFinished):
+                    break
+    finally:
+        renderer.close()
+    return 0
+
+
+def _plain_or_live() -> Renderer:
+    if not is_tty():
+        return PlainRenderer()
+    from orchestrator.render_live import LiveRenderer
+
+    return LiveRenderer()
+
+
+async def approve(
+    settings: BatonSettings, session: str, call_id: str, approved: bool, reason: str
+) -> None:
+    """Answer an approval a sub-agent waits for, wherever it runs."""
+    from orchestrator.hitl import answer_approval
+
+    async with shared_bus(settings) as bus:
+        agent = await answer_approval(bus, session, call_id, approved, reason=reason)
+    verdict = "approved" if approved else "declined"
+    print(f"{call_id} {verdict} (asked by {agent} in session {session})", flush=True)
+
+
+async def sessions(settings: BatonSettings, as_json: bool) -> None:
+    """List sessions, newest first, with their state and task."""
+    rows: list[dict[str, str]] = []
+    async with shared_bus(settings) as bus:
+        for session in await bus.sessions():
+            rows.append(await _session_row(bus, session))
+    if as_json:
+        for row in rows:
+            print(json.dumps(row), flush=True)
+        return
+    if not rows:
+        print("no sessions on this bus", file=sys.stderr)
+        return
+    width = max(len(row["session"]) for row in rows)
+    for row in rows:
+        print(f"{row['session']:<{width}}  {row['state']:<10}  {row['task']}")
+
+
+async def _session_row(bus: Bus, session: str) -> dict[str, str]:
+    state, task, started = "unknown", "", ""
+    async for logged in bus.events(session, follow=False):
+        event = logged.event
+        if isinstance(event, SessionStarted):
+            state, task, started = "running", event.task, event.ts.isoformat()
+        elif isinstance(event, SessionFinished):
+            state = event.status
+    return {"session": session, "state": state, "task": " ".join(task.split()), "started": started}

@@ -1,0 +1,244 @@
+"""``baton run``: one whole session through the :class:`~orchestrator.session.Session` API.
+
+The command is a viewer of the session's event stream, plus two duties a viewer cannot leave to
+anyone else: answering approvals when asked to (``--approve ask`` on a terminal), and Ctrl-C. The
+first Ctrl-C cancels the session gracefully — the lead tells every sub-agent to shut down and the
+session ends ``cancelled`` — and the command exits 130; a second one stops at once.
+
+Approval questions are answered in their own task, so a person thinking about one does not stop
+the view (or other sub-agents' events) from being read.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from bus.errors import ConfigError
+from bus.events import ApprovalRequested, SessionFinished, ToolCallInfo
+from orchestrator.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, is_tty
+from orchestrator.render import JsonRenderer, PlainRenderer, Renderer
+from orchestrator.settings import BatonSettings
+
+if TYPE_CHECKING:
+    from orchestrator.llm import ModelSettings
+    from orchestrator.session import Session
+    from subagents.profiles import Profile
+
+log = logging.getLogger("baton.run")
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """What ``baton run`` was told beyond the shared settings."""
+
+    task: str
+    as_json: bool = False
+    local_workers: bool = True
+    session: str | None = None
+    only: tuple[str, ...] = ()
+
+
+async def run_session(settings: BatonSettings, options: RunOptions) -> int:
+    """Run the session to its end; returns the exit code (0, 1, 2 or 130)."""
+    from orchestrator.session import Session, SessionConfig
+
+    configure_logging(settings.log_level)
+    fields: dict[str, object] = {
+        "task": options.task,
+        "bus_url": settings.bus,
+        "model": model_settings(settings),
+        "profiles": select_profiles(settings, options.only),
+        "approve": settings.approve,
+        "local_workers": options.local_workers,
+        "timeout_s": settings.session_timeout,
+        "media_dir": settings.media_dir,
+    }
+    if options.session:
+        fields["session_id"] = options.session
+    try:
+        config = SessionConfig.model_validate(fields)
+    except ValueError as exc:
+        raise ConfigError(f"bad session setting: {_first_error(exc)}") from exc
+    renderer = make_renderer(options.as_json)
+    finished: SessionFinished | None = None
+    signals = SignalWatch()
+    try:
+        with signals.scope:
+            async with Session(config) as session, anyio.create_task_group() as group:
+                questions_send, questions = anyio.create_memory_object_stream[ApprovalRequested](64)
+                if settings.approve == "ask" and sys.stdin.isatty() and not options.as_json:
+                    group.start_soon(answer_questions, session, renderer, questions)
+                else:
+                    questions.close()
+                group.start_soon(signals.run, session)
+                finished = await show_events(session, renderer, questions_send, settings)
+                group.cancel_scope.cancel()
+    finally:
+        renderer.close()
+    if signals.interrupted:
+        return EXIT_INTERRUPTED
+    return exit_for(finished, session.result.error if session.result else "")
+
+
+async def show_events(
+    session: Session,
+    renderer: Renderer,
+    questions: MemoryObjectSendStream[ApprovalRequested],
+    settings: BatonSettings,
+) -> SessionFinished | None:
+    """Feed the session's events to the renderer; hand approval requests to the asker."""
+    finished: SessionFinished | None = None
+    hint_given = False
+    async with session.events() as events, questions:
+        async for event in events:
+            renderer.show(event)
+            if isinstance(event, ApprovalRequested):
+                try:
+                    questions.send_nowait(event)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.WouldBlock):
+                    if settings.approve == "ask" and not hint_given:
+                        hint_given = True
+                        call = event.calls[0].call_id
+                        print(f"baton run: {event.agent} waits for approval: "
+                              f"baton approve {session.id} {call} --yes|--no",
+                              file=sys.stderr, flush=True)  # fmt: skip
+            elif isinstance(event, SessionFinished):
+                finished = event
+    return finished
+
+
+async def answer_questions(
+    session: Session, renderer: Renderer, questions: MemoryObjectReceiveStream[ApprovalRequested]
+) -> None:
+    """Ask the person at the terminal about each approval request, one at a time."""
+    from orchestrator.hitl import ApprovalNotFound
+    from orchestrator.render_live import LiveRenderer
+
+    async with questions:
+        async for request in questions:
+            pending = [c for c in request.calls if c.call_id in renderer.view.pending]
+            if not pending:
+                continue  # already decided elsewhere (baton approve, a timeout)
+            ask = renderer.ask if isinstance(renderer, LiveRenderer) else _plain_ask
+            approved = await ask(request.agent, pending)
+            for call in pending:
+                try:
+                    await session.answer(call.call_id, approved)
+                except ApprovalNotFound:
+                    log.info("approval of %s was decided meanwhile", call.call_id)
+
+
+async def _plain_ask(agent: str, calls: list[ToolCallInfo]) -> bool:
+    from orchestrator.render_live import read_line
+
+    print(f"approve {agent}'s call? [y/n] ", end="", flush=True)
+    return (await read_line()).strip().lower() in {"y", "yes"}
+
+
+class SignalWatch:
+    """First SIGINT/SIGTERM: cancel the session gracefully. Second: cancel ``scope`` (all)."""
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.interrupted = False
+
+    async def run(self, session: Session) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+            async for signum in received:
+                if self.interrupted:
+                    log.warning("%s again: stopping now", signal.Signals(signum).name)
+                    self.scope.cancel()
+                    return
+                self.interrupted = True
+                session.cancel()
+
+
+def exit_for(finished: SessionFinished | None, error: str) -> int:
+    """0 for a completed session; 1 (with the error as one stderr line) otherwise."""
+    if finished is not None and finished.status == "completed":
+        return EXIT_OK
+    status = finished.status if finished is not None else "failed"
+    reason = " ".join((error or status.replace("_", " ")).split())
+    print(f"baton run: session {status}: {reason}", file=sys.stderr, flush=True)
+    return EXIT_FAILED
+
+
+def make_renderer(as_json: bool) -> Renderer:
+    """JSON lines with ``--json``, the live view on a terminal, plain lines otherwise."""
+    if as_json:
+        return JsonRenderer()
+    if is_tty():
+        from orchestrator.render_live import LiveRenderer
+
+        return LiveRenderer()
+    return PlainRenderer()
+
+
+def model_settings(settings: BatonSettings) -> ModelSettings | None:
+    """The model endpoint, or None for the offline model (no API key configured)."""
+    if settings.offline:
+        return None
+    from orchestrator.llm import ModelSettings
+
+    return ModelSettings(
+        model=settings.model, base_url=settings.openai_base_url, api_key=settings.openai_api_key
+    )
+
+
+def select_profiles(settings: BatonSettings, only: tuple[str, ...]) -> dict[str, Profile]:
+    """The profiles the lead may start: from the profiles file (or built-in), narrowed by
+    ``--profile``; an unknown name is a ``ConfigError`` listing the known ones."""
+    from orchestrator.compose import resolve_profiles
+
+    profiles: Mapping[str, Profile] = resolve_profiles(settings.profiles)
+    unknown = [name for name in only if name not in profiles]
+    if unknown:
+        known = ", ".join(sorted(profiles))
+        raise ConfigError(f"unknown profile {unknown[0]!r} (known: {known})")
+    return {name: profiles[name] for name in only} if only else dict(profiles)
+
+
+def configure_logging(level: str) -> None:
+    """Log lines on stderr as ``baton: message``; tracebacks only at DEBUG.
+
+    A user sees a log record as one line; a traceback is for someone debugging baton itself.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    try:
+        root.setLevel(level.upper())
+    except ValueError as exc:
+        raise ConfigError(f"bad setting log_level: unknown level {level!r}") from exc
+
+
+class _OneLine(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("baton: %(message)s")
+
+    def formatException(self, ei: object) -> str:
+        return ""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if logging.getLogger().level <= logging.DEBUG:
+            return super().format(record)
+        record.exc_info, record.exc_text = None, None
+        text = super().format(record)
+        return " ".join(text.split())
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+    return str(exc)

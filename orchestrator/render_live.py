@@ -1,0 +1,119 @@
+"""The live terminal view: the lead's text as it streams, one panel per sub-agent, approvals.
+
+Kept apart from :mod:`orchestrator.render` because rich's live machinery is only needed on a
+terminal. The view redraws from a :class:`~orchestrator.render.SessionView` a dozen times a
+second, so a burst of tiny deltas costs one redraw, not one per token. An approval question stops
+the live region, asks on a plain line (so the typed answer echoes normally), and starts it again.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import anyio
+from rich.columns import Columns
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.text import Text
+
+from bus.events import Event, ToolCallInfo
+from orchestrator.render import SessionView, summary_lines
+
+_STATUS_STYLE = {"running": "cyan", "working": "yellow", "done": "green"}
+
+
+class LiveRenderer:
+    """A rich ``Live`` region on stdout; use :meth:`close` to leave the final frame in place."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.view = SessionView()
+        self.console = console or Console()
+        self._live = Live(
+            self,
+            console=self.console,
+            refresh_per_second=12,
+            vertical_overflow="visible",
+        )
+        self._live.start()
+
+    def __rich__(self) -> RenderableType:
+        return self._frame()
+
+    def show(self, event: Event) -> None:
+        self.view.apply(event)
+
+    def close(self) -> None:
+        self._live.stop()
+        for line in summary_lines(self.view):
+            self.console.print(line, highlight=False, soft_wrap=True)
+
+    async def ask(self, agent: str, calls: list[ToolCallInfo]) -> bool:
+        """Ask the person at the terminal to approve ``calls``; True only for a typed yes."""
+        self._live.stop()
+        try:
+            for call in calls:
+                self.console.print(
+                    f"[bold yellow]?[/] [bold]{agent}[/] wants to run [bold]{call.name}[/]"
+                    f"({call.arguments})",
+                    soft_wrap=True,
+                )
+            while True:
+                self.console.print("approve? [y/n] ", end="")
+                answer = (await read_line()).strip().lower()
+                if answer in {"y", "yes"}:
+                    return True
+                if answer in {"n", "no", ""}:
+                    return False
+        finally:
+            self._live.start()
+
+    def _frame(self) -> RenderableType:
+        view = self.view
+        parts: list[RenderableType] = []
+        label = "offline model" if view.offline else view.model
+        if view.session:
+            parts.append(Text(f"session {view.session} · {label}", style="dim"))
+        parts.append(
+            Panel(
+                Text(view.lead_text or "…"), title="lead", title_align="left", border_style="blue"
+            )
+        )
+        if view.agents:
+            panels = [
+                Panel(
+                    Text(_clip(agent.latest) or agent.status),
+                    title=f"{name} · {agent.profile}",
+                    subtitle=agent.status,
+                    title_align="left",
+                    border_style=_STATUS_STYLE.get(agent.status, "dim"),
+                    width=44,
+                )
+                for name, agent in view.agents.items()
+            ]
+            parts.append(Columns(panels))
+        for call_id, (agent, call) in view.pending.items():
+            parts.append(Text(f"? {agent} waits for approval of {call.name} [{call_id}]", "yellow"))
+        parts.extend(Text(f"! {error}", style="red") for error in view.errors[-3:])
+        if view.finished is not None:
+            parts.append(Text(f"session {view.finished.status}", style="bold"))
+        return Group(*parts)
+
+
+async def read_line() -> str:
+    """One line from stdin without blocking the event loop (cancellable, unlike ``input()``)."""
+    fd = sys.stdin.fileno()
+    buffer = b""
+    while not buffer.endswith(b"\n"):
+        await anyio.wait_readable(fd)
+        chunk = os.read(fd, 1024)
+        if not chunk:
+            break
+        buffer += chunk
+    return buffer.decode(errors="replace")
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

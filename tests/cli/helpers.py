@@ -1,0 +1,210 @@
+"""Running the real ``baton`` console script as subprocesses, and reading what they print.
+
+Tests synchronise on lines the processes print (JSON events, "ready" lines), never on sleeps:
+:meth:`Proc.expect` blocks (in a thread, so the event loop stays free) until a matching line
+arrives or the process ends. Every process is started in its own process group so a test can
+check that nothing of it is left behind, and is killed at the end whatever happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+BATON = str(Path(sys.executable).parent / "baton")
+TIMEOUT_S = 60.0
+
+PROFILES = """
+[profiles.painter]
+description = "Paints pictures from a description and returns the image URLs."
+system_prompt = "[baton:subagent] Paint the task with generate_image, then report."
+tools = ["generate_image"]
+
+[profiles.publisher]
+description = "Publishes a text; a human must approve each publication."
+system_prompt = "[baton:subagent] Publish the task with publish, then report."
+tools = ["tests.cli.tools:publish"]
+
+[profiles.sleeper]
+description = "Works on a task for a long time."
+system_prompt = "[baton:subagent] Work on the task with ponder."
+tools = ["tests.cli.tools:ponder"]
+"""
+
+
+def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """An environment with no model key or bus configured, and this repo importable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BATON_", "REDIS_"))}
+    env.update(
+        PYTHONPATH=str(REPO),
+        BATON_MEDIA_DIR=str(tmp / "media"),
+        PYTHONUNBUFFERED="1",
+        COLUMNS="120",
+    )
+    env.update(extra)
+    return env
+
+
+class Proc:
+    """One ``baton`` process with its stdout and stderr read line by line."""
+
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path | None = None) -> None:
+        self.args = args
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [BATON, *args],
+            cwd=cwd or REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._readers = [
+            threading.Thread(target=self._read, args=(name,), daemon=True)
+            for name in ("out", "err")
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _read(self, name: str) -> None:
+        stream = self.proc.stdout if name == "out" else self.proc.stderr
+        assert stream is not None
+        for line in stream:
+            self.lines.put((name, line))
+        self.lines.put((name, None))
+
+    def expect(
+        self, match: Callable[[str], bool] | str, *, stream: str = "out", timeout: float = TIMEOUT_S
+    ) -> str:
+        """The first new line on ``stream`` that matches; fails if the process ends first."""
+        test = match if callable(match) else (lambda line: match in line)
+        deadline = time.monotonic() + timeout
+        ended: set[str] = set()
+        while True:
+            try:
+                name, line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"timed out in {self.args}:\n{self.transcript()}") from None
+            if line is None:
+                ended.add(name)
+                if name == stream:
+                    raise AssertionError(f"{self.args} ended before a match:\n{self.transcript()}")
+                continue
+            (self.out if name == "out" else self.err).append(line)
+            if name == stream and test(line):
+                return line
+
+    def expect_event(self, type_: str, timeout: float = TIMEOUT_S, **fields: Any) -> dict[str, Any]:
+        """The next JSON event line of ``type_`` whose fields match."""
+
+        def match(line: str) -> bool:
+            event = _json(line)
+            return (
+                event is not None
+                and event.get("type") == type_
+                and all(event.get(k) == v for k, v in fields.items())
+            )
+
+        event = _json(self.expect(match, timeout=timeout))
+        assert event is not None
+        return event
+
+    def wait(self, timeout: float = TIMEOUT_S) -> int:
+        """Exit code, after draining both streams into ``out``/``err``."""
+        code = self.proc.wait(timeout)
+        for reader in self._readers:
+            reader.join(10)
+        while not self.lines.empty():
+            name, line = self.lines.get()
+            if line is not None:
+                (self.out if name == "out" else self.err).append(line)
+        return code
+
+    def events(self) -> list[dict[str, Any]]:
+        return [e for e in (_json(line) for line in self.out) if e is not None]
+
+    def transcript(self) -> str:
+        return f"--- stdout\n{''.join(self.out)}--- stderr\n{''.join(self.err)}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.pid, signal.SIGKILL)
+        self.wait(10)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _json(line: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+@contextmanager
+def processes() -> Iterator[Callable[..., Proc]]:
+    """A factory of :class:`Proc`; every process started is killed on the way out."""
+    started: list[Proc] = []
+
+    def start(*args: str, env: dict[str, str], cwd: Path | None = None) -> Proc:
+        proc = Proc(list(args), env, cwd)
+        started.append(proc)
+        return proc
+
+    try:
+        yield start
+    finally:
+        for proc in started:
+            proc.kill()
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids still alive in a process group (zombies included: they are reaped by the parent)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def run_baton(*args: str, env: dict[str, str], timeout: float = TIMEOUT_S) -> tuple[int, str, str]:
+    """Run ``baton ARGS`` to completion: (exit code, stdout, stderr)."""
+    done = subprocess.run(
+        [BATON, *args],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return done.returncode, done.stdout, done.stderr

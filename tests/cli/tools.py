@@ -1,0 +1,32 @@
+"""Tools the CLI tests give sub-agents through profile import paths (``tests.cli.tools:NAME``).
+
+``publish`` needs a human's approval, so a sub-agent calling it asks over the bus and waits;
+``ponder`` blocks for a long time, so a session is reliably mid-work when a test interrupts it.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from orchestrator.engine import tool
+
+
+@tool(needs_approval=True)
+async def publish(text: str) -> str:
+    """Publish a text for everyone to read.
+
+    Args:
+        text: what to publish
+    """
+    return f"published {text!r}"
+
+
+@tool(timeout_s=300)
+async def ponder(text: str) -> str:
+    """Think about a text for as long as it takes.
+
+    Args:
+        text: what to think about
+    """
+    await anyio.sleep(300)
+    return f"pondered {text!r}"
