@@ -70,7 +70,11 @@ class BatonSettings(BaseSettings):
     media_dir: Path = Field(Path("media"), description="where sub-agent tools write media")
     approve: ApproveMode = Field("ask", description="how approvals are answered in `baton run`")
     session_timeout: float = Field(600.0, gt=0, description="seconds a session may run")
-    log_level: str = Field("WARNING", description="Python logging level on stderr")
+    log_level: str = Field(
+        "CRITICAL",
+        description="diagnostic logging on stderr (e.g. INFO); off by default, since the views "
+        "and the one closing line are what a user reads",
+    )
 
     @property
     def offline(self) -> bool:

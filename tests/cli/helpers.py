@@ -31,10 +31,25 @@ description = "Paints pictures from a description and returns the image URLs."
 system_prompt = "[baton:subagent] Paint the task with generate_image, then report."
 tools = ["generate_image"]
 
+[profiles.sketcher]
+description = "Sketches pictures from a description and returns the image URLs."
+system_prompt = "[baton:subagent] Sketch the task with generate_image, then report."
+tools = ["generate_image"]
+
 [profiles.publisher]
 description = "Publishes a text; a human must approve each publication."
 system_prompt = "[baton:subagent] Publish the task with publish, then report."
 tools = ["tests.cli.tools:publish"]
+
+[profiles.north]
+description = "Surveys the north; works until released."
+system_prompt = "[baton:subagent] Survey with hold, then report."
+tools = ["tests.cli.tools:hold"]
+
+[profiles.south]
+description = "Surveys the south; works until released."
+system_prompt = "[baton:subagent] Survey with hold, then report."
+tools = ["tests.cli.tools:hold"]
 
 [profiles.sleeper]
 description = "Works on a task for a long time."

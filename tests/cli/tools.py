@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import os
+
 import anyio
 
 from orchestrator.engine import tool
@@ -30,3 +32,17 @@ async def ponder(text: str) -> str:
     """
     await anyio.sleep(300)
     return f"pondered {text!r}"
+
+
+@tool(timeout_s=300)
+async def hold(text: str) -> str:
+    """Work on a text until the test says the work may finish.
+
+    Args:
+        text: what to work on
+    """
+    release = anyio.Path(os.environ["BATON_TEST_RELEASE"])
+    # Another process (the test) creates the file: there is no event to wait on across processes.
+    while not await release.exists():  # noqa: ASYNC110
+        await anyio.sleep(0.05)
+    return f"held {text!r}"
