@@ -129,8 +129,14 @@ class Proc:
             if name == stream and test(line):
                 return line
 
-    def expect_event(self, type_: str, timeout: float = TIMEOUT_S, **fields: Any) -> dict[str, Any]:
-        """The next JSON event line of ``type_`` whose fields match."""
+    def expect_event(
+        self,
+        type_: str,
+        timeout: float = TIMEOUT_S,
+        where: Callable[[dict[str, Any]], bool] = lambda event: True,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """The next JSON event line of ``type_`` whose fields match (and ``where`` holds)."""
 
         def match(line: str) -> bool:
             event = _json(line)
@@ -138,11 +144,27 @@ class Proc:
                 event is not None
                 and event.get("type") == type_
                 and all(event.get(k) == v for k, v in fields.items())
+                and where(event)
             )
 
         event = _json(self.expect(match, timeout=timeout))
         assert event is not None
         return event
+
+    def expect_each(
+        self,
+        type_: str,
+        agents: set[str],
+        where: Callable[[dict[str, Any]], bool] = lambda event: True,
+    ) -> dict[str, dict[str, Any]]:
+        """One ``type_`` event from each of ``agents``, in whatever order they come."""
+        found: dict[str, dict[str, Any]] = {}
+        while set(found) != agents:
+            event = self.expect_event(
+                type_, where=lambda e: e.get("agent") in agents - set(found) and where(e)
+            )
+            found[event["agent"]] = event
+        return found
 
     def wait(self, timeout: float = TIMEOUT_S) -> int:
         """Exit code, after draining both streams into ``out``/``err``."""
