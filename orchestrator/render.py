@@ -57,6 +57,7 @@ class SessionView:
     lead_text: str = ""
     agents: dict[str, AgentView] = field(default_factory=dict)
     pending: dict[str, tuple[str, ToolCallInfo]] = field(default_factory=dict)
+    decisions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     finished: SessionFinished | None = None
 
@@ -75,7 +76,10 @@ class SessionView:
                 for call in event.calls:
                     self.pending[call.call_id] = (event.agent, call)
             case ApprovalDecided():
-                self.pending.pop(event.call_id, None)
+                asked = self.pending.pop(event.call_id, None)
+                name = asked[1].name if asked else event.call_id
+                verdict = "approved" if event.approved else f"declined ({event.reason})"
+                self.decisions.append(f"{event.agent}: {name} {verdict}")
             case ErrorEvent():
                 self.errors.append(f"{event.agent}: {event.message}")
             case SessionFinished():

@@ -15,6 +15,7 @@ import anyio
 from rich.columns import Columns
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
+from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
@@ -55,12 +56,12 @@ class LiveRenderer:
         try:
             for call in calls:
                 self.console.print(
-                    f"[bold yellow]?[/] [bold]{agent}[/] wants to run [bold]{call.name}[/]"
-                    f"({call.arguments})",
+                    f"[bold yellow]?[/] [bold]{escape(agent)}[/] wants to run "
+                    f"[bold]{escape(call.name)}[/]({escape(call.arguments)})",
                     soft_wrap=True,
                 )
             while True:
-                self.console.print("approve? [y/n] ", end="")
+                self.console.print("approve? [y/n] ", end="", markup=False)
                 answer = (await read_line()).strip().lower()
                 if answer in {"y", "yes"}:
                     return True
@@ -95,6 +96,7 @@ class LiveRenderer:
             parts.append(Columns(panels))
         for call_id, (agent, call) in view.pending.items():
             parts.append(Text(f"? {agent} waits for approval of {call.name} [{call_id}]", "yellow"))
+        parts.extend(Text(f"· {decision}", style="dim") for decision in view.decisions[-3:])
         parts.extend(Text(f"! {error}", style="red") for error in view.errors[-3:])
         if view.finished is not None:
             parts.append(Text(f"session {view.finished.status}", style="bold"))
