@@ -36,12 +36,11 @@ from typing import Literal, Self
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import BaseModel, ConfigDict, Field
 
 from bus.base import Bus
 from bus.connect import open_bus
-from bus.events import AgentSpawned, Event, SessionFinished, SessionStarted
+from bus.events import AgentSpawned, SessionFinished, SessionStarted
 from bus.ids import new_id
 from bus.messages import MessageType, SessionId, make_envelope
 from orchestrator.compose import SettingsModels, descriptions, lead_model, resolve_profiles
@@ -49,7 +48,7 @@ from orchestrator.engine import InteractionChannel, LoopLimits, PolicyChannel, T
 from orchestrator.hitl import BusInteractionChannel, answer_approval
 from orchestrator.lead.agent import Lead, LeadOutcome, LeadStatus
 from orchestrator.lead.prompt import LEAD_NAME
-from orchestrator.lead.stream import DEFAULT_FLUSH_S, EventFanout, EventRouter
+from orchestrator.lead.stream import DEFAULT_FLUSH_S, EventFanout, EventRouter, EventStream
 from orchestrator.llm import ModelSettings
 from orchestrator.llm.offline import OFFLINE_MODEL_NAME
 from orchestrator.llm.types import ChatModel
@@ -261,7 +260,7 @@ class Session:
         assert self._result is not None
         return self._result
 
-    def events(self) -> MemoryObjectReceiveStream[Event]:
+    def events(self) -> EventStream:
         """Every event of the session from now on: the lead's text token by token, everything
         else as it is logged; the stream ends after ``SessionFinished``. Starts the session.
 

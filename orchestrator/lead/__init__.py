@@ -8,7 +8,7 @@ macro-loop that waits for sub-agents before the final answer (DESIGN §5).
 from orchestrator.lead.agent import Lead, LeadOutcome, LeadStatus
 from orchestrator.lead.prompt import LEAD_NAME, inbox_block, system_prompt
 from orchestrator.lead.roster import Roster, SubAgentRecord
-from orchestrator.lead.stream import EventFanout, EventRouter
+from orchestrator.lead.stream import EventFanout, EventRouter, EventStream
 from orchestrator.lead.tools import SEND_MESSAGE, send_message_tool, unknown_agent_hint
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "SEND_MESSAGE",
     "EventFanout",
     "EventRouter",
+    "EventStream",
     "Lead",
     "LeadOutcome",
     "LeadStatus",

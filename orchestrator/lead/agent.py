@@ -44,7 +44,7 @@ from orchestrator.engine import (
 )
 from orchestrator.lead import prompt
 from orchestrator.lead.prompt import LEAD_NAME
-from orchestrator.lead.roster import Roster
+from orchestrator.lead.roster import Roster, Sent
 from orchestrator.lead.tools import (
     SendKind,
     not_a_subagent_hint,
@@ -220,7 +220,7 @@ class Lead:
             elif self.roster.is_agent(envelope.sender):
                 unseen = self.roster.on_report(envelope)
                 if unseen:
-                    await self._restart(envelope.sender, unseen)
+                    await self._hand_over(envelope.sender, unseen)
         return fresh
 
     def _is_request(self, envelope: Envelope) -> bool:
@@ -238,32 +238,43 @@ class Lead:
     # -- delegation -----------------------------------------------------------------------------
 
     async def deliver(self, to: str, content: str, kind: SendKind) -> str:
-        """``send_message``: send to a sub-agent, starting it first if it is not running."""
+        """``send_message``: send to a sub-agent, starting it first if it is not running.
+
+        A message to an agent that already finished goes to a fresh agent of its profile.
+        """
         if to in (LEAD_NAME, "user"):
             return not_a_subagent_hint(to)
         profile = self.roster.resolve(to)
         if profile is None:
             return unknown_agent_hint(to, self.roster.profiles)
         async with self._send_lock:
-            running = self.roster.is_running(to)
             if kind == "shutdown":
-                if not running:
+                if not self.roster.is_running(to):
                     return f"{to} is not running; nothing to shut down."
                 await self._send(to, "shutdown", "the lead asked you to stop")
                 self.roster.stopping(to)
                 return f"Asked {to} to shut down; its final result will still arrive."
+            target = to if to not in self.roster.agents else self._successor(to, profile)
             try:
-                envelope = await self._send(to, kind, content)
+                envelope = await self._send(target, kind, content)
             except InvalidEnvelope as exc:
                 return f"Did not send to {to!r}: {exc.reason}. Fix the name or content and retry."
-            if not running:
-                await self._start(to, profile)
-            self.roster.sent(to, envelope.id)
-        verb = "Started" if not running else "Sent to"
+            started = target not in self.roster.agents
+            if started:
+                await self._start(target, profile)
+            self.roster.sent(target, Sent(envelope.id, kind, content))
+        if target != to:
+            what = f"{to} had already finished, so {target} (profile {profile}) was started for it"
+        else:
+            what = f"{'Started' if started else 'Sent to'} {to} (profile {profile})"
         return (
-            f"{verb} {to} (profile {profile}) with your {kind}. Its result will arrive in your "
-            "inbox: do not wait or poll, answer the user now; you will be called again."
+            f"{what}. Its result will arrive in your inbox: do not wait or poll, answer the user "
+            "now; you will be called again."
         )
+
+    def _successor(self, name: str, profile: str) -> str:
+        """Who gets a message for ``name``: itself while it runs, else a fresh agent."""
+        return name if self.roster.is_running(name) else self.roster.fresh_name(profile)
 
     async def _send(self, to: str, kind: SendKind, content: str) -> Envelope:
         envelope = make_envelope(
@@ -279,14 +290,18 @@ class Lead:
             await self._emit(AgentSpawned(session=self.session, agent=name, profile=profile))
         log.info("session %s: spawning %s from profile %s", self.session, name, profile)
 
-    async def _restart(self, name: str, unseen: Sequence[str]) -> None:
-        """The agent left before reading ``unseen``: start it again; they wait in its inbox."""
-        record = self.roster.agents[name]
-        log.info("session %s: %s left %d message(s) unread; restarting", self.session, name,
-                 len(unseen))  # fmt: skip
-        await self._start(name, record.profile)
-        for envelope_id in unseen:
-            self.roster.sent(name, envelope_id)
+    async def _hand_over(self, name: str, unseen: Sequence[Sent]) -> None:
+        """``name`` left before reading ``unseen``: a fresh agent of its profile gets them."""
+        profile = self.roster.agents[name].profile
+        successor = self.roster.fresh_name(profile)
+        log.info("session %s: %s left %d message(s) unread; handing them to %s",
+                 self.session, name, len(unseen), successor)  # fmt: skip
+        async with self._send_lock:
+            for index, message in enumerate(unseen):
+                envelope = await self._send(successor, message.type, message.content)
+                if index == 0:
+                    await self._start(successor, profile)
+                self.roster.sent(successor, Sent(envelope.id, message.type, message.content))
 
     async def stop_agents(self) -> None:
         """``shutdown`` to every outstanding sub-agent, then wait (bounded) for their results."""

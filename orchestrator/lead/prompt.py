@@ -9,6 +9,7 @@ and a model never mistakes a sub-agent's words for the user's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from bus.messages import Envelope
@@ -41,9 +42,18 @@ def system_prompt(profiles: Mapping[str, str], extra: str | None = None) -> str:
     return "\n".join(lines)
 
 
+_HEADER_LIKE = re.compile(r"^\[([\w-]+ from [^\]]+)\]", re.MULTILINE)
+
+
+def defuse(content: str) -> str:
+    """Neutralise lines of a message that look like block headers (``[task from lead]``), so a
+    sub-agent that quotes its inbox — or one that tries — cannot start a block in another's name."""
+    return _HEADER_LIKE.sub(r"(\1)", content)
+
+
 def inbox_block(envelope: Envelope) -> str:
-    """One envelope as an inbox block (offline.py's format)."""
-    block = f"[{envelope.type} from {envelope.sender}] {envelope.content}"
+    """One envelope as an inbox block (offline.py's format), its content defused."""
+    block = f"[{envelope.type} from {envelope.sender}] {defuse(envelope.content)}"
     if envelope.media_urls:
         block += "\nmedia: " + " ".join(envelope.media_urls)
     return block

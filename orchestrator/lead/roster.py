@@ -7,8 +7,12 @@ session ends only when nothing is outstanding, so every result reaches the lead'
 
 One race needs care: a sub-agent that reported and left may have been sent another task after its
 last inbox read. Its final result says which message it answered last (``reply_to``); every task
-the lead sent after that one is still in the inbox, unseen, so the lead starts the agent again and
-the new run reads them. The lead serialises its own sends, so "after" is well defined.
+the lead sent after that one is unseen, so the lead gives them to a fresh agent of the same profile
+(``painter-2``). The lead serialises its own sends, so "after" is well defined.
+
+Why a fresh name rather than starting the same agent again: the worker that hosted it may still be
+doing its final bookkeeping when the result arrives, and a spawn request for an agent it still
+hosts is dropped as a duplicate (see the report on ``subagents.worker``). A new name cannot collide.
 """
 
 from __future__ import annotations
@@ -22,6 +26,15 @@ from bus.messages import Envelope
 AgentState = Literal["running", "stopping", "done"]
 
 
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """One message the lead sent to a sub-agent (kept so an unseen one can be given to another)."""
+
+    id: str
+    type: Literal["task", "message"]
+    content: str
+
+
 @dataclass(slots=True)
 class SubAgentRecord:
     """One sub-agent as the lead tracks it."""
@@ -29,11 +42,10 @@ class SubAgentRecord:
     name: str
     profile: str
     state: AgentState = "running"
-    sent: list[str] = field(default_factory=list)
-    """Ids of the lead's messages since the agent was (re)started, in send order."""
+    sent: list[Sent] = field(default_factory=list)
+    """The lead's messages to it, in send order."""
     results: list[str] = field(default_factory=list)
     media_urls: list[str] = field(default_factory=list)
-    starts: int = 1
     exit_reason: str = ""
 
 
@@ -69,28 +81,30 @@ class Roster:
         urls = (url for record in self.agents.values() for url in record.media_urls)
         return list(dict.fromkeys(urls))
 
+    def fresh_name(self, profile: str) -> str:
+        """A name no agent of this session has had: ``<profile>-2``, ``<profile>-3``, ..."""
+        number = 2
+        while f"{profile}-{number}" in self.agents:
+            number += 1
+        return f"{profile}-{number}"
+
     def started(self, name: str, profile: str) -> SubAgentRecord:
-        """Record a (re)start; a restarted agent keeps its results so far."""
-        record = self.agents.get(name)
-        if record is None:
-            record = self.agents[name] = SubAgentRecord(name, profile)
-        else:
-            record.state, record.sent, record.starts = "running", [], record.starts + 1
+        record = self.agents[name] = SubAgentRecord(name, profile)
         return record
 
-    def sent(self, name: str, envelope_id: str) -> None:
-        self.agents[name].sent.append(envelope_id)
+    def sent(self, name: str, message: Sent) -> None:
+        self.agents[name].sent.append(message)
 
     def stopping(self, name: str) -> None:
         record = self.agents.get(name)
         if record is not None and record.state == "running":
             record.state = "stopping"
 
-    def on_report(self, envelope: Envelope) -> list[str]:
+    def on_report(self, envelope: Envelope) -> list[Sent]:
         """Take a ``result`` or ``progress`` envelope from a sub-agent.
 
-        Returns the ids of the lead's messages the agent left without seeing (non-empty only for
-        a final result of an agent that finished normally): the caller restarts it for them.
+        Returns the lead's messages the agent left without seeing (non-empty only for a final
+        result of an agent that finished normally): the caller hands them to a fresh agent.
         """
         record = self.agents.get(envelope.sender)
         if record is None or envelope.type != "result":
@@ -105,13 +119,10 @@ class Roster:
         record.exit_reason = str(envelope.meta.get("reason", ""))
         if was_stopping or record.exit_reason != "finished":
             return []
-        try:
-            last = record.sent.index(envelope.reply_to) if envelope.reply_to else None
-        except ValueError:
+        ids = [message.id for message in record.sent]
+        if envelope.reply_to not in ids:
             return []  # it answered something the lead did not send: assume it saw everything
-        if last is None:
-            return []
-        return record.sent[last + 1 :]
+        return record.sent[ids.index(envelope.reply_to) + 1 :]
 
     def is_agent(self, name: str) -> bool:
         return name in self.agents

@@ -29,6 +29,41 @@ DEFAULT_FLUSH_S = 0.05
 VIEWER_BUFFER = 4096
 
 
+class EventStream:
+    """One viewer's events: ``async for event in stream``; ends after the session's last event.
+
+    Closing it (``with stream:``, ``aclose()``, or just dropping it) unsubscribes the viewer.
+    """
+
+    def __init__(self, receive: MemoryObjectReceiveStream[Event]) -> None:
+        self._receive = receive
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self.close()
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        self._receive.close()
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self._receive.close()
+
+
 class EventFanout:
     """Broadcasts events to every subscriber's stream; ``close()`` ends every stream."""
 
@@ -37,14 +72,14 @@ class EventFanout:
         self._sends: list[MemoryObjectSendStream[Event]] = []
         self._closed = False
 
-    def subscribe(self) -> MemoryObjectReceiveStream[Event]:
+    def subscribe(self) -> EventStream:
         """A new stream of every event published from now on (empty and ended once closed)."""
         send, receive = anyio.create_memory_object_stream[Event](self._buffer)
         if self._closed:
             send.close()
         else:
             self._sends.append(send)
-        return receive
+        return EventStream(receive)
 
     async def publish(self, event: Event) -> None:
         for send in list(self._sends):

@@ -1,0 +1,128 @@
+"""Whole sessions, in-process and on Redis: delegation, media, the event stream, follow-ups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+
+from bus.events import (
+    AgentExited,
+    AgentResult,
+    AgentSpawned,
+    Event,
+    SessionFinished,
+    SessionStarted,
+    TextDelta,
+    ToolCalled,
+)
+from orchestrator.api import Session, SessionConfig, open_session
+from subagents.profiles import builtin_profiles
+from tests.conftest import BusFactory
+from tests.lead.helpers import (
+    PAINT_AND_WRITE,
+    file_path,
+    gated_profile,
+    logged_events,
+    other_tasks,
+)
+
+
+async def test_offline_session_cites_every_result_and_its_media(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    # four tasks over three profiles: the painter is sent two (round-robin), in parallel
+    task = "paint a fox, write a haiku, say hello and paint a red barn"
+    config = SessionConfig(task=task, media_dir=tmp_path)
+    before = other_tasks()
+    async with make_bus() as bus:
+        async with Session(config, bus=bus) as session:
+            result = await session.run()
+        log = await logged_events(bus, session.id)
+    assert other_tasks() <= before
+    assert result.status == "completed"
+    results = [event for event in log if isinstance(event, AgentResult)]
+    agents = {event.agent for event in results}
+    # the second painting goes to "painter" if it was still reading its inbox, else to "painter-2"
+    assert {"painter", "writer", "helper"} <= agents <= {"painter", "painter-2", "writer", "helper"}
+    media = [url for event in results for url in event.media_urls]
+    assert media and sorted(result.media_urls) == sorted(set(media))
+    painted = " ".join(e.content for e in results if e.agent.startswith("painter"))
+    assert "paint a fox" in painted and "paint a red barn" in painted
+    for url in media:
+        assert url in result.answer
+        assert file_path(url).is_file()
+    started, finished = log[0], log[-1]
+    assert isinstance(started, SessionStarted) and started.offline
+    assert started.model == "baton-offline"
+    assert isinstance(finished, SessionFinished)
+    assert finished.status == "completed" and finished.answer == result.answer
+
+
+async def test_event_stream_is_token_by_token_while_the_bus_gets_coalesced_text(
+    tmp_path: Path,
+) -> None:
+    # A flush interval far beyond the test: the bus gets text only before other events.
+    config = SessionConfig(task=PAINT_AND_WRITE, media_dir=tmp_path, text_flush_s=30.0)
+    seen: list[Event] = []
+    async with Session(config) as session:
+        async for event in session.events():
+            seen.append(event)
+        result = await session.run()
+        log = await logged_events(session.bus, session.id)
+    streamed = [e.text for e in seen if isinstance(e, TextDelta) and e.agent == "lead"]
+    logged = [e.text for e in log if isinstance(e, TextDelta) and e.agent == "lead"]
+    assert "".join(streamed) == "".join(logged)
+    assert result.answer in "".join(streamed)
+    assert len(logged) == 2  # one per answering lead turn, written before its round.ended
+    assert len(streamed) > 2 * len(logged)
+    assert isinstance(seen[0], SessionStarted)
+    assert isinstance(seen[-1], SessionFinished) and seen[-1].status == "completed"
+    # Sub-agents' events reach the in-process stream too, from the log.
+    assert {e.agent for e in seen if isinstance(e, AgentExited)} == {"painter", "writer"}
+    hosted = [e for e in seen if isinstance(e, AgentSpawned) and e.worker]
+    requested = [e for e in seen if isinstance(e, AgentSpawned) and not e.worker]
+    assert {e.agent for e in hosted} == {e.agent for e in requested} == {"painter", "writer"}
+
+
+async def test_follow_up_posted_mid_session_is_answered_in_the_same_session(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    gate = anyio.Event()
+    profiles = [gated_profile(gate)]
+    config = SessionConfig(task="paint a fox", profiles=profiles, media_dir=tmp_path)
+    async with make_bus() as bus:
+        async with Session(config, bus=bus) as session:
+            posted = False
+            async for event in session.events():
+                if isinstance(event, AgentSpawned) and event.worker and not posted:
+                    # the sub-agent is busy with the first task: a person asks for more
+                    posted = True
+                    async with open_session("unused", bus=bus, local_workers=False) as other:
+                        assert other.id != session.id
+                    await session.post("also paint a cat")
+                if (
+                    isinstance(event, ToolCalled)
+                    and event.agent == "lead"
+                    and "also paint a cat" in event.call.arguments
+                ):
+                    gate.set()
+            result = await session.run()
+        log = await logged_events(bus, session.id)
+    assert result.status == "completed"
+    assert "also paint a cat" in result.answer and "paint a fox" in result.answer
+    results = [e for e in log if isinstance(e, AgentResult)]
+    # "slow" left after its first task, unaware of the second: a fresh agent got that one
+    assert [e.agent for e in results] == ["slow", "slow-2"]
+    assert "also paint a cat" in results[1].content
+    assert [e for e in log if isinstance(e, SessionFinished)] == [log[-1]]
+
+
+async def test_default_profiles_are_the_builtin_demo_profiles(tmp_path: Path) -> None:
+    config = SessionConfig(task="write a line", media_dir=tmp_path)
+    async with Session(config) as session:
+        result = await session.run()
+        log = await logged_events(session.bus, session.id)
+    assert result.status == "completed"
+    spawned = {e.profile for e in log if isinstance(e, AgentSpawned)}
+    assert spawned <= set(builtin_profiles()) and spawned
