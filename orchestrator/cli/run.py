@@ -97,22 +97,33 @@ async def show_events(
     """Feed the session's events to the renderer; hand approval requests to the asker."""
     finished: SessionFinished | None = None
     hint_given = False
-    async with session.events() as events, questions:
-        async for event in events:
-            renderer.show(event)
-            if isinstance(event, ApprovalRequested):
-                try:
-                    questions.send_nowait(event)
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.WouldBlock):
-                    if settings.approve == "ask" and not hint_given:
-                        hint_given = True
-                        call = event.calls[0].call_id
-                        print(f"baton run: {event.agent} waits for approval: "
-                              f"baton approve {session.id} {call} --yes|--no",
-                              file=sys.stderr, flush=True)  # fmt: skip
-            elif isinstance(event, SessionFinished):
-                finished = event
+    with session.events() as events:
+        async with questions:
+            async for event in events:
+                renderer.show(event)
+                if isinstance(event, ApprovalRequested):
+                    hint_given = _hand_over(event, questions, session.id, hint_given, settings)
+                elif isinstance(event, SessionFinished):
+                    finished = event
     return finished
+
+
+def _hand_over(
+    event: ApprovalRequested,
+    questions: MemoryObjectSendStream[ApprovalRequested],
+    session: str,
+    hint_given: bool,
+    settings: BatonSettings,
+) -> bool:
+    """Pass a request to the asker; without one, say once how to answer from elsewhere."""
+    try:
+        questions.send_nowait(event)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.WouldBlock):
+        if settings.approve == "ask" and not hint_given:
+            answer = f"baton approve {session} {event.calls[0].call_id} --yes|--no"
+            print(f"baton run: {event.agent} waits for approval: {answer}", file=sys.stderr)
+            return True
+    return hint_given
 
 
 async def answer_questions(
