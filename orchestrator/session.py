@@ -59,6 +59,8 @@ from subagents.worker import Worker
 log = logging.getLogger(__name__)
 
 ApproveMode = Literal["ask", "auto", "deny"]
+WORKER_STOP_S = 5.0
+"""Bound on stopping the in-process worker at the end of a session."""
 TAIL_DRAIN_S = 2.0
 """How long the end of a session waits for the event tail to catch up with the log."""
 
@@ -307,6 +309,7 @@ class Session:
             outcome = await lead.run(self.config.task)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
+                await self._stop_worker()
                 await self._finish(LeadOutcome("cancelled", "", lead.roster.media_urls))
             raise
         except Exception as exc:
@@ -314,7 +317,20 @@ class Session:
             self._error = exc
             outcome = LeadOutcome("failed", "", lead.roster.media_urls, f"{exc}")
         with anyio.CancelScope(shield=True):
+            await self._stop_worker()
             await self._finish(outcome)
+
+    async def _stop_worker(self) -> None:
+        """Stop the in-process worker before the last event, so ``SessionFinished`` is last.
+
+        Its agents have all reported by now, unless the session was cancelled or timed out: those
+        are given back unfinished (their ``shutdown`` is already in their inboxes).
+        """
+        if self._worker is None:
+            return
+        self._worker.shutdown(now=True)
+        with anyio.move_on_after(WORKER_STOP_S):
+            await self._worker.stopped.wait()
 
     async def _finish(self, outcome: LeadOutcome) -> None:
         """Write ``SessionFinished`` last (after the tail caught up), end the viewers' streams."""
