@@ -1,0 +1,132 @@
+"""Benchmark of a whole session and of the ``baton`` command's start-up.
+
+Prints one JSON object:
+
+- ``cli_startup_ms``: ``baton --help``, process start to exit (median); target ≤ 300 ms, which
+  holds only because every command defers its heavy imports;
+- ``import_openai_ms``: ``python -c 'import openai'``, process start to exit (median), measured in
+  the same run as the floor of anything that talks to a model;
+- ``first_token_ms``: ``baton run --json TASK`` with the offline model, process start to the first
+  lead ``text.delta`` line on stdout (median); target: ``first_token_ms - import_openai_ms`` ≤ 250;
+- ``first_token_over_openai_ms``: that difference;
+- ``session_10_subagents_s``: in this process, a session whose lead delegates to 10 sub-agents
+  (10 profiles, the offline model, in-process bus and worker), start to ``SessionFinished``.
+
+Run: ``.venv/bin/python benchmarks/session.py [--runs 5]``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# benchmarks/bus.py is named like the ``bus`` package; run as a script, this folder comes first on
+# sys.path and would shadow the package. Drop it before importing anything of baton's.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+import anyio
+
+REPO = Path(__file__).resolve().parents[1]
+BATON = str(Path(sys.executable).parent / "baton")
+
+
+def _env(media: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BATON_"))}
+    env["BATON_MEDIA_DIR"] = str(media)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def wall_ms(args: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(args, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    return (time.perf_counter() - started) * 1000
+
+
+def first_token_ms(env: dict[str, str]) -> float:
+    """Process start of ``baton run --json`` to its first lead text delta on stdout."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [BATON, "run", "--json", "paint a fox"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    elapsed = float("nan")
+    for line in proc.stdout:
+        event = json.loads(line)
+        if event["type"] == "text.delta" and event["agent"] == "lead":
+            elapsed = (time.perf_counter() - started) * 1000
+            break
+    proc.stdout.close()
+    proc.wait(60)
+    return elapsed
+
+
+async def session_10_subagents(media: Path) -> float:
+    from orchestrator.api import Profile, Session, SessionConfig
+    from subagents.tools import builtin_tools
+
+    paint = builtin_tools()["generate_image"]
+    profiles = [
+        Profile(
+            name=f"painter{i}",
+            description=f"Painter number {i}.",
+            system_prompt="[baton:subagent] Paint the task, then report.",
+            tools=(paint,),
+        )
+        for i in range(10)
+    ]
+    task = ", ".join(f"paint picture {i}" for i in range(10))
+    config = SessionConfig(task=task, profiles=profiles, media_dir=media)
+    started = time.perf_counter()
+    async with Session(config) as session:
+        result = await session.run()
+    elapsed = time.perf_counter() - started
+    assert result.status == "completed", result
+    assert len(result.media_urls) == 10, result.media_urls
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        media = Path(tmp)
+        env = _env(media)
+        runs = range(args.runs)
+        cli = statistics.median(wall_ms([BATON, "--help"], env) for _ in runs)
+        openai = statistics.median(
+            wall_ms([sys.executable, "-c", "import openai"], env) for _ in runs
+        )
+        token = statistics.median(first_token_ms(env) for _ in runs)
+        session = anyio.run(session_10_subagents, media)
+    print(
+        json.dumps(
+            {
+                "cli_startup_ms": round(cli, 1),
+                "import_openai_ms": round(openai, 1),
+                "first_token_ms": round(token, 1),
+                "first_token_over_openai_ms": round(token - openai, 1),
+                "session_10_subagents_s": round(session, 3),
+                "runs": args.runs,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
