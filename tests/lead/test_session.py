@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import anyio
+import pytest
 
 from bus.events import (
     AgentExited,
@@ -16,7 +18,8 @@ from bus.events import (
     TextDelta,
     ToolCalled,
 )
-from orchestrator.api import Session, SessionConfig, open_session
+from bus.messages import Envelope
+from orchestrator.api import Session, SessionConfig, Worker, open_session
 from subagents.profiles import builtin_profiles
 from tests.conftest import BusFactory
 from tests.lead.helpers import (
@@ -98,9 +101,15 @@ async def test_follow_up_posted_mid_session_is_answered_in_the_same_session(
                 if isinstance(event, AgentSpawned) and event.worker and not posted:
                     # the sub-agent is busy with the first task: a person asks for more
                     posted = True
-                    async with open_session("unused", bus=bus, local_workers=False) as other:
-                        assert other.id != session.id
-                    await session.post("also paint a cat")
+                    async with make_bus() as elsewhere:  # as `baton post` from another process
+                        follow_up = Envelope(
+                            session=session.id,
+                            sender="user",
+                            recipient="lead",
+                            type="task",
+                            content="also paint a cat",
+                        )
+                        await elsewhere.send(follow_up)
                 if (
                     isinstance(event, ToolCalled)
                     and event.agent == "lead"
@@ -126,3 +135,39 @@ async def test_default_profiles_are_the_builtin_demo_profiles(tmp_path: Path) ->
     assert result.status == "completed"
     spawned = {e.profile for e in log if isinstance(e, AgentSpawned)}
     assert spawned <= set(builtin_profiles()) and spawned
+
+
+async def test_external_workers_do_the_work_when_local_workers_are_off(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    async with make_bus() as session_bus, make_bus() as worker_bus:
+        async with Worker(worker_bus, media_dir=tmp_path, name="remote-1") as worker:
+            session = open_session(
+                PAINT_AND_WRITE, bus=session_bus, local_workers=False, media_dir=tmp_path
+            )
+            async with session:
+                result = await session.run()
+            assert worker.claimed == 2
+        log = await logged_events(session_bus, session.id)
+    assert result.status == "completed" and result.media_urls
+    assert all(url in result.answer for url in result.media_urls)
+    hosted = {e.agent: e.worker for e in log if isinstance(e, AgentSpawned) and e.worker}
+    assert hosted == {"painter": "remote-1", "writer": "remote-1"}
+
+
+async def test_api_docstring_example_runs_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import orchestrator.api
+
+    doc = orchestrator.api.__doc__ or ""
+    lines = doc.split("::\n\n", 1)[1].splitlines()
+    end = next(i for i, line in enumerate(lines) if line and not line.startswith(" "))
+    source = textwrap.dedent("\n".join(lines[:end]))
+    assert "anyio.run(main)" in source
+    monkeypatch.chdir(tmp_path)  # media/ is written under the working directory
+    namespace: dict[str, object] = {}
+    exec(source.replace("anyio.run(main)", ""), namespace)
+    await namespace["main"]()  # type: ignore[operator]
+    printed = capsys.readouterr().out
+    assert "completed ['file://" in printed
