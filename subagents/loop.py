@@ -38,6 +38,7 @@ from bus.events import AgentExited, AgentProgress, AgentResult, Event, TextDelta
 from bus.ids import new_id
 from bus.messages import Envelope
 from orchestrator.engine import AgentLoop, StopReason, Telemetry, ToolRegistry, TurnResult
+from orchestrator.hitl import BusInteractionChannel
 from orchestrator.llm.types import ChatModel, Message
 from subagents.context import AgentContext, enter_agent
 from subagents.errors import LostOwnership
@@ -238,6 +239,9 @@ class SubAgent:
             limits=self.profile.limits.loop,
             events=self._forward,
             telemetry=self.telemetry,
+            # Approvals are asked over the bus, so `baton approve`, the HTTP API or a Session in
+            # another process can answer them; without a channel every approval fails closed.
+            channel=BusInteractionChannel(self.bus, self.session, self.name),
         )
         result = await self._run_turn(engine, memory)
         self._no_tools = result.rounds == 0
