@@ -68,7 +68,7 @@ class LiveRenderer:
                 if answer in {"n", "no", ""}:
                     return False
         finally:
-            self._live.start()
+            self._live.start(refresh=True)  # redraw now: what streamed meanwhile shows at once
 
     def _frame(self) -> RenderableType:
         view = self.view
