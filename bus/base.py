@@ -74,11 +74,19 @@ class InboxLedger:
     an empty deque.
     """
 
-    __slots__ = ("claims_checked_at", "handed_out", "pending_epoch", "recent_acks", "recent_set")
+    __slots__ = (
+        "claims_checked_at",
+        "handed_out",
+        "pending_epoch",
+        "recent_acks",
+        "recent_set",
+        "releases_seen",
+    )
 
     def __init__(self) -> None:
         self.pending_epoch = -1  # the fault epoch in which we last re-read our own pending
         self.claims_checked_at = float("-inf")  # when we last looked for expired leases
+        self.releases_seen = 0  # hand-backs announced on the inbox's wake channel
         self.handed_out: dict[str, list[str]] = {}
         self.recent_acks: deque[str] | None = None
         self.recent_set: set[str] = set()
@@ -196,6 +204,11 @@ class Bus(ABC):
         """Mark messages (by envelope id) done; they are never handed out again."""
 
     @abstractmethod
+    async def release_inbox(self, session: str, agent: str, *, consumer: str | None = None) -> None:
+        """Hand this consumer's un-acked deliveries of an inbox back at once (an agent given
+        back during a drain), so whoever resumes the agent gets them without waiting a lease."""
+
+    @abstractmethod
     async def release(self, session: str, agent: str) -> None:
         """Stop watching an inbox (its agent left this process); frees its wake-up slot."""
 
@@ -229,8 +242,13 @@ class Bus(ABC):
         """
 
     @abstractmethod
-    async def renew_spawn(self, receipts: Sequence[str]) -> None:
-        """Heartbeat: restart the lease of requests this worker still runs."""
+    async def renew_spawn(self, receipts: Sequence[str]) -> list[str]:
+        """Heartbeat: restart the lease of requests this worker still holds.
+
+        Returns the receipts that are still ours. One missing was taken over by another worker
+        after our lease lapsed (a stall, a partition): stop running that agent, its new owner
+        resumes it. Renewal never takes a request back from its new owner.
+        """
 
     @abstractmethod
     async def ack_spawn(self, receipts: Sequence[str]) -> None:

@@ -37,28 +37,32 @@ class _Stream:
     undelivered: deque[int] = field(default_factory=deque)
     pending: dict[int, tuple[str, float]] = field(default_factory=dict)
     seen_by: set[str] = field(default_factory=set)
+    expiry_checked_at: float = float("-inf")
 
     def add(self, entry_id: int, raw: str) -> None:
         self.entries[entry_id] = raw
         self.undelivered.append(entry_id)
 
     def take(self, consumer: str, count: int, lease_s: float) -> list[tuple[int, str]]:
-        """Own pending on first sight, then expired leases, then new entries (like Redis)."""
+        """Own pending on first sight, then expired leases, then new entries (like Redis).
+
+        Expired leases are looked for at most every quarter lease (or right after a release),
+        as on Redis: a scan per take would make claiming n requests cost n² with n held.
+        """
         now = anyio.current_time()
-        chosen: list[int] = []
+        chosen: dict[int, None] = {}  # an ordered set
         if consumer not in self.seen_by:
             self.seen_by.add(consumer)
-            chosen.extend(i for i, (owner, _) in self.pending.items() if owner == consumer)
-        chosen.extend(
-            i
-            for i, (owner, since) in self.pending.items()
-            if now - since >= lease_s and i not in chosen
-        )
+            chosen.update((i, None) for i, (owner, _) in self.pending.items() if owner == consumer)
+        if now - self.expiry_checked_at >= lease_s / 4:
+            self.expiry_checked_at = now
+            for entry_id, (_, since) in self.pending.items():
+                if now - since >= lease_s:
+                    chosen[entry_id] = None
         while self.undelivered and len(chosen) < count:
-            chosen.append(self.undelivered.popleft())
-        chosen = chosen[: max(count, 0)] if count > 0 else chosen
+            chosen[self.undelivered.popleft()] = None
         taken = []
-        for entry_id in chosen:
+        for entry_id in list(chosen)[:count]:
             raw = self.entries.get(entry_id)
             if raw is None:
                 self.pending.pop(entry_id, None)
@@ -66,6 +70,14 @@ class _Stream:
             self.pending[entry_id] = (consumer, now)
             taken.append((entry_id, raw))
         return taken
+
+    def release(self, entry_ids: Sequence[int]) -> None:
+        """Make pending entries claimable by anyone right now."""
+        for entry_id in entry_ids:
+            held = self.pending.get(entry_id)
+            if held is not None:
+                self.pending[entry_id] = (held[0], float("-inf"))
+        self.expiry_checked_at = float("-inf")
 
     def done(self, entry_ids: Sequence[int]) -> None:
         for entry_id in entry_ids:
@@ -183,6 +195,14 @@ class MemoryBus(Bus):
         receipts = self._ledger(session, agent, consumer).take(ids)
         self._inbox(session, agent).done([int(r) for r in receipts])
 
+    async def release_inbox(self, session: str, agent: str, *, consumer: str | None = None) -> None:
+        self._check_open()
+        me = consumer or self.consumer
+        stream = self._inbox(session, agent)
+        stream.release([i for i, (owner, _) in stream.pending.items() if owner == me])
+        self._forget_ledgers(session, agent)
+        self._broker.hub.wake(self._channel(session, agent))
+
     async def release(self, session: str, agent: str) -> None:
         self._broker.hub.remove(self._channel(session, agent))
         self._forget_ledgers(session, agent)
@@ -255,20 +275,21 @@ class MemoryBus(Bus):
                 self._check_open()
         return None
 
-    async def renew_spawn(self, receipts: Sequence[str]) -> None:
+    async def renew_spawn(self, receipts: Sequence[str]) -> list[str]:
         now = anyio.current_time()
+        held: list[str] = []
         for receipt in receipts:
             owner = self._broker.spawn.pending.get(int(receipt))
-            if owner is not None:
+            if owner is not None and owner[0] == self.consumer:
                 self._broker.spawn.pending[int(receipt)] = (owner[0], now)
+                held.append(receipt)
+        return held
 
     async def ack_spawn(self, receipts: Sequence[str]) -> None:
         self._broker.spawn.done([int(r) for r in receipts])
 
     async def release_spawn(self, receipts: Sequence[str]) -> None:
-        for receipt in receipts:
-            if self._broker.spawn.pending.pop(int(receipt), None) is not None:
-                self._broker.spawn.undelivered.appendleft(int(receipt))
+        self._broker.spawn.release([int(r) for r in receipts])
         self._broker.hub.wake("\x00spawn")
 
     # -- agent state, dead letters, health -------------------------------------------------

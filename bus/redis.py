@@ -42,7 +42,7 @@ from bus.keys import INBOX_GROUP, SPAWN_GROUP, Keys
 from bus.messages import DeadLetter, Envelope, SpawnRequest, encode_envelope, parse_spawn_request
 from bus.redis_batch import Command, CommandBatcher
 from bus.redis_wake import WakeDispatcher
-from bus.wake import WakeHub, Watch
+from bus.wake import RELEASED, WakeHub, Watch
 
 _FAULTS = (RedisConnectionError, RedisTimeoutError, OSError)
 _DEAD_CAP = 10_000
@@ -68,6 +68,20 @@ redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
 return redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
 """
 
+# Renew the lease of entries only where we still hold them: XCLAIM alone would take an entry
+# back from the worker that took it over after our lease lapsed. Returns the ids still ours.
+_RENEW_IF_MINE_LUA = b"""
+local held = {}
+for i = 3, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if p[1] and p[1][2] == ARGV[2] then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+    held[#held + 1] = ARGV[i]
+  end
+end
+return held
+"""
+
 
 class _Script:
     """A Lua script called by its SHA1 (EVALSHA): the body crosses the wire only when the server
@@ -83,7 +97,8 @@ class _Script:
 
 _APPEND_AND_WAKE = _Script(_APPEND_AND_WAKE_LUA)
 _ACK_AND_DELETE = _Script(_ACK_AND_DELETE_LUA)
-_SCRIPTS = (_APPEND_AND_WAKE, _ACK_AND_DELETE)
+_RENEW_IF_MINE = _Script(_RENEW_IF_MINE_LUA)
+_SCRIPTS = (_APPEND_AND_WAKE, _ACK_AND_DELETE, _RENEW_IF_MINE)
 
 Entry = tuple[str, dict[str, str] | None]
 
@@ -154,6 +169,8 @@ class RedisBus(Bus):
         self._background_scopes: list[anyio.CancelScope] = []
         self._spawn_epoch = -1
         self._held_spawn: set[str] = set()
+        self._spawn_expiry_checked_at = float("-inf")
+        self._spawn_releases_seen = 0
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -305,6 +322,9 @@ class RedisBus(Bus):
         if key not in self._groups_ready:
             await self._ensure_group(key, INBOX_GROUP)
         ledger = self._ledger(session, agent, consumer)
+        if watch.releases != ledger.releases_seen:  # someone handed messages back: look now
+            ledger.releases_seen = watch.releases
+            ledger.claims_checked_at = float("-inf")
         me = consumer or self.consumer
         try:
             entries: list[Entry] = []
@@ -415,6 +435,20 @@ class RedisBus(Bus):
         if receipts:
             await self._ack_entries(self.keys.inbox(session, agent), INBOX_GROUP, receipts)
 
+    async def release_inbox(self, session: str, agent: str, *, consumer: str | None = None) -> None:
+        key, me = self.keys.inbox(session, agent), consumer or self.consumer
+        while True:
+            pending = await self._one("XPENDING", key, INBOX_GROUP, "-", "+", 500, me)
+            ids = [row[0] for row in pending or ()]
+            if not ids:
+                break
+            idle = ("IDLE", _RELEASED_IDLE_MS, "JUSTID")
+            # Claimed to a consumer name nobody reads with, "idle for years": the next reader's
+            # XAUTOCLAIM takes them at once.
+            await self._one("XCLAIM", key, INBOX_GROUP, f"{me}:released", 0, *ids, *idle)
+        self._forget_ledgers(session, agent)
+        await self._one("PUBLISH", self.keys.wake(session, agent), RELEASED)
+
     async def release(self, session: str, agent: str) -> None:
         self._forget_ledgers(session, agent)
         await self._dispatcher.unwatch(self.keys.wake(session, agent))
@@ -480,6 +514,9 @@ class RedisBus(Bus):
         with anyio.move_on_after(timeout):
             while True:
                 mark = watch.generation
+                if watch.releases != self._spawn_releases_seen:  # someone handed work back
+                    self._spawn_releases_seen = watch.releases
+                    self._spawn_expiry_checked_at = float("-inf")
                 claim = await self._claim_one_spawn(key)
                 if claim is not None:
                     return claim
@@ -505,7 +542,7 @@ class RedisBus(Bus):
             mine = await self._own_pending(key, SPAWN_GROUP, self.consumer)
             entries = [e for e in mine if e[0] not in self._held_spawn]
         if not entries:
-            entries = await self._claim_and_read(key, SPAWN_GROUP, self.consumer, 1)
+            entries = await self._take_spawn(key)
         for entry_id, fields in entries:
             raw = (fields or {}).get("req")
             try:
@@ -521,11 +558,36 @@ class RedisBus(Bus):
             return SpawnClaim(entry_id, request), rejected
         return None, rejected
 
-    async def renew_spawn(self, receipts: Sequence[str]) -> None:
-        if receipts:
-            await self._one(
-                "XCLAIM", self.keys.spawn, SPAWN_GROUP, self.consumer, 0, *receipts, "JUSTID"
-            )
+    async def _take_spawn(self, key: str) -> list[Entry]:
+        """One request whose claimant's lease expired, else one nobody has claimed yet.
+
+        The spawn queue's pending list holds a claim for every agent running anywhere, so a
+        cursor walk of it per claim (XAUTOCLAIM) would make starting n agents cost n². Instead
+        Redis finds an expired one itself (XPENDING ... IDLE), at most every quarter lease
+        while none turns up, and XCLAIM with the same minimum idle time takes it only if it is
+        still expired.
+        """
+        lease_ms = int(self.options.lease_s * 1000)
+        now = time.monotonic()
+        while now - self._spawn_expiry_checked_at >= self.options.lease_s / 4:
+            idle = await self._one("XPENDING", key, SPAWN_GROUP, "IDLE", lease_ms, "-", "+", 1)
+            if not idle:
+                self._spawn_expiry_checked_at = now
+                break
+            reply = await self._one("XCLAIM", key, SPAWN_GROUP, self.consumer, lease_ms, idle[0][0])
+            taken = [e for e in _stream_entries(reply) if e[1] is not None]
+            if taken:
+                return taken
+        read: Command = ("XREADGROUP", "GROUP", SPAWN_GROUP, self.consumer, "COUNT", 1)
+        return _read_entries(await self._one(*read, "STREAMS", key, ">"))
+
+    async def renew_spawn(self, receipts: Sequence[str]) -> list[str]:
+        if not receipts:
+            return []
+        command = _RENEW_IF_MINE.call(self.keys.spawn, SPAWN_GROUP, self.consumer, *receipts)
+        held = [str(r) for r in await self._one(*command)]
+        self._held_spawn.difference_update(set(receipts) - set(held))
+        return held
 
     async def ack_spawn(self, receipts: Sequence[str]) -> None:
         if receipts:
@@ -539,9 +601,10 @@ class RedisBus(Bus):
         idle = ("IDLE", _RELEASED_IDLE_MS, "JUSTID")
         await self._call(
             ("XCLAIM", key, SPAWN_GROUP, self.consumer, 0, *receipts, *idle),
-            ("PUBLISH", key, "released"),
+            ("PUBLISH", key, RELEASED),
         )
         self._held_spawn.difference_update(receipts)
+        self._spawn_expiry_checked_at = float("-inf")
 
     # -- agent state, dead letters ---------------------------------------------------------
 

@@ -80,7 +80,8 @@ class WakeDispatcher:
         if not isinstance(channel, str):
             return
         if kind == "message":
-            self._hub.wake(channel)
+            data = message.get("data")
+            self._hub.wake(channel, data if isinstance(data, str) else None)
         elif kind == "subscribe":
             watch = self._hub.get(channel)
             pending = watch.confirmed if watch is not None else None

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import anyio
 
+RELEASED = "released"
+"""The wake-up payload of work handed back at once: claimants look past their usual throttle."""
+
 
 class _Confirmed:
     """Stands in for a set ``anyio.Event`` once a subscription is confirmed, so that ten
@@ -34,18 +37,21 @@ class Watch:
     ``since`` instead of sharing ``seen``.
     """
 
-    __slots__ = ("confirmed", "event", "generation", "seen")
+    __slots__ = ("confirmed", "event", "generation", "releases", "seen")
 
     def __init__(self) -> None:
         self.generation = 0
+        self.releases = 0  # wake-ups that announced work handed back (see RELEASED)
         self.seen = 0
         self.event: anyio.Event | None = None
         # Set once the backend is sure no wake-up for this channel can be missed any more (Redis:
         # the SUBSCRIBE was confirmed). Reads wait for it so the first read cannot race the wait.
         self.confirmed: anyio.Event | _Confirmed | None = None
 
-    def wake(self) -> None:
+    def wake(self, payload: str | None = None) -> None:
         self.generation += 1
+        if payload == RELEASED:
+            self.releases += 1
         event = self.event
         if event is not None:
             self.event = None
@@ -91,10 +97,10 @@ class WakeHub:
     def remove(self, channel: str) -> Watch | None:
         return self._watches.pop(channel, None)
 
-    def wake(self, channel: str) -> None:
+    def wake(self, channel: str, payload: str | None = None) -> None:
         watch = self._watches.get(channel)
         if watch is not None:
-            watch.wake()
+            watch.wake(payload)
 
     def wake_all(self) -> None:
         """After a reconnect nothing is known about what was missed: everyone re-reads."""

@@ -224,11 +224,19 @@ class Worker:
             if not receipts:
                 continue
             try:
-                await self.bus.renew_spawn(receipts)
+                held = set(await self.bus.renew_spawn(receipts))
             except BusUnreachable as exc:
                 log.warning("heartbeat of %d leases failed: %s; retrying", len(receipts), exc)
             except BusClosed:
                 return
+            for receipt in receipts:
+                agent = self._hosted.get(receipt)
+                if receipt not in held and agent is not None:
+                    # Our lease lapsed (a stall) and another worker took the agent over: stop
+                    # this copy without a report; the new owner resumes from the checkpoint.
+                    log.warning("lost the lease of %s/%s; stopping here", agent.session, agent.name)
+                    agent.lost = True
+                    agent.abandon()
 
     # -- hosting --------------------------------------------------------------------------------
 
@@ -293,6 +301,10 @@ class Worker:
             log.info("%s/%s was taken over by another worker", request.session, request.agent)
         else:
             log.info("%s/%s given back unfinished", request.session, request.agent)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(GIVE_BACK_S):
+                # Its un-acked messages go back too, so the next owner need not wait a lease.
+                release = partial(self.bus.release_inbox, request.session, request.agent)
+                await persist(release, "release inbox")
             await self._give_back([claim.receipt])
 
     async def _give_back(self, receipts: list[str]) -> None:

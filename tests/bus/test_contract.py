@@ -297,3 +297,33 @@ async def test_closed_bus_refuses_and_wakes_waiters(make_bus: BusFactory) -> Non
 def test_open_bus_refuses_unknown_schemes() -> None:
     with pytest.raises(ConfigError, match="unknown bus URL 'kafka://x'"):
         open_bus("kafka://x")
+
+
+async def test_renewal_never_takes_a_request_back(make_bus: BusFactory) -> None:
+    async with (
+        make_bus(lease_s=0.3, consumer="stalled") as stalled,
+        make_bus(lease_s=0.3, consumer="heir") as heir,
+    ):
+        await stalled.submit_spawn(SpawnRequest(session="s1", agent="a", profile="p"))
+        mine = await stalled.claim_spawn(timeout=5)
+        assert mine is not None
+        assert await stalled.renew_spawn([mine.receipt]) == [mine.receipt]
+        taken = await heir.claim_spawn(timeout=10)  # the stalled worker's lease lapses
+        assert taken is not None and taken.receipt == mine.receipt
+        assert await stalled.renew_spawn([mine.receipt]) == []  # too late: it is the heir's
+        assert await heir.renew_spawn([taken.receipt]) == [taken.receipt]
+
+
+async def test_release_inbox_hands_unacked_messages_over_at_once(make_bus: BusFactory) -> None:
+    async with (
+        make_bus(lease_s=60, consumer="draining") as draining,
+        make_bus(lease_s=60, consumer="resuming") as resuming,
+    ):
+        sent = [task("s1", "a", f"job {i}") for i in range(3)]
+        for envelope in sent:
+            await draining.send(envelope)
+        assert await draining.read_inbox("s1", "a") == sent
+        assert await resuming.read_inbox("s1", "a") == []  # leased for a minute
+        await draining.release_inbox("s1", "a")
+        assert await resuming.wait("s1", "a", timeout=10)  # the hand-back wakes the reader
+        assert await resuming.read_inbox("s1", "a") == sent  # no lease to wait out
