@@ -267,6 +267,21 @@ def worker(ctx: typer.Context) -> None:
     sub(args=list(ctx.args), prog_name="baton worker")
 
 
+@app.command(
+    help="Serve the HTTP API, SSE and the live pages. Run `baton serve --help` for every option.",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def serve(ctx: typer.Context) -> None:
+    # Declared in orchestrator.server.cli and loaded only here (Starlette and uvicorn stay off
+    # the other commands' start-up), with every argument forwarded as given, as for `worker`.
+    from orchestrator.server.cli import SERVE_EXAMPLES, SERVE_HELP, serve_command
+
+    sub = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+    sub.command(help=SERVE_HELP, epilog=SERVE_EXAMPLES)(serve_command)
+    sub(args=list(ctx.args), prog_name="baton serve")
+
+
 @app.command()
 def version() -> None:
     """Print baton's version."""

@@ -1,0 +1,75 @@
+"""The Starlette application: routes, error bodies, and the guards around them.
+
+Middleware order matters: CORS (only when origins are configured) sits outside the token guard so
+a browser's preflight can be answered; the token guard sits outside routing so even an unknown
+path answers 401 rather than telling a stranger what exists.
+"""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from orchestrator.server import media, pages, routes, sse
+from orchestrator.server.context import ServerContext
+from orchestrator.server.openapi import openapi_document
+from orchestrator.server.security import BodyInvalid, TokenGuard
+
+
+async def _openapi(request: Request) -> Response:
+    return JSONResponse(openapi_document())
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"detail": exc.detail, "errors": []}, status_code=exc.status_code,
+                        headers=exc.headers)  # fmt: skip
+
+
+async def _invalid(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, BodyInvalid)
+    return JSONResponse({"detail": exc.detail, "errors": exc.errors}, status_code=422)
+
+
+def create_app(ctx: ServerContext) -> Starlette:
+    """The ASGI app over a running context (bus, feeds and session host already open)."""
+    table = [
+        Route("/", pages.index_page, methods=["GET"]),
+        Route("/sessions", routes.get_sessions, methods=["GET"]),
+        Route("/sessions", routes.start_session, methods=["POST"]),
+        Route("/sessions/{id}", pages.session_page, methods=["GET"]),
+        Route("/sessions/{id}/state", routes.get_state, methods=["GET"]),
+        Route("/sessions/{id}/events", sse.session_events, methods=["GET"]),
+        Route("/sessions/{id}/messages", routes.post_message, methods=["POST"]),
+        Route("/sessions/{id}/approvals/{call_id}", routes.decide, methods=["POST"]),
+        Route("/sessions/{id}/cancel", routes.cancel, methods=["POST"]),
+        Route("/profiles", routes.get_profiles, methods=["GET"]),
+        Route("/healthz", routes.health, methods=["GET"]),
+        Route("/openapi.json", _openapi, methods=["GET"]),
+        Route("/media/{path:path}", media.media_file, methods=["GET"]),
+        Route("/assets/{name}", pages.asset, methods=["GET"]),
+    ]
+    middleware: list[Middleware] = []
+    if ctx.config.cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(ctx.config.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+            )
+        )
+    if ctx.config.token is not None:
+        middleware.append(Middleware(TokenGuard, token=ctx.config.token))
+    app = Starlette(
+        routes=table,
+        middleware=middleware,
+        exception_handlers={HTTPException: _http_error, BodyInvalid: _invalid},
+    )
+    app.state.baton = ctx
+    return app

@@ -1,0 +1,183 @@
+// The live view of one session: folds its Server-Sent Events into the page.
+// EventSource reconnects by itself and sends Last-Event-ID, so nothing is missed or repeated.
+"use strict";
+
+const SESSION = document.querySelector("meta[name=baton-session]").content;
+const MEDIA_ROOT = document.querySelector("meta[name=baton-media-root]").content;
+const base = `/sessions/${encodeURIComponent(SESSION)}`;
+const $ = (id) => document.getElementById(id);
+let eventCount = 0;
+
+function mediaUrl(url) {
+  if (url.startsWith(MEDIA_ROOT)) return "/media/" + url.slice(MEDIA_ROOT.length);
+  return url;
+}
+
+function showMedia(box, urls) {
+  box.replaceChildren();
+  for (const url of urls) {
+    const href = mediaUrl(url);
+    if (/\.(png|jpe?g|gif|webp)$/i.test(href) || href.startsWith("data:image/")) {
+      const img = document.createElement("img");
+      img.src = href;
+      img.alt = href.split("/").pop();
+      box.append(img);
+    } else {
+      const link = document.createElement("a");
+      link.href = href;
+      link.textContent = href;
+      box.append(link);
+    }
+  }
+}
+
+function setStatus(status) {
+  const badge = $("status");
+  badge.dataset.status = status;
+  badge.textContent = status;
+}
+
+function card(name) {
+  let node = document.querySelector(`.agent[data-agent="${CSS.escape(name)}"]`);
+  if (node) return node;
+  node = document.createElement("article");
+  node.className = "agent";
+  node.dataset.agent = name;
+  for (const part of ["status", "name", "profile", "progress", "media"]) {
+    const child = document.createElement("div");
+    child.className = part;
+    node.append(child);
+  }
+  node.querySelector(".name").textContent = name;
+  setAgentStatus(node, "spawned");
+  $("agents").append(node);
+  return node;
+}
+
+function setAgentStatus(node, status) {
+  const badge = node.querySelector(".status");
+  badge.dataset.status = status;
+  badge.textContent = status;
+  node.dataset.status = status;
+}
+
+function approvalKey(agent, callId) { return `${agent}\u0000${callId}`; }
+
+function addApproval(agent, call) {
+  const node = document.createElement("div");
+  node.className = "approval";
+  node.dataset.key = approvalKey(agent, call.call_id);
+  node.dataset.call = call.call_id;
+  const text = document.createElement("p");
+  const code = document.createElement("code");
+  code.textContent = `${call.name}(${call.arguments})`;
+  text.append(`${agent} asks to run `, code);
+  const yes = document.createElement("button");
+  yes.className = "approve";
+  yes.textContent = "Approve";
+  const no = document.createElement("button");
+  no.className = "decline";
+  no.textContent = "Decline";
+  const note = document.createElement("span");
+  note.className = "muted";
+  yes.addEventListener("click", () => decide(node, call.call_id, true, note));
+  no.addEventListener("click", () => decide(node, call.call_id, false, note));
+  node.append(text, yes, " ", no, " ", note);
+  $("approvals").append(node);
+  $("no-approvals").hidden = true;
+}
+
+async function decide(node, callId, approved, note) {
+  for (const button of node.querySelectorAll("button")) button.disabled = true;
+  const response = await postJSON(`${base}/approvals/${encodeURIComponent(callId)}`, { approved });
+  if (response.ok) {
+    note.textContent = approved ? "approved, waiting for the agent…" : "declined";
+  } else {
+    note.textContent = (await response.json()).detail || `error ${response.status}`;
+  }
+}
+
+function removeApproval(agent, callId) {
+  const node = document.querySelector(`.approval[data-key="${CSS.escape(approvalKey(agent, callId))}"]`);
+  if (node) node.remove();
+  $("no-approvals").hidden = document.querySelectorAll(".approval").length > 0;
+}
+
+function postJSON(path, body) {
+  return fetch(path, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+}
+
+const handlers = {
+  "session.started": (e) => {
+    setStatus("running");
+    $("task").textContent = e.task;
+    $("model").textContent = e.offline ? `model: ${e.model} (offline: built-in, canned answers)` : `model: ${e.model}`;
+  },
+  "text.delta": (e) => {
+    if (e.agent === "lead") $("lead-text").append(e.text);
+  },
+  "agent.spawned": (e) => {
+    if (e.agent === "lead") return;
+    card(e.agent).querySelector(".profile").textContent = `profile: ${e.profile}`;
+  },
+  "agent.progress": (e) => {
+    const node = card(e.agent);
+    if (node.dataset.status !== "done") setAgentStatus(node, "working");
+    node.querySelector(".progress").textContent = e.content;
+  },
+  "agent.result": (e) => {
+    const node = card(e.agent);
+    setAgentStatus(node, "done");
+    node.querySelector(".progress").textContent = e.content;
+    showMedia(node.querySelector(".media"), e.media_urls);
+  },
+  "agent.exited": (e) => {
+    if (e.reason !== "finished") setAgentStatus(card(e.agent), e.reason);
+  },
+  "approval.requested": (e) => { for (const call of e.calls) addApproval(e.agent, call); },
+  "approval.decided": (e) => removeApproval(e.agent, e.call_id),
+  "error": (e) => { $("post-error").textContent = e.message; },
+  "session.finished": (e) => {
+    setStatus(e.status);
+    $("answer").textContent = e.answer;
+    showMedia($("final-media"), e.media_urls);
+    $("final").hidden = false;
+  },
+};
+
+function connect() {
+  const source = new EventSource(`${base}/events`);
+  source.onopen = () => { $("connection").textContent = "live"; };
+  source.onerror = () => { $("connection").textContent = "reconnecting…"; };
+  for (const [type, handle] of Object.entries(handlers)) {
+    source.addEventListener(type, (message) => {
+      eventCount += 1;
+      $("event-count").textContent = String(eventCount);
+      handle(JSON.parse(message.data));
+      if (type === "session.finished") {
+        source.close();
+        $("connection").textContent = "finished";
+      }
+    });
+  }
+}
+
+$("post").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const input = $("post-text");
+  if (!input.value.trim()) return;
+  const response = await postJSON(`${base}/messages`, { content: input.value });
+  $("post-error").textContent = response.ok ? "" : (await response.json()).detail;
+  if (response.ok) input.value = "";
+});
+$("cancel").addEventListener("click", async () => {
+  const response = await postJSON(`${base}/cancel`, {});
+  if (!response.ok) $("post-error").textContent = (await response.json()).detail;
+});
+
+connect();

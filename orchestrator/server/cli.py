@@ -1,0 +1,82 @@
+"""The ``baton serve`` command, declared here and loaded by ``orchestrator.cli.app`` only when it
+runs (the server's imports — Starlette, uvicorn — stay off every other command's start-up)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+SERVE_HELP = "Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."
+SERVE_EXAMPLES = """Examples:
+
+\b
+  baton serve                                   # http://127.0.0.1:8321/, in-process bus
+  baton serve --bus redis://localhost:6379/0 --port 8080
+  BATON_TOKEN=$(openssl rand -hex 16) baton serve --host 0.0.0.0 --bus redis://redis:6379/0
+
+Binding to anything but loopback needs a token (--token or BATON_TOKEN); with a token, every
+request needs it: 'Authorization: Bearer TOKEN', or ?token=TOKEN on a page or EventSource URL.
+
+Exit codes: 0 stopped by a signal, 2 usage or configuration error (e.g. no token off loopback),
+3 bus unreachable."""
+
+
+def serve_command(
+    host: Annotated[str, typer.Option("--host", help="address to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port")] = 8321,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="BATON_TOKEN",
+            help="bearer token (required off loopback)",
+            show_default=False,
+        ),
+    ] = None,
+    bus: Annotated[
+        str | None, typer.Option("--bus", help="bus URL (or BATON_BUS / REDIS_URL)")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML config file (or BATON_CONFIG)")
+    ] = None,
+    profiles: Annotated[
+        Path | None, typer.Option("--profiles", help="TOML file of profiles (or BATON_PROFILES)")
+    ] = None,
+    media_dir: Annotated[
+        Path | None, typer.Option("--media-dir", help="where sub-agents write media, served")
+    ] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option("--cors-origin", help="allow this browser origin (repeatable; default none)"),
+    ] = None,
+) -> None:
+    from orchestrator.cli.app import settings_from
+    from orchestrator.cli.exits import EXIT_USAGE, fail, run_async
+    from orchestrator.cli.run import configure_logging, model_settings
+
+    settings = settings_from(config, "serve", bus=bus, profiles=profiles, media_dir=media_dir)
+    from bus.errors import ConfigError
+    from orchestrator.server import ServerConfig, serve
+
+    configure_logging(settings.log_level)
+    try:
+        server_config = ServerConfig(
+            host=host,
+            port=port,
+            bus_url=settings.bus,
+            prefix=settings.prefix,
+            token=token,
+            model=model_settings(settings),
+            profiles=settings.profiles,
+            media_dir=settings.media_dir,
+            cors_origins=tuple(cors_origin or ()),
+            session_timeout_s=settings.session_timeout,
+            log_level=settings.log_level.lower()
+            if settings.log_level != "CRITICAL"
+            else "critical",
+        )
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE, command="baton serve")
+    raise typer.Exit(run_async(serve, server_config, command="baton serve"))

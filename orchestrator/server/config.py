@@ -1,0 +1,81 @@
+"""What a ``baton serve`` process is told: where to listen, which bus, who may call it.
+
+The security rule lives here so it is checked once, before anything listens: a server bound to
+any address other than loopback must have a bearer token, because everything it serves (starting
+sessions, approving tool calls, the media the tools wrote) is as powerful as the CLI itself.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from bus.errors import ConfigError
+from orchestrator.llm import ModelSettings
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8321
+DEFAULT_MAX_BODY_BYTES = 64 * 1024
+DEFAULT_HEARTBEAT_S = 15.0
+DEFAULT_RETRY_MS = 3000
+MAX_SESSION_TIMEOUT_S = 3600.0
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1); False for the rest,
+    including ``0.0.0.0``/``::`` (every interface) and any host name."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Everything the server needs that can be written down.
+
+    ``token``: the bearer token every request must carry; required (a ``ConfigError`` otherwise)
+    when ``host`` is not loopback, and enforced on every route whenever it is set — including on
+    loopback, where it is optional. ``model=None`` runs sessions on the offline model.
+    """
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    bus_url: str = "memory://"
+    prefix: str = "baton"
+    token: str | None = None
+    model: ModelSettings | None = None
+    profiles: Path | None = None
+    media_dir: Path = Path("media")
+    cors_origins: tuple[str, ...] = ()
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    retry_ms: int = DEFAULT_RETRY_MS
+    session_timeout_s: float = 600.0
+    max_session_timeout_s: float = MAX_SESSION_TIMEOUT_S
+    log_level: str = "warning"
+
+    def __post_init__(self) -> None:
+        if self.token is not None and not self.token.strip():
+            object.__setattr__(self, "token", None)
+        if not is_loopback(self.host) and self.token is None:
+            raise ConfigError(
+                f"refusing to listen on {self.host} without a token: anyone who can reach it "
+                "could start sessions and approve tool calls. Give --token (or BATON_TOKEN), "
+                "or bind to 127.0.0.1"
+            )
+        if self.token is not None and len(self.token) < 16:
+            raise ConfigError("the token is too short: use at least 16 characters")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"bad port {self.port}: use 0..65535")
+        if self.max_body_bytes < 1024:
+            raise ConfigError(f"max body size {self.max_body_bytes} is too small: use ≥ 1024")
+        if self.heartbeat_s <= 0:
+            raise ConfigError(f"heartbeat must be positive, not {self.heartbeat_s}")
+
+    @property
+    def requires_token(self) -> bool:
+        return self.token is not None

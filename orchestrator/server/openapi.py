@@ -1,0 +1,197 @@
+"""The OpenAPI 3.1 description of the API, served at ``/openapi.json``.
+
+Built from the same pydantic models that validate the bodies, so what is documented is what is
+enforced; the paths are written out here because there are few and each deserves a sentence.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from orchestrator.server.schemas import (
+    Cancelled,
+    Decided,
+    Decision,
+    ErrorBody,
+    Posted,
+    PostMessage,
+    Profiles,
+    Started,
+    StartSession,
+)
+from orchestrator.server.state import SessionList, SessionState
+
+MODELS: tuple[type[BaseModel], ...] = (
+    StartSession,
+    Started,
+    PostMessage,
+    Posted,
+    Decision,
+    Decided,
+    Cancelled,
+    Profiles,
+    SessionList,
+    SessionState,
+    ErrorBody,
+)
+Json = dict[str, Any]
+
+
+def _ref(model: type[BaseModel]) -> Json:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _body(model: type[BaseModel]) -> Json:
+    return {"required": True, "content": {"application/json": {"schema": _ref(model)}}}
+
+
+def _answer(description: str, model: type[BaseModel] | None = None) -> Json:
+    answer: Json = {"description": description}
+    if model is not None:
+        answer["content"] = {"application/json": {"schema": _ref(model)}}
+    return answer
+
+
+def _errors(*codes: int) -> Json:
+    text = {
+        401: "no or wrong token",
+        404: "no such session (or call)",
+        409: "already decided",
+        413: "body over the size limit",
+        415: "body not JSON",
+        422: "body invalid",
+    }
+    return {str(code): _answer(text[code], ErrorBody) for code in codes}
+
+
+SESSION = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _paths() -> Json:
+    return {
+        "/sessions": {
+            "get": {
+                "summary": "List sessions on the bus, newest first",
+                "parameters": [
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 200},
+                    }
+                ],
+                "responses": {"200": _answer("the sessions", SessionList), **_errors(401, 422)},
+            },
+            "post": {
+                "summary": "Start a session (it runs in the server); returns its id",
+                "requestBody": _body(StartSession),
+                "responses": {"201": _answer("started", Started), **_errors(401, 413, 415, 422)},
+            },
+        },
+        "/sessions/{id}/state": {
+            "get": {
+                "summary": "A session's state, folded from its event log",
+                "parameters": [SESSION],
+                "responses": {"200": _answer("its state", SessionState), **_errors(401, 404)},
+            }
+        },
+        "/sessions/{id}/events": {
+            "get": {
+                "summary": "The session's events as Server-Sent Events, resumable",
+                "description": "id = event-log cursor, event = its type, data = its JSON. Resume "
+                "with Last-Event-ID (or ?last_event_id=). Heartbeat comment every 15 s. The "
+                "stream ends after session.finished; reconnecting after it answers 204.",
+                "parameters": [
+                    SESSION,
+                    {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
+                    {"name": "last_event_id", "in": "query", "schema": {"type": "string"}},
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the stream",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    "204": {"description": "the session finished before that cursor"},
+                    **_errors(401, 404),
+                },
+            }
+        },
+        "/sessions/{id}/messages": {
+            "post": {
+                "summary": "Post a message to the lead (a follow-up) or a sub-agent",
+                "parameters": [SESSION],
+                "requestBody": _body(PostMessage),
+                "responses": {"202": _answer("on the bus", Posted), **_errors(401, 413, 415, 422)},
+            }
+        },
+        "/sessions/{id}/approvals/{call_id}": {
+            "post": {
+                "summary": "Approve or decline a pending tool call",
+                "parameters": [
+                    SESSION,
+                    {
+                        "name": "call_id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "requestBody": _body(Decision),
+                "responses": {
+                    "200": _answer("answered", Decided),
+                    **_errors(401, 404, 409, 413, 415, 422),
+                },
+            }
+        },
+        "/sessions/{id}/cancel": {
+            "post": {
+                "summary": "Cancel a session this server runs",
+                "parameters": [SESSION],
+                "responses": {"202": _answer("cancelling", Cancelled), **_errors(401, 404)},
+            }
+        },
+        "/profiles": {
+            "get": {
+                "summary": "The sub-agent profiles sessions can use",
+                "responses": {"200": _answer("profiles", Profiles), **_errors(401)},
+            }
+        },
+        "/media/{path}": {
+            "get": {
+                "summary": "A file a sub-agent tool wrote (under the media directory only)",
+                "parameters": [
+                    {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {"200": {"description": "the file"}, **_errors(401, 404)},
+            }
+        },
+    }
+
+
+@cache
+def openapi_document() -> Json:
+    _, schemas = models_json_schema(
+        [(model, "validation") for model in MODELS],
+        ref_template="#/components/schemas/{model}",
+    )
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "baton",
+            "version": "1",
+            "description": "Start sessions, post to them, answer approvals, stream their events.",
+        },
+        "paths": _paths(),
+        "components": {
+            "schemas": schemas.get("$defs", {}),
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "query": {"type": "apiKey", "in": "query", "name": "token"},
+                "cookie": {"type": "apiKey", "in": "cookie", "name": "baton_token"},
+            },
+        },
+        "security": [{"bearer": []}, {"query": []}, {"cookie": []}],
+    }

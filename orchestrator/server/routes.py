@@ -1,0 +1,134 @@
+"""The JSON routes of the API (the SSE stream is in :mod:`.sse`, files in :mod:`.media`).
+
+Posting and approving go straight to the bus, so they work for any session on it — one this
+server runs, one ``baton run`` started elsewhere, one on a remote worker — exactly as
+``baton post`` and ``baton approve`` do. Cancelling needs the session's owner, so only a session
+this server runs can be cancelled here.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from bus.messages import make_envelope
+from orchestrator.hitl import ApprovalNotFound, answer_approval
+from orchestrator.server.context import ServerContext
+from orchestrator.server.media import public_url
+from orchestrator.server.schemas import (
+    Cancelled,
+    Decided,
+    Decision,
+    Posted,
+    PostMessage,
+    ProfileInfo,
+    Profiles,
+    Started,
+    StartSession,
+)
+from orchestrator.server.security import read_model
+from orchestrator.server.state import list_sessions, session_state
+from orchestrator.session import SessionConfig
+
+MAX_LIST = 200
+
+
+def _json(model: BaseModel, status: int = 200) -> Response:
+    return Response(model.model_dump_json(), status_code=status, media_type="application/json")
+
+
+async def start_session(request: Request) -> Response:
+    ctx = ServerContext.of(request)
+    body = await read_model(request, StartSession, ctx.config.max_body_bytes)
+    profiles = ctx.host.profiles
+    if body.profiles is not None:
+        unknown = [name for name in body.profiles if name not in profiles]
+        if unknown:
+            known = ", ".join(sorted(profiles))
+            raise HTTPException(422, f"profiles: unknown profile {unknown[0]!r} (known: {known})")
+        profiles = {name: profiles[name] for name in body.profiles}
+    timeout = min(body.timeout_s or ctx.config.session_timeout_s, ctx.config.max_session_timeout_s)
+    config = SessionConfig(
+        task=body.task,
+        bus_url=ctx.bus.url,
+        model=ctx.model,
+        profiles=profiles,
+        approve=body.approve,
+        timeout_s=timeout,
+        media_dir=ctx.media_root,
+        instructions=body.instructions,
+    )
+    session = await ctx.host.start(config)
+    started = Started(
+        id=session,
+        page=f"/sessions/{session}",
+        events=f"/sessions/{session}/events",
+        state=f"/sessions/{session}/state",
+    )
+    return _json(started, 201)
+
+
+async def get_sessions(request: Request) -> Response:
+    ctx = ServerContext.of(request)
+    raw = request.query_params.get("limit", "50")
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIST:
+        raise HTTPException(422, f"limit: must be a whole number from 1 to {MAX_LIST}")
+    return _json(await list_sessions(ctx.bus, int(raw)))
+
+
+async def get_state(request: Request) -> Response:
+    ctx = ServerContext.of(request)
+    session = ctx.session_id(request)
+    state = await session_state(ctx.bus, session)
+    if state.events == 0 and not ctx.host.is_hosted(session):
+        raise HTTPException(404, f"no session {session!r} on this server's bus")
+    root = ctx.media_root
+    state.media_urls = [public_url(url, root) for url in state.media_urls]
+    for agent in state.agents:
+        agent.media_urls = [public_url(url, root) for url in agent.media_urls]
+    return _json(state)
+
+
+async def post_message(request: Request) -> Response:
+    ctx = ServerContext.of(request)
+    session = ctx.session_id(request)
+    body = await read_model(request, PostMessage, ctx.config.max_body_bytes)
+    envelope = make_envelope(session=session, sender="user", recipient=body.to, type=body.type,
+                             content=body.content)  # fmt: skip
+    return _json(Posted(id=await ctx.bus.send(envelope)), 202)
+
+
+async def decide(request: Request) -> Response:
+    ctx = ServerContext.of(request)
+    session = ctx.session_id(request)
+    call_id = str(request.path_params["call_id"])
+    body = await read_model(request, Decision, ctx.config.max_body_bytes)
+    try:
+        agent = await answer_approval(ctx.bus, session, call_id, body.approved, body.reason)
+    except ApprovalNotFound as exc:
+        status = 409 if "already decided" in str(exc) else 404
+        raise HTTPException(status, str(exc)) from exc
+    return _json(Decided(call_id=call_id, approved=body.approved, agent=agent))
+
+
+async def cancel(request: Request) -> Response:
+    ctx = ServerContext.of(request)
+    session = ctx.session_id(request)
+    if not ctx.host.cancel(session):
+        raise HTTPException(404, f"session {session!r} does not run in this server (or ended)")
+    return _json(Cancelled(id=session), 202)
+
+
+async def get_profiles(request: Request) -> Response:
+    ctx = ServerContext.of(request)
+    infos = [ProfileInfo(name=p.name, description=p.description)
+             for p in ctx.host.profiles.values()]  # fmt: skip
+    return _json(Profiles(profiles=infos))
+
+
+async def health(request: Request) -> Response:
+    ctx = ServerContext.of(request)
+    await ctx.bus.ping()
+    return JSONResponse({"ok": True})

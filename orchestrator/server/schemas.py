@@ -1,0 +1,93 @@
+"""The JSON bodies of the HTTP API, as pydantic models: validation and the OpenAPI description
+come from the same declarations, so the documentation cannot drift from what is enforced."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.session import ApproveMode
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+"""Session ids and agent names as they appear in URLs: no slashes, no spaces, bounded."""
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StartSession(_Body):
+    """``POST /sessions``: what the lead should get done, and how."""
+
+    task: str = Field(min_length=1, max_length=20_000, description="the user's request")
+    profiles: list[str] | None = Field(
+        None,
+        max_length=64,
+        description="offer only these of the server's sub-agent profiles (default: all)",
+    )
+    approve: ApproveMode = Field(
+        "ask",
+        description="the lead's own approvals: ask (answered over the API), auto, deny; "
+        "sub-agents always ask",
+    )
+    timeout_s: float | None = Field(
+        None, gt=0, description="seconds the session may run (capped by the server)"
+    )
+    instructions: str | None = Field(
+        None, max_length=10_000, description="appended to the lead's system prompt"
+    )
+
+
+class PostMessage(_Body):
+    """``POST /sessions/{id}/messages``: a follow-up to the lead, or a task for a sub-agent."""
+
+    content: str = Field(min_length=1, max_length=20_000)
+    to: str = Field("lead", pattern=NAME_PATTERN, description="the recipient agent")
+    type: Literal["task", "message"] = "task"
+
+
+class Decision(_Body):
+    """``POST /sessions/{id}/approvals/{call_id}``: the answer to one pending approval."""
+
+    approved: bool
+    reason: str = Field("", max_length=2_000, description="shown to the agent")
+
+
+class Started(BaseModel):
+    id: str
+    page: str = Field(description="the live page of the session")
+    events: str = Field(description="its Server-Sent Events stream")
+    state: str = Field(description="its state as JSON")
+
+
+class Posted(BaseModel):
+    id: str = Field(description="the envelope id (idempotency key) of the message")
+
+
+class Decided(BaseModel):
+    call_id: str
+    approved: bool
+    agent: str = Field(description="the agent that asked")
+
+
+class Cancelled(BaseModel):
+    id: str
+    cancelling: bool = True
+
+
+class ProfileInfo(BaseModel):
+    name: str
+    description: str
+
+
+class Profiles(BaseModel):
+    profiles: list[ProfileInfo]
+
+
+class ErrorBody(BaseModel):
+    """Every error: ``detail`` is one line saying what is wrong and what to do; ``errors`` lists
+    each invalid field of a 422."""
+
+    detail: str
+    errors: list[dict[str, object]] = Field(default_factory=list)

@@ -1,0 +1,146 @@
+"""Who may call the server, and what a request body may be.
+
+**Token.** When the server has a token, every request — API, SSE, media, pages, assets, the
+OpenAPI document, unknown paths — must carry it, in one of three ways, because a browser cannot
+put headers on everything it fetches:
+
+- ``Authorization: Bearer <token>`` (programs);
+- ``?token=<token>`` (an ``EventSource`` or a link; on a page it is swapped for the cookie);
+- the ``baton_token`` cookie, set (``HttpOnly``, ``SameSite=Strict``) when a page is opened with
+  ``?token=``, so the page's own ``EventSource``, ``fetch`` and ``<img>`` requests carry it.
+
+Anything else is ``401`` with ``WWW-Authenticate: Bearer``. Tokens are compared in constant time.
+A cross-site page cannot ride on the cookie: it is ``SameSite=Strict``, and every ``POST`` needs a
+JSON body, which a cross-origin form cannot send without a CORS preflight (closed by default).
+
+**Bodies.** JSON only (``415`` otherwise), at most ``max_body_bytes`` (``413``, counted as the
+bytes arrive, not trusted from ``Content-Length``), validated against the route's model (``422``
+with one line naming the first bad field, and every error listed).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from http.cookies import SimpleCookie
+from typing import TypeVar
+from urllib.parse import parse_qsl, urlencode
+
+from pydantic import BaseModel, ValidationError
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+COOKIE = "baton_token"
+QUERY = "token"
+PAGES = frozenset({"/"})
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+class TokenGuard:
+    """ASGI middleware: no token, no service (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        if self._matches(_bearer(headers)) or self._matches(_cookie(headers)):
+            await self.app(scope, receive, send)
+            return
+        if self._matches(query.get(QUERY)):
+            if scope["method"] == "GET" and _is_page(scope["path"]):
+                await _swap_for_cookie(scope, query, self._token.decode())(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+            return
+        response = JSONResponse(
+            {"detail": "a bearer token is required: send 'Authorization: Bearer <token>', "
+                       "or ?token=<token> on a page or an EventSource URL"},
+            status_code=401,
+            headers={"WWW-Authenticate": 'Bearer realm="baton"'},
+        )  # fmt: skip
+        await response(scope, receive, send)
+
+    def _matches(self, given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode(), self._token)
+
+
+def _bearer(headers: Headers) -> str | None:
+    scheme, _, value = headers.get("authorization", "").partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+def _cookie(headers: Headers) -> str | None:
+    raw = headers.get("cookie")
+    if not raw:
+        return None
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(raw)
+    except Exception:  # a malformed cookie header is just no cookie
+        return None
+    morsel = jar.get(COOKIE)
+    return morsel.value if morsel is not None else None
+
+
+def _is_page(path: str) -> bool:
+    if path in PAGES:
+        return True
+    parts = path.strip("/").split("/")
+    return len(parts) == 2 and parts[0] == "sessions"
+
+
+def _swap_for_cookie(scope: Scope, query: dict[str, str], token: str) -> RedirectResponse:
+    """Redirect a page opened with ``?token=`` to the same URL without it, setting the cookie,
+    so the token leaves the address bar and history and the page's requests carry it."""
+    rest = urlencode({k: v for k, v in query.items() if k != QUERY})
+    response = RedirectResponse(scope["path"] + (f"?{rest}" if rest else ""), status_code=303)
+    response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+    return response
+
+
+async def read_model(request: Request, model: type[Model], limit: int) -> Model:
+    """The request's JSON body as ``model``, or the HTTP error that says what is wrong."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise HTTPException(415, "send the body as JSON (Content-Type: application/json)")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, f"the body is over the {limit}-byte limit")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise HTTPException(413, f"the body is over the {limit}-byte limit")
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BodyInvalid(f"the body is not valid JSON: {exc}", []) from exc
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        first = errors[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        listed: list[dict[str, object]] = [
+            {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors
+        ]
+        raise BodyInvalid(f"{where}: {first['msg']}", listed) from exc
+
+
+class BodyInvalid(Exception):
+    """A body that parsed but does not fit (or did not parse): answered as 422."""
+
+    def __init__(self, detail: str, errors: list[dict[str, object]]) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = errors
