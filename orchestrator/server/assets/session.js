@@ -7,6 +7,7 @@ const MEDIA_ROOT = document.querySelector("meta[name=baton-media-root]").content
 const base = `/sessions/${encodeURIComponent(SESSION)}`;
 const $ = (id) => document.getElementById(id);
 let eventCount = 0;
+let leadBreak = false; // a new lead round starts a new paragraph of its text
 
 function mediaUrl(url) {
   if (url.startsWith(MEDIA_ROOT)) return "/media/" + url.slice(MEDIA_ROOT.length);
@@ -61,12 +62,10 @@ function setAgentStatus(node, status) {
   node.dataset.status = status;
 }
 
-function approvalKey(agent, callId) { return `${agent}\u0000${callId}`; }
-
 function addApproval(agent, call) {
   const node = document.createElement("div");
   node.className = "approval";
-  node.dataset.key = approvalKey(agent, call.call_id);
+  node.dataset.agent = agent;
   node.dataset.call = call.call_id;
   const text = document.createElement("p");
   const code = document.createElement("code");
@@ -98,7 +97,9 @@ async function decide(node, callId, approved, note) {
 }
 
 function removeApproval(agent, callId) {
-  const node = document.querySelector(`.approval[data-key="${CSS.escape(approvalKey(agent, callId))}"]`);
+  const node = document.querySelector(
+    `.approval[data-agent="${CSS.escape(agent)}"][data-call="${CSS.escape(callId)}"]`,
+  );
   if (node) node.remove();
   $("no-approvals").hidden = document.querySelectorAll(".approval").length > 0;
 }
@@ -118,8 +119,13 @@ const handlers = {
     $("task").textContent = e.task;
     $("model").textContent = e.offline ? `model: ${e.model} (offline: built-in, canned answers)` : `model: ${e.model}`;
   },
+  "round.started": (e) => {
+    if (e.agent === "lead" && $("lead-text").textContent) leadBreak = true;
+  },
   "text.delta": (e) => {
-    if (e.agent === "lead") $("lead-text").append(e.text);
+    if (e.agent !== "lead") return;
+    $("lead-text").append(leadBreak ? `\n\n${e.text}` : e.text);
+    leadBreak = false;
   },
   "agent.spawned": (e) => {
     if (e.agent === "lead") return;

@@ -1,0 +1,106 @@
+"""The live page in a real browser: headless Chromium from Debian's packages, driven by Playwright.
+
+No browser is downloaded: Playwright launches ``/usr/bin/chromium`` (``apt-get install
+chromium``). Every wait is for a selector or a condition in the page, never a sleep.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from playwright.async_api import async_playwright
+
+from bus.memory import MemoryBus
+from tests.server.helpers import TOKEN, serving
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+WAIT_MS = 30_000
+
+
+def _image_loaded(agent: str) -> str:
+    return (
+        "() => { const img = document.querySelector"
+        f"('.agent[data-agent=\"{agent}\"] .media img');"
+        " return !!img && img.complete && img.naturalWidth > 0; }"
+    )
+
+
+async def test_live_page_streams_cards_images_and_an_approval(tmp_path: Path) -> None:
+    async with (
+        MemoryBus() as bus,
+        serving(bus, tmp_path, token=TOKEN) as server,
+        async_playwright() as playwright,
+    ):
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = await browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            # The token in the URL becomes a cookie; the page's own requests then carry it.
+            await page.goto(f"{server.url}/?token={TOKEN}")
+            assert page.url == f"{server.url}/"
+            await page.wait_for_selector("input[name=profile][value=publisher]")
+            await page.fill("#task", "paint a fox and sketch a heron and publish a haiku")
+            await page.click("#start-button")
+            await page.wait_for_url(f"{server.url}/sessions/s-*")
+
+            # The lead's text streams in: something first, then (after the approval) more.
+            lead = page.locator("#lead-text")
+            await page.wait_for_function(
+                "() => document.querySelector('#lead-text').textContent.length > 0",
+                timeout=WAIT_MS,
+            )
+            first = len(await lead.text_content() or "")
+
+            # The image-making sub-agents finish with their pictures loaded.
+            for agent in ("painter", "sketcher"):
+                await page.wait_for_selector(
+                    f'.agent[data-agent="{agent}"][data-status="done"]', timeout=WAIT_MS
+                )
+                await page.wait_for_function(_image_loaded(agent), timeout=WAIT_MS)
+
+            # The publisher waits for a person: approve it on the page.
+            approve = page.locator(".approval button.approve")
+            await approve.wait_for(timeout=WAIT_MS)
+            assert "publish" in (await page.locator(".approval code").text_content() or "")
+            await page.wait_for_selector('.agent[data-agent="publisher"][data-status="working"]')
+            await approve.click()
+            await page.wait_for_selector(".approval", state="detached", timeout=WAIT_MS)
+
+            # ... and the session carries on to its end.
+            await page.wait_for_selector(
+                '.agent[data-agent="publisher"][data-status="done"]', timeout=WAIT_MS
+            )
+            await page.wait_for_selector("#status[data-status=completed]", timeout=WAIT_MS)
+            await page.wait_for_selector("#final:not([hidden])")
+            await page.wait_for_function(
+                f"() => document.querySelector('#lead-text').textContent.length > {first}"
+            )
+            answer = await page.locator("#answer").text_content() or ""
+            assert "publisher: Done: publish a haiku" in answer
+            assert "painter" in answer and "sketcher" in answer
+            assert await page.locator("#final-media img").count() == 2
+            await page.wait_for_function(
+                "() => [...document.querySelectorAll('#final-media img')]"
+                ".every((img) => img.complete && img.naturalWidth > 0)"
+            )
+            shot = tmp_path / "session.png"
+            await page.screenshot(path=str(shot), full_page=True)
+            assert shot.stat().st_size > 10_000
+            assert errors == []
+
+            # Back on the list, the finished session is there.
+            await page.click("header h1 a")
+            await page.wait_for_selector(".sessions .badge[data-status=completed]")
+        finally:
+            await browser.close()
