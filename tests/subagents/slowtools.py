@@ -8,6 +8,7 @@ and then blocks, giving the test a window to kill the worker mid-tool. Later cal
 from __future__ import annotations
 
 import os
+import sys
 
 import anyio
 
@@ -25,5 +26,8 @@ async def slow_step(text: str) -> str:
         except FileNotFoundError:
             pass
         else:
+            # Said on stderr (which the test reads line by line) once the marker is taken, so
+            # the test kills this process only after a resumed run can no longer block here.
+            print("slow_step blocking", file=sys.stderr, flush=True)
             await anyio.sleep(60)
     return f"worked on {text!r}"
