@@ -401,6 +401,9 @@ class SubAgent:
                 meta={"final": True, "reason": final.reason, "steps": final.steps},
             )
             await persist(lambda: self.bus.send(envelope), "final result")
+            # Recorded before the events go out, so an observer of AgentExited reads "exited".
+            done = {"status": "exited"}
+            await persist(lambda: self.bus.set_agent_state(self.session, self.name, done), "exit")
             for event in (
                 AgentResult(
                     session=self.session,
@@ -411,8 +414,6 @@ class SubAgent:
                 AgentExited(session=self.session, agent=self.name, reason=final.reason),
             ):
                 await persist(partial(self.bus.emit, event), "exit events")
-            done = {"status": "exited"}
-            await persist(lambda: self.bus.set_agent_state(self.session, self.name, done), "exit")
             unacked = list(self._unacked)
             if unacked:
                 await persist(lambda: self.bus.ack(self.session, self.name, unacked), "final ack")

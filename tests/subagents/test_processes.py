@@ -26,7 +26,7 @@ import pytest
 
 from bus.base import Bus, BusOptions
 from bus.connect import open_bus
-from bus.events import AgentSpawned, ToolCalled
+from bus.events import AgentExited, AgentSpawned, ToolCalled
 from bus.messages import SpawnRequest
 from bus.redis_server import RedisServer, free_port
 from orchestrator.llm import ScriptedServer
@@ -207,6 +207,10 @@ async def test_kill_9_mid_round_resumes_on_the_other_worker(
         final = lead.results_from("v")[0]
         assert "Done: paint the VICTIM fox" in final.content
         assert len(final.media_urls) == 1 and read_png(file_path(final.media_urls[0]))
+        # The report goes out before the agent records that it exited: wait for that too.
+        await wait_for_event(
+            c.bus, SESSION, lambda e: isinstance(e, AgentExited) and e.agent == "v", timeout=60
+        )
         state = await c.bus.get_agent_state(SESSION, "v")
         assert state["status"] == "exited" and state["owner"].startswith(survivor.name + "/")
         checkpoint = load_checkpoint(state["checkpoint"])
