@@ -229,7 +229,10 @@ class Session:
             if self._group is not None:
                 self._group.cancel_scope.cancel()
             self._fanout.close()
-            await stack.__aexit__(exc_type, exc, tb)
+            try:
+                await stack.__aexit__(exc_type, exc, tb)
+            finally:
+                self._fanout.close_viewers()
 
     def _channel(self) -> InteractionChannel:
         mode = self.config.approve

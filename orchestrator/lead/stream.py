@@ -15,6 +15,7 @@ that closes its stream is dropped.
 from __future__ import annotations
 
 import logging
+import weakref
 
 import anyio
 from anyio.abc import TaskStatus
@@ -70,6 +71,7 @@ class EventFanout:
     def __init__(self, buffer: int = VIEWER_BUFFER) -> None:
         self._buffer = buffer
         self._sends: list[MemoryObjectSendStream[Event]] = []
+        self._streams: weakref.WeakSet[EventStream] = weakref.WeakSet()
         self._closed = False
 
     def subscribe(self) -> EventStream:
@@ -79,7 +81,9 @@ class EventFanout:
             send.close()
         else:
             self._sends.append(send)
-        return EventStream(receive)
+        stream = EventStream(receive)
+        self._streams.add(stream)
+        return stream
 
     async def publish(self, event: Event) -> None:
         for send in list(self._sends):
@@ -94,6 +98,12 @@ class EventFanout:
         sends, self._sends = self._sends, []
         for send in sends:
             send.close()
+
+    def close_viewers(self) -> None:
+        """Close every viewer's stream now (its owner is going away), rather than leaving an
+        abandoned one to the garbage collector, whose order of finalisers is not ours to pick."""
+        for stream in list(self._streams):
+            stream.close()
 
 
 class EventRouter:

@@ -100,7 +100,9 @@ async def test_timeout_gets_a_last_answer_and_shuts_the_subagents_down(tmp_path:
     assert isinstance(log[-1], SessionFinished) and log[-1].status == "timed_out"
     note = server.requests[-1].messages[-1]["content"]
     assert note.startswith("[error from session] The session timed out") and "slow" in note
-    assert [envelope.type for envelope in left] == ["shutdown"]
+    # The busy agent was handed back unfinished: its task returns to the inbox for whoever
+    # resumes it, followed by the shutdown the session sent.
+    assert [envelope.type for envelope in left] == ["task", "shutdown"]
 
 
 def _idle_writer(tmp_path: Path) -> tuple[SessionConfig, OpenAIChatModel]:
