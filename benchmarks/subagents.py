@@ -173,7 +173,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     with ExitStack() as stack:
         url = args.redis_url
         if url is None:
-            url = stack.enter_context(RedisServer()).url
+            url = stack.enter_context(RedisServer(appendfsync="everysec")).url  # as in production
         media = Path(stack.enter_context(TemporaryDirectory()))
         measure = redis.Redis.from_url(url, decode_responses=True)
         stack.callback(measure.close)

@@ -125,7 +125,8 @@ class Bus(ABC):
         self.options = options or BusOptions()
         self._closed = False
         self._in_context = False
-        self._ledgers: dict[tuple[str, str, str], InboxLedger] = {}
+        # (session, agent) → consumer → ledger: forgetting an inbox must not scan them all.
+        self._ledgers: dict[tuple[str, str], dict[str, InboxLedger]] = {}
 
     @property
     def consumer(self) -> str:
@@ -279,15 +280,17 @@ class Bus(ABC):
         """Raises ``BusUnreachable`` unless the backend answers."""
 
     def _ledger(self, session: str, agent: str, consumer: str | None) -> InboxLedger:
-        key = (session, agent, consumer or self.consumer)
-        ledger = self._ledgers.get(key)
+        by_consumer = self._ledgers.get((session, agent))
+        if by_consumer is None:
+            by_consumer = self._ledgers[(session, agent)] = {}
+        name = consumer or self.consumer
+        ledger = by_consumer.get(name)
         if ledger is None:
-            ledger = self._ledgers[key] = InboxLedger()
+            ledger = by_consumer[name] = InboxLedger()
         return ledger
 
     def _forget_ledgers(self, session: str, agent: str) -> None:
-        for key in [k for k in self._ledgers if k[0] == session and k[1] == agent]:
-            del self._ledgers[key]
+        self._ledgers.pop((session, agent), None)
 
     async def _screen(
         self,
