@@ -33,7 +33,7 @@ from bus.connect import open_bus
 from bus.events import Event
 from bus.messages import Envelope
 from orchestrator.engine import LoopLimits, Tool, tool
-from orchestrator.hitl import (
+from orchestrator.engine.bus_channel import (
     ApprovalNotFound,
     BusInteractionChannel,
     answer_approval,

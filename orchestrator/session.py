@@ -45,7 +45,7 @@ from bus.ids import new_id
 from bus.messages import MessageType, SessionId, make_envelope
 from orchestrator.compose import SettingsModels, descriptions, lead_model, resolve_profiles
 from orchestrator.engine import InteractionChannel, LoopLimits, PolicyChannel, Tool
-from orchestrator.hitl import BusInteractionChannel, answer_approval
+from orchestrator.engine.bus_channel import BusInteractionChannel, answer_approval
 from orchestrator.lead.agent import Lead, LeadOutcome, LeadStatus
 from orchestrator.lead.prompt import LEAD_NAME
 from orchestrator.lead.stream import DEFAULT_FLUSH_S, EventFanout, EventRouter, EventStream

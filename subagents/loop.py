@@ -38,7 +38,7 @@ from bus.events import AgentExited, AgentProgress, AgentResult, Event, TextDelta
 from bus.ids import new_id
 from bus.messages import Envelope
 from orchestrator.engine import AgentLoop, StopReason, Telemetry, ToolRegistry, TurnResult
-from orchestrator.hitl import BusInteractionChannel
+from orchestrator.engine.bus_channel import BusInteractionChannel
 from orchestrator.llm.types import ChatModel, Message
 from subagents.context import AgentContext, enter_agent
 from subagents.errors import LostOwnership

@@ -102,7 +102,7 @@ async def approve(
     settings: BatonSettings, session: str, call_id: str, approved: bool, reason: str
 ) -> None:
     """Answer an approval a sub-agent waits for, wherever it runs."""
-    from orchestrator.hitl import answer_approval
+    from orchestrator.engine.bus_channel import answer_approval
 
     async with shared_bus(settings) as bus:
         agent = await answer_approval(bus, session, call_id, approved, reason=reason)

@@ -130,7 +130,7 @@ async def answer_questions(
     session: Session, renderer: Renderer, questions: MemoryObjectReceiveStream[ApprovalRequested]
 ) -> None:
     """Ask the person at the terminal about each approval request, one at a time."""
-    from orchestrator.hitl import ApprovalNotFound
+    from orchestrator.engine.bus_channel import ApprovalNotFound
     from orchestrator.render_live import LiveRenderer
 
     async with questions:

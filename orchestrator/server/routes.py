@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from bus.messages import make_envelope
-from orchestrator.hitl import ApprovalNotFound, answer_approval
+from orchestrator.engine.bus_channel import ApprovalNotFound, answer_approval
 from orchestrator.server.context import ServerContext
 from orchestrator.server.media import public_url
 from orchestrator.server.schemas import (

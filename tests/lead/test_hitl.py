@@ -8,7 +8,7 @@ import pytest
 from bus.events import ApprovalDecided, ApprovalRequested, Event, ToolCallInfo
 from bus.messages import Envelope
 from orchestrator.engine import AgentLoop, ApprovalQuestion, InteractionCancelled, LoopLimits
-from orchestrator.hitl import (
+from orchestrator.engine.bus_channel import (
     ApprovalNotFound,
     BusInteractionChannel,
     answer_approval,

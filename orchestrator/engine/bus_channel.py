@@ -30,12 +30,11 @@ from bus.base import Bus
 from bus.errors import BatonError
 from bus.events import ApprovalDecided, ApprovalRequested
 from bus.messages import Envelope
-from orchestrator.engine import (
+from orchestrator.engine.errors import InteractionCancelled, InteractionUnavailable
+from orchestrator.engine.interaction import (
     ApprovalDecision,
     ApprovalQuestion,
     ImageQuestion,
-    InteractionCancelled,
-    InteractionUnavailable,
     ProvidedMedia,
     UploadQuestion,
 )
