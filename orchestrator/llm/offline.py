@@ -43,6 +43,7 @@ tool results>)``; after that, or with no such tools, it answers with text.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any, Literal
@@ -155,6 +156,10 @@ def _delegate(request: str, agents: list[str], turn: int) -> Reply:
     return Reply(calls=calls)
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
 def _summary(results: list[tuple[str, str]], delegated: list[str]) -> str:
     reported = list(dict.fromkeys(sender for sender, _ in results))
     urls = list(dict.fromkeys(url for _, text in results for url in _urls(text)))
@@ -212,10 +217,12 @@ def _subagent(messages: list[Json], tools: list[Json]) -> Reply:
     if "send_message" in called:
         return _say(f"Reported the result to the lead. {summary}")
     if workers and not called:
-        turn = len(messages)
+        # Ids carry a digest of the task: still deterministic, but two sub-agents waiting for
+        # approval at once are not both asking about "call_sub_2_0" (approvals are keyed by id).
+        prefix = f"call_sub_{_digest(task)}_{len(messages)}"
         return Reply(
             calls=[
-                Call(name, pieces(json.dumps({param: task}), _ARG_PIECE), id=f"call_sub_{turn}_{i}")
+                Call(name, pieces(json.dumps({param: task}), _ARG_PIECE), id=f"{prefix}_{i}")
                 for i, (name, param) in enumerate(workers)
             ]
         )
