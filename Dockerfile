@@ -1,4 +1,4 @@
-# baton: one image for every role (`baton worker`, `baton run`, and `baton serve` later).
+# baton: one image for every role (`baton worker`, `baton run`, `baton serve`).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -13,7 +13,7 @@ COPY pyproject.toml README.md ./
 COPY bus ./bus
 COPY orchestrator ./orchestrator
 COPY subagents ./subagents
-RUN pip install . && useradd --create-home --uid 10001 baton && mkdir -p /app/media \
+RUN pip install ".[server]" && useradd --create-home --uid 10001 baton && mkdir -p /app/media \
     && chown baton /app/media
 
 USER baton
