@@ -18,8 +18,9 @@ wherever the offline model is in use.
 
 * Nothing answered since the request: split it into sub-tasks (on newlines, ``;``, ``,``, and the
   words "and"/"then") and call ``send_message(to=<agent>, content=<sub-task>, type="task")`` once
-  per sub-task, all in parallel, assigning agents round-robin from the ``to`` parameter's ``enum``
-  (``"lead"``/``"user"`` left out) or ``"worker"`` when there is none. No ``send_message`` tool:
+  per sub-task, all in parallel, to the agent whose name the sub-task's words start like ("paint
+  a fox" → ``painter``), else round-robin from the ``to`` parameter's ``enum`` (``"lead"``/
+  ``"user"`` left out) or ``"worker"`` when there is none. No ``send_message`` tool:
   it answers with text.
 * Delegated, no results yet: "Delegated N tasks (…); waiting for results."
 * Results in the context since the request: a summary naming each agent that reported and listing
@@ -148,12 +149,22 @@ def _delegate(request: str, agents: list[str], turn: int) -> Reply:
     tasks = [task for task in tasks if task] or [request or "(empty request)"]
     calls = []
     for number, task in enumerate(tasks):
-        agent = agents[number % len(agents)]
+        agent = _named_in(task, agents) or agents[number % len(agents)]
         args = json.dumps({"to": agent, "content": task, "type": "task"})
         calls.append(
             Call("send_message", pieces(args, _ARG_PIECE), id=f"call_lead_{turn}_{number}")
         )
     return Reply(calls=calls)
+
+
+def _named_in(task: str, agents: list[str]) -> str | None:
+    """The agent whose name the task's verb starts like ("paint a fox" → painter), if any."""
+    words = re.findall(r"[a-z]+", task.lower())
+    for agent in agents:
+        stem = agent.lower()[:5]
+        if len(stem) >= 4 and any(word.startswith(stem) for word in words):
+            return agent
+    return None
 
 
 def _digest(text: str) -> str:
