@@ -171,6 +171,7 @@ class RedisBus(Bus):
         self._held_spawn: set[str] = set()
         self._spawn_expiry_checked_at = float("-inf")
         self._spawn_releases_seen = 0
+        self._tails: dict[str, int] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -466,7 +467,27 @@ class RedisBus(Bus):
         self, session: str, *, after: str | None = None, follow: bool = True
     ) -> AsyncIterator[LoggedEvent]:
         key = self.keys.events(session)
-        watch = await self._watch(key) if follow else None
+        if not follow:
+            async for logged in self._tail(session, key, after, None):
+                yield logged
+            return
+        # Tails of one session share its wake-up channel; the last one to end unsubscribes,
+        # so a server that watched thousands of sessions does not stay subscribed to them all.
+        self._tails[key] = self._tails.get(key, 0) + 1
+        try:
+            watch = await self._watch(key)
+            async for logged in self._tail(session, key, after, watch):
+                yield logged
+        finally:
+            self._tails[key] -= 1
+            if not self._tails[key]:
+                del self._tails[key]
+                if not self._closed:
+                    await self._dispatcher.unwatch(key)
+
+    async def _tail(
+        self, session: str, key: str, after: str | None, watch: Watch | None
+    ) -> AsyncIterator[LoggedEvent]:
         cursor = after or "0-0"
         while True:
             mark = watch.generation if watch is not None else 0

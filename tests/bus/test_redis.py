@@ -12,6 +12,7 @@ import anyio
 from redis.asyncio import Redis
 
 from bus.base import BusOptions
+from bus.events import SessionStarted
 from bus.messages import Envelope, SpawnRequest, make_envelope
 from bus.redis import RedisBus
 from bus.redis_server import RedisServer, redis_cli
@@ -160,3 +161,24 @@ async def test_malformed_spawn_request_goes_to_dead_letters(redis_server: RedisS
         reasons = [letter.reason for letter in await bus.dead_letters()]
         assert any("invalid spawn request" in r for r in reasons)
         assert any("no 'req' field" in r for r in reasons)
+
+
+async def test_event_tails_unsubscribe_when_the_last_one_ends(redis_server: RedisServer) -> None:
+    async with RedisBus(redis_server.url, prefix="tails") as bus:
+        await bus.emit(SessionStarted(session="s", agent="lead", task="x"))
+        channel = "tails:{s}:events"
+        async with Redis.from_url(redis_server.url, decode_responses=True) as admin:
+
+            async def subscribers() -> int:
+                counts = await admin.pubsub_numsub(channel)
+                return int(counts[0][1])
+
+            first = bus.events("s")
+            second = bus.events("s")
+            assert (await anext(first)).event.type == "session.started"
+            assert (await anext(second)).event.type == "session.started"
+            assert await subscribers() == 1  # one subscription serves both tails
+            await first.aclose()
+            assert await subscribers() == 1  # the second tail still needs it
+            await second.aclose()
+            assert await subscribers() == 0
