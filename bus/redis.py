@@ -333,6 +333,14 @@ class RedisBus(Bus):
                 ledger.pending_epoch = self._epoch
                 entries.extend(await self._own_pending(key, INBOX_GROUP, me))
             entries.extend(await self._claim_and_read(key, INBOX_GROUP, me, count, ledger))
+        except BusError as exc:
+            ledger.pending_epoch = -1
+            if "NOGROUP" not in str(exc):
+                raise
+            # The stream was deleted (or a server came back empty): start it again, once.
+            self._groups_ready.discard(key)
+            await self._ensure_group(key, INBOX_GROUP)
+            entries = await self._claim_and_read(key, INBOX_GROUP, me, count, ledger)
         except BaseException:
             ledger.pending_epoch = -1  # the reply may be lost: look at our own pending next time
             raise

@@ -182,3 +182,13 @@ async def test_event_tails_unsubscribe_when_the_last_one_ends(redis_server: Redi
             assert await subscribers() == 1  # the second tail still needs it
             await second.aclose()
             assert await subscribers() == 0
+
+
+async def test_a_deleted_inbox_starts_again(redis_server: RedisServer) -> None:
+    """A stream deleted under a reader (or a server back without its data) is recreated."""
+    async with RedisBus(redis_server.url, prefix="nogroup") as bus:
+        assert await bus.read_inbox("s", "a") == []  # the group exists now
+        async with Redis.from_url(redis_server.url) as admin:
+            assert await admin.delete("nogroup:{s}:inbox:a") == 1
+        await bus.send(task("s", "a", "after the loss"))
+        assert [e.content for e in await bus.read_inbox("s", "a")] == ["after the loss"]
