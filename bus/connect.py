@@ -10,11 +10,14 @@ from bus.errors import ConfigError
 REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 
 
-def open_bus(url: str = "memory://", options: BusOptions | None = None, **redis: int | str) -> Bus:
+def open_bus(
+    url: str = "memory://", options: BusOptions | None = None, *, prefix: str = "baton"
+) -> Bus:
     """A not-yet-started bus for ``url``; use it as ``async with open_bus(url) as bus``.
 
-    Raises ``ConfigError`` for a URL no backend understands. The Redis backend is imported only
-    when asked for, so the in-process default does not pay for it.
+    ``prefix`` is the Redis key prefix (the memory bus has no keys). Raises ``ConfigError`` for
+    a URL no backend understands. The Redis backend is imported only when asked for, so the
+    in-process default does not pay for it.
     """
     scheme = urlsplit(url).scheme.lower()
     if scheme == "memory":
@@ -24,7 +27,6 @@ def open_bus(url: str = "memory://", options: BusOptions | None = None, **redis:
     if scheme in REDIS_SCHEMES:
         from bus.redis import RedisBus
 
-        prefix = str(redis.get("prefix", "baton"))
         return RedisBus(url, options, prefix=prefix)
     raise ConfigError(
         f"unknown bus URL {url!r}: use memory://, redis://HOST:PORT/DB, rediss://... or unix://PATH"
