@@ -7,14 +7,6 @@ the floor the Redis wake-up latency is compared against.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# This file is named like the ``bus`` package; run as a script, its own folder comes first on
-# sys.path and would shadow the package. Drop it before importing anything of baton's.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
 import argparse
 import gc
 import json
@@ -26,11 +18,11 @@ from contextlib import ExitStack
 import anyio
 from redis.asyncio import Redis
 
-from bus.base import Bus, BusOptions
-from bus.memory import MemoryBus
-from bus.messages import Envelope, make_envelope
-from bus.redis import RedisBus
-from bus.redis_server import RedisServer
+from baton.bus.base import Bus, BusOptions
+from baton.bus.memory import MemoryBus
+from baton.bus.messages import Envelope, make_envelope
+from baton.bus.redis import RedisBus
+from baton.bus.redis_server import RedisServer
 
 
 def percentile(samples: list[float], q: float) -> float:

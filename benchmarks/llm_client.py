@@ -7,14 +7,6 @@ Run: ``.venv/bin/python benchmarks/llm_client.py [rounds]``
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# benchmarks/bus.py is named like the ``bus`` package; run as a script, this folder comes first on
-# sys.path and would shadow the package. Drop it before importing anything of baton's.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
 import json
 import statistics
 import sys
@@ -25,9 +17,9 @@ from typing import Any
 import anyio
 import openai
 
-from orchestrator.llm.client import ModelSettings, OpenAIChatModel
-from orchestrator.llm.script import Call, Json, Reply, pieces, text
-from orchestrator.llm.scripted import IN_PROCESS_URL, ScriptedServer
+from baton.llm.client import ModelSettings, OpenAIChatModel
+from baton.llm.script import Call, Json, Reply, pieces, text
+from baton.llm.scripted import IN_PROCESS_URL, ScriptedServer
 
 MESSAGES: list[Any] = [
     {"role": "system", "content": "You are a helpful assistant with tools."},

@@ -23,14 +23,6 @@ Run: ``.venv/bin/python -m benchmarks.loop [--rounds N] [--profile]`` (as a modu
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# benchmarks/bus.py is named like the ``bus`` package; run as a script, this folder comes first on
-# sys.path and would shadow the package. Drop it before importing anything of baton's.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
 import argparse
 import cProfile
 import io
@@ -45,12 +37,12 @@ from typing import Any
 import anyio
 import openai
 
-from bus.events import Event
-from orchestrator.engine import AgentLoop, tool
-from orchestrator.llm.client import ModelSettings, OpenAIChatModel
-from orchestrator.llm.script import Call, ScriptItem, text, tool_calls
-from orchestrator.llm.scripted import IN_PROCESS_URL, ScriptedServer
-from orchestrator.llm.types import Message
+from baton.bus.events import Event
+from baton.engine import AgentLoop, tool
+from baton.llm.client import ModelSettings, OpenAIChatModel
+from baton.llm.script import Call, ScriptItem, text, tool_calls
+from baton.llm.scripted import IN_PROCESS_URL, ScriptedServer
+from baton.llm.types import Message
 
 ARGS = '{"city": "Paris", "units": "metric"}'
 

@@ -21,28 +21,22 @@ Run: ``.venv/bin/python benchmarks/server.py [--clients 1000] [--hold 60]``.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# benchmarks/bus.py is named like the ``bus`` package; run as a script, this folder comes first on
-# sys.path and would shadow the package. Drop it before importing anything of baton's.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
 import argparse
 import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import anyio
 import httpx2
 
-from bus.connect import open_bus
-from bus.events import SessionStarted, TextDelta
-from bus.redis_server import RedisServer, free_port
+from baton.bus.connect import open_bus
+from baton.bus.events import SessionStarted, TextDelta
+from baton.bus.redis_server import RedisServer, free_port
 
 BATON = str(Path(sys.executable).parent / "baton")
 SESSION = "s-bench"

@@ -17,21 +17,15 @@ Run: ``.venv/bin/python benchmarks/session.py [--runs 5]``.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# benchmarks/bus.py is named like the ``bus`` package; run as a script, this folder comes first on
-# sys.path and would shadow the package. Drop it before importing anything of baton's.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
 import argparse
 import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import anyio
 
@@ -76,8 +70,8 @@ def first_token_ms(env: dict[str, str]) -> float:
 
 
 async def session_10_subagents(media: Path) -> float:
-    from orchestrator.api import Profile, Session, SessionConfig
-    from subagents.tools import builtin_tools
+    from baton.api import Profile, Session, SessionConfig
+    from baton.subagents.tools import builtin_tools
 
     paint = builtin_tools()["generate_image"]
     profiles = [

@@ -20,14 +20,6 @@ Run: ``.venv/bin/python -m benchmarks.subagents [--idle 10000] [--fanout 1000] [
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# benchmarks/bus.py is named like the ``bus`` package; run as a script, this folder comes first on
-# sys.path and would shadow the package. Drop it before importing anything of baton's.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
 import argparse
 import gc
 import json
@@ -45,14 +37,14 @@ from typing import Any
 import anyio
 import redis
 
-from bus.base import Bus, BusOptions
-from bus.connect import open_bus
-from bus.messages import Envelope, SpawnRequest
-from bus.redis_server import RedisServer
-from orchestrator.llm import offline_model
-from subagents.loop import SubAgent
-from subagents.profiles import AgentLimits, Profile
-from subagents.worker import Worker
+from baton.bus.base import Bus, BusOptions
+from baton.bus.connect import open_bus
+from baton.bus.messages import Envelope, SpawnRequest
+from baton.bus.redis_server import RedisServer
+from baton.llm import offline_model
+from baton.subagents.loop import SubAgent
+from baton.subagents.profiles import AgentLimits, Profile
+from baton.subagents.worker import Worker
 
 PREFIX = "bench"
 

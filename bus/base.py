@@ -1,7 +1,7 @@
 """The ``Bus`` interface: what every backend guarantees, and what it raises.
 
-Two backends implement it — :class:`bus.memory.MemoryBus` (in-process, the default) and
-:class:`bus.redis.RedisBus` — and one contract test suite runs against both. Delivery is
+Two backends implement it — :class:`baton.bus.memory.MemoryBus` (in-process, the default) and
+:class:`baton.bus.redis.RedisBus` — and one contract test suite runs against both. Delivery is
 at-least-once: a message handed out and not acked is handed out again once its lease expires, so
 consumers dedupe by envelope ``id`` (the bus also drops duplicates it has seen acked itself).
 
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
-from bus.errors import BusClosed, InvalidEnvelope
-from bus.events import ErrorEvent, Event
-from bus.ids import new_id
-from bus.messages import (
+from baton.bus.errors import BusClosed, InvalidEnvelope
+from baton.bus.events import ErrorEvent, Event
+from baton.bus.ids import new_id
+from baton.bus.messages import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DeadLetter,
     Envelope,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from bus.base import Bus, BusOptions
-from bus.errors import ConfigError
+from baton.bus.base import Bus, BusOptions
+from baton.bus.errors import ConfigError
 
 REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 
@@ -21,11 +21,11 @@ def open_bus(
     """
     scheme = urlsplit(url).scheme.lower()
     if scheme == "memory":
-        from bus.memory import MemoryBus
+        from baton.bus.memory import MemoryBus
 
         return MemoryBus(options, url=url)
     if scheme in REDIS_SCHEMES:
-        from bus.redis import RedisBus
+        from baton.bus.redis import RedisBus
 
         return RedisBus(url, options, prefix=prefix)
     raise ConfigError(

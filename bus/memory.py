@@ -16,17 +16,17 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
-from bus.base import Bus, BusOptions, LoggedEvent, SpawnClaim
-from bus.errors import InvalidEnvelope
-from bus.events import Event, dump_event, parse_event
-from bus.messages import (
+from baton.bus.base import Bus, BusOptions, LoggedEvent, SpawnClaim
+from baton.bus.errors import InvalidEnvelope
+from baton.bus.events import Event, dump_event, parse_event
+from baton.bus.messages import (
     DeadLetter,
     Envelope,
     SpawnRequest,
     encode_envelope,
     parse_spawn_request,
 )
-from bus.wake import WakeHub
+from baton.bus.wake import WakeHub
 
 
 @dataclass(slots=True)

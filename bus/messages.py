@@ -20,9 +20,9 @@ from pydantic import (
     ValidationError,
 )
 
-from bus.errors import InvalidEnvelope
-from bus.events import utc_now
-from bus.ids import new_id
+from baton.bus.errors import InvalidEnvelope
+from baton.bus.events import utc_now
+from baton.bus.ids import new_id
 
 WIRE_VERSION: Literal[1] = 1
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024

@@ -2,8 +2,8 @@
 
 Connection economy: two command connections plus one pub/sub connection, however many agents the
 process hosts. Commands issued at the same moment share a pipeline round trip
-(:mod:`bus.redis_batch`). Nothing blocks on the server (no ``BLOCK`` reads): waiting is done on
-pub/sub wake-ups, so no read can outlive the socket timeout and a slow agent never holds a
+(:mod:`baton.bus.redis_batch`). Nothing blocks on the server (no ``BLOCK`` reads): waiting is
+done on pub/sub wake-ups, so no read can outlive the socket timeout and a slow agent never holds a
 command connection.
 
 Faults: redis-py's own retries are off; each operation is retried here with backoff (tenacity),
@@ -35,14 +35,20 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from bus.base import Bus, BusOptions, InboxLedger, LoggedEvent, SpawnClaim
-from bus.errors import BusClosed, BusError, BusUnreachable, ConfigError, InvalidEnvelope
-from bus.events import Event, dump_event, parse_event
-from bus.keys import INBOX_GROUP, SPAWN_GROUP, Keys
-from bus.messages import DeadLetter, Envelope, SpawnRequest, encode_envelope, parse_spawn_request
-from bus.redis_batch import Command, CommandBatcher
-from bus.redis_wake import WakeDispatcher
-from bus.wake import RELEASED, WakeHub, Watch
+from baton.bus.base import Bus, BusOptions, InboxLedger, LoggedEvent, SpawnClaim
+from baton.bus.errors import BusClosed, BusError, BusUnreachable, ConfigError, InvalidEnvelope
+from baton.bus.events import Event, dump_event, parse_event
+from baton.bus.keys import INBOX_GROUP, SPAWN_GROUP, Keys
+from baton.bus.messages import (
+    DeadLetter,
+    Envelope,
+    SpawnRequest,
+    encode_envelope,
+    parse_spawn_request,
+)
+from baton.bus.redis_batch import Command, CommandBatcher
+from baton.bus.redis_wake import WakeDispatcher
+from baton.bus.wake import RELEASED, WakeHub, Watch
 
 _FAULTS = (RedisConnectionError, RedisTimeoutError, OSError)
 _DEAD_CAP = 10_000

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from bus.errors import ConfigError
+from baton.bus.errors import ConfigError
 
 _READY_MARK = "Ready to accept connections"
 

@@ -22,8 +22,8 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bus.errors import BusUnreachable
-from bus.wake import CONFIRMED, WakeHub, Watch
+from baton.bus.errors import BusUnreachable
+from baton.bus.wake import CONFIRMED, WakeHub, Watch
 
 log = logging.getLogger(__name__)
 

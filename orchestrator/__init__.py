@@ -1,2 +1,84 @@
-"""The agent loop engine (model client, tools, governance), the lead agent, sessions, the CLI and
-the HTTP server."""
+"""baton: a lead/sub-agent orchestration runtime.
+
+One import name over three folders: ``orchestrator/`` is this package, ``bus/`` is
+:mod:`baton.bus` and ``subagents/`` is :mod:`baton.subagents` (the ``package-dir`` mapping in
+``pyproject.toml``). The embedding API is importable from here::
+
+    from baton import Session, SessionConfig, Worker, Profile, tool
+
+The names resolve lazily (PEP 562) from :mod:`baton.api`: every ``baton.*`` import runs this file
+first, and the CLI's start-up and the bus layer must not pay for the model client and the engine
+they never use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from baton.api import (
+        ApprovalNotFound,
+        ApproveMode,
+        Bus,
+        BusInteractionChannel,
+        Envelope,
+        Event,
+        Lead,
+        LeadOutcome,
+        LoopLimits,
+        ModelSettings,
+        Profile,
+        Session,
+        SessionConfig,
+        SessionResult,
+        Tool,
+        Worker,
+        answer_approval,
+        approvals_inbox,
+        builtin_profiles,
+        find_pending_approval,
+        load_profiles,
+        new_session_id,
+        open_bus,
+        open_session,
+        tool,
+    )
+
+__all__ = [
+    "ApprovalNotFound",
+    "ApproveMode",
+    "Bus",
+    "BusInteractionChannel",
+    "Envelope",
+    "Event",
+    "Lead",
+    "LeadOutcome",
+    "LoopLimits",
+    "ModelSettings",
+    "Profile",
+    "Session",
+    "SessionConfig",
+    "SessionResult",
+    "Tool",
+    "Worker",
+    "answer_approval",
+    "approvals_inbox",
+    "builtin_profiles",
+    "find_pending_approval",
+    "load_profiles",
+    "new_session_id",
+    "open_bus",
+    "open_session",
+    "tool",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module("baton.api"), name)
+    raise AttributeError(f"module 'baton' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -3,7 +3,7 @@
 Run a whole session (in-process bus, in-process workers and the offline model by default)::
 
     import anyio
-    from orchestrator.api import Session, SessionConfig
+    from baton import Session, SessionConfig
 
     async def main() -> None:
         config = SessionConfig(task="paint a fox and write a haiku about it")
@@ -28,21 +28,21 @@ Other pieces:
   (``async with Worker(bus, profiles, models): ...``); :func:`open_bus` opens a bus by URL.
 """
 
-from bus.base import Bus
-from bus.connect import open_bus
-from bus.events import Event
-from bus.messages import Envelope
-from orchestrator.engine import LoopLimits, Tool, tool
-from orchestrator.engine.bus_channel import (
+from baton.bus.base import Bus
+from baton.bus.connect import open_bus
+from baton.bus.events import Event
+from baton.bus.messages import Envelope
+from baton.engine import LoopLimits, Tool, tool
+from baton.engine.bus_channel import (
     ApprovalNotFound,
     BusInteractionChannel,
     answer_approval,
     approvals_inbox,
     find_pending_approval,
 )
-from orchestrator.lead import Lead, LeadOutcome
-from orchestrator.llm import ModelSettings
-from orchestrator.session import (
+from baton.lead import Lead, LeadOutcome
+from baton.llm import ModelSettings
+from baton.session import (
     ApproveMode,
     Session,
     SessionConfig,
@@ -50,8 +50,8 @@ from orchestrator.session import (
     new_session_id,
     open_session,
 )
-from subagents.profiles import Profile, builtin_profiles, load_profiles
-from subagents.worker import Worker
+from baton.subagents.profiles import Profile, builtin_profiles, load_profiles
+from baton.subagents.worker import Worker
 
 __all__ = [
     "ApprovalNotFound",

@@ -10,10 +10,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from orchestrator.llm import ModelSettings, OpenAIChatModel, offline_model
-from orchestrator.llm.offline import OFFLINE_LABEL
-from orchestrator.llm.types import ChatModel
-from subagents.profiles import Profile, builtin_profiles, load_profiles
+from baton.llm import ModelSettings, OpenAIChatModel, offline_model
+from baton.llm.offline import OFFLINE_LABEL
+from baton.llm.types import ChatModel
+from baton.subagents.profiles import Profile, builtin_profiles, load_profiles
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
-"""Errors of the orchestrator layer, under the one root ``bus.errors.BatonError``."""
+"""Errors of the orchestrator layer, under the one root ``baton.bus.errors.BatonError``."""
 
 from __future__ import annotations
 
-from bus.errors import BatonError
+from baton.bus.errors import BatonError
 
 
 class ModelError(BatonError):

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import IO, Protocol
 
-from bus.events import (
+from baton.bus.events import (
     AgentExited,
     AgentProgress,
     AgentResult,

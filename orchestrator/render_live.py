@@ -1,7 +1,7 @@
 """The live terminal view: the lead's text as it streams, one panel per sub-agent, approvals.
 
-Kept apart from :mod:`orchestrator.render` because rich's live machinery is only needed on a
-terminal. The view redraws from a :class:`~orchestrator.render.SessionView` a dozen times a
+Kept apart from :mod:`baton.render` because rich's live machinery is only needed on a
+terminal. The view redraws from a :class:`~baton.render.SessionView` a dozen times a
 second, so a burst of tiny deltas costs one redraw, not one per token. An approval question stops
 the live region, asks on a plain line (so the typed answer echoes normally), and starts it again.
 """
@@ -19,8 +19,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
-from bus.events import Event, ToolCallInfo
-from orchestrator.render import SessionView, summary_lines
+from baton.bus.events import Event, ToolCallInfo
+from baton.render import SessionView, summary_lines
 
 _STATUS_STYLE = {"running": "cyan", "working": "yellow", "done": "green"}
 

@@ -3,7 +3,7 @@
 Run a whole session in your own anyio (asyncio) application — nothing needs starting first: the
 in-process bus, an in-process worker for the sub-agents and the offline model are the defaults::
 
-    from orchestrator.api import Session, SessionConfig
+    from baton.api import Session, SessionConfig
 
     async with Session(SessionConfig(task="paint a fox and write a haiku about it")) as session:
         async for event in session.events():       # starts the session; ends after it finished
@@ -38,23 +38,23 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from pydantic import BaseModel, ConfigDict, Field
 
-from bus.base import Bus
-from bus.connect import open_bus
-from bus.events import AgentSpawned, SessionFinished, SessionStarted
-from bus.ids import new_id
-from bus.messages import MessageType, SessionId, make_envelope
-from orchestrator.compose import SettingsModels, descriptions, lead_model, resolve_profiles
-from orchestrator.engine import InteractionChannel, LoopLimits, PolicyChannel, Tool
-from orchestrator.engine.bus_channel import BusInteractionChannel, answer_approval
-from orchestrator.lead.agent import Lead, LeadOutcome, LeadStatus
-from orchestrator.lead.prompt import LEAD_NAME
-from orchestrator.lead.stream import DEFAULT_FLUSH_S, EventFanout, EventRouter, EventStream
-from orchestrator.llm import ModelSettings
-from orchestrator.llm.offline import OFFLINE_MODEL_NAME
-from orchestrator.llm.types import ChatModel
-from subagents.models import ModelFactory
-from subagents.profiles import Profile
-from subagents.worker import Worker
+from baton.bus.base import Bus
+from baton.bus.connect import open_bus
+from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
+from baton.bus.ids import new_id
+from baton.bus.messages import MessageType, SessionId, make_envelope
+from baton.compose import SettingsModels, descriptions, lead_model, resolve_profiles
+from baton.engine import InteractionChannel, LoopLimits, PolicyChannel, Tool
+from baton.engine.bus_channel import BusInteractionChannel, answer_approval
+from baton.lead.agent import Lead, LeadOutcome, LeadStatus
+from baton.lead.prompt import LEAD_NAME
+from baton.lead.stream import DEFAULT_FLUSH_S, EventFanout, EventRouter, EventStream
+from baton.llm import ModelSettings
+from baton.llm.offline import OFFLINE_MODEL_NAME
+from baton.llm.types import ChatModel
+from baton.subagents.models import ModelFactory
+from baton.subagents.profiles import Profile
+from baton.subagents.worker import Worker
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ Environment variables: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``BATON_MODEL``,
 ``BATON_SESSION_TIMEOUT``, ``BATON_LOG_LEVEL``, ``BATON_CONFIG``.
 
 Every problem — an unreadable or invalid file, an unknown key, a value of the wrong kind — is one
-:class:`~bus.errors.ConfigError` whose message names the source and the key, because the CLI prints
-it as the single line a user sees.
+:class:`~baton.bus.errors.ConfigError` whose message names the source and the key, because the CLI
+prints it as the single line a user sees.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from bus.errors import ConfigError
+from baton.bus.errors import ConfigError
 
 ApproveMode = Literal["ask", "auto", "deny"]
 DEFAULT_MODEL = "gpt-4o-mini"  # the same default the sub-agents' EnvModels uses
@@ -82,7 +82,7 @@ class BatonSettings(BaseSettings):
         return self.openai_api_key is None or not self.openai_api_key.get_secret_value()
 
     def model_env(self) -> dict[str, str]:
-        """The settings in the environment-variable form ``subagents.models.EnvModels`` reads.
+        """The settings in the environment-variable form ``baton.subagents.models.EnvModels`` reads.
 
         In-process workers get their model from this mapping, so a key or endpoint given by flag
         or config file reaches them exactly as it reaches the lead.

@@ -1,10 +1,10 @@
-"""``python -m subagents worker ...``: the ``baton worker`` command without the main CLI."""
+"""``python -m baton.subagents worker ...``: the ``baton worker`` command without the main CLI."""
 
 from __future__ import annotations
 
 import typer
 
-from subagents.cli import worker_command
+from baton.subagents.cli import worker_command
 
 app = typer.Typer(name="subagents", no_args_is_help=True, add_completion=False)
 app.command("worker")(worker_command)

@@ -19,12 +19,12 @@ from typing import Annotated
 import anyio
 import typer
 
-from bus.base import BusOptions
-from bus.connect import open_bus
-from bus.errors import BusUnreachable, ConfigError
-from subagents.models import EnvModels
-from subagents.profiles import Profile, builtin_profiles, load_profiles, merge_profiles
-from subagents.worker import Worker
+from baton.bus.base import BusOptions
+from baton.bus.connect import open_bus
+from baton.bus.errors import BusUnreachable, ConfigError
+from baton.subagents.models import EnvModels
+from baton.subagents.profiles import Profile, builtin_profiles, load_profiles, merge_profiles
+from baton.subagents.worker import Worker
 
 log = logging.getLogger("baton.worker")
 

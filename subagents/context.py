@@ -1,7 +1,7 @@
 """What a tool may know about the sub-agent calling it, without a tool object per agent.
 
 Tool objects are expensive to build (each has its own pydantic argument model), and a worker
-hosts thousands of agents, so one :class:`~orchestrator.engine.Tool` serves every agent of a
+hosts thousands of agents, so one :class:`~baton.engine.Tool` serves every agent of a
 profile. The agent-specific part — which session, which agent, where its media goes, how to reach
 the lead — travels in a context variable set by the inbox loop around each engine turn. Tasks the
 engine starts for parallel calls copy the context, so every tool call sees its own agent.
@@ -14,7 +14,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-from subagents.errors import NoAgentContext
+from baton.subagents.errors import NoAgentContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ def current_agent() -> AgentContext:
     if context is None:
         raise NoAgentContext(
             "this tool needs a sub-agent context: call it from a sub-agent's turn "
-            "(subagents.loop sets it), not directly"
+            "(baton.subagents.loop sets it), not directly"
         )
     return context
 

@@ -1,10 +1,10 @@
-"""Errors of the sub-agent layer, under the one root ``bus.errors.BatonError``."""
+"""Errors of the sub-agent layer, under the one root ``baton.bus.errors.BatonError``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from bus.errors import BatonError, ConfigError
+from baton.bus.errors import BatonError, ConfigError
 
 
 class ProfileError(ConfigError):

@@ -1,6 +1,6 @@
 """The sub-agent inbox loop: an explicit ``while`` over inbox batches (DESIGN §4).
 
-Two loops nest here. The engine's :class:`~orchestrator.engine.AgentLoop` runs the micro-loop of
+Two loops nest here. The engine's :class:`~baton.engine.AgentLoop` runs the micro-loop of
 one round (model → tools → model … until it answers). This module runs the macro-loop around it,
 written out so every way out is visible::
 
@@ -32,19 +32,19 @@ from typing import cast
 
 import anyio
 
-from bus.base import Bus
-from bus.errors import BusClosed
-from bus.events import AgentExited, AgentProgress, AgentResult, Event, TextDelta
-from bus.ids import new_id
-from bus.messages import Envelope
-from orchestrator.engine import AgentLoop, StopReason, Telemetry, ToolRegistry, TurnResult
-from orchestrator.engine.bus_channel import BusInteractionChannel
-from orchestrator.llm.types import ChatModel, Message
-from subagents.context import AgentContext, enter_agent
-from subagents.errors import LostOwnership
-from subagents.profiles import Profile
-from subagents.resilience import persist
-from subagents.state import (
+from baton.bus.base import Bus
+from baton.bus.errors import BusClosed
+from baton.bus.events import AgentExited, AgentProgress, AgentResult, Event, TextDelta
+from baton.bus.ids import new_id
+from baton.bus.messages import Envelope
+from baton.engine import AgentLoop, StopReason, Telemetry, ToolRegistry, TurnResult
+from baton.engine.bus_channel import BusInteractionChannel
+from baton.llm.types import ChatModel, Message
+from baton.subagents.context import AgentContext, enter_agent
+from baton.subagents.errors import LostOwnership
+from baton.subagents.profiles import Profile
+from baton.subagents.resilience import persist
+from baton.subagents.state import (
     PROCESSED_KEEP,
     Checkpoint,
     ExitKind,

@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 
 from pydantic import SecretStr
 
-from orchestrator.llm import OFFLINE_LABEL, ModelSettings, OpenAIChatModel, offline_model
-from orchestrator.llm.types import ChatModel
-from subagents.profiles import Profile
+from baton.llm import OFFLINE_LABEL, ModelSettings, OpenAIChatModel, offline_model
+from baton.llm.types import ChatModel
+from baton.subagents.profiles import Profile
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ tools (from a catalogue), its model and its limits. Profiles come from Python (b
     soft_max_rounds = 16     # engine LoopLimits fields, by name
     tool_timeout_s = 120
 
-A bad profile raises one :class:`~subagents.errors.ProfileError` naming the file, the profile and
-the field, because a worker that starts with a half-read profile fails much later and obscurely.
+A bad profile raises one :class:`~baton.subagents.errors.ProfileError` naming the file, the profile
+and the field, because a worker that starts with a half-read profile fails much later and obscurely.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from orchestrator.engine import LoopLimits, Tool
-from subagents.errors import ProfileError
-from subagents.tools import SEND_MESSAGE, builtin_tools, import_tool
+from baton.engine import LoopLimits, Tool
+from baton.subagents.errors import ProfileError
+from baton.subagents.tools import SEND_MESSAGE, builtin_tools, import_tool
 
 DEFAULT_MAX_STEPS = 8
 DEFAULT_IDLE_TIMEOUT_S = 60.0

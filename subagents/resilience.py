@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import anyio
 
-from bus.errors import BusUnreachable
+from baton.bus.errors import BusUnreachable
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from bus.messages import Envelope
+from baton.bus.messages import Envelope
 
 ExitKind = Literal["finished", "idle", "shutdown", "max_steps", "error", "cancelled"]
 PROCESSED_KEEP = 2000

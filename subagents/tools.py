@@ -1,8 +1,8 @@
 """The built-in tool catalogue of sub-agents: how they report, and demo tools for the offline model.
 
 Every tool is built once and shared by all agents; what differs per agent comes from
-:func:`~subagents.context.current_agent`. Profiles name tools from a catalogue (a mapping of
-name to :class:`~orchestrator.engine.Tool`), or by import path ``package.module:attribute``.
+:func:`~baton.subagents.context.current_agent`. Profiles name tools from a catalogue (a mapping of
+name to :class:`~baton.engine.Tool`), or by import path ``package.module:attribute``.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from orchestrator.engine import Tool, ToolResult, tool
-from subagents.context import current_agent
-from subagents.png import write_picture
+from baton.engine import Tool, ToolResult, tool
+from baton.subagents.context import current_agent
+from baton.subagents.png import write_picture
 
 SEND_MESSAGE = "send_message"
 

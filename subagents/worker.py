@@ -11,14 +11,14 @@ What it guarantees:
 
 - each hosted agent holds a lease on its spawn request, renewed every ``lease_s / 3``; a worker
   that dies (kill -9) stops renewing, the lease lapses and another worker's claim resumes the agent
-  from its checkpoint (see :mod:`subagents.loop`);
+  from its checkpoint (see :mod:`baton.subagents.loop`);
 - at most ``concurrency`` agents are hosted at once (a :class:`anyio.CapacityLimiter`); it claims
   no more until one leaves;
 - ``shutdown()``: stop claiming, let running rounds finish within ``shutdown_timeout_s``, then give
   the rest back (``release_spawn``) so another worker resumes them at once; ``shutdown(now=True)``
   (or a second call) gives everything back immediately. Cancelling :meth:`run` from outside is
   ``shutdown(now=True)``: agents are given back, never reported as finished;
-- bus faults are ridden out with backoff (:func:`~subagents.resilience.persist`).
+- bus faults are ridden out with backoff (:func:`~baton.subagents.resilience.persist`).
 """
 
 from __future__ import annotations
@@ -33,15 +33,15 @@ from typing import Self
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from bus.base import Bus, SpawnClaim
-from bus.errors import BusClosed, BusUnreachable
-from bus.events import AgentExited, AgentResult, AgentSpawned
-from bus.messages import Envelope
-from orchestrator.engine import Telemetry, ToolRegistry
-from subagents.loop import RoundHook, SubAgent
-from subagents.models import EnvModels, ModelFactory
-from subagents.profiles import Profile, builtin_profiles
-from subagents.resilience import persist
+from baton.bus.base import Bus, SpawnClaim
+from baton.bus.errors import BusClosed, BusUnreachable
+from baton.bus.events import AgentExited, AgentResult, AgentSpawned
+from baton.bus.messages import Envelope
+from baton.engine import Telemetry, ToolRegistry
+from baton.subagents.loop import RoundHook, SubAgent
+from baton.subagents.models import EnvModels, ModelFactory
+from baton.subagents.profiles import Profile, builtin_profiles
+from baton.subagents.resilience import persist
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from bus.base import Bus, BusOptions
-from bus.errors import ConfigError
-from bus.memory import MemoryBus
-from bus.redis import RedisBus
-from bus.redis_server import RedisServer
+from baton.bus.base import Bus, BusOptions
+from baton.bus.errors import ConfigError
+from baton.bus.memory import MemoryBus
+from baton.bus.redis import RedisBus
+from baton.bus.redis_server import RedisServer
 
 _prefixes = itertools.count()
 

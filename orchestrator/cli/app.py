@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.exits import run_async
+from baton.cli.exits import run_async
 
 if TYPE_CHECKING:
-    from orchestrator.settings import BatonSettings
+    from baton.settings import BatonSettings
 
 app = typer.Typer(
     name="baton",
@@ -43,9 +43,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="JSON Lines on stdout, not
 
 def settings_from(config: Path | None, command: str, **flags: object) -> BatonSettings:
     """Load the settings, or exit 2 with one line saying what is wrong."""
-    from bus.errors import ConfigError
-    from orchestrator.cli.exits import EXIT_USAGE, fail
-    from orchestrator.settings import load_settings
+    from baton.bus.errors import ConfigError
+    from baton.cli.exits import EXIT_USAGE, fail
+    from baton.settings import load_settings
 
     try:
         return load_settings(config, **flags)
@@ -130,7 +130,7 @@ def run(
         media_dir=media_dir,
         session_timeout=timeout,
     )
-    from orchestrator.cli.run import RunOptions, run_session
+    from baton.cli.run import RunOptions, run_session
 
     options = RunOptions(
         task=task,
@@ -170,7 +170,7 @@ def post(
 ) -> None:
     """Put a message on the bus: a follow-up to a session's lead, or a task to a sub-agent."""
     settings = settings_from(config, "post", bus=bus)
-    from orchestrator.cli.busops import post as do_post
+    from baton.cli.busops import post as do_post
 
     run_async(do_post, settings, session, to, kind, text, sender, media or [], command="baton post")
 
@@ -195,7 +195,7 @@ def watch(
 ) -> None:
     """Tail a session's events live, from any process, until the session finishes."""
     settings = settings_from(config, "watch", bus=bus)
-    from orchestrator.cli.busops import watch as do_watch
+    from baton.cli.busops import watch as do_watch
 
     raise typer.Exit(run_async(do_watch, settings, session, as_json, from_start,
                                command="baton watch"))  # fmt: skip
@@ -222,12 +222,12 @@ def approve(
     config: ConfigOpt = None,
 ) -> None:
     """Answer an approval that a sub-agent (on any worker) is waiting for."""
-    from orchestrator.cli.exits import EXIT_USAGE, fail
+    from baton.cli.exits import EXIT_USAGE, fail
 
     if yes is None:
         fail("say --yes or --no", EXIT_USAGE, command="baton approve")
     settings = settings_from(config, "approve", bus=bus)
-    from orchestrator.cli.busops import approve as do_approve
+    from baton.cli.busops import approve as do_approve
 
     run_async(do_approve, settings, session, call_id, yes, reason, command="baton approve")
 
@@ -236,7 +236,7 @@ def approve(
 def sessions(as_json: JsonOpt = False, bus: BusOpt = None, config: ConfigOpt = None) -> None:
     """List the sessions on the bus, newest first, with their state."""
     settings = settings_from(config, "sessions", bus=bus)
-    from orchestrator.cli.busops import sessions as do_sessions
+    from baton.cli.busops import sessions as do_sessions
 
     run_async(do_sessions, settings, as_json, command="baton sessions")
 
@@ -258,9 +258,9 @@ WORKER_HELP = "Host sub-agents for sessions on a shared bus until stopped (SIGTE
     add_help_option=False,
 )
 def worker(ctx: typer.Context) -> None:
-    # The real command (subagents.cli.worker_command) costs ~1.5 s to import, so it is declared
-    # there and only loaded here, with every argument forwarded as given (--help included).
-    from subagents.cli import worker_command
+    # The real command (baton.subagents.cli.worker_command) costs ~1.5 s to import, so it is
+    # declared there and only loaded here, with every argument forwarded as given (--help included).
+    from baton.subagents.cli import worker_command
 
     sub = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
     sub.command(help=WORKER_HELP, epilog=WORKER_EXAMPLES)(worker_command)
@@ -273,9 +273,9 @@ def worker(ctx: typer.Context) -> None:
     add_help_option=False,
 )
 def serve(ctx: typer.Context) -> None:
-    # Declared in orchestrator.server.cli and loaded only here (Starlette and uvicorn stay off
+    # Declared in baton.server.cli and loaded only here (Starlette and uvicorn stay off
     # the other commands' start-up), with every argument forwarded as given, as for `worker`.
-    from orchestrator.server.cli import SERVE_EXAMPLES, SERVE_HELP, serve_command
+    from baton.server.cli import SERVE_EXAMPLES, SERVE_HELP, serve_command
 
     sub = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
     sub.command(help=SERVE_HELP, epilog=SERVE_EXAMPLES)(serve_command)

@@ -1,6 +1,6 @@
 """The commands that only talk to the bus: ``post``, ``watch``, ``approve``, ``sessions``.
 
-Each is a coroutine run by :func:`orchestrator.cli.exits.run_async`; they raise baton's errors and
+Each is a coroutine run by :func:`baton.cli.exits.run_async`; they raise baton's errors and
 let that one place turn them into a line and an exit code. They refuse ``memory://``: an in-process
 bus lives and dies inside one process, so another process has nothing to post to or watch.
 """
@@ -12,14 +12,14 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-from bus.base import Bus, LoggedEvent
-from bus.connect import open_bus
-from bus.errors import ConfigError
-from bus.events import SessionFinished, SessionStarted
-from bus.messages import MessageType, make_envelope
-from orchestrator.cli.exits import is_tty
-from orchestrator.render import JsonRenderer, PlainRenderer, Renderer
-from orchestrator.settings import BatonSettings
+from baton.bus.base import Bus, LoggedEvent
+from baton.bus.connect import open_bus
+from baton.bus.errors import ConfigError
+from baton.bus.events import SessionFinished, SessionStarted
+from baton.bus.messages import MessageType, make_envelope
+from baton.cli.exits import is_tty
+from baton.render import JsonRenderer, PlainRenderer, Renderer
+from baton.settings import BatonSettings
 
 
 @asynccontextmanager
@@ -93,7 +93,7 @@ async def watch(settings: BatonSettings, session: str, as_json: bool, from_start
 def _plain_or_live() -> Renderer:
     if not is_tty():
         return PlainRenderer()
-    from orchestrator.render_live import LiveRenderer
+    from baton.render_live import LiveRenderer
 
     return LiveRenderer()
 
@@ -102,7 +102,7 @@ async def approve(
     settings: BatonSettings, session: str, call_id: str, approved: bool, reason: str
 ) -> None:
     """Answer an approval a sub-agent waits for, wherever it runs."""
-    from orchestrator.engine.bus_channel import answer_approval
+    from baton.engine.bus_channel import answer_approval
 
     async with shared_bus(settings) as bus:
         agent = await answer_approval(bus, session, call_id, approved, reason=reason)

@@ -15,7 +15,7 @@ from typing import NoReturn, TypeVar
 
 import typer
 
-from bus.errors import BatonError, BusClosed, BusUnreachable, ConfigError, InvalidEnvelope
+from baton.bus.errors import BatonError, BusClosed, BusUnreachable, ConfigError, InvalidEnvelope
 
 EXIT_OK = 0
 EXIT_FAILED = 1

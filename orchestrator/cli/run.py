@@ -1,4 +1,4 @@
-"""``baton run``: one whole session through the :class:`~orchestrator.session.Session` API.
+"""``baton run``: one whole session through the :class:`~baton.session.Session` API.
 
 The command is a viewer of the session's event stream, plus two duties a viewer cannot leave to
 anyone else: answering approvals when asked to (``--approve ask`` on a terminal), and Ctrl-C. The
@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from bus.errors import ConfigError
-from bus.events import ApprovalRequested, SessionFinished, ToolCallInfo
-from orchestrator.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, is_tty
-from orchestrator.render import JsonRenderer, PlainRenderer, Renderer
-from orchestrator.settings import BatonSettings
+from baton.bus.errors import ConfigError
+from baton.bus.events import ApprovalRequested, SessionFinished, ToolCallInfo
+from baton.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, is_tty
+from baton.render import JsonRenderer, PlainRenderer, Renderer
+from baton.settings import BatonSettings
 
 if TYPE_CHECKING:
-    from orchestrator.llm import ModelSettings
-    from orchestrator.session import Session
-    from subagents.profiles import Profile
+    from baton.llm import ModelSettings
+    from baton.session import Session
+    from baton.subagents.profiles import Profile
 
 log = logging.getLogger("baton.run")
 
@@ -48,7 +48,7 @@ class RunOptions:
 
 async def run_session(settings: BatonSettings, options: RunOptions) -> int:
     """Run the session to its end; returns the exit code (0, 1, 2 or 130)."""
-    from orchestrator.session import Session, SessionConfig
+    from baton.session import Session, SessionConfig
 
     configure_logging(settings.log_level)
     fields: dict[str, object] = {
@@ -130,8 +130,8 @@ async def answer_questions(
     session: Session, renderer: Renderer, questions: MemoryObjectReceiveStream[ApprovalRequested]
 ) -> None:
     """Ask the person at the terminal about each approval request, one at a time."""
-    from orchestrator.engine.bus_channel import ApprovalNotFound
-    from orchestrator.render_live import LiveRenderer
+    from baton.engine.bus_channel import ApprovalNotFound
+    from baton.render_live import LiveRenderer
 
     async with questions:
         async for request in questions:
@@ -148,7 +148,7 @@ async def answer_questions(
 
 
 async def _plain_ask(agent: str, calls: list[ToolCallInfo]) -> bool:
-    from orchestrator.render_live import read_line
+    from baton.render_live import read_line
 
     print(f"approve {agent}'s call? [y/n] ", end="", flush=True)
     return (await read_line()).strip().lower() in {"y", "yes"}
@@ -187,7 +187,7 @@ def make_renderer(as_json: bool) -> Renderer:
     if as_json:
         return JsonRenderer()
     if is_tty():
-        from orchestrator.render_live import LiveRenderer
+        from baton.render_live import LiveRenderer
 
         return LiveRenderer()
     return PlainRenderer()
@@ -197,7 +197,7 @@ def model_settings(settings: BatonSettings) -> ModelSettings | None:
     """The model endpoint, or None for the offline model (no API key configured)."""
     if settings.offline:
         return None
-    from orchestrator.llm import ModelSettings
+    from baton.llm import ModelSettings
 
     return ModelSettings(
         model=settings.model, base_url=settings.openai_base_url, api_key=settings.openai_api_key
@@ -207,7 +207,7 @@ def model_settings(settings: BatonSettings) -> ModelSettings | None:
 def select_profiles(settings: BatonSettings, only: tuple[str, ...]) -> dict[str, Profile]:
     """The profiles the lead may start: from the profiles file (or built-in), narrowed by
     ``--profile``; an unknown name is a ``ConfigError`` listing the known ones."""
-    from orchestrator.compose import resolve_profiles
+    from baton.compose import resolve_profiles
 
     profiles: Mapping[str, Profile] = resolve_profiles(settings.profiles)
     unknown = [name for name in only if name not in profiles]

@@ -1,14 +1,14 @@
 """The agent loop engine: one governed tool loop for the lead and every sub-agent (DESIGN §3).
 
-Build an :class:`AgentLoop` from a :class:`~orchestrator.llm.types.ChatModel`, tools made with
+Build an :class:`AgentLoop` from a :class:`~baton.llm.types.ChatModel`, tools made with
 :func:`tool`, optional :class:`LoopLimits`, an :class:`InteractionChannel` for human questions and
 an event sink; call :meth:`AgentLoop.run_turn` with the history; read the :class:`TurnResult`.
 """
 
-from orchestrator.engine.budget import TokenBudget
-from orchestrator.engine.calls import EventSink, ImageResolver
-from orchestrator.engine.channels import MemoryChannel, PolicyChannel
-from orchestrator.engine.errors import (
+from baton.engine.budget import TokenBudget
+from baton.engine.calls import EventSink, ImageResolver
+from baton.engine.channels import MemoryChannel, PolicyChannel
+from baton.engine.errors import (
     ApprovalTimeout,
     EngineError,
     InteractionCancelled,
@@ -19,7 +19,7 @@ from orchestrator.engine.errors import (
     ToolTimeout,
     TurnInProgress,
 )
-from orchestrator.engine.interaction import (
+from baton.engine.interaction import (
     ApprovalDecision,
     ApprovalQuestion,
     ImageQuestion,
@@ -29,16 +29,16 @@ from orchestrator.engine.interaction import (
     QuestionClosed,
     UploadQuestion,
 )
-from orchestrator.engine.loop import AgentLoop, StopReason, TurnResult
-from orchestrator.engine.media import (
+from baton.engine.loop import AgentLoop, StopReason, TurnResult
+from baton.engine.media import (
     DESCRIBE_IMAGE,
     REQUEST_FILE_UPLOAD,
     file_upload_tool,
     image_tool,
 )
-from orchestrator.engine.telemetry import Telemetry
-from orchestrator.engine.tools import Tool, ToolRegistry, ToolResult, tool
-from orchestrator.engine.turn import AgentTurn, LoopLimits, Verdict
+from baton.engine.telemetry import Telemetry
+from baton.engine.tools import Tool, ToolRegistry, ToolResult, tool
+from baton.engine.turn import AgentTurn, LoopLimits, Verdict
 
 __all__ = [
     "DESCRIBE_IMAGE",

@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 
 import anyio
 
-from bus.events import ApprovalDecided, ApprovalRequested, ToolCallInfo
-from orchestrator.engine import messages
-from orchestrator.engine.calls import Answer, PendingCall, RoundContext
-from orchestrator.engine.channels import new_question_id
-from orchestrator.engine.errors import ApprovalTimeout
-from orchestrator.engine.interaction import ApprovalDecision, ApprovalQuestion
+from baton.bus.events import ApprovalDecided, ApprovalRequested, ToolCallInfo
+from baton.engine import messages
+from baton.engine.calls import Answer, PendingCall, RoundContext
+from baton.engine.channels import new_question_id
+from baton.engine.errors import ApprovalTimeout
+from baton.engine.interaction import ApprovalDecision, ApprovalQuestion
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from orchestrator.engine import messages as texts
-from orchestrator.llm.types import Message, ToolSchema
+from baton.engine import messages as texts
+from baton.llm.types import Message, ToolSchema
 
 log = logging.getLogger(__name__)
 

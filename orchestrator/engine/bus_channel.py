@@ -26,12 +26,12 @@ from typing import Literal
 
 import anyio
 
-from bus.base import Bus
-from bus.errors import BatonError
-from bus.events import ApprovalDecided, ApprovalRequested
-from bus.messages import Envelope
-from orchestrator.engine.errors import InteractionCancelled, InteractionUnavailable
-from orchestrator.engine.interaction import (
+from baton.bus.base import Bus
+from baton.bus.errors import BatonError
+from baton.bus.events import ApprovalDecided, ApprovalRequested
+from baton.bus.messages import Envelope
+from baton.engine.errors import InteractionCancelled, InteractionUnavailable
+from baton.engine.interaction import (
     ApprovalDecision,
     ApprovalQuestion,
     ImageQuestion,
@@ -61,7 +61,7 @@ def approvals_inbox(agent: str) -> str:
 
 
 class BusInteractionChannel:
-    """The engine's :class:`~orchestrator.engine.InteractionChannel`, answered over the bus."""
+    """The engine's :class:`~baton.engine.InteractionChannel`, answered over the bus."""
 
     def __init__(self, bus: Bus, session: str, agent: str, *, emit_events: bool = False) -> None:
         self.bus = bus

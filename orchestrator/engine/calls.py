@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from bus.events import Event, GuardFired
-from orchestrator.engine.interaction import InteractionChannel
-from orchestrator.engine.telemetry import LoopOutcome, Telemetry
-from orchestrator.engine.tools import Tool, ToolRegistry
-from orchestrator.engine.turn import AgentTurn, LoopLimits, Verdict
-from orchestrator.llm.types import Message, ToolCall
+from baton.bus.events import Event, GuardFired
+from baton.engine.interaction import InteractionChannel
+from baton.engine.telemetry import LoopOutcome, Telemetry
+from baton.engine.tools import Tool, ToolRegistry
+from baton.engine.turn import AgentTurn, LoopLimits, Verdict
+from baton.llm.types import Message, ToolCall
 
 EventSink = Callable[[Event], Awaitable[None]]
 """Where the engine's events go (the lead and sub-agents forward them to the bus)."""

@@ -20,8 +20,8 @@ from typing import Generic, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from orchestrator.engine.errors import InteractionCancelled, InteractionUnavailable
-from orchestrator.engine.interaction import (
+from baton.engine.errors import InteractionCancelled, InteractionUnavailable
+from baton.engine.interaction import (
     ApprovalDecision,
     ApprovalQuestion,
     ImageQuestion,

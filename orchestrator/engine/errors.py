@@ -1,4 +1,4 @@
-"""Errors of the agent loop engine, under the one root ``bus.errors.BatonError``.
+"""Errors of the agent loop engine, under the one root ``baton.bus.errors.BatonError``.
 
 They carry the values involved (tool name, timeout, call ids) so a caller can act on them without
 parsing messages. Most never escape the engine: governance turns them into answers to the model
@@ -7,7 +7,7 @@ parsing messages. Most never escape the engine: governance turns them into answe
 
 from __future__ import annotations
 
-from bus.errors import BatonError
+from baton.bus.errors import BatonError
 
 
 class EngineError(BatonError):

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 
 import anyio
 
-from orchestrator.engine import messages
-from orchestrator.engine.calls import Answer, PendingCall, RoundContext
-from orchestrator.engine.errors import ToolTimeout
-from orchestrator.engine.tools import ToolResult
+from baton.engine import messages
+from baton.engine.calls import Answer, PendingCall, RoundContext
+from baton.engine.errors import ToolTimeout
+from baton.engine.tools import ToolResult
 
 log = logging.getLogger(__name__)
 

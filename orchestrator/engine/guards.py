@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchestrator.engine import messages
-from orchestrator.engine.calls import Answer, PendingCall, RoundContext
-from orchestrator.engine.telemetry import LoopOutcome
-from orchestrator.engine.turn import Verdict, fingerprint
+from baton.engine import messages
+from baton.engine.calls import Answer, PendingCall, RoundContext
+from baton.engine.telemetry import LoopOutcome
+from baton.engine.turn import Verdict, fingerprint
 
 
 class LoopGuard:

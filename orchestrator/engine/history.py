@@ -17,7 +17,7 @@ from openai.types.chat import (
     ChatCompletionToolMessageParam,
 )
 
-from orchestrator.llm.types import Message, ModelReply, ToolCall
+from baton.llm.types import Message, ModelReply, ToolCall
 
 
 def assistant_message(reply: ModelReply) -> ChatCompletionAssistantMessageParam:

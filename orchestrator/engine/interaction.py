@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bus.events import ToolCallInfo
+from baton.bus.events import ToolCallInfo
 
 
 class _Question(BaseModel):
@@ -93,7 +93,7 @@ class InteractionChannel(Protocol):
       caller applies the timeout;
     - ``ask_approval`` returns decisions keyed by tool call id; a missing id counts as declined;
     - ``request_upload`` / ``request_image`` return None when the user cancelled;
-    - raises an ``InteractionError`` (``orchestrator.engine.errors``) when the question cannot be
+    - raises an ``InteractionError`` (``baton.engine.errors``) when the question cannot be
       asked or was cancelled; the engine treats any error as a decline (fail closed);
     - ``cancel_pending()`` is synchronous, idempotent, releases every pending wait (they raise
       ``InteractionCancelled``) and closes every open dialog.

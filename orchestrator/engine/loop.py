@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from bus.events import (
+from baton.bus.events import (
     ErrorEvent,
     Event,
     RoundEnded,
@@ -36,18 +36,18 @@ from bus.events import (
     ToolResulted,
     ToolResultInfo,
 )
-from orchestrator.engine import budget as budgeting
-from orchestrator.engine import messages as texts
-from orchestrator.engine.calls import EventSink, ImageResolver, RoundContext
-from orchestrator.engine.errors import TurnInProgress
-from orchestrator.engine.history import assistant_message, newest_user_index, tool_message
-from orchestrator.engine.interaction import InteractionChannel
-from orchestrator.engine.round import RoundOutcome, run_round
-from orchestrator.engine.telemetry import Telemetry
-from orchestrator.engine.tools import Tool, ToolRegistry
-from orchestrator.engine.turn import AgentTurn, LoopLimits, Verdict
-from orchestrator.errors import ModelError
-from orchestrator.llm.types import ChatModel, Message, TextSink, ToolCall, Usage
+from baton.engine import budget as budgeting
+from baton.engine import messages as texts
+from baton.engine.calls import EventSink, ImageResolver, RoundContext
+from baton.engine.errors import TurnInProgress
+from baton.engine.history import assistant_message, newest_user_index, tool_message
+from baton.engine.interaction import InteractionChannel
+from baton.engine.round import RoundOutcome, run_round
+from baton.engine.telemetry import Telemetry
+from baton.engine.tools import Tool, ToolRegistry
+from baton.engine.turn import AgentTurn, LoopLimits, Verdict
+from baton.errors import ModelError
+from baton.llm.types import ChatModel, Message, TextSink, ToolCall, Usage
 
 log = logging.getLogger(__name__)
 

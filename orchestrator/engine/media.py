@@ -20,12 +20,12 @@ from collections.abc import Sequence
 import anyio
 from openai.types.chat import ChatCompletionUserMessageParam
 
-from orchestrator.engine import messages
-from orchestrator.engine.calls import Answer, PendingCall, RoundContext
-from orchestrator.engine.channels import new_question_id
-from orchestrator.engine.errors import InteractionTimeout
-from orchestrator.engine.interaction import ImageQuestion, ProvidedMedia, UploadQuestion
-from orchestrator.engine.tools import Tool
+from baton.engine import messages
+from baton.engine.calls import Answer, PendingCall, RoundContext
+from baton.engine.channels import new_question_id
+from baton.engine.errors import InteractionTimeout
+from baton.engine.interaction import ImageQuestion, ProvidedMedia, UploadQuestion
+from baton.engine.tools import Tool
 
 log = logging.getLogger(__name__)
 

@@ -19,15 +19,15 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from orchestrator.engine import messages
-from orchestrator.engine.approval import HumanApproval
-from orchestrator.engine.calls import Answer, Interceptor, PendingCall, RoundContext
-from orchestrator.engine.execute import execute
-from orchestrator.engine.guards import CallCheck, LoopGuard
-from orchestrator.engine.media import FileUpload, ImageReference
-from orchestrator.engine.tools import ToolRegistry
-from orchestrator.engine.turn import Verdict
-from orchestrator.llm.types import Message, ToolCall
+from baton.engine import messages
+from baton.engine.approval import HumanApproval
+from baton.engine.calls import Answer, Interceptor, PendingCall, RoundContext
+from baton.engine.execute import execute
+from baton.engine.guards import CallCheck, LoopGuard
+from baton.engine.media import FileUpload, ImageReference
+from baton.engine.tools import ToolRegistry
+from baton.engine.turn import Verdict
+from baton.llm.types import Message, ToolCall
 
 CHAIN: tuple[Interceptor, ...] = (
     LoopGuard(),

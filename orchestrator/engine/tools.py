@@ -25,8 +25,8 @@ import anyio.to_thread
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from orchestrator.engine.errors import ToolDefinitionError
-from orchestrator.llm.types import ToolSchema
+from baton.engine.errors import ToolDefinitionError
+from baton.llm.types import ToolSchema
 
 Arguments: TypeAlias = Mapping[str, object]
 """Validated arguments of one call, by parameter name."""

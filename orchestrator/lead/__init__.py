@@ -2,14 +2,14 @@
 macro-loop that waits for sub-agents before the final answer (DESIGN §5).
 
 :class:`Lead` is the core (no ``subagents`` import: profiles arrive as ``name -> description``);
-:mod:`orchestrator.session` composes it with a bus, workers and the event stream.
+:mod:`baton.session` composes it with a bus, workers and the event stream.
 """
 
-from orchestrator.lead.agent import Lead, LeadOutcome, LeadStatus
-from orchestrator.lead.prompt import LEAD_NAME, inbox_block, system_prompt
-from orchestrator.lead.roster import Roster, SubAgentRecord
-from orchestrator.lead.stream import EventFanout, EventRouter, EventStream
-from orchestrator.lead.tools import SEND_MESSAGE, send_message_tool, unknown_agent_hint
+from baton.lead.agent import Lead, LeadOutcome, LeadStatus
+from baton.lead.prompt import LEAD_NAME, inbox_block, system_prompt
+from baton.lead.roster import Roster, SubAgentRecord
+from baton.lead.stream import EventFanout, EventRouter, EventStream
+from baton.lead.tools import SEND_MESSAGE, send_message_tool, unknown_agent_hint
 
 __all__ = [
     "LEAD_NAME",

@@ -1,6 +1,6 @@
 """The lead agent: a streaming engine turn per step, and the macro-loop that waits for sub-agents.
 
-The engine's :class:`~orchestrator.engine.AgentLoop` runs the micro-loop of one lead turn (model →
+The engine's :class:`~baton.engine.AgentLoop` runs the micro-loop of one lead turn (model →
 ``send_message`` and user tools → model … until it answers). :class:`Lead` runs the loop around it::
 
     history = [system prompt with the profiles, the task]
@@ -28,11 +28,11 @@ from typing import Literal
 
 import anyio
 
-from bus.base import Bus
-from bus.errors import InvalidEnvelope
-from bus.events import AgentSpawned
-from bus.messages import Envelope, SpawnRequest, make_envelope
-from orchestrator.engine import (
+from baton.bus.base import Bus
+from baton.bus.errors import InvalidEnvelope
+from baton.bus.events import AgentSpawned
+from baton.bus.messages import Envelope, SpawnRequest, make_envelope
+from baton.engine import (
     AgentLoop,
     EventSink,
     InteractionChannel,
@@ -42,16 +42,16 @@ from orchestrator.engine import (
     Tool,
     TurnResult,
 )
-from orchestrator.lead import prompt
-from orchestrator.lead.prompt import LEAD_NAME
-from orchestrator.lead.roster import Roster, Sent
-from orchestrator.lead.tools import (
+from baton.lead import prompt
+from baton.lead.prompt import LEAD_NAME
+from baton.lead.roster import Roster, Sent
+from baton.lead.tools import (
     SendKind,
     not_a_subagent_hint,
     send_message_tool,
     unknown_agent_hint,
 )
-from orchestrator.llm.types import ChatModel, Message
+from baton.llm.types import ChatModel, Message
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What the lead reads: its system prompt, and its inbox rendered as context.
 
-The inbox format is the one :mod:`orchestrator.llm.offline` documents (``[<type> from <sender>]
+The inbox format is the one :mod:`baton.llm.offline` documents (``[<type> from <sender>]
 content`` blocks with a ``media:`` line), because the offline model parses exactly that and a real
 model reads it just as well. Reports from sub-agents and follow-ups from people go into *separate*
 user messages, reports first: the newest plain request then stays the last thing the lead reads,
@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from bus.messages import Envelope
-from orchestrator.llm.offline import LEAD_MARKER
-from orchestrator.llm.types import Message
+from baton.bus.messages import Envelope
+from baton.llm.offline import LEAD_MARKER
+from baton.llm.types import Message
 
 LEAD_NAME = "lead"
 

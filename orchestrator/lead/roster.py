@@ -12,7 +12,8 @@ the lead sent after that one is unseen, so the lead gives them to a fresh agent 
 
 Why a fresh name rather than starting the same agent again: the worker that hosted it may still be
 doing its final bookkeeping when the result arrives, and a spawn request for an agent it still
-hosts is dropped as a duplicate (see the report on ``subagents.worker``). A new name cannot collide.
+hosts is dropped as a duplicate (see the report on ``baton.subagents.worker``). A new name cannot
+collide.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bus.messages import Envelope
+from baton.bus.messages import Envelope
 
 AgentState = Literal["running", "stopping", "done"]
 

@@ -21,8 +21,8 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from bus.base import Bus
-from bus.events import Event, TextDelta
+from baton.bus.base import Bus
+from baton.bus.events import Event, TextDelta
 
 log = logging.getLogger(__name__)
 

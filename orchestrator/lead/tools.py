@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue
 
-from orchestrator.engine import Tool
+from baton.engine import Tool
 
 SendKind = Literal["task", "message", "shutdown"]
 Deliver = Callable[[str, str, SendKind], Awaitable[str]]

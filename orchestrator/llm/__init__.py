@@ -1,15 +1,15 @@
 """The model side: the streaming chat client over the ``openai`` package, the scripted
 OpenAI-compatible server used by tests and the offline model.
 
-The engine needs only :mod:`orchestrator.llm.types` (the ``ChatModel`` seam); composition roots
+The engine needs only :mod:`baton.llm.types` (the ``ChatModel`` seam); composition roots
 build an :class:`OpenAIChatModel` from :class:`ModelSettings`, or :func:`offline_model` when no API
 key is configured.
 """
 
-from orchestrator.llm.client import ModelSettings, OpenAIChatModel
-from orchestrator.llm.offline import OFFLINE_LABEL, OFFLINE_MODEL_NAME, offline_model
-from orchestrator.llm.script import Call, HttpError, Reply, Script, Stall
-from orchestrator.llm.scripted import IN_PROCESS_URL, RecordedRequest, ScriptedServer
+from baton.llm.client import ModelSettings, OpenAIChatModel
+from baton.llm.offline import OFFLINE_LABEL, OFFLINE_MODEL_NAME, offline_model
+from baton.llm.script import Call, HttpError, Reply, Script, Stall
+from baton.llm.scripted import IN_PROCESS_URL, RecordedRequest, ScriptedServer
 
 __all__ = [
     "IN_PROCESS_URL",

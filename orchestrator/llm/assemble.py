@@ -20,7 +20,7 @@ import json
 import uuid
 from typing import Any
 
-from orchestrator.llm.types import ModelReply, ToolCall, Usage
+from baton.llm.types import ModelReply, ToolCall, Usage
 
 Json = dict[str, Any]
 

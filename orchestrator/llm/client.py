@@ -6,15 +6,15 @@ request goes through ``AsyncOpenAI.post("/chat/completions", cast_to=httpx2.Resp
 — the SDK's documented raw-request path, which keeps its auth headers, base URL, timeouts and its
 status → exception mapping (429 → ``openai.RateLimitError``, 5xx → ``InternalServerError``, …) —
 and the SSE body is split and ``json.loads``-ed here, then assembled by
-:class:`~orchestrator.llm.assemble.StreamAssembler`.
+:class:`~baton.llm.assemble.StreamAssembler`.
 
 **One retry policy.** The SDK's own retries are switched off (``max_retries=0``); tenacity retries
 rate limits (honouring ``retry-after-ms`` / ``Retry-After``, capped), 408/409/5xx, connection
 errors, timeouts and broken streams, with exponential backoff and jitter. Other 4xx fail at once.
-Spent retries raise :class:`~orchestrator.errors.ModelError` (``retryable=True, attempts=n``).
+Spent retries raise :class:`~baton.errors.ModelError` (``retryable=True, attempts=n``).
 
 **Broken streams.** A body that ends without ``[DONE]`` or a ``finish_reason``, or whose connection
-drops or stalls mid-way, raises :class:`~orchestrator.errors.StreamBroken` — never a partial
+drops or stalls mid-way, raises :class:`~baton.errors.StreamBroken` — never a partial
 reply. It is retried only while no text has reached ``on_text``: once the user has seen some of the
 answer, a retry would show it twice, so the error is raised at once with ``text_delivered=True``.
 """
@@ -39,10 +39,10 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from bus.errors import ConfigError
-from orchestrator.errors import ModelError, StreamBroken
-from orchestrator.llm.assemble import StreamAssembler
-from orchestrator.llm.types import Message, ModelReply, TextSink, ToolSchema
+from baton.bus.errors import ConfigError
+from baton.errors import ModelError, StreamBroken
+from baton.llm.assemble import StreamAssembler
+from baton.llm.types import Message, ModelReply, TextSink, ToolSchema
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _REQUEST_OPTIONS: Any = {"security": {"bearer_auth": True}}
@@ -87,7 +87,7 @@ class _AttemptFailed(Exception):
 
 
 class OpenAIChatModel:
-    """:class:`~orchestrator.llm.types.ChatModel` over any OpenAI-compatible endpoint.
+    """:class:`~baton.llm.types.ChatModel` over any OpenAI-compatible endpoint.
 
     Give it ``settings`` and optionally one of: ``client`` (an ``AsyncOpenAI`` you keep owning; a
     copy with ``max_retries=0`` is used), ``http_client`` or ``transport`` (an ``httpx2`` client or

@@ -1,6 +1,6 @@
 """The offline model: a built-in, deterministic model for running baton with no API key.
 
-It is the scripted server (:mod:`orchestrator.llm.scripted`) with a responder that reads each
+It is the scripted server (:mod:`baton.llm.scripted`) with a responder that reads each
 request and answers as a lead or as a sub-agent would, served through the in-process transport so
 the real ``openai`` client path runs (streaming, tool-call deltas split across chunks, usage). Its
 model name is :data:`OFFLINE_MODEL_NAME` and :data:`OFFLINE_LABEL` says what it is; show the label
@@ -49,9 +49,9 @@ import json
 import re
 from typing import Any, Literal
 
-from orchestrator.llm.client import ModelSettings, OpenAIChatModel
-from orchestrator.llm.script import Call, Json, Reply, pieces
-from orchestrator.llm.scripted import IN_PROCESS_URL, ScriptedServer
+from baton.llm.client import ModelSettings, OpenAIChatModel
+from baton.llm.script import Call, Json, Reply, pieces
+from baton.llm.scripted import IN_PROCESS_URL, ScriptedServer
 
 OFFLINE_MODEL_NAME = "baton-offline"
 OFFLINE_LABEL = "offline model (built-in and scripted: no API key configured, answers are canned)"

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from orchestrator.llm.types import Usage
+from baton.llm.types import Usage
 
 Json = dict[str, Any]
 

@@ -1,7 +1,7 @@
 """The scripted OpenAI-compatible server: tests drive exact scenarios with it, and the offline
 model is built on it.
 
-One :class:`ScriptedServer` holds a :class:`~orchestrator.llm.script.Script` and records every
+One :class:`ScriptedServer` holds a :class:`~baton.llm.script.Script` and records every
 request it got (parsed JSON body and headers), so a test can assert what the model saw. It can be
 mounted two ways, both reached through the real ``openai`` client:
 
@@ -9,7 +9,7 @@ mounted two ways, both reached through the real ``openai`` client:
   ``httpx2`` transport, no socket; read timeouts are emulated from the request's timeout settings,
   and a cut stream raises the same ``httpx2.RemoteProtocolError`` a dropped socket gives;
 * loopback: ``async with server.serve() as http: AsyncOpenAI(base_url=http.base_url)`` — a real
-  HTTP/1.1 server on 127.0.0.1 on a free port (see :mod:`orchestrator.llm.scripted_http`).
+  HTTP/1.1 server on 127.0.0.1 on a free port (see :mod:`baton.llm.scripted_http`).
 
 Example::
 
@@ -30,7 +30,7 @@ from typing import Any
 import anyio
 import httpx2
 
-from orchestrator.llm.script import (
+from baton.llm.script import (
     HttpError,
     Json,
     Rendered,
@@ -39,7 +39,7 @@ from orchestrator.llm.script import (
     ScriptItem,
     render,
 )
-from orchestrator.llm.scripted_http import LoopbackServer, serve_http
+from baton.llm.scripted_http import LoopbackServer, serve_http
 
 IN_PROCESS_URL = "http://scripted.invalid/v1"
 """Base URL to give the ``openai`` client when it talks to the in-process transport."""

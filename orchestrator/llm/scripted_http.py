@@ -21,7 +21,7 @@ import anyio
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from orchestrator.llm.script import Rendered
+from baton.llm.script import Rendered
 
 Handler = Callable[[str, str, dict[str, str], bytes], Rendered]
 

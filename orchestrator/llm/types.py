@@ -50,7 +50,7 @@ class ChatModel(Protocol):
 
     Guarantees: ``on_text`` receives text deltas in order as they arrive, before ``complete``
     returns; tool calls are returned in the model's call order. Raises ``ModelError`` (from
-    ``orchestrator.errors``) once retries are spent or when a stream dies mid-way — a partial
+    ``baton.errors``) once retries are spent or when a stream dies mid-way — a partial
     answer is never returned as if it were whole.
     """
 

@@ -11,7 +11,7 @@ Modules: :mod:`.config` (settings and the token rule), :mod:`.run` (lifecycle), 
 :mod:`.state` (a session folded from its events), :mod:`.host` (sessions run by the server).
 """
 
-from orchestrator.server.config import ServerConfig, is_loopback
-from orchestrator.server.run import BatonServer, serve
+from baton.server.config import ServerConfig, is_loopback
+from baton.server.run import BatonServer, serve
 
 __all__ = ["BatonServer", "ServerConfig", "is_loopback", "serve"]

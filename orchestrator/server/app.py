@@ -15,10 +15,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from orchestrator.server import media, pages, routes, sse
-from orchestrator.server.context import ServerContext
-from orchestrator.server.openapi import openapi_document
-from orchestrator.server.security import BodyInvalid, TokenGuard
+from baton.server import media, pages, routes, sse
+from baton.server.context import ServerContext
+from baton.server.openapi import openapi_document
+from baton.server.security import BodyInvalid, TokenGuard
 
 
 async def _openapi(request: Request) -> Response:

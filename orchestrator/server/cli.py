@@ -1,4 +1,4 @@
-"""The ``baton serve`` command, declared here and loaded by ``orchestrator.cli.app`` only when it
+"""The ``baton serve`` command, declared here and loaded by ``baton.cli.app`` only when it
 runs (the server's imports — Starlette, uvicorn — stay off every other command's start-up)."""
 
 from __future__ import annotations
@@ -52,13 +52,13 @@ def serve_command(
         typer.Option("--cors-origin", help="allow this browser origin (repeatable; default none)"),
     ] = None,
 ) -> None:
-    from orchestrator.cli.app import settings_from
-    from orchestrator.cli.exits import EXIT_USAGE, fail, run_async
-    from orchestrator.cli.run import configure_logging, model_settings
+    from baton.cli.app import settings_from
+    from baton.cli.exits import EXIT_USAGE, fail, run_async
+    from baton.cli.run import configure_logging, model_settings
 
     settings = settings_from(config, "serve", bus=bus, profiles=profiles, media_dir=media_dir)
-    from bus.errors import ConfigError
-    from orchestrator.server import ServerConfig, serve
+    from baton.bus.errors import ConfigError
+    from baton.server import ServerConfig, serve
 
     configure_logging(settings.log_level)
     try:

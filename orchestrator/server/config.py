@@ -11,8 +11,8 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-from bus.errors import ConfigError
-from orchestrator.llm import ModelSettings
+from baton.bus.errors import ConfigError
+from baton.llm import ModelSettings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8321

@@ -9,12 +9,12 @@ from pathlib import Path
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
-from bus.base import Bus
-from orchestrator.llm import ModelSettings
-from orchestrator.server.config import ServerConfig
-from orchestrator.server.feeds import Feeds
-from orchestrator.server.host import SessionHost
-from orchestrator.server.schemas import NAME_PATTERN
+from baton.bus.base import Bus
+from baton.llm import ModelSettings
+from baton.server.config import ServerConfig
+from baton.server.feeds import Feeds
+from baton.server.host import SessionHost
+from baton.server.schemas import NAME_PATTERN
 
 _NAME = re.compile(NAME_PATTERN)
 

@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator
 import anyio
 from anyio.abc import TaskGroup
 
-from bus.base import Bus, LoggedEvent
-from bus.events import SessionFinished, dump_event
+from baton.bus.base import Bus, LoggedEvent
+from baton.bus.events import SessionFinished, dump_event
 
 log = logging.getLogger(__name__)
 

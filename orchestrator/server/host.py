@@ -14,9 +14,9 @@ from collections.abc import Mapping
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from bus.base import Bus
-from orchestrator.session import Session, SessionConfig
-from subagents.profiles import Profile
+from baton.bus.base import Bus
+from baton.session import Session, SessionConfig
+from baton.subagents.profiles import Profile
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 
-from orchestrator.server.context import ServerContext
+from baton.server.context import ServerContext
 
 MEDIA_PREFIX = "/media/"
 HEADERS = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"}

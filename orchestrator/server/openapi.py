@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from orchestrator.server.schemas import (
+from baton.server.schemas import (
     Cancelled,
     Decided,
     Decision,
@@ -23,7 +23,7 @@ from orchestrator.server.schemas import (
     Started,
     StartSession,
 )
-from orchestrator.server.state import SessionList, SessionState
+from baton.server.state import SessionList, SessionState
 
 MODELS: tuple[type[BaseModel], ...] = (
     StartSession,

@@ -1,5 +1,5 @@
 """The live pages: ``/`` (sessions and a form to start one) and ``/sessions/{id}`` (one session,
-live). Plain HTML, CSS and a little JavaScript from :mod:`orchestrator.server.assets`; no build
+live). Plain HTML, CSS and a little JavaScript from :mod:`baton.server.assets`; no build
 step. The page is a viewer of the same SSE stream any client can read; the only server-side
 input it needs is the media root, to turn the tools' ``file://`` URLs into ``/media/`` links.
 """
@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from orchestrator.server.context import ServerContext
+from baton.server.context import ServerContext
 
 ASSETS = {"app.js": "text/javascript", "session.js": "text/javascript", "style.css": "text/css"}
 CSP = (
@@ -31,7 +31,7 @@ PAGE_HEADERS = {
 
 @cache
 def _asset(name: str) -> str:
-    return files("orchestrator.server.assets").joinpath(name).read_text(encoding="utf-8")
+    return files("baton.server.assets").joinpath(name).read_text(encoding="utf-8")
 
 
 def _page(name: str, **values: str) -> HTMLResponse:

@@ -13,11 +13,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bus.messages import make_envelope
-from orchestrator.engine.bus_channel import ApprovalNotFound, answer_approval
-from orchestrator.server.context import ServerContext
-from orchestrator.server.media import public_url
-from orchestrator.server.schemas import (
+from baton.bus.messages import make_envelope
+from baton.engine.bus_channel import ApprovalNotFound, answer_approval
+from baton.server.context import ServerContext
+from baton.server.media import public_url
+from baton.server.schemas import (
     Cancelled,
     Decided,
     Decision,
@@ -28,9 +28,9 @@ from orchestrator.server.schemas import (
     Started,
     StartSession,
 )
-from orchestrator.server.security import read_model
-from orchestrator.server.state import list_sessions, session_state
-from orchestrator.session import SessionConfig
+from baton.server.security import read_model
+from baton.server.state import list_sessions, session_state
+from baton.session import SessionConfig
 
 MAX_LIST = 200
 

@@ -22,15 +22,15 @@ from typing import Self
 import anyio
 import uvicorn
 
-from bus.base import Bus
-from bus.connect import open_bus
-from orchestrator.compose import resolve_profiles
-from orchestrator.server.app import create_app
-from orchestrator.server.config import ServerConfig, is_loopback
-from orchestrator.server.context import ServerContext
-from orchestrator.server.feeds import Feeds
-from orchestrator.server.host import SessionHost
-from subagents.profiles import Profile
+from baton.bus.base import Bus
+from baton.bus.connect import open_bus
+from baton.compose import resolve_profiles
+from baton.server.app import create_app
+from baton.server.config import ServerConfig, is_loopback
+from baton.server.context import ServerContext
+from baton.server.feeds import Feeds
+from baton.server.host import SessionHost
+from baton.subagents.profiles import Profile
 
 log = logging.getLogger(__name__)
 

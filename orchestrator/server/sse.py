@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from orchestrator.server.context import ServerContext
-from orchestrator.server.feeds import Feed, Feeds, cursor_key
+from baton.server.context import ServerContext
+from baton.server.feeds import Feed, Feeds, cursor_key
 
 
 class FeedResponse(EventSourceResponse):

@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from bus.base import Bus
-from bus.events import (
+from baton.bus.base import Bus
+from baton.bus.events import (
     AgentExited,
     AgentProgress,
     AgentResult,
@@ -22,7 +22,7 @@ from bus.events import (
     TextDelta,
     ToolCallInfo,
 )
-from orchestrator.lead.prompt import LEAD_NAME
+from baton.lead.prompt import LEAD_NAME
 
 SessionStatus = Literal["pending", "running", "completed", "failed", "cancelled", "timed_out"]
 

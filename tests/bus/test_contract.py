@@ -8,11 +8,11 @@ from contextlib import AsyncExitStack
 import anyio
 import pytest
 
-from bus.base import Bus
-from bus.connect import open_bus
-from bus.errors import BusClosed, ConfigError, InvalidEnvelope
-from bus.events import AgentProgress, ErrorEvent, SessionStarted
-from bus.messages import Envelope, SpawnRequest, make_envelope
+from baton.bus.base import Bus
+from baton.bus.connect import open_bus
+from baton.bus.errors import BusClosed, ConfigError, InvalidEnvelope
+from baton.bus.events import AgentProgress, ErrorEvent, SessionStarted
+from baton.bus.messages import Envelope, SpawnRequest, make_envelope
 from tests.conftest import BusFactory
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import anyio
 from redis.asyncio import Redis
 
-from bus.base import BusOptions
-from bus.events import SessionStarted
-from bus.messages import Envelope, SpawnRequest, make_envelope
-from bus.redis import RedisBus
-from bus.redis_server import RedisServer, redis_cli
+from baton.bus.base import BusOptions
+from baton.bus.events import SessionStarted
+from baton.bus.messages import Envelope, SpawnRequest, make_envelope
+from baton.bus.redis import RedisBus
+from baton.bus.redis_server import RedisServer, redis_cli
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 

@@ -14,8 +14,8 @@ from typing import Any
 import typer
 import yaml
 
-from orchestrator.cli.app import app
-from subagents.cli import worker_command
+from baton.cli.app import app
+from baton.subagents.cli import worker_command
 
 REPO = Path(__file__).resolve().parents[2]
 

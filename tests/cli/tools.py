@@ -10,7 +10,7 @@ import os
 
 import anyio
 
-from orchestrator.engine import tool
+from baton.engine import tool
 
 
 @tool(needs_approval=True)

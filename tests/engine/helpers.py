@@ -21,12 +21,12 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from bus.events import Event
-from orchestrator.engine import AgentLoop, MemoryChannel, Question, QuestionClosed, Telemetry, Tool
-from orchestrator.llm.client import ModelSettings, OpenAIChatModel
-from orchestrator.llm.script import Responder, ScriptItem
-from orchestrator.llm.scripted import RecordedRequest, ScriptedServer
-from orchestrator.llm.types import Message
+from baton.bus.events import Event
+from baton.engine import AgentLoop, MemoryChannel, Question, QuestionClosed, Telemetry, Tool
+from baton.llm.client import ModelSettings, OpenAIChatModel
+from baton.llm.script import Responder, ScriptItem
+from baton.llm.scripted import RecordedRequest, ScriptedServer
+from baton.llm.types import Message
 
 E = TypeVar("E")
 

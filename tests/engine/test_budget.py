@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.engine import TokenBudget
-from orchestrator.engine.budget import fit, message_chars
-from orchestrator.llm.types import Message
+from baton.engine import TokenBudget
+from baton.engine.budget import fit, message_chars
+from baton.llm.types import Message
 
 
 def round_trip(call_id: str, body: str) -> list[Message]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from orchestrator.engine import AgentLoop, MemoryChannel, StopReason, TurnResult, tool
-from orchestrator.engine import messages as texts
-from orchestrator.llm.script import Call, Stall, text, tool_calls
-from orchestrator.llm.types import Message
+from baton.engine import AgentLoop, MemoryChannel, StopReason, TurnResult, tool
+from baton.engine import messages as texts
+from baton.llm.script import Call, Stall, text, tool_calls
+from baton.llm.types import Message
 from tests.engine.helpers import Observed, engine_tasks, harness, human, tool_messages, user
 
 

@@ -10,8 +10,8 @@ import pytest
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from bus.events import ToolCallInfo
-from orchestrator.engine import (
+from baton.bus.events import ToolCallInfo
+from baton.engine import (
     ApprovalDecision,
     ApprovalQuestion,
     ImageQuestion,
@@ -23,7 +23,7 @@ from orchestrator.engine import (
     QuestionClosed,
     UploadQuestion,
 )
-from orchestrator.engine.channels import ChannelItem
+from baton.engine.channels import ChannelItem
 
 
 @asynccontextmanager

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bus.events import ApprovalDecided, ApprovalRequested, GuardFired
-from orchestrator.engine import (
+from baton.bus.events import ApprovalDecided, ApprovalRequested, GuardFired
+from baton.engine import (
     DESCRIBE_IMAGE,
     REQUEST_FILE_UPLOAD,
     ApprovalDecision,
@@ -22,7 +22,7 @@ from orchestrator.engine import (
     image_tool,
     tool,
 )
-from orchestrator.llm.script import Call, text, tool_calls
+from baton.llm.script import Call, text, tool_calls
 from tests.engine.helpers import (
     Observed,
     approve_all,

@@ -5,8 +5,15 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from bus.events import ErrorEvent, RoundEnded, RoundStarted, TextDelta, ToolCalled, ToolResulted
-from orchestrator.engine import (
+from baton.bus.events import (
+    ErrorEvent,
+    RoundEnded,
+    RoundStarted,
+    TextDelta,
+    ToolCalled,
+    ToolResulted,
+)
+from baton.engine import (
     LoopLimits,
     StopReason,
     TokenBudget,
@@ -14,9 +21,9 @@ from orchestrator.engine import (
     TurnInProgress,
     tool,
 )
-from orchestrator.errors import ModelError
-from orchestrator.llm.script import Call, ScriptItem, pieces, server_error, text, tool_calls
-from orchestrator.llm.types import Message
+from baton.errors import ModelError
+from baton.llm.script import Call, ScriptItem, pieces, server_error, text, tool_calls
+from baton.llm.types import Message
 from tests.engine.helpers import harness, tool_messages, user
 
 

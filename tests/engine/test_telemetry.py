@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator.engine import Telemetry, tool
-from orchestrator.llm.script import Call, text, tool_calls
+from baton.engine import Telemetry, tool
+from baton.llm.script import Call, text, tool_calls
 from tests.engine.helpers import Observed, harness, user
 
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from orchestrator.engine import Tool, ToolDefinitionError, ToolRegistry, ToolResult, tool
-from orchestrator.engine.tools import as_result, parse_docstring
+from baton.engine import Tool, ToolDefinitionError, ToolRegistry, ToolResult, tool
+from baton.engine.tools import as_result, parse_docstring
 
 
 def send_message(

@@ -7,8 +7,8 @@ import threading
 import anyio
 import pytest
 
-from orchestrator.engine import AgentTurn, LoopLimits, Verdict
-from orchestrator.engine.turn import IDLE_MARGIN_S, fingerprint
+from baton.engine import AgentTurn, LoopLimits, Verdict
+from baton.engine.turn import IDLE_MARGIN_S, fingerprint
 
 
 def rounds_until(turn: AgentTurn, n: int) -> list[Verdict]:

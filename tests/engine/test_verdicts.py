@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bus.events import Event, GuardFired, ToolCalled
-from orchestrator.engine import AgentLoop, LoopLimits, MemoryChannel, StopReason, tool
-from orchestrator.engine import messages as texts
-from orchestrator.llm.script import Call, ScriptItem, text, tool_calls
+from baton.bus.events import Event, GuardFired, ToolCalled
+from baton.engine import AgentLoop, LoopLimits, MemoryChannel, StopReason, tool
+from baton.engine import messages as texts
+from baton.llm.script import Call, ScriptItem, text, tool_calls
 from tests.engine.helpers import Observed, harness, human, tool_messages, user
 
 runs: list[int] = []

@@ -17,13 +17,13 @@ from urllib.request import url2pathname
 
 import anyio
 
-from bus.base import Bus
-from bus.events import Event
-from orchestrator.engine import Tool, tool
-from orchestrator.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel, ScriptedServer
-from orchestrator.llm.offline import offline_reply
-from orchestrator.llm.script import Call, Reply, ScriptItem
-from subagents.profiles import AgentLimits, Profile
+from baton.bus.base import Bus
+from baton.bus.events import Event
+from baton.engine import Tool, tool
+from baton.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel, ScriptedServer
+from baton.llm.offline import offline_reply
+from baton.llm.script import Call, Reply, ScriptItem
+from baton.subagents.profiles import AgentLimits, Profile
 
 PAINT_AND_WRITE = "paint a fox and write a haiku about it"
 

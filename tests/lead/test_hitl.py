@@ -5,16 +5,16 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from bus.events import ApprovalDecided, ApprovalRequested, Event, ToolCallInfo
-from bus.messages import Envelope
-from orchestrator.engine import AgentLoop, ApprovalQuestion, InteractionCancelled, LoopLimits
-from orchestrator.engine.bus_channel import (
+from baton.bus.events import ApprovalDecided, ApprovalRequested, Event, ToolCallInfo
+from baton.bus.messages import Envelope
+from baton.engine import AgentLoop, ApprovalQuestion, InteractionCancelled, LoopLimits
+from baton.engine.bus_channel import (
     ApprovalNotFound,
     BusInteractionChannel,
     answer_approval,
     approvals_inbox,
 )
-from orchestrator.llm.script import Reply
+from baton.llm.script import Reply
 from tests.conftest import BusFactory
 from tests.lead.helpers import call, gated_tool, logged_events, scripted, wait_for_event
 

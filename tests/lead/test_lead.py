@@ -8,8 +8,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bus.connect import open_bus
-from bus.events import (
+from baton.api import Session, SessionConfig
+from baton.bus.connect import open_bus
+from baton.bus.events import (
     AgentExited,
     AgentSpawned,
     ApprovalDecided,
@@ -17,10 +18,9 @@ from bus.events import (
     RoundEnded,
     SessionFinished,
 )
-from orchestrator.api import Session, SessionConfig
-from orchestrator.llm import OpenAIChatModel
-from orchestrator.llm.script import HttpError, Reply
-from subagents.profiles import builtin_profiles
+from baton.llm import OpenAIChatModel
+from baton.llm.script import HttpError, Reply
+from baton.subagents.profiles import builtin_profiles
 from tests.lead.helpers import (
     call,
     gated_profile,

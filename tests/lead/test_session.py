@@ -8,7 +8,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bus.events import (
+from baton.api import Session, SessionConfig, Worker, open_session
+from baton.bus.events import (
     AgentExited,
     AgentResult,
     AgentSpawned,
@@ -18,9 +19,8 @@ from bus.events import (
     TextDelta,
     ToolCalled,
 )
-from bus.messages import Envelope
-from orchestrator.api import Session, SessionConfig, Worker, open_session
-from subagents.profiles import builtin_profiles
+from baton.bus.messages import Envelope
+from baton.subagents.profiles import builtin_profiles
 from tests.conftest import BusFactory
 from tests.lead.helpers import (
     PAINT_AND_WRITE,
@@ -158,9 +158,9 @@ async def test_external_workers_do_the_work_when_local_workers_are_off(
 async def test_api_docstring_example_runs_as_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import orchestrator.api
+    import baton.api
 
-    doc = orchestrator.api.__doc__ or ""
+    doc = baton.api.__doc__ or ""
     lines = doc.split("::\n\n", 1)[1].splitlines()
     end = next(i for i, line in enumerate(lines) if line and not line.startswith(" "))
     source = textwrap.dedent("\n".join(lines[:end]))

@@ -7,13 +7,13 @@ import json
 
 import anyio
 
-from bus.connect import open_bus
-from bus.events import TextDelta
-from bus.messages import Envelope
-from orchestrator.lead.prompt import inbox_block
-from orchestrator.lead.roster import Roster, Sent
-from orchestrator.lead.stream import EventFanout, EventRouter
-from orchestrator.lead.tools import send_message_tool
+from baton.bus.connect import open_bus
+from baton.bus.events import TextDelta
+from baton.bus.messages import Envelope
+from baton.lead.prompt import inbox_block
+from baton.lead.roster import Roster, Sent
+from baton.lead.stream import EventFanout, EventRouter
+from baton.lead.tools import send_message_tool
 from tests.lead.helpers import wait_for_event
 
 PROFILES = {"painter": "Paints.", "writer": "Writes."}

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Literal
 
-from orchestrator.llm.client import ModelSettings, OpenAIChatModel
-from orchestrator.llm.scripted import IN_PROCESS_URL, ScriptedServer
+from baton.llm.client import ModelSettings, OpenAIChatModel
+from baton.llm.scripted import IN_PROCESS_URL, ScriptedServer
 
 Mount = Literal["in_process", "loopback"]
 MOUNTS: tuple[Mount, ...] = ("in_process", "loopback")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.llm.assemble import StreamAssembler
-from orchestrator.llm.client import SseDecoder
+from baton.llm.assemble import StreamAssembler
+from baton.llm.client import SseDecoder
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None, index: int = 0) -> dict[str, Any]:

@@ -8,9 +8,9 @@ import anyio
 import openai
 import pytest
 
-from orchestrator.errors import ModelError, StreamBroken
-from orchestrator.llm.client import ModelSettings, OpenAIChatModel
-from orchestrator.llm.script import (
+from baton.errors import ModelError, StreamBroken
+from baton.llm.client import ModelSettings, OpenAIChatModel
+from baton.llm.script import (
     Call,
     HttpError,
     Reply,
@@ -21,8 +21,8 @@ from orchestrator.llm.script import (
     text,
     tool_calls,
 )
-from orchestrator.llm.scripted import IN_PROCESS_URL, ScriptedServer
-from orchestrator.llm.types import Message, ToolSchema
+from baton.llm.scripted import IN_PROCESS_URL, ScriptedServer
+from baton.llm.types import Message, ToolSchema
 from tests.llm.helpers import Mount, TextLog, connected, settings
 
 USER: list[Message] = [{"role": "user", "content": "hello"}]

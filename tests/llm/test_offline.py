@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.llm.client import OpenAIChatModel
-from orchestrator.llm.offline import (
+from baton.llm.client import OpenAIChatModel
+from baton.llm.offline import (
     DEFAULT_AGENT,
     LEAD_MARKER,
     OFFLINE_LABEL,
@@ -19,7 +19,7 @@ from orchestrator.llm.offline import (
     offline_server,
     role_of,
 )
-from orchestrator.llm.types import ModelReply, ToolSchema
+from baton.llm.types import ModelReply, ToolSchema
 from tests.llm.helpers import Mount, TextLog, connected
 
 

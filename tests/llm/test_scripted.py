@@ -8,9 +8,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from orchestrator.errors import ModelError
-from orchestrator.llm.script import Call, Reply, Script, render, text, tool_calls
-from orchestrator.llm.scripted import IN_PROCESS_URL, ScriptedServer
+from baton.errors import ModelError
+from baton.llm.script import Call, Reply, Script, render, text, tool_calls
+from baton.llm.scripted import IN_PROCESS_URL, ScriptedServer
 from tests.llm.helpers import Mount, connected
 
 BODY: dict[str, Any] = {

@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx2
 
-from bus.base import Bus
-from orchestrator.server import BatonServer, ServerConfig
-from subagents.profiles import Profile, load_profiles
+from baton.bus.base import Bus
+from baton.server import BatonServer, ServerConfig
+from baton.subagents.profiles import Profile, load_profiles
 
 TOKEN = "t0ken-for-the-tests-0123456789"
 PROFILES = """

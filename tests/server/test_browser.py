@@ -10,7 +10,7 @@ from pathlib import Path
 
 from playwright.async_api import async_playwright
 
-from bus.memory import MemoryBus
+from baton.bus.memory import MemoryBus
 from tests.server.helpers import TOKEN, serving
 
 CHROMIUM = "/usr/bin/chromium"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from bus.errors import ConfigError
-from bus.events import SessionStarted
-from orchestrator.server import ServerConfig, is_loopback
+from baton.bus.errors import ConfigError
+from baton.bus.events import SessionStarted
+from baton.server import ServerConfig, is_loopback
 from tests.conftest import BusFactory
 from tests.server.helpers import TOKEN, client, serving
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import anyio
 
-from bus.base import Bus
-from bus.events import SessionStarted
+from baton.bus.base import Bus
+from baton.bus.events import SessionStarted
 from tests.conftest import BusFactory
 from tests.server.helpers import client, read_all, serving, start_session, stream
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.engine import tool
+from baton.engine import tool
 
 
 @tool(needs_approval=True)

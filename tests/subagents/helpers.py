@@ -19,15 +19,15 @@ from urllib.request import url2pathname
 
 import anyio
 
-from bus.base import Bus
-from bus.events import Event
-from bus.messages import Envelope
-from orchestrator.engine import LoopLimits, Tool
-from orchestrator.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel, ScriptedServer
-from orchestrator.llm.offline import offline_reply
-from orchestrator.llm.script import Json, Reply, ScriptItem
-from subagents.profiles import AgentLimits, Profile
-from subagents.tools import builtin_tools
+from baton.bus.base import Bus
+from baton.bus.events import Event
+from baton.bus.messages import Envelope
+from baton.engine import LoopLimits, Tool
+from baton.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel, ScriptedServer
+from baton.llm.offline import offline_reply
+from baton.llm.script import Json, Reply, ScriptItem
+from baton.subagents.profiles import AgentLimits, Profile
+from baton.subagents.tools import builtin_tools
 
 SESSION = "s1"
 
@@ -145,7 +145,7 @@ def read_png(path: Path) -> tuple[int, int, bytes]:
 
 
 def tool_call_reply(name: str, arguments: dict[str, Any], call_id: str = "c1") -> Reply:
-    from orchestrator.llm.script import Call
+    from baton.llm.script import Call
 
     return Reply(calls=[Call(name, json.dumps(arguments), id=call_id)])
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bus.events import AgentExited, AgentProgress, AgentResult, RoundEnded, ToolResulted
-from orchestrator.llm.script import HttpError, Reply, Stall
-from subagents.loop import SubAgent
-from subagents.state import Checkpoint, FinalReport
+from baton.bus.events import AgentExited, AgentProgress, AgentResult, RoundEnded, ToolResulted
+from baton.llm.script import HttpError, Reply, Stall
+from baton.subagents.loop import SubAgent
+from baton.subagents.state import Checkpoint, FinalReport
 from tests.conftest import BusFactory
 from tests.subagents.helpers import (
     SESSION,

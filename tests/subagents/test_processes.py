@@ -1,6 +1,6 @@
 """Real worker processes on real Redis: kill -9 mid-round, SIGTERM drain, ``--check``.
 
-Workers run as ``python -m subagents worker`` (the same command as ``baton worker``), with the
+Workers run as ``python -m baton.subagents worker`` (the same command as ``baton worker``), with the
 model served by a scripted server on a loopback socket in this test process, so the test knows
 exactly when a model call is in flight. Leases are short (1 s) to keep the run quick. The test
 waits on process output lines, bus messages and events — never on sleeps.
@@ -24,15 +24,15 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from bus.base import Bus, BusOptions
-from bus.connect import open_bus
-from bus.events import AgentExited, AgentSpawned, ToolCalled
-from bus.messages import SpawnRequest
-from bus.redis_server import RedisServer, free_port
-from orchestrator.llm import ScriptedServer
-from orchestrator.llm.offline import offline_reply
-from orchestrator.llm.script import Json, Reply, ScriptItem
-from subagents.state import load_checkpoint
+from baton.bus.base import Bus, BusOptions
+from baton.bus.connect import open_bus
+from baton.bus.events import AgentExited, AgentSpawned, ToolCalled
+from baton.bus.messages import SpawnRequest
+from baton.bus.redis_server import RedisServer, free_port
+from baton.llm import ScriptedServer
+from baton.llm.offline import offline_reply
+from baton.llm.script import Json, Reply, ScriptItem
+from baton.subagents.state import load_checkpoint
 from tests.subagents.helpers import SESSION, Lead, file_path, read_png, task, wait_for_event
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ tools = ["generate_image", "tests.subagents.slowtools:slow_step"]
 
 
 class WorkerProcess:
-    """One ``python -m subagents worker`` process and its stderr, line by line."""
+    """One ``python -m baton.subagents worker`` process and its stderr, line by line."""
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engine import tool
-from subagents.errors import ProfileError
-from subagents.png import encode_png, picture_for
-from subagents.profiles import Profile, builtin_profiles, load_profiles
+from baton.engine import tool
+from baton.subagents.errors import ProfileError
+from baton.subagents.png import encode_png, picture_for
+from baton.subagents.profiles import Profile, builtin_profiles, load_profiles
 from tests.subagents.helpers import read_png
 
 GOOD = """

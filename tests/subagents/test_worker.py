@@ -9,13 +9,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bus.events import RoundEnded
-from bus.messages import Envelope, SpawnRequest
-from bus.redis_server import RedisServer
-from orchestrator.llm.offline import offline_reply
-from orchestrator.llm.script import Json, Reply, ScriptItem
-from subagents.loop import SubAgent
-from subagents.worker import Worker
+from baton.bus.events import RoundEnded
+from baton.bus.messages import Envelope, SpawnRequest
+from baton.bus.redis_server import RedisServer
+from baton.llm.offline import offline_reply
+from baton.llm.script import Json, Reply, ScriptItem
+from baton.subagents.loop import SubAgent
+from baton.subagents.worker import Worker
 from tests.conftest import BusFactory
 from tests.subagents.helpers import (
     SESSION,
