@@ -14,6 +14,7 @@ import resource
 import statistics
 import time
 from contextlib import ExitStack
+from typing import cast
 
 import anyio
 from redis.asyncio import Redis
@@ -23,6 +24,9 @@ from baton.bus.memory import MemoryBus
 from baton.bus.messages import Envelope, make_envelope
 from baton.bus.redis import RedisBus
 from baton.bus.redis_server import RedisServer
+
+# XREADGROUP's reply for one stream: [[stream, [[entry id, fields], ...]]].
+StreamReply = list[tuple[str, list[tuple[str, dict[str, str]]]]]
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -67,8 +71,9 @@ async def plain_loop_msgs_per_s(url: str, agents: int, per_agent: int) -> float:
             for i in range(per_agent):
                 await client.xadd(f"plain:{a}", {"msg": f"message {i}"})
                 await client.publish(f"plain-wake:{a}", str(i))
-                got = await client.xreadgroup("g", "c", {f"plain:{a}": ">"}, count=100)
-                await client.xack(f"plain:{a}", "g", *[entry[0] for entry in got[0][1]])
+                reply = await client.xreadgroup("g", "c", {f"plain:{a}": ">"}, count=100)
+                got = cast(StreamReply, reply)  # RESP2 with decoded responses, one stream
+                await client.xack(f"plain:{a}", "g", *[entry_id for entry_id, _ in got[0][1]])
 
         started = time.perf_counter()
         async with anyio.create_task_group() as tg:

@@ -128,7 +128,7 @@ async def idle(bus: Bus, worker: Worker, n: int, measure: redis.Redis) -> dict[s
     # Every agent is idle once it has subscribed to its wake-up channel and sits in wait().
     pattern = f"{PREFIX}:{{{session}}}:wake:*"
     await until(
-        lambda: worker.hosted >= base + n and len(measure.pubsub_channels(pattern)) >= n,  # type: ignore[arg-type]
+        lambda: worker.hosted >= base + n and len(measure.pubsub_channels(pattern)) >= n,
         every=0.2,
     )
     gc.collect()

@@ -21,12 +21,14 @@ def test_every_package_folder_ships_under_baton() -> None:
     mapping = table["package-dir"]
     assert isinstance(mapping, dict)
     assert mapping == {"baton": "orchestrator", "baton.bus": "bus", "baton.subagents": "subagents"}
-    expected = set()
+    expected: set[str] = set()
     for name, folder in mapping.items():
         for init in (ROOT / folder).rglob("__init__.py"):
             parts = init.parent.relative_to(ROOT / folder).parts
             expected.add(".".join((name, *parts)))
-    assert set(table["packages"]) == expected  # type: ignore[arg-type]
+    packages = table["packages"]
+    assert isinstance(packages, list)
+    assert set(packages) == expected
 
 
 def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:

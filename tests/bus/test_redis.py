@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import anyio
@@ -175,6 +176,7 @@ async def test_event_tails_unsubscribe_when_the_last_one_ends(redis_server: Redi
 
             first = bus.events("s")
             second = bus.events("s")
+            assert isinstance(first, AsyncGenerator) and isinstance(second, AsyncGenerator)
             assert (await anext(first)).event.type == "session.started"
             assert (await anext(second)).event.type == "session.started"
             assert await subscribers() == 1  # one subscription serves both tails

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx2
@@ -51,10 +52,10 @@ async def test_approval_over_the_api_lets_the_session_continue(
                                  json={"approved": True, "reason": "ship it"})  # fmt: skip
         assert answer.status_code == 200, answer.text
         assert answer.json() == {"call_id": call_id, "approved": True, "agent": "publisher"}
-        events = await read_all(http, session)
-        results = [e.json()["result"]["content"] for e in events if e.event == "tool.result"]
+        logged = await read_all(http, session)
+        results = [e.json()["result"]["content"] for e in logged if e.event == "tool.result"]
         assert any(text.startswith("published") for text in results)
-        assert events[-1].json()["status"] == "completed"
+        assert logged[-1].json()["status"] == "completed"
         again = await http.post(
             f"/sessions/{session}/approvals/{call_id}", json={"approved": False}
         )
@@ -109,7 +110,7 @@ async def test_bodies_must_be_json_and_small(make_bus: BusFactory, tmp_path: Pat
         big = await http.post("/sessions", json={"task": "x" * 70_000})
         assert big.status_code == 413
 
-        async def chunks():  # no Content-Length: counted as it arrives
+        async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted as it arrives
             for _ in range(100):
                 yield b" " * 1024
 

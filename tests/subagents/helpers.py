@@ -21,7 +21,7 @@ import anyio
 
 from baton.bus.base import Bus
 from baton.bus.events import Event
-from baton.bus.messages import Envelope
+from baton.bus.messages import Envelope, MessageType
 from baton.engine import LoopLimits, Tool
 from baton.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel, ScriptedServer
 from baton.llm.offline import offline_reply
@@ -63,10 +63,10 @@ def profile(
     )
 
 
-def task(recipient: str, content: str, *, type: str = "task", **extra: Any) -> Envelope:
+def task(recipient: str, content: str, *, type: MessageType = "task", **extra: Any) -> Envelope:
     return Envelope(
         session=SESSION, sender="lead", recipient=recipient, type=type, content=content, **extra
-    )  # type: ignore[arg-type]
+    )
 
 
 @dataclass
