@@ -1,7 +1,8 @@
 """Bus benchmark: wake-up latency on both backends, Redis throughput, idle-agent cost.
 
 Run as ``python benchmarks/bus.py`` (starts its own redis-server the way the tests do) or with
-``--redis-url`` to use a running one. Prints one JSON object. PING is measured in the same run as
+``--redis-url`` to use a running one; ``--smoke`` runs tiny sizes in seconds, as CI does, to prove
+it still works. Prints one JSON object. PING is measured in the same run as
 the floor the Redis wake-up latency is compared against.
 """
 
@@ -196,11 +197,23 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--per-agent", type=int, default=50)
     parser.add_argument("--idle", type=int, default=10_000)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     args = parser.parse_args()
+    if args.smoke:
+        args.samples, args.per_agent, args.idle = 30, 5, 200
     with ExitStack() as stack:
         url = args.redis_url or stack.enter_context(RedisServer(appendfsync="everysec")).url
         result = anyio.run(run, url, args)
     print(json.dumps(result))
+    check(result)
+
+
+def check(result: dict[str, float | int]) -> None:
+    """What must hold at any size: every figure measured, idle agents on a bounded pool."""
+    timed = {key: value for key, value in result.items() if key != "idle_agent_kib"}  # RSS noise
+    assert all(value > 0 for value in timed.values()), result
+    # Waiting agents share the bus's connections (two for commands, one for pub/sub).
+    assert result["idle_redis_connections"] <= 3, result
 
 
 if __name__ == "__main__":

@@ -2,14 +2,15 @@
 ``OpenAIChatModel`` versus the bare ``AsyncOpenAI`` ``create(stream=True)`` iterating chunk
 objects, both against the in-process scripted transport. Prints JSON (medians per round).
 
-Run: ``.venv/bin/python benchmarks/llm_client.py [rounds]``
+Run: ``.venv/bin/python benchmarks/llm_client.py [--rounds N] [--smoke]`` (``--smoke``: 20 rounds,
+as CI does, to prove it still works).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -119,4 +120,8 @@ async def main(rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, int(sys.argv[1]) if len(sys.argv) > 1 else 200)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--smoke", action="store_true", help="20 rounds, for CI")
+    options = parser.parse_args()
+    anyio.run(main, 20 if options.smoke else options.rounds)

@@ -16,7 +16,8 @@ here, as the tests do); events are emitted into Redis from this process, and the
 them over HTTP in this process, so emit and receipt times share one clock. The path measured is
 the real one: Redis stream, the server's one feed per session, uvicorn, HTTP chunks.
 
-Run: ``.venv/bin/python benchmarks/server.py [--clients 1000] [--hold 60]``.
+Run: ``.venv/bin/python benchmarks/server.py [--clients 1000] [--hold 60]``; ``--smoke`` (20 clients
+held 2 s, 50 latency samples) runs in seconds, as CI does, to prove it still works.
 """
 
 from __future__ import annotations
@@ -142,7 +143,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=1000)
     parser.add_argument("--hold", type=float, default=60.0, help="seconds the clients are held")
     parser.add_argument("--latency-events", type=int, default=1000)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     args = parser.parse_args()
+    if args.smoke:
+        args.clients, args.hold, args.latency_events = 20, 2.0, 50
     with RedisServer() as redis, tempfile.TemporaryDirectory() as media:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BATON_"))}
@@ -161,6 +165,9 @@ def main() -> None:
             server.terminate()
             server.wait(timeout=30)
     print(json.dumps(result, indent=2))
+    # Every event reached the latency client, and every held client saw every event.
+    assert result["sse_latency_samples"] == args.latency_events, result
+    assert result["sse_clients_held"] == args.clients, result
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ It starts its own ``redis-server`` unless ``--redis-url`` is given. The worker, 
 measuring all live in this process, sharing one bus (two command connections and one pub/sub
 connection, as a worker process would hold).
 
-Run: ``.venv/bin/python -m benchmarks.subagents [--idle 10000] [--fanout 1000] [--samples 200]``.
+Run: ``.venv/bin/python benchmarks/subagents.py [--idle 10000] [--fanout 1000] [--samples 200]``;
+``--smoke`` (200 idle, 50 fanned out, 20 samples) runs in seconds, as CI does, to prove it still
+works.
 """
 
 from __future__ import annotations
@@ -194,6 +196,14 @@ if __name__ == "__main__":
     parser.add_argument("--idle", type=int, default=10_000)
     parser.add_argument("--fanout", type=int, default=1000)
     parser.add_argument("--samples", type=int, default=200)
-    result = anyio.run(main, parser.parse_args())
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    args = parser.parse_args()
+    if args.smoke:
+        args.idle, args.fanout, args.samples = 200, 50, 20
+    result = anyio.run(main, args)
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
+    assert result["idle_subagents"] == args.idle, result
+    assert result["dispatch_samples"] == args.samples, result
+    # One worker process holds a fixed pool however many agents it hosts (see the docstring).
+    assert result["redis_connections"] <= 3, result
