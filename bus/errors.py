@@ -5,17 +5,45 @@ whole family in one place. Third-party exceptions (redis, openai, httpx2) are ma
 boundary where they occur, with ``raise ... from exc``. Messages say what happened, the value
 involved, and what to do about it. The other packages add their own subclasses in their own
 ``errors`` modules; this root lives here because ``bus`` is the bottom layer.
+
+Each class also carries the exit code a command ends with when that error stops it
+(:attr:`BatonError.exit_code`, one of :class:`ExitCode`): a new error class says how it ends a
+process where it is declared, and the CLI never has to recognise errors by name.
 """
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The exit codes of every ``baton`` command, defined once."""
+
+    OK = 0
+    FAILED = 1
+    """The work failed (a session failed, a worker was stopped by force, an unexpected fault)."""
+    USAGE = 2
+    """A usage or configuration error: fix the command line, the config file or the environment."""
+    UNREACHABLE = 3
+    """The bus could not be reached."""
+    INTERRUPTED = 130
+    """Stopped by Ctrl-C (128 + SIGINT), as shells report it."""
+
 
 class BatonError(Exception):
-    """Root of every error baton raises on purpose."""
+    """Root of every error baton raises on purpose.
+
+    ``exit_code`` is how a command ends when this error stops it; subclasses override it, and an
+    instance may narrow it where the class alone cannot tell (``ModelError`` for a refused key).
+    """
+
+    exit_code: int = ExitCode.FAILED
 
 
 class ConfigError(BatonError):
     """A setting, URL or file given by the user cannot be used."""
+
+    exit_code = ExitCode.USAGE
 
 
 class BusError(BatonError):
@@ -24,6 +52,8 @@ class BusError(BatonError):
 
 class BusUnreachable(BusError):
     """The bus backend could not be reached (e.g. Redis is down or the URL is wrong)."""
+
+    exit_code = ExitCode.UNREACHABLE
 
     def __init__(self, url: str, reason: str) -> None:
         super().__init__(f"cannot reach the bus at {url}: {reason}")
@@ -37,6 +67,8 @@ class BusClosed(BusError):
 
 class InvalidEnvelope(BusError):
     """A message failed validation; it goes to the dead-letter stream with ``reason``."""
+
+    exit_code = ExitCode.USAGE
 
     def __init__(self, reason: str, raw: str | bytes | None = None) -> None:
         super().__init__(reason)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from baton.bus.errors import BatonError
+from baton.bus.errors import BatonError, ExitCode
+
+REFUSED_CONFIGURATION = frozenset({401, 403, 404})
+"""HTTP statuses that mean a wrong key, model name or endpoint path: a configuration to fix."""
 
 
 class ModelError(BatonError):
@@ -11,6 +14,7 @@ class ModelError(BatonError):
     ``retryable`` tells whether the fault was of the kind that retries address (rate limit, 5xx,
     connection, timeout); ``attempts`` is how many requests were made; ``status_code`` is the HTTP
     status of the last refusal, when there was one (e.g. 400 for a context that is too long).
+    A refusal of the configuration itself (401, 403, 404) ends a command as a usage error.
     """
 
     def __init__(
@@ -25,6 +29,8 @@ class ModelError(BatonError):
         self.retryable = retryable
         self.attempts = attempts
         self.status_code = status_code
+        if status_code in REFUSED_CONFIGURATION:
+            self.exit_code = ExitCode.USAGE
 
 
 class StreamBroken(ModelError):

@@ -27,7 +27,7 @@ from typing import Literal
 import anyio
 
 from baton.bus.base import Bus
-from baton.bus.errors import BatonError
+from baton.bus.errors import BatonError, ExitCode
 from baton.bus.events import ApprovalDecided, ApprovalRequested
 from baton.bus.messages import Envelope
 from baton.engine.errors import InteractionCancelled, InteractionUnavailable
@@ -48,6 +48,8 @@ WAIT_SLICE_S = 60.0
 
 class ApprovalNotFound(BatonError):
     """No pending approval with that call id in the session (unknown, or already decided)."""
+
+    exit_code = ExitCode.USAGE
 
     def __init__(self, session: str, call_id: str, detail: str) -> None:
         super().__init__(f"session {session}: {detail} (call id {call_id!r})")
