@@ -24,7 +24,7 @@ from baton.bus.base import Bus, BusOptions
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import Envelope, make_envelope
 from baton.bus.redis import RedisBus
-from baton.bus.redis_server import RedisServer
+from baton.testing import RedisServer
 
 # XREADGROUP's reply for one stream: [[stream, [[entry id, fields], ...]]].
 StreamReply = list[tuple[str, list[tuple[str, dict[str, str]]]]]

@@ -37,7 +37,7 @@ import httpx2
 
 from baton.bus.connect import open_bus
 from baton.bus.events import SessionStarted, TextDelta
-from baton.bus.redis_server import RedisServer, free_port
+from baton.testing import RedisServer, free_port
 
 BATON = str(Path(sys.executable).parent / "baton")
 SESSION = "s-bench"

@@ -42,11 +42,11 @@ import redis
 from baton.bus.base import Bus, BusOptions
 from baton.bus.connect import open_bus
 from baton.bus.messages import Envelope, SpawnRequest
-from baton.bus.redis_server import RedisServer
 from baton.llm import offline_model
 from baton.subagents.loop import SubAgent
 from baton.subagents.profiles import AgentLimits, Profile
 from baton.subagents.worker import Worker
+from baton.testing import RedisServer
 
 PREFIX = "bench"
 

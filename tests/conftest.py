@@ -1,4 +1,5 @@
-"""Shared fixtures: a real ``redis-server`` for the whole run, and buses on both backends.
+"""Shared fixtures: a sealed test environment, a real ``redis-server`` for the whole run, and
+buses on both backends.
 
 A missing ``redis-server`` fails the Redis tests with a clear message; it is never a skip.
 """
@@ -6,6 +7,7 @@ A missing ``redis-server`` fails the Redis tests with a clear message; it is nev
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,9 +17,29 @@ from baton.bus.base import Bus, BusOptions
 from baton.bus.errors import ConfigError
 from baton.bus.memory import MemoryBus
 from baton.bus.redis import RedisBus
-from baton.bus.redis_server import RedisServer
+from baton.testing import RedisServer, local_model_requests_only
 
 _prefixes = itertools.count()
+
+SHELL_SETTINGS = ("OPENAI_", "BATON_", "REDIS_URL")
+"""Environment variables (by prefix) that configure a model, baton or a bus: none reach a test."""
+
+
+@pytest.fixture(autouse=True)
+def sealed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key, endpoint, bus or baton setting in the shell must not change what a test does (nor
+    what the processes it starts do, since they inherit this environment)."""
+    for name in list(os.environ):
+        if name.startswith(SHELL_SETTINGS):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def model_requests_stay_local() -> Iterator[None]:
+    """Model requests reach only the scripted server (loopback or in-process); any other raises
+    ``ModelRequestRefused`` before it is sent."""
+    with local_model_requests_only():
+        yield
 
 
 @pytest.fixture(scope="session")

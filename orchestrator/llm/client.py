@@ -42,6 +42,7 @@ from tenacity import (
 from baton.bus.errors import ConfigError
 from baton.errors import ModelError, StreamBroken
 from baton.llm.assemble import StreamAssembler
+from baton.llm.guard import check_model_endpoint
 from baton.llm.types import Message, ModelReply, TextSink, ToolSchema
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -159,6 +160,7 @@ class OpenAIChatModel:
         """One streamed completion, retried as the module docstring says."""
         if self._closed:
             raise ModelError(f"the model client for {self.model!r} is closed; open a new one")
+        check_model_endpoint(self._client.base_url)  # tests confine requests to this machine
         body: dict[str, Any] = {"model": self.model, "messages": list(messages), "stream": True}
         if tools:
             body["tools"] = list(tools)

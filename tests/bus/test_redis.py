@@ -16,7 +16,7 @@ from baton.bus.base import BusOptions
 from baton.bus.events import SessionStarted
 from baton.bus.messages import Envelope, SpawnRequest, make_envelope
 from baton.bus.redis import RedisBus
-from baton.bus.redis_server import RedisServer, redis_cli
+from baton.testing import RedisServer, redis_cli
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from baton.bus.redis_server import RedisServer
+from baton.testing import RedisServer
 from tests.cli.helpers import PROFILES, Proc, clean_env, processes
 
 _databases = itertools.count(1)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from baton.bus.redis_server import free_port
+from baton.testing import free_port
 from tests.cli.helpers import run_baton
 
 

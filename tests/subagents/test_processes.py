@@ -28,11 +28,11 @@ from baton.bus.base import Bus, BusOptions
 from baton.bus.connect import open_bus
 from baton.bus.events import AgentExited, AgentSpawned, ToolCalled
 from baton.bus.messages import SpawnRequest
-from baton.bus.redis_server import RedisServer, free_port
 from baton.llm import ScriptedServer
 from baton.llm.offline import offline_reply
 from baton.llm.script import Json, Reply, ScriptItem
 from baton.subagents.state import load_checkpoint
+from baton.testing import RedisServer, free_port
 from tests.subagents.helpers import SESSION, Lead, file_path, read_png, task, wait_for_event
 
 REPO = Path(__file__).resolve().parents[2]

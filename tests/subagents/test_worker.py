@@ -11,11 +11,11 @@ import pytest
 
 from baton.bus.events import RoundEnded
 from baton.bus.messages import Envelope, SpawnRequest
-from baton.bus.redis_server import RedisServer
 from baton.llm.offline import offline_reply
 from baton.llm.script import Json, Reply, ScriptItem
 from baton.subagents.loop import SubAgent
 from baton.subagents.worker import Worker
+from baton.testing import RedisServer
 from tests.conftest import BusFactory
 from tests.subagents.helpers import (
     SESSION,

@@ -1,5 +1,6 @@
 """A throwaway ``redis-server`` for tests and benchmarks: started on a free port, killable and
-restartable (AOF on, so a restart keeps what was written), stopped on exit.
+restartable (AOF on, so a restart keeps what was written), stopped on exit. It drives the real
+binary, never a fake: a Redis test must meet the server it will meet in production.
 
 Readiness is read from the server's own log line, not polled with sleeps.
 """

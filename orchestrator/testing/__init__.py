@@ -1,0 +1,24 @@
+"""Support for tests of code built on baton — baton's own tests and benchmarks use it too.
+
+- :class:`RedisServer`: a real, throwaway ``redis-server`` on a free port (killable, restartable,
+  removed on exit), for testing Redis-backed code against Redis itself; :func:`free_port` and
+  :func:`redis_cli` go with it.
+- :func:`local_model_requests_only`: model requests may reach only loopback endpoints and the
+  in-process scripted server (:class:`baton.llm.ScriptedServer`); any other raises
+  :class:`ModelRequestRefused` before it is sent, so a key in the shell cannot make a test call a
+  real API.
+
+Nothing in the runtime imports this package.
+"""
+
+from baton.llm.guard import ModelRequestRefused
+from baton.testing.models import local_model_requests_only
+from baton.testing.redis_server import RedisServer, free_port, redis_cli
+
+__all__ = [
+    "ModelRequestRefused",
+    "RedisServer",
+    "free_port",
+    "local_model_requests_only",
+    "redis_cli",
+]

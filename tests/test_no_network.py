@@ -1,0 +1,91 @@
+"""Tests cannot reach the outside: the shell's settings never reach a test, and a model request
+to anything but the scripted server fails loudly before it is sent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from baton.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel
+from baton.llm.guard import is_local_endpoint, model_requests_confined
+from baton.testing import ModelRequestRefused
+from tests.conftest import SHELL_SETTINGS
+
+ROOT = Path(__file__).resolve().parents[1]
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+async def test_a_model_request_off_this_machine_fails_loudly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As a Worker or Session would build it from settings alone, with a key in the environment:
+    # the SDK would take the key and its default endpoint, api.openai.com.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-shell")
+    async with OpenAIChatModel(ModelSettings(model="gpt-4o-mini")) as model:
+        with pytest.raises(ModelRequestRefused, match=r"https://api\.openai\.com/v1"):
+            await model.complete(HELLO)
+
+
+async def test_a_refused_request_is_never_sent() -> None:
+    sent: list[httpx2.Request] = []
+
+    def record(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        return httpx2.Response(500)
+
+    settings = ModelSettings(model="m", base_url="https://models.example.com/v1", api_key="sk-x")
+    transport = httpx2.MockTransport(record)
+    async with OpenAIChatModel(settings, transport=transport) as model:
+        with pytest.raises(ModelRequestRefused, match=r"models\.example\.com"):
+            await model.complete(HELLO)
+    assert sent == []  # refused before the transport, and not retried
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("http://127.0.0.1:8080/v1", True),
+        ("http://127.3.2.1/v1", True),
+        ("http://localhost:11434/v1", True),
+        ("http://[::1]:9000/v1", True),
+        (IN_PROCESS_URL, True),
+        ("https://api.openai.com/v1", False),
+        ("http://10.0.0.5:8000/v1", False),
+        ("http://localhost.example.com/v1", False),
+        ("http://127.0.0.1.nip.io/v1", False),
+    ],
+)
+def test_only_loopback_and_the_in_process_server_count_as_local(url: str, local: bool) -> None:
+    assert is_local_endpoint(url) is local
+
+
+def test_probe_the_environment_a_test_sees() -> None:
+    """Run by the test below under a shell full of settings; in the suite, it checks this run."""
+    assert [name for name in os.environ if name.startswith(SHELL_SETTINGS)] == []
+    assert model_requests_confined()
+
+
+def test_the_shell_s_settings_do_not_reach_a_test() -> None:
+    shell = {
+        "OPENAI_API_KEY": "sk-from-the-shell",
+        "OPENAI_BASE_URL": "https://api.openai.com/v1",
+        "BATON_MODEL": "gpt-4o",
+        "BATON_BUS": "redis://db.example.com:6379/0",
+        "REDIS_URL": "redis://db.example.com:6379/0",
+    }
+    probe = f"{Path(__file__).relative_to(ROOT)}::test_probe_the_environment_a_test_sees"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", probe],
+        cwd=ROOT,
+        env={**os.environ, **shell},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout
