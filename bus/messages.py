@@ -65,7 +65,8 @@ class Envelope(BaseModel):
         return self.model_dump_json()
 
 
-def _describe(exc: ValidationError) -> str:
+def describe_error(exc: ValidationError) -> str:
+    """The first few validation errors as one line: ``field: what was wrong; ...``."""
     parts = []
     for err in exc.errors(include_url=False)[:3]:
         where = ".".join(str(p) for p in err["loc"]) or "message"
@@ -88,7 +89,7 @@ def parse_envelope(raw: str | bytes, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYT
     except ValidationError as exc:
         if any(e["type"] == "json_invalid" for e in exc.errors()):
             raise InvalidEnvelope(f"not valid JSON: {exc.errors()[0]['msg']}", raw) from exc
-        raise InvalidEnvelope(f"invalid envelope: {_describe(exc)}", raw) from exc
+        raise InvalidEnvelope(f"invalid envelope: {describe_error(exc)}", raw) from exc
     if "id" not in envelope.model_fields_set:
         # The id is the idempotency key: one invented here would differ on every redelivery.
         raise InvalidEnvelope("invalid envelope: id: Field required", raw)
@@ -110,7 +111,7 @@ def make_envelope(**fields: Any) -> Envelope:
     try:
         return Envelope.model_validate(fields, strict=False)
     except ValidationError as exc:
-        raise InvalidEnvelope(f"invalid envelope: {_describe(exc)}") from exc
+        raise InvalidEnvelope(f"invalid envelope: {describe_error(exc)}") from exc
 
 
 class SpawnRequest(BaseModel):
@@ -135,7 +136,7 @@ def parse_spawn_request(raw: str | bytes) -> SpawnRequest:
     except ValidationError as exc:
         if any(e["type"] == "json_invalid" for e in exc.errors()):
             raise InvalidEnvelope(f"not valid JSON: {exc.errors()[0]['msg']}", raw) from exc
-        raise InvalidEnvelope(f"invalid spawn request: {_describe(exc)}", raw) from exc
+        raise InvalidEnvelope(f"invalid spawn request: {describe_error(exc)}", raw) from exc
 
 
 class DeadLetter(BaseModel):

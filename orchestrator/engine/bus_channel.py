@@ -4,15 +4,17 @@ An agent whose tool needs approval (the lead in a session, or a sub-agent on a r
 :class:`BusInteractionChannel`. The engine announces the question itself — it emits
 ``ApprovalRequested(session, agent, calls)`` through the agent's event sink, which every baton agent
 forwards to the session's event log — then the channel waits for the answers, which arrive as
-envelopes of type ``approval`` on the inbox ``<agent>.approvals`` with
-``meta={"call_id": ..., "approved": bool, "reason": str}``. Whoever answers —
-``baton approve S CALL_ID --yes``, ``Session.answer()``, an HTTP endpoint — calls
+envelopes of type ``approval`` on the inbox ``<agent>.approvals`` whose ``meta`` is an
+:class:`~baton.bus.payloads.ApprovalAnswer` (``call_id``, ``approved``, ``reason``). Whoever
+answers — ``baton approve S CALL_ID --yes``, ``Session.answer()``, an HTTP endpoint — calls
 :func:`answer_approval`, which finds the asking agent in the session's event log and sends that
 envelope. The engine bounds the wait and fails closed (timeout, error, cancel: declined), and emits
 ``ApprovalDecided``.
 
 Why a separate inbox: the agent's own inbox is read by its inbox loop between rounds, while an
-approval is awaited *inside* a round; a separate inbox keeps the two readers apart.
+approval is awaited *inside* a round; a separate inbox keeps the two readers apart. Both are the
+same :class:`~baton.bus.inbox.InboxReader`, so an answer arriving during a bus blip still counts,
+and a malformed answer (``"approved": "yes"``) goes to the dead letters instead of deciding.
 
 Use ``emit_events=True`` only with an engine whose events do not reach the bus: then the channel
 writes ``ApprovalRequested``/``ApprovalDecided`` itself so :func:`answer_approval` can find it.
@@ -29,7 +31,9 @@ import anyio
 from baton.bus.base import Bus
 from baton.bus.errors import BatonError, ExitCode
 from baton.bus.events import ApprovalDecided, ApprovalRequested
+from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
+from baton.bus.payloads import ApprovalAnswer, approval_answer
 from baton.engine.errors import InteractionCancelled, InteractionUnavailable
 from baton.engine.interaction import (
     ApprovalDecision,
@@ -71,6 +75,7 @@ class BusInteractionChannel:
         self.agent = agent
         self.inbox = approvals_inbox(agent)
         self.emit_events = emit_events
+        self._reader = InboxReader(bus, session, self.inbox)
         self._scopes: set[anyio.CancelScope] = set()
         self._cancelled: set[anyio.CancelScope] = set()
 
@@ -83,14 +88,18 @@ class BusInteractionChannel:
             )
         wanted = {call.call_id for call in question.calls}
         decisions: dict[str, ApprovalDecision] = {}
+
+        async def take(batch: list[Envelope]) -> bool:
+            self._collect(batch, wanted, decisions)
+            await self._reader.ack([envelope.id for envelope in batch])  # stale ones too
+            return wanted <= decisions.keys()
+
         scope = anyio.CancelScope()
         self._scopes.add(scope)
         try:
             with scope:
-                while not wanted <= decisions.keys():
-                    await self._collect(wanted, decisions)
-                    if not wanted <= decisions.keys():
-                        await self.bus.wait(self.session, self.inbox, WAIT_SLICE_S)
+                if wanted:
+                    await self._reader.collect(take, slice_s=WAIT_SLICE_S)
         finally:
             self._scopes.discard(scope)
         if scope in self._cancelled:
@@ -109,20 +118,22 @@ class BusInteractionChannel:
                 )
         return decisions
 
-    async def _collect(self, wanted: set[str], decisions: dict[str, ApprovalDecision]) -> None:
-        """Read the answers inbox: keep answers to this question, drop stale ones; ack all."""
-        batch = await self.bus.read_inbox(self.session, self.inbox)
+    def _collect(
+        self, batch: list[Envelope], wanted: set[str], decisions: dict[str, ApprovalDecision]
+    ) -> None:
+        """Keep the answers to this question; stale or stray ones are only logged.
+
+        The reader already moved answers whose payload misfits to the dead letters, so every
+        ``approval`` here parses.
+        """
         for envelope in batch:
-            call_id = envelope.meta.get("call_id")
-            if envelope.type != APPROVAL_TYPE or call_id not in wanted:
-                log.info("%s/%s: ignoring a stale or stray answer %s for call %r",
-                         self.session, self.agent, envelope.id, call_id)  # fmt: skip
+            answer = approval_answer(envelope) if envelope.type == APPROVAL_TYPE else None
+            if answer is None or answer.call_id not in wanted:
+                log.info("%s/%s: ignoring a stale or stray answer %s (%s)",
+                         self.session, self.agent, envelope.id, envelope.type)  # fmt: skip
                 continue
-            approved = envelope.meta.get("approved") is True
-            reason = envelope.meta.get("reason") or envelope.content
-            decisions[str(call_id)] = ApprovalDecision(approved=approved, reason=str(reason))
-        if batch:
-            await self.bus.ack(self.session, self.inbox, [envelope.id for envelope in batch])
+            reason = answer.reason or envelope.content
+            decisions[answer.call_id] = ApprovalDecision(approved=answer.approved, reason=reason)
 
     async def request_upload(self, question: UploadQuestion) -> ProvidedMedia | None:
         raise InteractionUnavailable(
@@ -177,7 +188,7 @@ async def answer_approval(
         recipient=approvals_inbox(agent),
         type=APPROVAL_TYPE,
         content="approved" if approved else (reason or "declined"),
-        meta={"call_id": call_id, "approved": approved, "reason": reason},
+        meta=ApprovalAnswer(call_id=call_id, approved=approved, reason=reason).to_meta(),
     )
     await bus.send(envelope)
     log.info("session %s: %s call %s of %s", session, "approved" if approved else "declined",

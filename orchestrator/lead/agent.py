@@ -31,6 +31,7 @@ import anyio
 from baton.bus.base import Bus
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.events import AgentSpawned
+from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope, SpawnRequest, make_envelope
 from baton.engine import (
     AgentLoop,
@@ -113,9 +114,9 @@ class Lead:
             telemetry=telemetry,
         )
         self._send_lock = anyio.Lock()
-        self._seen: set[str] = set()
+        self.inbox = InboxReader(bus, session, LEAD_NAME)
+        """The lead's inbox, read the way every agent reads its own (through bus blips too)."""
         self._cancelled = False
-        self._wait_scope: anyio.CancelScope | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -125,8 +126,7 @@ class Lead:
         """End the current turn and any wait now; ``run`` then stops the sub-agents."""
         self._cancelled = True
         self._engine.cancel()
-        if self._wait_scope is not None:
-            self._wait_scope.cancel()
+        self.inbox.interrupt()
 
     # -- the macro-loop -------------------------------------------------------------------------
 
@@ -192,28 +192,19 @@ class Lead:
         Returns the envelopes and whether the session deadline passed first.
         """
         arrived: list[Envelope] = []
-        while True:
-            arrived += await self._read()
-            if self._cancelled or not self.roster.outstanding:
-                return arrived, False
-            if any(self._is_request(envelope) for envelope in arrived):
-                return arrived, False
-            remaining = deadline - anyio.current_time()
-            if remaining <= 0:
-                return arrived, True
-            with anyio.CancelScope() as self._wait_scope:
-                await self.bus.wait(self.session, LEAD_NAME, min(remaining, MAX_WAIT_S))
-            self._wait_scope = None
 
-    async def _read(self) -> list[Envelope]:
-        """New inbox messages (deduped by id); reports update the roster as they are read."""
-        batch = await self.bus.read_inbox(self.session, LEAD_NAME)
-        fresh = [envelope for envelope in batch if envelope.id not in self._seen]
-        stale = [envelope.id for envelope in batch if envelope.id in self._seen]
-        if stale:
-            await self.bus.ack(self.session, LEAD_NAME, stale)
+        async def take(fresh: list[Envelope]) -> bool:
+            arrived.extend(await self._note(fresh))
+            return not self.roster.outstanding or any(self._is_request(e) for e in arrived)
+
+        ending = await self.inbox.collect(
+            take, deadline=deadline, slice_s=MAX_WAIT_S, stop=lambda: self._cancelled
+        )
+        return arrived, ending == "timed_out"
+
+    async def _note(self, fresh: list[Envelope]) -> list[Envelope]:
+        """Reports update the roster as they are read; a shutdown from outside cancels."""
         for envelope in fresh:
-            self._seen.add(envelope.id)
             if envelope.type == "shutdown" and not self.roster.is_agent(envelope.sender):
                 log.info("session %s: shutdown requested by %s", self.session, envelope.sender)
                 self.cancel()
@@ -233,7 +224,7 @@ class Lead:
         reports = [e for e in arrived if self.roster.is_agent(e.sender)]
         requests = [e for e in arrived if self._is_request(e)]
         self.history.extend(prompt.inbox_messages(reports, requests))
-        await self.bus.ack(self.session, LEAD_NAME, [envelope.id for envelope in arrived])
+        await self.inbox.ack([envelope.id for envelope in arrived])
 
     # -- delegation -----------------------------------------------------------------------------
 
@@ -309,9 +300,13 @@ class Lead:
         for name in targets:
             await self._send(name, "shutdown", "the session is ending")
             self.roster.stopping(name)
-        with anyio.move_on_after(self.shutdown_grace_s):
-            while self.roster.outstanding:
-                await self._take(await self._read())
-                if not self.roster.outstanding:
-                    break
-                await self.bus.wait(self.session, LEAD_NAME, self.shutdown_grace_s)
+        if not self.roster.outstanding:
+            return
+
+        async def take(fresh: list[Envelope]) -> bool:
+            await self._take(await self._note(fresh))
+            return not self.roster.outstanding
+
+        grace = self.shutdown_grace_s
+        with anyio.move_on_after(grace):
+            await self.inbox.collect(take, deadline=anyio.current_time() + grace, slice_s=grace)

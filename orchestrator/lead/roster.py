@@ -2,8 +2,9 @@
 and which of the lead's messages it has not seen yet.
 
 A sub-agent is *outstanding* from the moment the lead spawns it until its final ``result`` envelope
-arrives (the sub-agent loop sends exactly one, whatever way it leaves, with ``meta.final``). The
-session ends only when nothing is outstanding, so every result reaches the lead's final answer.
+arrives (the sub-agent loop sends exactly one, whatever way it leaves; its ``meta`` is a
+:class:`~baton.bus.payloads.ResultReport`). The session ends only when nothing is outstanding, so
+every result reaches the lead's final answer.
 
 One race needs care: a sub-agent that reported and left may have been sent another task after its
 last inbox read. Its final result says which message it answered last (``reply_to``); every task
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from baton.bus.messages import Envelope
+from baton.bus.payloads import result_report
 
 AgentState = Literal["running", "stopping", "done"]
 
@@ -112,12 +114,12 @@ class Roster:
             return []
         record.results.append(envelope.content)
         record.media_urls.extend(u for u in envelope.media_urls if u not in record.media_urls)
-        final = envelope.meta.get("final", True) is not False
-        if not final:
+        report = result_report(envelope)  # the inbox reader dead-letters one that misfits
+        if not report.final:
             return []
         was_stopping = record.state == "stopping"
         record.state = "done"
-        record.exit_reason = str(envelope.meta.get("reason", ""))
+        record.exit_reason = report.reason
         if was_stopping or record.exit_reason != "finished":
             return []
         ids = [message.id for message in record.sent]

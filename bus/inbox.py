@@ -1,0 +1,197 @@
+"""The one inbox reader: read → dedupe → screen → ack → cancellable wait, through bus faults.
+
+Every agent reads its inbox the same way (the lead between turns, a sub-agent between rounds, an
+approval wait inside a round), so the loop is written once, here::
+
+    until the caller's ``stop()`` says so:
+        read (retried through bus blips)
+            an id already done (a redelivery)            -> acked now, not handed out
+            an id handed out and not yet acked           -> skipped (acked with its twin)
+            a payload that misfits its type (payloads)   -> dead letter + error event, acked
+        ``take(fresh)`` says it has what it waited for   -> "taken"
+        past the deadline                                -> "timed_out"
+        wait for a wake-up, at most one slice (retried; ``interrupt()`` ends it) and read again
+
+Every bus call goes through :func:`~baton.bus.retry.persist`, so a Redis restart stalls an agent
+instead of failing it. ``stop()`` and the deadline are also asked between retries, so an agent
+told to stop during an outage does stop (``collect`` then reports ``interrupted``/``timed_out``
+rather than raising). Acking is the caller's: an agent acks once what it read is safe (the
+sub-agent after its checkpoint, the lead once the messages are in its context).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Literal, TypeVar
+
+import anyio
+
+from baton.bus.base import DEFAULT_WAIT_S, Bus
+from baton.bus.errors import BusUnreachable, InvalidEnvelope
+from baton.bus.messages import Envelope
+from baton.bus.payloads import check_payload
+from baton.bus.retry import persist
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Ending = Literal["taken", "timed_out", "interrupted"]
+Take = Callable[[list[Envelope]], Awaitable[bool]]
+"""Given each read's fresh envelopes (possibly none); returns True once the caller has enough."""
+
+
+def _never() -> bool:
+    return False
+
+
+class InboxReader:
+    """One agent's inbox as its owner reads it.
+
+    ``done`` holds the ids handled for good (the sub-agent seeds it from its checkpoint): a
+    redelivery of one is acked at once and never handed out again. ``pending`` holds the ids
+    handed out and not acked yet, in arrival order.
+    """
+
+    def __init__(self, bus: Bus, session: str, agent: str) -> None:
+        self.bus = bus
+        self.session = session
+        self.agent = agent
+        self.done: set[str] = set()
+        self.pending: dict[str, None] = {}
+        self._wait_scope: anyio.CancelScope | None = None
+
+    def remember(self, ids: Iterable[str]) -> None:
+        """Count ``ids`` as handled already (restored from a checkpoint)."""
+        self.done.update(ids)
+
+    def interrupt(self) -> None:
+        """End a wait in progress now (the caller's ``stop()`` then says why)."""
+        if self._wait_scope is not None:
+            self._wait_scope.cancel()
+
+    # -- one step at a time ---------------------------------------------------------------------
+
+    async def read(self, *, give_up: Callable[[], bool] | None = None) -> list[Envelope]:
+        """What arrived that is new, without blocking; duplicates and misfits are dealt with."""
+        batch = await self._persist(
+            lambda: self.bus.read_inbox(self.session, self.agent), "read", give_up
+        )
+        fresh: list[Envelope] = []
+        settled: list[str] = []  # redeliveries of what is done, and the dead-lettered
+        for envelope in batch:
+            if envelope.id in self.done:
+                settled.append(envelope.id)
+            elif envelope.id in self.pending or any(e.id == envelope.id for e in fresh):
+                continue
+            elif await self._screen(envelope, give_up):
+                fresh.append(envelope)
+            else:
+                settled.append(envelope.id)
+        if settled:
+            await self.ack(settled, give_up=give_up)
+        self.pending.update(dict.fromkeys(envelope.id for envelope in fresh))
+        return fresh
+
+    async def ack(self, ids: Sequence[str], *, give_up: Callable[[], bool] | None = None) -> None:
+        """Done with ``ids`` for good: never handed out again, gone from the inbox."""
+        if not ids:
+            return
+        ids = list(ids)
+        self.done.update(ids)
+        await self._persist(lambda: self.bus.ack(self.session, self.agent, ids), "ack", give_up)
+        for envelope_id in ids:
+            self.pending.pop(envelope_id, None)
+
+    async def ack_pending(self) -> None:
+        """Ack everything handed out and not acked yet (an agent leaving for good)."""
+        await self.ack(list(self.pending))
+
+    async def wait(self, timeout: float, *, give_up: Callable[[], bool] | None = None) -> bool:
+        """Wait for a wake-up up to ``timeout`` s; False when :meth:`interrupt` ended it."""
+        with anyio.CancelScope() as scope:
+            self._wait_scope = scope
+            try:
+                await self._persist(
+                    lambda: self.bus.wait(self.session, self.agent, timeout), "wait", give_up
+                )
+            finally:
+                self._wait_scope = None
+        return not scope.cancelled_caught
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    async def collect(
+        self,
+        take: Take,
+        *,
+        deadline: float = math.inf,
+        slice_s: float | None = DEFAULT_WAIT_S,
+        stop: Callable[[], bool] = _never,
+    ) -> Ending:
+        """Read, hand fresh envelopes to ``take`` and wait, until ``take`` has enough.
+
+        ``deadline`` is on the ``anyio.current_time()`` clock; ``slice_s`` bounds one wait
+        (None: wait up to the deadline), so a wake-up lost on the way is made up for by
+        reading again. ``stop`` is asked before each read and wait, and between retries.
+        """
+
+        def give_up() -> bool:
+            return stop() or anyio.current_time() >= deadline
+
+        while not stop():
+            try:
+                batch = await self.read(give_up=give_up)
+            except BusUnreachable as exc:
+                return self._gave_up(exc, stop)
+            if await take(batch):
+                return "taken"
+            if stop():
+                break
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                return "timed_out"
+            wait_s = remaining if slice_s is None else min(remaining, slice_s)
+            try:
+                woken_or_timed_out = await self.wait(wait_s, give_up=give_up)
+            except BusUnreachable as exc:
+                return self._gave_up(exc, stop)
+            if not woken_or_timed_out:
+                break
+        return "interrupted"
+
+    def _gave_up(self, exc: BusUnreachable, stop: Callable[[], bool]) -> Ending:
+        """``persist`` raised because ``give_up()`` agreed: say which way the wait ended."""
+        ending: Ending = "interrupted" if stop() else "timed_out"
+        why = "asked to stop" if ending == "interrupted" else "deadline passed"
+        log.warning("%s/%s: stopped retrying the bus (%s): %s", self.session, self.agent, why, exc)
+        return ending
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    async def _persist(
+        self,
+        operation: Callable[[], Awaitable[T]],
+        what: str,
+        give_up: Callable[[], bool] | None,
+    ) -> T:
+        return await persist(operation, f"{what} {self.agent}", give_up=give_up)
+
+    async def _screen(self, envelope: Envelope, give_up: Callable[[], bool] | None) -> bool:
+        """Whether the envelope's typed payload fits; a misfit goes to the dead letters."""
+        try:
+            check_payload(envelope)
+        except InvalidEnvelope as exc:
+            error = exc
+            raw = exc.raw if exc.raw is not None else envelope.to_json()
+            source = f"inbox:{self.session}/{self.agent}"
+            await self._persist(
+                # The bus's own dead-letter path: the same stream, log line and error event as
+                # an envelope that failed to parse.
+                lambda: self.bus._dead_letter(error, source=source, session=self.session, raw=raw),
+                "dead letter",
+                give_up,
+            )
+            return False
+        return True

@@ -1,0 +1,84 @@
+"""Typed payloads: what ``Envelope.meta`` carries for the envelope types that have one.
+
+Two envelope types carry data the receiver acts on: an ``approval`` answers a tool call
+(``call_id``, ``approved``, ``reason``) and a ``result`` says whether it is the sender's last word
+and why it left (``final``, ``reason``, ``steps``). The wire is unchanged (the payload is the
+``meta`` object, see docs/protocol.md); these models give both ends one definition of it.
+
+A payload that does not fit is refused like any malformed envelope, with ``InvalidEnvelope`` and a
+reason saying exactly what was wrong: the inbox reader moves such an envelope to the dead letters
+instead of guessing (``"approved": "yes"`` is not an approval). Unknown keys are ignored, so
+``meta`` stays open for extensions.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictStr, ValidationError
+
+from baton.bus.errors import InvalidEnvelope
+from baton.bus.messages import Envelope, describe_error
+
+
+class Payload(BaseModel):
+    """Base of the typed ``meta`` payloads: strict types, unknown keys ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+
+    def to_meta(self) -> dict[str, JsonValue]:
+        """The payload as the envelope's ``meta`` object."""
+        return self.model_dump(mode="json")
+
+
+class ApprovalAnswer(Payload):
+    """A person's decision on one tool call (an ``approval`` envelope to ``<agent>.approvals``)."""
+
+    call_id: StrictStr = Field(min_length=1, max_length=200)
+    approved: StrictBool
+    reason: StrictStr = ""
+
+
+class ResultReport(Payload):
+    """How a sub-agent's ``result`` envelope ends its work.
+
+    ``final`` is True unless said otherwise (a bare ``result`` from a foreign producer is its last
+    word); ``reason`` is the exit kind (``finished``, ``idle``, ``shutdown``, ``max_steps``,
+    ``error``, ``cancelled``; the lead hands unseen tasks on only after ``finished``).
+    """
+
+    final: StrictBool = True
+    reason: StrictStr = Field(default="", max_length=100)
+    steps: int = Field(default=0, ge=0)
+
+
+PAYLOADS: dict[str, type[Payload]] = {"approval": ApprovalAnswer, "result": ResultReport}
+"""Envelope type → the model its ``meta`` must fit."""
+
+
+P = TypeVar("P", bound=Payload)
+
+
+def _parse(model: type[P], envelope: Envelope) -> P:
+    try:
+        return model.model_validate(envelope.meta)
+    except ValidationError as exc:
+        reason = f"invalid {envelope.type} payload in meta: {describe_error(exc)}"
+        raise InvalidEnvelope(reason, envelope.to_json()) from exc
+
+
+def approval_answer(envelope: Envelope) -> ApprovalAnswer:
+    """The decision an ``approval`` envelope carries; raises ``InvalidEnvelope`` if malformed."""
+    return _parse(ApprovalAnswer, envelope)
+
+
+def result_report(envelope: Envelope) -> ResultReport:
+    """How a ``result`` envelope ends its sender's work; raises ``InvalidEnvelope`` if malformed."""
+    return _parse(ResultReport, envelope)
+
+
+def check_payload(envelope: Envelope) -> None:
+    """Raise ``InvalidEnvelope`` when the envelope's type has a payload and ``meta`` misfits it."""
+    model = PAYLOADS.get(envelope.type)
+    if model is not None:
+        _parse(model, envelope)

@@ -1,0 +1,89 @@
+"""The one retry policy for riding out bus faults: back off and try again until it works.
+
+Each backend already retries an operation a few times before it raises ``BusUnreachable``; a Redis
+restart or failover can take longer than that. An agent must not fail, lose a message or a
+checkpoint to it, so every long-lived agent loop (the lead, each sub-agent, an approval wait, a
+worker) sends its bus operations through :func:`persist`, which keeps trying with capped,
+jittered exponential backoff. Living at the bus layer lets every layer above share it.
+
+Cancellation still ends the wait at once (it is never retried); callers that must not be
+cancelled shield the call and bound it with their own deadline. ``give_up`` lets a caller that
+was asked to stop (a lead cancelled during an outage) end the retries with the last error.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import anyio
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_never
+
+from baton.bus.errors import BusUnreachable
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+INITIAL_BACKOFF_S = 0.1
+MAX_BACKOFF_S = 2.0
+
+
+def _backoff(max_backoff_s: float) -> Callable[[RetryCallState], float]:
+    """Doubling from ``INITIAL_BACKOFF_S`` up to the cap, each sleep jittered by ±50 % so that
+    thousands of agents that lost the bus together do not come back in lockstep."""
+
+    def wait(state: RetryCallState) -> float:
+        delay = min(INITIAL_BACKOFF_S * 2.0 ** (state.attempt_number - 1), max_backoff_s)
+        return delay * (0.5 + random.random())
+
+    return wait
+
+
+def _log_retry(what: str) -> Callable[[RetryCallState], None]:
+    def before_sleep(state: RetryCallState) -> None:
+        failures = state.attempt_number
+        level = logging.WARNING if failures in (1, 10) or failures % 50 == 0 else logging.DEBUG
+        error = state.outcome.exception() if state.outcome is not None else None
+        delay = state.upcoming_sleep
+        log.log(level, "%s: bus unreachable (%s); retry %d in %.2f s", what, error, failures, delay)
+
+    return before_sleep
+
+
+async def persist(
+    operation: Callable[[], Awaitable[T]],
+    what: str,
+    *,
+    max_backoff_s: float = MAX_BACKOFF_S,
+    give_up: Callable[[], bool] | None = None,
+) -> T:
+    """Run ``operation``; on ``BusUnreachable`` back off and retry, for as long as it takes.
+
+    ``what`` names the operation in the log. ``give_up`` is asked after each failure; when it
+    says so, the last ``BusUnreachable`` is raised instead of retrying again.
+    """
+
+    def stop(state: RetryCallState) -> bool:
+        return give_up is not None and give_up()
+
+    retrying = AsyncRetrying(
+        retry=retry_if_exception_type(BusUnreachable),
+        stop=stop if give_up is not None else stop_never,
+        wait=_backoff(max_backoff_s),
+        sleep=anyio.sleep,
+        before_sleep=_log_retry(what),
+        reraise=True,
+    )
+    attempts = 0
+
+    async def attempt() -> T:
+        nonlocal attempts
+        attempts += 1
+        return await operation()
+
+    result: T = await retrying(attempt)
+    if attempts > 1:
+        log.info("%s: bus reachable again after %d retries", what, attempts - 1)
+    return result
