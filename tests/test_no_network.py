@@ -13,11 +13,12 @@ import pytest
 
 from baton.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel
 from baton.llm.guard import is_local_endpoint, model_requests_confined
+from baton.llm.types import Message
 from baton.testing import ModelRequestRefused
 from tests.conftest import SHELL_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[1]
-HELLO = [{"role": "user", "content": "hello"}]
+HELLO: list[Message] = [{"role": "user", "content": "hello"}]
 
 
 async def test_a_model_request_off_this_machine_fails_loudly(
