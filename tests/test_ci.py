@@ -16,3 +16,18 @@ def test_ci_runs_the_readme_test_command() -> None:
     command = match.group(1).strip()
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert command in ci_lines
+
+
+def test_ci_runs_the_gates_after_the_tests() -> None:
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    tests = next(i for i, line in enumerate(lines) if line.endswith(".venv/bin/pytest"))
+    assert ".ci/check" in lines[tests + 1 :]
+
+
+def test_every_benchmark_has_a_smoke_run_in_the_gates() -> None:
+    check = (ROOT / ".ci" / "check").read_text()
+    match = re.search(r"for bench in ([\w ]+); do", check)
+    assert match, ".ci/check lost its benchmark loop"
+    assert '"benchmarks/$bench.py" --smoke' in check
+    benchmarks = sorted(path.stem for path in (ROOT / "benchmarks").glob("*.py"))
+    assert sorted(match.group(1).split()) == benchmarks
