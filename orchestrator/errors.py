@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from baton.bus.errors import BatonError, ExitCode
 
 REFUSED_CONFIGURATION = frozenset({401, 403, 404})
@@ -51,3 +53,15 @@ class StreamBroken(ModelError):
     ) -> None:
         super().__init__(message, retryable=retryable, attempts=attempts)
         self.text_delivered = text_delivered
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """The first problem of a failed validation as ``field: what is wrong (got value)``: the one
+    line a ``ConfigError`` built from it says (a secret's value is never shown)."""
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"]) or "value"
+    if first["type"] == "extra_forbidden":
+        return f"{where}: unknown setting"
+    value = first.get("input")
+    hidden = isinstance(value, dict | list) or "key" in where or "token" in where
+    return f"{where}: {first['msg']}" + ("" if hidden else f" (got {value!r})")

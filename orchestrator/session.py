@@ -36,16 +36,18 @@ from typing import Literal, Self
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from baton.bus.base import Bus
 from baton.bus.connect import open_bus
+from baton.bus.errors import ConfigError
 from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
 from baton.bus.ids import new_id
 from baton.bus.messages import MessageType, SessionId, make_envelope
 from baton.compose import SettingsModels, descriptions, lead_model, resolve_profiles
 from baton.engine import InteractionChannel, LoopLimits, PolicyChannel, Tool
 from baton.engine.bus_channel import BusInteractionChannel, answer_approval
+from baton.errors import describe_validation
 from baton.lead.agent import Lead, LeadOutcome, LeadStatus
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.stream import DEFAULT_FLUSH_S, EventFanout, EventRouter, EventStream
@@ -82,6 +84,7 @@ class SessionConfig(BaseModel):
     task: str = Field(min_length=1)
     session_id: SessionId = Field(default_factory=new_session_id)
     bus_url: str = "memory://"
+    bus_prefix: str = Field("baton", min_length=1, description="Redis key prefix of the bus")
     model: ModelSettings | None = None
     profiles: list[Profile] | dict[str, Profile] | Path | None = None
     approve: ApproveMode = "ask"
@@ -166,7 +169,8 @@ class Session:
         try:
             bus = self._given_bus
             if bus is None:
-                bus = await stack.enter_async_context(open_bus(config.bus_url))
+                opened = open_bus(config.bus_url, prefix=config.bus_prefix)
+                bus = await stack.enter_async_context(opened)
             self._bus = bus
             profiles = resolve_profiles(config.profiles)
             model = self._given_model or lead_model(config.model)
@@ -406,11 +410,22 @@ def open_session(
     subagent_models: ModelFactory | None = None,
     **settings: object,
 ) -> Session:
-    """A :class:`Session` from a config, or from a task and config fields as keywords."""
+    """A :class:`Session` from a config, or from a task and config fields as keywords.
+
+    Keywords are validated exactly as :class:`SessionConfig` fields are (an unknown key, a
+    negative timeout or an unknown approve mode is refused): a bad one raises
+    :class:`~baton.bus.errors.ConfigError` naming the field.
+    """
+    if isinstance(config, SessionConfig) and not settings:
+        return Session(config, bus=bus, model=model, tools=tools, subagent_models=subagent_models)
     if isinstance(config, str):
-        config = SessionConfig.model_validate({"task": config, **settings})
-    elif settings:
-        config = config.model_copy(update=settings)
+        fields: dict[str, object] = {"task": config}
+    else:  # every field as it is (a new session id would be drawn otherwise), then the keywords
+        fields = {name: getattr(config, name) for name in SessionConfig.model_fields}
+    try:
+        config = SessionConfig.model_validate({**fields, **settings})
+    except ValidationError as exc:
+        raise ConfigError(f"bad session setting: {describe_validation(exc)}") from exc
     return Session(config, bus=bus, model=model, tools=tools, subagent_models=subagent_models)
 
 

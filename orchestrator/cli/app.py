@@ -1,21 +1,29 @@
 """The ``baton`` commands: their options, help and examples — and nothing heavy.
 
-Only typer and the light exit helpers are imported here; each command imports what it needs
+Only typer, the shared options (:mod:`baton.cli.options`) and the light exit helpers are imported
+here; ``worker`` and ``serve`` are declared in their own modules. Each command imports what it needs
 (openai, redis, the engine, sub-agents) inside its body, so ``baton --help`` stays fast. Help is
 rendered by click, not rich: rich's help formatter alone costs ~190 ms to import.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from baton.cli.exits import run_async
-
-if TYPE_CHECKING:
-    from baton.settings import BatonSettings
+from baton.cli.options import (
+    BusOpt,
+    ConfigOpt,
+    JsonOpt,
+    MediaDirOpt,
+    PrefixOpt,
+    ProfilesOpt,
+    settings_from,
+)
+from baton.cli.serve import SERVE_EXAMPLES, SERVE_HELP, serve_command
+from baton.cli.worker import WORKER_EXAMPLES, WORKER_HELP, worker_command
 
 app = typer.Typer(
     name="baton",
@@ -25,32 +33,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option("--config", help="TOML config file (or BATON_CONFIG)", show_default=False),
-]
-BusOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--bus",
-        help="bus URL: memory:// or redis://HOST:PORT/DB (or BATON_BUS / REDIS_URL)",
-        show_default=False,
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="JSON Lines on stdout, nothing else")]
-
-
-def settings_from(config: Path | None, command: str, **flags: object) -> BatonSettings:
-    """Load the settings, or exit 2 with one line saying what is wrong."""
-    from baton.bus.errors import ConfigError
-    from baton.cli.exits import EXIT_USAGE, fail
-    from baton.settings import load_settings
-
-    try:
-        return load_settings(config, **flags)
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE, command=f"baton {command}")
 
 
 RUN_EXAMPLES = """Examples:
@@ -73,6 +55,7 @@ def run(
     task: Annotated[str, typer.Argument(help="what the lead should get done")],
     bus: BusOpt = None,
     config: ConfigOpt = None,
+    prefix: PrefixOpt = None,
     model: Annotated[
         str | None, typer.Option("--model", help="model name (or BATON_MODEL)", show_default=False)
     ] = None,
@@ -80,10 +63,7 @@ def run(
         str | None,
         typer.Option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)"),
     ] = None,
-    profiles: Annotated[
-        Path | None,
-        typer.Option("--profiles", help="TOML file of sub-agent profiles (or BATON_PROFILES)"),
-    ] = None,
+    profiles: ProfilesOpt = None,
     only: Annotated[
         list[str] | None,
         typer.Option("--profile", help="offer only these profiles to the lead (repeatable)"),
@@ -107,9 +87,7 @@ def run(
     session: Annotated[
         str | None, typer.Option("--session", help="session id (default: a new one)")
     ] = None,
-    media_dir: Annotated[
-        Path | None, typer.Option("--media-dir", help="where local sub-agents write media")
-    ] = None,
+    media_dir: MediaDirOpt = None,
     timeout: Annotated[
         float | None, typer.Option("--timeout", help="seconds the session may run", min=0.001)
     ] = None,
@@ -123,6 +101,7 @@ def run(
         config,
         "run",
         bus=bus,
+        prefix=prefix,
         model=model,
         openai_base_url=base_url,
         profiles=profiles,
@@ -167,9 +146,10 @@ def post(
     ] = None,
     bus: BusOpt = None,
     config: ConfigOpt = None,
+    prefix: PrefixOpt = None,
 ) -> None:
     """Put a message on the bus: a follow-up to a session's lead, or a task to a sub-agent."""
-    settings = settings_from(config, "post", bus=bus)
+    settings = settings_from(config, "post", bus=bus, prefix=prefix)
     from baton.cli.busops import post as do_post
 
     run_async(do_post, settings, session, to, kind, text, sender, media or [], command="baton post")
@@ -192,9 +172,10 @@ def watch(
     ] = False,
     bus: BusOpt = None,
     config: ConfigOpt = None,
+    prefix: PrefixOpt = None,
 ) -> None:
     """Tail a session's events live, from any process, until the session finishes."""
-    settings = settings_from(config, "watch", bus=bus)
+    settings = settings_from(config, "watch", bus=bus, prefix=prefix)
     from baton.cli.busops import watch as do_watch
 
     raise typer.Exit(run_async(do_watch, settings, session, as_json, from_start,
@@ -220,66 +201,35 @@ def approve(
     reason: Annotated[str, typer.Option("--reason", help="why (shown to the agent)")] = "",
     bus: BusOpt = None,
     config: ConfigOpt = None,
+    prefix: PrefixOpt = None,
 ) -> None:
     """Answer an approval that a sub-agent (on any worker) is waiting for."""
-    from baton.cli.exits import EXIT_USAGE, fail
+    from baton.bus.errors import ExitCode
+    from baton.cli.exits import fail
 
     if yes is None:
-        fail("say --yes or --no", EXIT_USAGE, command="baton approve")
-    settings = settings_from(config, "approve", bus=bus)
+        fail("say --yes or --no", ExitCode.USAGE, command="baton approve")
+    settings = settings_from(config, "approve", bus=bus, prefix=prefix)
     from baton.cli.busops import approve as do_approve
 
     run_async(do_approve, settings, session, call_id, yes, reason, command="baton approve")
 
 
 @app.command(epilog="Example:\n\n\b\n  baton sessions --bus redis://localhost:6379/0")
-def sessions(as_json: JsonOpt = False, bus: BusOpt = None, config: ConfigOpt = None) -> None:
+def sessions(
+    as_json: JsonOpt = False, bus: BusOpt = None, config: ConfigOpt = None, prefix: PrefixOpt = None
+) -> None:
     """List the sessions on the bus, newest first, with their state."""
-    settings = settings_from(config, "sessions", bus=bus)
+    settings = settings_from(config, "sessions", bus=bus, prefix=prefix)
     from baton.cli.busops import sessions as do_sessions
 
     run_async(do_sessions, settings, as_json, command="baton sessions")
 
 
-WORKER_EXAMPLES = """Examples:
-
-\b
-  baton worker --bus redis://localhost:6379/0 --concurrency 200
-  baton worker --bus redis://localhost:6379/0 --check      # health check: exit 0 or 3
-
-Exit codes: 0 clean stop (first SIGTERM drains), 1 forced stop (second signal), 2 bad option
-or profile file, 3 bus unreachable."""
-WORKER_HELP = "Host sub-agents for sessions on a shared bus until stopped (SIGTERM drains)."
-
-
-@app.command(
-    help=WORKER_HELP + " Run `baton worker --help` for every option.",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    add_help_option=False,
-)
-def worker(ctx: typer.Context) -> None:
-    # The real command (baton.subagents.cli.worker_command) costs ~1.5 s to import, so it is
-    # declared there and only loaded here, with every argument forwarded as given (--help included).
-    from baton.subagents.cli import worker_command
-
-    sub = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
-    sub.command(help=WORKER_HELP, epilog=WORKER_EXAMPLES)(worker_command)
-    sub(args=list(ctx.args), prog_name="baton worker")
-
-
-@app.command(
-    help="Serve the HTTP API, SSE and the live pages. Run `baton serve --help` for every option.",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    add_help_option=False,
-)
-def serve(ctx: typer.Context) -> None:
-    # Declared in baton.server.cli and loaded only here (Starlette and uvicorn stay off
-    # the other commands' start-up), with every argument forwarded as given, as for `worker`.
-    from baton.server.cli import SERVE_EXAMPLES, SERVE_HELP, serve_command
-
-    sub = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
-    sub.command(help=SERVE_HELP, epilog=SERVE_EXAMPLES)(serve_command)
-    sub(args=list(ctx.args), prog_name="baton serve")
+# Declared in their own modules, which import their machinery (the sub-agents, Starlette and
+# uvicorn) only when the command runs.
+app.command("worker", help=WORKER_HELP, epilog=WORKER_EXAMPLES)(worker_command)
+app.command("serve", help=SERVE_HELP, epilog=SERVE_EXAMPLES)(serve_command)
 
 
 @app.command()

@@ -18,7 +18,7 @@ from baton.bus.errors import ConfigError
 from baton.bus.events import SessionFinished, SessionStarted
 from baton.bus.messages import MessageType, make_envelope
 from baton.cli.exits import is_tty
-from baton.render import JsonRenderer, PlainRenderer, Renderer
+from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
 from baton.settings import BatonSettings
 
 
@@ -93,7 +93,7 @@ async def watch(settings: BatonSettings, session: str, as_json: bool, from_start
 def _plain_or_live() -> Renderer:
     if not is_tty():
         return PlainRenderer()
-    from baton.render_live import LiveRenderer
+    from baton.cli.render_live import LiveRenderer
 
     return LiveRenderer()
 

@@ -1,10 +1,10 @@
-"""Exit codes, and the one place where errors become one line on stderr.
+"""The one place where errors become one line on stderr and an exit code.
 
 A user error (unreachable Redis, a bad URL or config file, an unknown profile, a model endpoint
 that refuses) must read as one clear line, never a traceback: :func:`run_async` runs a command's
-coroutine and maps baton's error tree to exit codes here, once, so the commands themselves raise
-ordinary exceptions. Only bus errors are imported at the top: they are light, and everything else
-is recognised by class name so this module stays cheap for ``baton --help``.
+coroutine and ends it with the code the error carries (``BatonError.exit_code``; the codes are
+:class:`~baton.bus.errors.ExitCode`, defined once beside the error root), so the commands
+themselves raise ordinary exceptions and nothing here knows error classes by name.
 """
 
 from __future__ import annotations
@@ -15,42 +15,23 @@ from typing import NoReturn, TypeVar
 
 import typer
 
-from baton.bus.errors import BatonError, BusClosed, BusUnreachable, ConfigError, InvalidEnvelope
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
-EXIT_INTERRUPTED = 130
+from baton.bus.errors import BatonError, ExitCode
 
 T = TypeVar("T")
 
 
-def fail(message: str, code: int = EXIT_USAGE, *, command: str = "baton") -> NoReturn:
+def fail(message: str, code: int = ExitCode.USAGE, *, command: str = "baton") -> NoReturn:
     """Print ``command: message`` as one line on stderr and exit with ``code``."""
     line = " ".join(message.split())  # one line, whatever the message held
     typer.echo(f"{command}: {line}", err=True)
     raise typer.Exit(code)
 
 
-def exit_code_for(exc: BaseException) -> int:
-    """The exit code for an error that ended a command."""
-    if isinstance(exc, BusUnreachable):
-        return EXIT_UNREACHABLE
-    if isinstance(exc, ConfigError | InvalidEnvelope) or type(exc).__name__ == "ApprovalNotFound":
-        return EXIT_USAGE
-    if isinstance(exc, KeyboardInterrupt):
-        return EXIT_INTERRUPTED
-    if type(exc).__name__ == "ModelError" and getattr(exc, "status_code", None) in {401, 403, 404}:
-        return EXIT_USAGE  # a wrong key, model name or endpoint path: fix the configuration
-    return EXIT_FAILED
-
-
 def run_async(func: Callable[..., Awaitable[T]], *args: object, command: str = "baton") -> T:
     """Run ``func(*args)`` under anyio, turning baton's errors into one line and an exit code.
 
     ``BatonError`` (and ``OSError`` from files named on the command line) are user errors: their
-    message is printed and the process exits with :func:`exit_code_for`'s code. Ctrl-C exits 130
+    message is printed and the process exits with the error's own code. Ctrl-C exits 130
     silently. Anything else is a bug and keeps its traceback.
     """
     import anyio
@@ -61,13 +42,11 @@ def run_async(func: Callable[..., Awaitable[T]], *args: object, command: str = "
         except BaseExceptionGroup as group:
             raise _user_error(group) from group
     except KeyboardInterrupt:
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    except BusClosed as exc:
-        fail(str(exc), EXIT_FAILED, command=command)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     except BatonError as exc:
-        fail(str(exc), exit_code_for(exc), command=command)
+        fail(str(exc), exc.exit_code, command=command)
     except OSError as exc:
-        fail(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), EXIT_FAILED,
+        fail(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), ExitCode.FAILED,
              command=command)  # fmt: skip
 
 

@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import ValidationError
 
-from baton.bus.errors import ConfigError
+from baton.bus.errors import ConfigError, ExitCode
 from baton.bus.events import ApprovalRequested, SessionFinished, ToolCallInfo
-from baton.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, is_tty
-from baton.render import JsonRenderer, PlainRenderer, Renderer
+from baton.cli.exits import is_tty
+from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
+from baton.errors import describe_validation
 from baton.settings import BatonSettings
 
 if TYPE_CHECKING:
@@ -63,10 +65,11 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
     }
     if options.session:
         fields["session_id"] = options.session
+    fields["bus_prefix"] = settings.prefix
     try:
         config = SessionConfig.model_validate(fields)
-    except ValueError as exc:
-        raise ConfigError(f"bad session setting: {_first_error(exc)}") from exc
+    except ValidationError as exc:
+        raise ConfigError(f"bad session setting: {describe_validation(exc)}") from exc
     renderer = make_renderer(options.as_json)
     finished: SessionFinished | None = None
     signals = SignalWatch()
@@ -84,7 +87,7 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
     finally:
         renderer.close()
     if signals.interrupted:
-        return EXIT_INTERRUPTED
+        return ExitCode.INTERRUPTED
     return exit_for(finished, session.result.error if session.result else "")
 
 
@@ -130,12 +133,14 @@ async def answer_questions(
     session: Session, renderer: Renderer, questions: MemoryObjectReceiveStream[ApprovalRequested]
 ) -> None:
     """Ask the person at the terminal about each approval request, one at a time."""
+    from baton.cli.render_live import LiveRenderer
     from baton.engine.bus_channel import ApprovalNotFound
-    from baton.render_live import LiveRenderer
 
     async with questions:
         async for request in questions:
-            pending = [c for c in request.calls if c.call_id in renderer.view.pending]
+            pending = [
+                c for c in request.calls if (request.agent, c.call_id) in renderer.view.pending
+            ]
             if not pending:
                 continue  # already decided elsewhere (baton approve, a timeout)
             ask = renderer.ask if isinstance(renderer, LiveRenderer) else _plain_ask
@@ -148,7 +153,7 @@ async def answer_questions(
 
 
 async def _plain_ask(agent: str, calls: list[ToolCallInfo]) -> bool:
-    from baton.render_live import read_line
+    from baton.cli.render_live import read_line
 
     print(f"approve {agent}'s call? [y/n] ", end="", flush=True)
     return (await read_line()).strip().lower() in {"y", "yes"}
@@ -175,11 +180,11 @@ class SignalWatch:
 def exit_for(finished: SessionFinished | None, error: str) -> int:
     """0 for a completed session; 1 (with the error as one stderr line) otherwise."""
     if finished is not None and finished.status == "completed":
-        return EXIT_OK
+        return ExitCode.OK
     status = finished.status if finished is not None else "failed"
     reason = " ".join((error or status.replace("_", " ")).split())
     print(f"baton run: session {status}: {reason}", file=sys.stderr, flush=True)
-    return EXIT_FAILED
+    return ExitCode.FAILED
 
 
 def make_renderer(as_json: bool) -> Renderer:
@@ -187,7 +192,7 @@ def make_renderer(as_json: bool) -> Renderer:
     if as_json:
         return JsonRenderer()
     if is_tty():
-        from baton.render_live import LiveRenderer
+        from baton.cli.render_live import LiveRenderer
 
         return LiveRenderer()
     return PlainRenderer()
@@ -245,11 +250,3 @@ class _OneLine(logging.Formatter):
         record.exc_info, record.exc_text = None, None
         text = super().format(record)
         return " ".join(text.split())
-
-
-def _first_error(exc: ValueError) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
-    return str(exc)

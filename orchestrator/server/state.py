@@ -1,30 +1,18 @@
 """A session's state, folded from its event log: what ``GET /sessions/{id}/state`` and the list
-answer. The live page folds the same events itself in JavaScript; this is the server-side twin for
-programs that would rather poll than stream."""
+answer, for programs that would rather poll than stream.
+
+The fold itself is :class:`baton.view.SessionView`, the one every view of a session shares (the
+terminal's too); this module only projects it onto the API's schema. The live page folds the same
+events itself in JavaScript.
+"""
 
 from __future__ import annotations
-
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from baton.bus.base import Bus
-from baton.bus.events import (
-    AgentExited,
-    AgentProgress,
-    AgentResult,
-    AgentSpawned,
-    ApprovalDecided,
-    ApprovalRequested,
-    Event,
-    SessionFinished,
-    SessionStarted,
-    TextDelta,
-    ToolCallInfo,
-)
-from baton.lead.prompt import LEAD_NAME
-
-SessionStatus = Literal["pending", "running", "completed", "failed", "cancelled", "timed_out"]
+from baton.bus.events import Event
+from baton.view import AgentView, SessionStatus, SessionView
 
 
 class AgentState(BaseModel):
@@ -71,60 +59,54 @@ class SessionList(BaseModel):
 
 
 class StateFolder:
-    """Folds events one at a time; small enough to keep beside the page's JavaScript twin."""
+    """Folds logged events one at a time into a :class:`SessionView`, counting them."""
 
     def __init__(self, session: str) -> None:
-        self.state = SessionState(id=session)
-        self._agents: dict[str, AgentState] = {}
-        self._pending: dict[tuple[str, str], PendingApproval] = {}
-        self._text: list[str] = []
+        self.session = session
+        self.view = SessionView()
+        self.events = 0
+        self.last_cursor: str | None = None
 
     def add(self, cursor: str, event: Event) -> None:
-        state = self.state
-        state.events += 1
-        state.last_cursor = cursor
-        if isinstance(event, SessionStarted):
-            state.status, state.task, state.model = "running", event.task, event.model
-            state.offline, state.started_at = event.offline, event.ts.isoformat()
-        elif isinstance(event, SessionFinished):
-            state.status, state.answer = event.status, event.answer
-            state.media_urls = list(event.media_urls)
-        elif isinstance(event, TextDelta) and event.agent == LEAD_NAME:
-            self._text.append(event.text)
-        elif isinstance(event, AgentSpawned) and event.agent != LEAD_NAME:
-            self._agent(event.agent).profile = event.profile
-        elif isinstance(event, AgentProgress):
-            agent = self._agent(event.agent)
-            agent.status, agent.progress = "working", event.content
-        elif isinstance(event, AgentResult):
-            agent = self._agent(event.agent)
-            agent.status, agent.result = "done", event.content
-            agent.media_urls = list(event.media_urls)
-        elif isinstance(event, AgentExited) and event.reason != "finished":
-            self._agent(event.agent).status = event.reason
-        elif isinstance(event, ApprovalRequested):
-            for call in event.calls:
-                self._pending[(event.agent, call.call_id)] = _pending(event.agent, call)
-        elif isinstance(event, ApprovalDecided):
-            self._pending.pop((event.agent, event.call_id), None)
+        self.view.apply(event)
+        self.events += 1
+        self.last_cursor = cursor
 
     def result(self) -> SessionState:
-        state = self.state
-        state.text = "".join(self._text)
-        state.agents = list(self._agents.values())
-        state.pending_approvals = list(self._pending.values())
-        return state
+        view = self.view
+        return SessionState(
+            id=self.session,
+            status=view.status,
+            task=view.task,
+            model=view.model,
+            offline=view.offline,
+            started_at=view.started_at.isoformat() if view.started_at is not None else "",
+            text=view.lead_written,
+            answer=view.answer,
+            media_urls=list(view.finished.media_urls) if view.finished is not None else [],
+            agents=[_agent(name, agent) for name, agent in view.agents.items()],
+            pending_approvals=[
+                PendingApproval(
+                    agent=agent, call_id=call.call_id, name=call.name, arguments=call.arguments
+                )
+                for (agent, _), call in view.pending.items()
+            ],
+            events=self.events,
+            last_cursor=self.last_cursor,
+        )
 
-    def _agent(self, name: str) -> AgentState:
-        agent = self._agents.get(name)
-        if agent is None:
-            agent = self._agents[name] = AgentState(name=name)
-        return agent
 
-
-def _pending(agent: str, call: ToolCallInfo) -> PendingApproval:
-    return PendingApproval(agent=agent, call_id=call.call_id, name=call.name,
-                           arguments=call.arguments)  # fmt: skip
+def _agent(name: str, agent: AgentView) -> AgentState:
+    """An agent as the API shows it: its phase, or why it left when it did not just finish."""
+    left = agent.exit_reason and agent.exit_reason != "finished"
+    return AgentState(
+        name=name,
+        profile=agent.profile,
+        status=agent.exit_reason if left else agent.phase,
+        progress=agent.progress,
+        result=agent.result,
+        media_urls=list(agent.media_urls),
+    )
 
 
 async def session_state(bus: Bus, session: str) -> SessionState:

@@ -15,7 +15,7 @@ import typer
 import yaml
 
 from baton.cli.app import app
-from baton.subagents.cli import worker_command
+from baton.cli.worker import worker_command
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 """Real worker processes on real Redis: kill -9 mid-round, SIGTERM drain, ``--check``.
 
-Workers run as ``python -m baton.subagents worker`` (the same command as ``baton worker``), with the
+Workers run as ``python -m baton.cli worker`` (the same command as ``baton worker``), with the
 model served by a scripted server on a loopback socket in this test process, so the test knows
 exactly when a model call is in flight. Leases are short (1 s) to keep the run quick. The test
 waits on process output lines, bus messages and events — never on sleeps.
@@ -48,11 +48,11 @@ tools = ["generate_image", "tests.subagents.slowtools:slow_step"]
 
 
 class WorkerProcess:
-    """One ``python -m baton.subagents worker`` process and its stderr, line by line."""
+    """One ``python -m baton.cli worker`` process and its stderr, line by line."""
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "subagents", "worker", *args],
+            [sys.executable, "-m", "baton.cli", "worker", *args],
             cwd=REPO,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -282,7 +282,7 @@ async def test_sigterm_drains_then_the_other_worker_resumes(
 async def test_check_exit_codes(redis_server: RedisServer) -> None:
     def run(url: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "subagents", "worker", "--bus", url, "--check"],
+            [sys.executable, "-m", "baton.cli", "worker", "--bus", url, "--check"],
             cwd=REPO, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
 

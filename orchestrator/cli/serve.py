@@ -1,12 +1,18 @@
-"""The ``baton serve`` command, declared here and loaded by ``baton.cli.app`` only when it
-runs (the server's imports — Starlette, uvicorn — stay off every other command's start-up)."""
+"""``baton serve``: the HTTP API, SSE and the live pages of :mod:`baton.server`.
+
+The server package is a library (it never reads flags or the environment); this command gives it
+the settings every command shares (:func:`~baton.cli.options.settings_from`) plus its own
+listening options. Starlette and uvicorn load only when it runs, so they stay off every other
+command's start-up.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from baton.cli.options import BusOpt, ConfigOpt, MediaDirOpt, PrefixOpt, ProfilesOpt, settings_from
 
 SERVE_HELP = "Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."
 SERVE_EXAMPLES = """Examples:
@@ -35,28 +41,23 @@ def serve_command(
             show_default=False,
         ),
     ] = None,
-    bus: Annotated[
-        str | None, typer.Option("--bus", help="bus URL (or BATON_BUS / REDIS_URL)")
-    ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="TOML config file (or BATON_CONFIG)")
-    ] = None,
-    profiles: Annotated[
-        Path | None, typer.Option("--profiles", help="TOML file of profiles (or BATON_PROFILES)")
-    ] = None,
-    media_dir: Annotated[
-        Path | None, typer.Option("--media-dir", help="where sub-agents write media, served")
-    ] = None,
+    bus: BusOpt = None,
+    config: ConfigOpt = None,
+    prefix: PrefixOpt = None,
+    profiles: ProfilesOpt = None,
+    media_dir: MediaDirOpt = None,
     cors_origin: Annotated[
         list[str] | None,
         typer.Option("--cors-origin", help="allow this browser origin (repeatable; default none)"),
     ] = None,
 ) -> None:
-    from baton.cli.app import settings_from
-    from baton.cli.exits import EXIT_USAGE, fail, run_async
+    """Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."""
+    from baton.cli.exits import fail, run_async
     from baton.cli.run import configure_logging, model_settings
 
-    settings = settings_from(config, "serve", bus=bus, profiles=profiles, media_dir=media_dir)
+    settings = settings_from(
+        config, "serve", bus=bus, prefix=prefix, profiles=profiles, media_dir=media_dir
+    )
     from baton.bus.errors import ConfigError
     from baton.server import ServerConfig, serve
 
@@ -78,5 +79,5 @@ def serve_command(
             else "critical",
         )
     except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE, command="baton serve")
+        fail(str(exc), exc.exit_code, command="baton serve")
     raise typer.Exit(run_async(serve, server_config, command="baton serve"))

@@ -4,14 +4,14 @@
 :class:`Renderer`. Three exist because three audiences exist: a program reading a pipe wants one
 JSON object per line and nothing else (:class:`JsonRenderer`); a log file wants readable lines in
 order (:class:`PlainRenderer`); a person at a terminal wants the lead's text as it streams and one
-panel per sub-agent that updates in place (:class:`LiveRenderer`). All three fold events into the
-same :class:`SessionView`, so what they show cannot disagree.
+panel per sub-agent that updates in place (:class:`~baton.cli.render_live.LiveRenderer`). All
+three fold events into the same :class:`~baton.view.SessionView` (the one the HTTP API's state
+is folded into too), so what they show cannot disagree.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from typing import IO, Protocol
 
 from baton.bus.events import (
@@ -24,97 +24,19 @@ from baton.bus.events import (
     ErrorEvent,
     Event,
     GuardFired,
-    RoundStarted,
     SessionFinished,
     SessionStarted,
     TextDelta,
     ToolCalled,
-    ToolCallInfo,
     dump_event,
 )
-
-LEAD = "lead"
-
-
-@dataclass(slots=True)
-class AgentView:
-    """What is known about one sub-agent: its profile, status and latest news."""
-
-    profile: str
-    status: str = "spawned"
-    latest: str = ""
-    media_urls: list[str] = field(default_factory=list)
+from baton.view import LEAD_NAME as LEAD
+from baton.view import AgentView, SessionView
 
 
-@dataclass(slots=True)
-class SessionView:
-    """A session folded from its events; every renderer draws from this."""
-
-    session: str = ""
-    task: str = ""
-    model: str = ""
-    offline: bool = False
-    lead_text: str = ""
-    agents: dict[str, AgentView] = field(default_factory=dict)
-    pending: dict[str, tuple[str, ToolCallInfo]] = field(default_factory=dict)
-    decisions: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    finished: SessionFinished | None = None
-
-    def apply(self, event: Event) -> None:
-        """Fold one event into the view."""
-        match event:
-            case SessionStarted():
-                self.session, self.task = event.session, event.task
-                self.model, self.offline = event.model, event.offline
-            case TextDelta() if event.agent == LEAD:
-                self.lead_text += event.text
-            case RoundStarted() if event.agent == LEAD:
-                if self.lead_text and not self.lead_text.endswith("\n"):
-                    self.lead_text += "\n"  # each round's text starts on its own line
-            case ApprovalRequested():
-                for call in event.calls:
-                    self.pending[call.call_id] = (event.agent, call)
-            case ApprovalDecided():
-                asked = self.pending.pop(event.call_id, None)
-                name = asked[1].name if asked else event.call_id
-                verdict = "approved" if event.approved else f"declined ({event.reason})"
-                self.decisions.append(f"{event.agent}: {name} {verdict}")
-            case ErrorEvent():
-                self.errors.append(f"{event.agent}: {event.message}")
-            case SessionFinished():
-                self.finished = event
-            case _:
-                self._apply_agent(event)
-
-    def _apply_agent(self, event: Event) -> None:
-        match event:
-            case AgentSpawned():
-                self.agents.setdefault(event.agent, AgentView(event.profile)).status = "running"
-            case AgentProgress():
-                view = self._agent(event.agent)
-                view.status, view.latest = "working", event.content
-            case AgentResult():
-                view = self._agent(event.agent)
-                view.status, view.latest = "done", event.content
-                view.media_urls = list(event.media_urls)
-            case AgentExited():
-                self._agent(event.agent).status = f"exited ({event.reason})"
-            case _:
-                pass
-
-    def _agent(self, name: str) -> AgentView:
-        return self.agents.setdefault(name, AgentView(profile="?"))
-
-    @property
-    def media_urls(self) -> list[str]:
-        """Every media URL of the session: the final answer's, then each sub-agent's."""
-        seen: dict[str, None] = {}
-        if self.finished is not None:
-            seen.update(dict.fromkeys(self.finished.media_urls))
-        for view in self.agents.values():
-            seen.update(dict.fromkeys(view.media_urls))
-        return list(seen)
+def agent_status(agent: AgentView) -> str:
+    """A sub-agent's status in a word or two: its phase, or ``exited (reason)``."""
+    return f"exited ({agent.exit_reason})" if agent.exit_reason else agent.phase
 
 
 class Renderer(Protocol):
@@ -189,7 +111,7 @@ class PlainRenderer:
 def _running(view: SessionView, agent: str) -> bool:
     """Whether ``agent`` is already known and not exited (its spawn was already shown)."""
     known = view.agents.get(agent)
-    return known is not None and not known.status.startswith("exited")
+    return known is not None and known.running
 
 
 def describe(event: Event) -> str:

@@ -1,7 +1,7 @@
 """The live terminal view: the lead's text as it streams, one panel per sub-agent, approvals.
 
-Kept apart from :mod:`baton.render` because rich's live machinery is only needed on a
-terminal. The view redraws from a :class:`~baton.render.SessionView` a dozen times a
+Kept apart from :mod:`baton.cli.render` because rich's live machinery is only needed on a
+terminal. The view redraws from a :class:`~baton.view.SessionView` a dozen times a
 second, so a burst of tiny deltas costs one redraw, not one per token. An approval question stops
 the live region, asks on a plain line (so the typed answer echoes normally), and starts it again.
 """
@@ -20,9 +20,10 @@ from rich.panel import Panel
 from rich.text import Text
 
 from baton.bus.events import Event, ToolCallInfo
-from baton.render import SessionView, summary_lines
+from baton.cli.render import agent_status, summary_lines
+from baton.view import SessionView
 
-_STATUS_STYLE = {"running": "cyan", "working": "yellow", "done": "green"}
+_STATUS_STYLE = {"spawned": "cyan", "working": "yellow", "done": "green"}
 
 
 class LiveRenderer:
@@ -84,17 +85,17 @@ class LiveRenderer:
         if view.agents:
             panels = [
                 Panel(
-                    Text(_clip(agent.latest) or agent.status),
-                    title=f"{name} · {agent.profile}",
-                    subtitle=agent.status,
+                    Text(_clip(agent.latest) or agent_status(agent)),
+                    title=f"{name} · {agent.profile or '?'}",
+                    subtitle=agent_status(agent),
                     title_align="left",
-                    border_style=_STATUS_STYLE.get(agent.status, "dim"),
+                    border_style=_STATUS_STYLE.get(agent_status(agent), "dim"),
                     width=44,
                 )
                 for name, agent in view.agents.items()
             ]
             parts.append(Columns(panels))
-        for call_id, (agent, call) in view.pending.items():
+        for (agent, call_id), call in view.pending.items():
             parts.append(Text(f"? {agent} waits for approval of {call.name} [{call_id}]", "yellow"))
         parts.extend(Text(f"· {decision}", style="dim") for decision in view.decisions[-3:])
         parts.extend(Text(f"! {error}", style="red") for error in view.errors[-3:])

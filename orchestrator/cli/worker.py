@@ -1,0 +1,212 @@
+"""``baton worker``: host sub-agents for sessions on a shared bus until stopped.
+
+The worker reads the same settings as every other command (:func:`~baton.cli.options.
+settings_from`: ``--bus``/``BATON_BUS``/``REDIS_URL``, ``--prefix``/``BATON_PREFIX``, the model,
+profiles and media directory, ``--config``/``BATON_CONFIG``), so a ``baton run`` and the
+workers started beside it meet on the same bus and keys. Only its own knobs (concurrency,
+leases, the drain timeout, ``--check``) are flags of this command alone. The sub-agent machinery
+(~1.5 s of imports) loads when the command runs, so ``baton worker --help`` stays fast.
+
+Exit codes (:class:`~baton.bus.errors.ExitCode`): 0 after a clean stop (first SIGTERM/SIGINT:
+drain) or a passing ``--check``; 1 after a forced stop (second signal); 2 for a bad option,
+setting or profile file; 3 when the bus is unreachable.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from baton.bus.errors import ExitCode
+from baton.cli.options import BusOpt, ConfigOpt, MediaDirOpt, PrefixOpt, ProfilesOpt, settings_from
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+    import anyio
+
+    from baton.bus.base import Bus
+    from baton.settings import BatonSettings
+    from baton.subagents.profiles import Profile
+    from baton.subagents.worker import Worker
+
+log = logging.getLogger("baton.worker")
+
+WORKER_HELP = "Host sub-agents for sessions on a shared bus until stopped (SIGTERM drains)."
+WORKER_EXAMPLES = """Examples:
+
+\b
+  baton worker --bus redis://localhost:6379/0 --concurrency 200
+  baton worker --bus redis://localhost:6379/0 --check      # health check: exit 0 or 3
+  REDIS_URL=redis://redis:6379/0 BATON_PREFIX=team-a baton worker   # meets `baton run` there
+
+Exit codes: 0 clean stop (first SIGTERM drains), 1 forced stop (second signal), 2 bad option,
+setting or profile file, 3 bus unreachable."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """What ``baton worker`` was told beyond the shared settings."""
+
+    concurrency: int = 100
+    shutdown_timeout_s: float = 30.0
+    lease_s: float = 30.0
+
+
+def worker_command(
+    bus: BusOpt = None,
+    config: ConfigOpt = None,
+    prefix: PrefixOpt = None,
+    profiles: ProfilesOpt = None,
+    media_dir: MediaDirOpt = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", min=1, help="most sub-agents hosted at once")
+    ] = 100,
+    shutdown_timeout: Annotated[
+        float,
+        typer.Option("--shutdown-timeout", min=0, help="seconds running rounds get on SIGTERM"),
+    ] = 30.0,
+    check: Annotated[
+        bool, typer.Option("--check", help="exit 0 if the bus is reachable, else 3")
+    ] = False,
+    lease: Annotated[
+        float, typer.Option("--lease", min=0.1, help="lease seconds of claims and deliveries")
+    ] = 30.0,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            help="log level on stderr (or BATON_LOG_LEVEL; default INFO)",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Claim spawn requests from the bus and host their sub-agents until stopped."""
+    settings = settings_from(
+        config,
+        "worker",
+        bus=bus,
+        prefix=prefix,
+        profiles=profiles,
+        media_dir=media_dir,
+        log_level=log_level,
+    )
+    options = WorkerOptions(
+        concurrency=concurrency, shutdown_timeout_s=shutdown_timeout, lease_s=lease
+    )
+    raise typer.Exit(run_worker(settings, options, check=check))
+
+
+def run_worker(settings: BatonSettings, options: WorkerOptions, *, check: bool = False) -> int:
+    """Run ``--check`` or the worker itself; returns the exit code."""
+    import anyio
+
+    from baton.bus.errors import ConfigError
+
+    # A worker says what it does (ready, draining) unless told otherwise: INFO by default, where
+    # the interactive commands keep quiet.
+    level = settings.log_level if "log_level" in settings.model_fields_set else "INFO"
+    try:
+        logging.basicConfig(
+            level=level.upper(),
+            stream=sys.stderr,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+    except ValueError as exc:
+        typer.echo(f"baton worker: bad setting log_level: unknown level {level!r}", err=True)
+        raise typer.Exit(ExitCode.USAGE) from exc
+    try:
+        if check:
+            return anyio.run(check_bus, settings, options)
+        return anyio.run(serve, settings, options, worker_profiles(settings))
+    except ConfigError as exc:
+        typer.echo(f"baton worker: {exc}", err=True)
+        return exc.exit_code
+
+
+def worker_profiles(settings: BatonSettings) -> dict[str, Profile]:
+    """The built-in profiles, with those of the profiles file (if any) added or replacing them."""
+    from baton.subagents.profiles import builtin_profiles, load_profiles, merge_profiles
+
+    loaded = builtin_profiles()
+    if settings.profiles is not None:
+        loaded = merge_profiles(loaded, load_profiles(settings.profiles))
+    return loaded
+
+
+def _open_bus(settings: BatonSettings, options: WorkerOptions) -> AbstractAsyncContextManager[Bus]:
+    from baton.bus.base import BusOptions
+    from baton.bus.connect import open_bus
+
+    return open_bus(settings.bus, BusOptions(lease_s=options.lease_s), prefix=settings.prefix)
+
+
+async def check_bus(settings: BatonSettings, options: WorkerOptions) -> int:
+    """``--check``: 0 when the bus answers, else 3 with one line on stderr."""
+    from baton.bus.errors import BusUnreachable
+
+    try:
+        async with _open_bus(settings, options) as bus:
+            await bus.ping()
+    except BusUnreachable as exc:
+        typer.echo(f"baton worker: {exc}", err=True)
+        return exc.exit_code
+    typer.echo(f"bus {settings.bus} is reachable (prefix {settings.prefix})")
+    return ExitCode.OK
+
+
+async def serve(
+    settings: BatonSettings, options: WorkerOptions, profiles: dict[str, Profile]
+) -> int:
+    """Run a worker until SIGTERM/SIGINT; the first drains, a second stops at once."""
+    import anyio
+
+    from baton.bus.errors import BusUnreachable
+    from baton.subagents.models import EnvModels
+    from baton.subagents.worker import Worker
+
+    try:
+        async with _open_bus(settings, options) as bus, EnvModels(settings.model_env()) as models:
+            worker = Worker(
+                bus,
+                profiles,
+                models,
+                concurrency=options.concurrency,
+                media_dir=settings.media_dir,
+                shutdown_timeout_s=options.shutdown_timeout_s,
+            )
+            forced = False
+            async with anyio.create_task_group() as group:
+                await group.start(worker.run)
+                typer.echo(
+                    f"baton worker {worker.name} ready: bus={settings.bus} "
+                    f"prefix={settings.prefix} concurrency={options.concurrency} "
+                    f"profiles={','.join(profiles)} model={models.label}",
+                    err=True,
+                )
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for signum in signals:
+                        name = signal.Signals(signum).name
+                        if not forced and not worker.stopping:
+                            log.info("%s: draining (up to %.0f s)", name,
+                                     options.shutdown_timeout_s)  # fmt: skip
+                            worker.drain()
+                            group.start_soon(_stop_when_done, worker, group.cancel_scope)
+                        else:
+                            log.warning("%s again: giving every agent back now", name)
+                            forced = True
+                            worker.give_back_now()
+            return ExitCode.FAILED if forced else ExitCode.OK
+    except BusUnreachable as exc:
+        typer.echo(f"baton worker: {exc}", err=True)
+        return exc.exit_code
+
+
+async def _stop_when_done(worker: Worker, scope: anyio.CancelScope) -> None:
+    await worker.stopped.wait()
+    scope.cancel()  # ends the signal loop; the worker itself has finished draining

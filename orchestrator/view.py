@@ -1,0 +1,161 @@
+"""A session folded from its events: the one fold every view of a session shares.
+
+The terminal views of ``baton run``/``baton watch`` (:mod:`baton.cli.render`) and the state the
+HTTP API answers (:mod:`baton.server.state`) both read a session as its typed events (DESIGN §5)
+and fold them here, into one :class:`SessionView`; each then only chooses how to show it. What
+a terminal and a client of the API are told about a session therefore cannot disagree. (The live
+page folds the same events in JavaScript, next to the HTML it updates.)
+
+It sits beside :mod:`baton.session` in the layers (see ``[tool.importlinter]`` in
+``pyproject.toml``), below both the CLI and the server, and reads nothing but events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from baton.bus.events import (
+    AgentExited,
+    AgentProgress,
+    AgentResult,
+    AgentSpawned,
+    ApprovalDecided,
+    ApprovalRequested,
+    ErrorEvent,
+    Event,
+    RoundStarted,
+    SessionFinished,
+    SessionStarted,
+    TextDelta,
+    ToolCallInfo,
+)
+
+LEAD_NAME = "lead"
+"""The lead's agent name, :data:`baton.lead.prompt.LEAD_NAME` (a test keeps the two equal):
+repeated so that folding events never imports the lead and, through it, the model client."""
+SessionStatus = Literal["pending", "running", "completed", "failed", "cancelled", "timed_out"]
+AgentPhase = Literal["spawned", "working", "done"]
+"""Where a sub-agent's work stands: started, reporting progress, or with a result given."""
+
+
+@dataclass(slots=True)
+class AgentView:
+    """What is known about one sub-agent.
+
+    ``phase`` is its work; ``exit_reason`` is set once it left (``finished``, ``shutdown``,
+    ``lost``, ...) and cleared when it is spawned again (a lost agent resumed elsewhere).
+    """
+
+    profile: str = ""
+    phase: AgentPhase = "spawned"
+    exit_reason: str = ""
+    progress: str = ""
+    result: str = ""
+    latest: str = ""
+    """The newest of its progress and result."""
+    media_urls: list[str] = field(default_factory=list)
+
+    @property
+    def running(self) -> bool:
+        """Spawned and not exited since."""
+        return not self.exit_reason
+
+
+@dataclass(slots=True)
+class SessionView:
+    """A session folded from its events, one :meth:`apply` at a time."""
+
+    session: str = ""
+    status: SessionStatus = "pending"
+    task: str = ""
+    model: str = ""
+    offline: bool = False
+    started_at: datetime | None = None
+    lead_rounds: list[str] = field(default_factory=list)
+    """The lead's text, one entry per round (text before the first round opens one)."""
+    agents: dict[str, AgentView] = field(default_factory=dict)
+    pending: dict[tuple[str, str], ToolCallInfo] = field(default_factory=dict)
+    """Approvals asked for and not yet decided, by (asking agent, call id)."""
+    decisions: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    finished: SessionFinished | None = None
+
+    def apply(self, event: Event) -> None:
+        """Fold one event into the view."""
+        match event:
+            case SessionStarted():
+                self.session, self.task, self.status = event.session, event.task, "running"
+                self.model, self.offline, self.started_at = event.model, event.offline, event.ts
+            case TextDelta() if event.agent == LEAD_NAME:
+                if not self.lead_rounds:
+                    self.lead_rounds.append("")
+                self.lead_rounds[-1] += event.text
+            case RoundStarted() if event.agent == LEAD_NAME:
+                self.lead_rounds.append("")
+            case ApprovalRequested():
+                for call in event.calls:
+                    self.pending[(event.agent, call.call_id)] = call
+            case ApprovalDecided():
+                asked = self.pending.pop((event.agent, event.call_id), None)
+                name = asked.name if asked else event.call_id
+                verdict = "approved" if event.approved else f"declined ({event.reason})"
+                self.decisions.append(f"{event.agent}: {name} {verdict}")
+            case ErrorEvent():
+                self.errors.append(f"{event.agent}: {event.message}")
+            case SessionFinished():
+                self.finished, self.status = event, event.status
+            case _:
+                self._apply_agent(event)
+
+    def _apply_agent(self, event: Event) -> None:
+        match event:
+            case AgentSpawned() if event.agent != LEAD_NAME:
+                view = self._agent(event.agent)
+                view.profile, view.exit_reason = event.profile, ""
+            case AgentProgress():
+                view = self._agent(event.agent)
+                view.phase, view.progress = "working", event.content
+                view.latest = event.content
+            case AgentResult():
+                view = self._agent(event.agent)
+                view.phase, view.result = "done", event.content
+                view.latest, view.media_urls = event.content, list(event.media_urls)
+            case AgentExited():
+                self._agent(event.agent).exit_reason = event.reason
+            case _:
+                pass
+
+    def _agent(self, name: str) -> AgentView:
+        return self.agents.setdefault(name, AgentView())
+
+    @property
+    def lead_text(self) -> str:
+        """Everything the lead wrote, each round's text starting on a line of its own."""
+        text = ""
+        for part in self.lead_rounds:
+            if text and not text.endswith("\n"):
+                text += "\n"
+            text += part
+        return text
+
+    @property
+    def lead_written(self) -> str:
+        """Everything the lead wrote, exactly as streamed."""
+        return "".join(self.lead_rounds)
+
+    @property
+    def answer(self) -> str:
+        """The lead's final answer, once the session finished."""
+        return self.finished.answer if self.finished is not None else ""
+
+    @property
+    def media_urls(self) -> list[str]:
+        """Every media URL of the session: the final answer's, then each sub-agent's."""
+        seen: dict[str, None] = {}
+        if self.finished is not None:
+            seen.update(dict.fromkeys(self.finished.media_urls))
+        for view in self.agents.values():
+            seen.update(dict.fromkeys(view.media_urls))
+        return list(seen)
