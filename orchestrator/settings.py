@@ -1,11 +1,16 @@
 """The CLI's configuration: flag > environment variable > config file > default.
 
 One :class:`BatonSettings` object carries everything a command was told, resolved in that order by
-pydantic-settings. The config file is TOML with the fields below as top-level keys; its path comes
+pydantic-settings. Every command builds it the same way (:func:`baton.cli.options.settings_from`),
+``worker`` and ``serve`` included, so processes started alike agree on the bus and key prefix.
+The library itself (sessions, workers, the server) never reads it: it is handed what it needs.
+
+The config file is TOML with the fields below as top-level keys; its path comes
 from ``--config`` or ``BATON_CONFIG``::
 
     # baton.toml
     bus = "redis://localhost:6379/0"
+    prefix = "baton"
     model = "gpt-4o-mini"
     openai_base_url = "http://localhost:11434/v1"
     profiles = "profiles.toml"
