@@ -186,7 +186,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 note("idle done: %s", report)
                 report |= await dispatch(bus, timing, args.idle, args.samples)
                 note("dispatch done; stopping")
-                worker.shutdown(now=True)
+                worker.give_back_now()
         return report
 
 

@@ -229,7 +229,7 @@ class Session:
                 await self._done.wait()
         finally:
             if self._worker is not None:
-                self._worker.shutdown(now=True)
+                self._worker.give_back_now()
             if self._group is not None:
                 self._group.cancel_scope.cancel()
             self._fanout.close()
@@ -335,7 +335,7 @@ class Session:
         """
         if self._worker is None:
             return
-        self._worker.shutdown(now=True)
+        self._worker.give_back_now()
         with anyio.move_on_after(WORKER_STOP_S):
             await self._worker.stopped.wait()
 

@@ -42,6 +42,7 @@ from baton.engine.bus_channel import BusInteractionChannel
 from baton.llm.types import ChatModel, Message
 from baton.subagents.context import AgentContext, enter_agent
 from baton.subagents.errors import LostOwnership
+from baton.subagents.phases import NEXT, AgentPhase, Outcome
 from baton.subagents.profiles import Profile
 from baton.subagents.resilience import persist
 from baton.subagents.state import (
@@ -100,108 +101,140 @@ class SubAgent:
         self.telemetry = telemetry
         self.on_round = on_round
         self.state = Checkpoint()
-        self.resumed = False
-        self.reason: ExitKind | None = None
+        self._phase = AgentPhase.RUNNING
+        self._resumed = False
+        self._reason: ExitKind | None = None
         self._processed: set[str] = set()
         self._unacked: dict[str, None] = {}
-        self._error = ""
-        self._draining = False
-        self._released = False
         self._scope = anyio.CancelScope()
         self._wait_scope: anyio.CancelScope | None = None
-        self._no_tools = False
-        self.lost = False
+
+    # -- where it stands ------------------------------------------------------------------------
+
+    @property
+    def phase(self) -> AgentPhase:
+        return self._phase
+
+    @property
+    def resumed(self) -> bool:
+        """True when this run took over an agent another worker left running (its checkpoint)."""
+        return self._resumed
+
+    @property
+    def reason(self) -> ExitKind | None:
+        """Why it exited, once its final report is out (or a previous owner's was); else None."""
+        return self._reason
+
+    @property
+    def lost(self) -> bool:
         """True when another worker took the agent over; this copy stopped without a report."""
-
-    # -- control from outside -------------------------------------------------------------------
-
-    def release(self) -> None:
-        """Stop at the next safe point without a final result (the worker gives it back)."""
-        self._draining = True
-        if self._wait_scope is not None:
-            self._wait_scope.cancel()
-
-    def abandon(self) -> None:
-        """Stop now without a final result; the un-checkpointed round is redone elsewhere."""
-        self._draining = self._released = True
-        self._scope.cancel()
-
-    def cancel(self) -> None:
-        """Stop now and report ``cancelled`` to the lead."""
-        self._scope.cancel()
+        return self._phase is AgentPhase.LOST
 
     @property
     def released(self) -> bool:
         """True when the agent stopped unfinished for another worker to resume."""
-        return self._released
+        return self._phase is AgentPhase.GIVEN_BACK
+
+    def _move(self, phase: AgentPhase) -> bool:
+        """Go to ``phase`` if :data:`~baton.subagents.phases.NEXT` allows it; whether it did."""
+        if phase not in NEXT[self._phase]:
+            return False
+        self._phase = phase
+        return True
+
+    # -- control from outside -------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Stop at the next safe point without a final result (the worker gives it back)."""
+        if self._move(AgentPhase.DRAINING) and self._wait_scope is not None:
+            self._wait_scope.cancel()
+
+    def give_back_now(self) -> None:
+        """Stop now without a final result; the un-checkpointed round is redone elsewhere."""
+        if self._move(AgentPhase.GIVING_BACK):
+            self._scope.cancel()
+
+    def lose_lease(self) -> None:
+        """Another worker took the agent over (our lease lapsed): stop now, report nothing."""
+        if self._move(AgentPhase.LOST):
+            self._scope.cancel()
+
+    def cancel(self) -> None:
+        """Stop now and report ``cancelled`` to the lead."""
+        self._scope.cancel()
 
     # -- the loop -------------------------------------------------------------------------------
 
     async def run(self) -> ExitKind | None:
         """Run until the agent leaves; returns why, or None when it was released or taken over."""
         enter_agent(self._context())
-        reason: ExitKind | None
+        outcome: Outcome | None
         try:
             final, send = await self._restore()
             if final is not None:  # a previous owner decided the report: deliver it, once
                 if send:
                     await self._deliver(final)
+                else:
+                    self._exited(final.reason)
                 return final.reason
             with self._scope:
-                reason = await self._loop()
+                outcome = await self._loop()
             if self._scope.cancelled_caught:
-                reason = None if self._released else "cancelled"
+                outcome = None if self._phase.without_report else Outcome("cancelled")
         except LostOwnership as exc:
             log.warning("%s", exc)
-            self.lost = True
-            reason = None
+            self._move(AgentPhase.LOST)
+            outcome = None
         except anyio.get_cancelled_exc_class():
-            if not self._released:
+            if not self._phase.without_report:
                 with anyio.CancelScope(shield=True):
-                    await self._finish("cancelled")
+                    await self._finish(Outcome("cancelled"))
             raise
         except BusClosed:
             raise
         except Exception as exc:  # a bug must still end in a report, not a silent agent
             log.exception("sub-agent %s/%s failed", self.session, self.name)
-            self._error = f"{type(exc).__name__}: {exc}"
-            reason = "error"
-        if reason is None:
-            self._released = True
+            outcome = Outcome("error", f"{type(exc).__name__}: {exc}")
+        if outcome is None:
+            self._move(AgentPhase.GIVEN_BACK)  # unless lost: then there is nothing to give
             with anyio.CancelScope(shield=True), anyio.move_on_after(FINAL_BOOKKEEPING_S):
                 await persist(lambda: self.bus.release(self.session, self.name), "release inbox")
             return None
-        return reason if await self._finish(reason) else None
+        return outcome.reason if await self._finish(outcome) else None
 
-    async def _loop(self) -> ExitKind | None:
+    async def _loop(self) -> Outcome | None:
+        """Rounds until the agent leaves (its outcome) or is stopped unfinished (None)."""
         limits = self.profile.limits
         while self.state.step < limits.max_steps:
             batch = await self._next_batch()
             if batch is None:
-                return None if self._draining else "idle"
+                return None if self._phase.stopping_unfinished else Outcome("idle")
             if any(envelope.type == "shutdown" for envelope in batch):
-                return "shutdown"
+                return Outcome("shutdown")
             if self.on_round is not None:
                 self.on_round(self, batch)
             await self._report(self._describe_round(batch))
-            stop = await self._round(batch)
+            result = await self._round(batch)
+            stop = result.stop
             if stop is StopReason.ERROR:
-                return "error"
+                error = str(result.error) if result.error is not None else "model error"
+                return Outcome("error", error)
             if stop is StopReason.CANCELLED:
-                return "cancelled"
-            if stop is StopReason.TERMINAL or (stop is StopReason.ANSWERED and self._no_tools):
-                return "finished"
+                return Outcome("cancelled")
+            answered_without_tools = stop is StopReason.ANSWERED and result.rounds == 0
+            if stop is StopReason.TERMINAL or answered_without_tools:
+                return Outcome("finished")
             if stop is StopReason.HARD_STOP:
-                return "max_steps"
-            if self._draining:
+                return Outcome("max_steps")
+            if self._phase.stopping_unfinished:
                 return None
-        return "max_steps"
+        return Outcome("max_steps")
 
     async def _next_batch(self) -> list[Envelope] | None:
         """New messages, waiting up to the idle timeout; None when idle or draining."""
         deadline = anyio.current_time() + self.profile.limits.idle_timeout_s
         lease_s = self.bus.options.lease_s
-        while not self._draining:
+        while not self._phase.stopping_unfinished:
             batch = await persist(
                 lambda: self.bus.read_inbox(self.session, self.name), f"read {self.name}"
             )
@@ -225,7 +258,7 @@ class SubAgent:
             self._wait_scope = None
         return None
 
-    async def _round(self, batch: Sequence[Envelope]) -> StopReason:
+    async def _round(self, batch: Sequence[Envelope]) -> TurnResult:
         """One engine turn on the batch; checkpoint and ack unless the model failed."""
         memory = cast(list[Message], self.state.memory)
         if not memory:
@@ -244,12 +277,10 @@ class SubAgent:
             channel=BusInteractionChannel(self.bus, self.session, self.name),
         )
         result = await self._run_turn(engine, memory)
-        self._no_tools = result.rounds == 0
         self.state.last_text = result.text or self.state.last_text
         self.state.reply_to = batch[-1].id
         if result.stop is StopReason.ERROR:
-            self._error = str(result.error) if result.error is not None else "model error"
-            return result.stop
+            return result
         self.state.step += 1
         ids = [envelope.id for envelope in batch]
         self.state.processed = [*self.state.processed, *ids][-PROCESSED_KEEP:]
@@ -258,7 +289,7 @@ class SubAgent:
         await persist(lambda: self.bus.ack(self.session, self.name, ids), f"ack {self.name}")
         for envelope_id in ids:
             self._unacked.pop(envelope_id, None)
-        return result.stop
+        return result
 
     async def _run_turn(self, engine: AgentLoop, memory: list[Message]) -> TurnResult:
         """Run the turn in a shielded child task, so that a cancellation from outside becomes
@@ -302,9 +333,8 @@ class SubAgent:
         if final is not None and status == "finishing":
             return final, True
         if final is not None and status == "exited" and same_run and self.spawn_id:
-            self.reason = final.reason
             return final, False
-        self.resumed = status == "running"
+        self._resumed = status == "running"
         checkpoint = load_checkpoint(fields.get("checkpoint"))
         if checkpoint is not None:
             if not self.resumed:  # a new run of an agent that finished before: keep memory only
@@ -334,13 +364,14 @@ class SubAgent:
             lambda: self.bus.set_agent_state(self.session, self.name, fields), "checkpoint"
         )
 
-    async def _finish(self, reason: ExitKind) -> bool:
+    async def _finish(self, outcome: Outcome) -> bool:
         """Decide the final report, record it, deliver it; shielded and bounded.
 
         Returns whether it was delivered; if not (taken over, or the bus stayed down), the spawn
         request must go back so another worker delivers it from the ``finishing`` state.
         """
         state = self.state
+        reason = outcome.reason
         if state.result is not None:
             content = state.result
         elif reason == "finished":
@@ -350,7 +381,7 @@ class SubAgent:
                 reason,
                 idle_s=self.profile.limits.idle_timeout_s,
                 steps=state.step,
-                error=self._error,
+                error=outcome.error,
             )
             content = f"{note}\nLast answer: {state.last_text}" if state.last_text else note
         final = FinalReport(
@@ -372,11 +403,11 @@ class SubAgent:
                 )
             except LostOwnership as exc:
                 log.warning("%s", exc)
-                self.lost = self._released = True
+                self._move(AgentPhase.LOST)
                 return False
             await self._deliver(final)
         if bound.cancelled_caught:
-            self._released = True
+            self._move(AgentPhase.GIVEN_BACK)
             log.error(
                 "final bookkeeping of %s/%s timed out; another worker will finish it",
                 self.session,
@@ -387,7 +418,6 @@ class SubAgent:
 
     async def _deliver(self, final: FinalReport) -> None:
         """Send the report (same id on every attempt), emit the events, mark exited, ack all."""
-        self.reason = final.reason
         with anyio.CancelScope(shield=True):
             envelope = Envelope(
                 id=final.id,
@@ -419,6 +449,13 @@ class SubAgent:
                 await persist(lambda: self.bus.ack(self.session, self.name, unacked), "final ack")
                 self._unacked.clear()
             await persist(lambda: self.bus.release(self.session, self.name), "release inbox")
+        self._exited(final.reason)
+
+    def _exited(self, reason: ExitKind) -> None:
+        """The final report is out (sent now, or by a previous owner): whatever was asked
+        meanwhile, the agent has exited."""
+        self._reason = reason
+        self._move(AgentPhase.EXITED)
 
     # -- talking to the lead --------------------------------------------------------------------
 

@@ -1,6 +1,11 @@
 """Which model a sub-agent talks to: an OpenAI-compatible endpoint from the environment, or the
 built-in offline model when no API key is configured.
 
+Reading the environment is the caller's choice, never a default: ``baton worker`` passes an
+:class:`EnvModels` built from its settings, and a :class:`~baton.subagents.worker.Worker` built
+without a factory uses :func:`offline_models`, so an embedding application (or a test) with
+``OPENAI_API_KEY`` in its shell does not reach a paid API unless it says so.
+
 One model client per model name serves every agent of the worker (a client holds a connection
 pool; one per agent would cost thousands of pools). The offline model is said to be in use, in
 the log and in :attr:`EnvModels.label`, because its answers are canned.
@@ -26,20 +31,25 @@ ModelFactory = Callable[[Profile], ChatModel]
 
 
 class EnvModels:
-    """A :data:`ModelFactory` set by ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and ``BATON_MODEL``.
+    """A :data:`ModelFactory` set by ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and ``BATON_MODEL``
+    in ``env`` (a mapping in the environment's form; :meth:`from_environ` for the process's own).
 
     A profile's own ``model`` wins over ``BATON_MODEL``. Use as an async context manager (or call
     :meth:`aclose`) so the clients are closed.
     """
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
-        env = os.environ if env is None else env
+    def __init__(self, env: Mapping[str, str]) -> None:
         self._key = env.get("OPENAI_API_KEY") or None
         self._base_url = env.get("OPENAI_BASE_URL") or None
         self._default = env.get("BATON_MODEL") or DEFAULT_MODEL
         self._models: dict[str, OpenAIChatModel] = {}
         if self.offline:
             log.warning("using the %s", OFFLINE_LABEL)
+
+    @classmethod
+    def from_environ(cls) -> EnvModels:
+        """The models the process environment names (what ``baton worker`` uses)."""
+        return cls(os.environ)
 
     @property
     def offline(self) -> bool:
@@ -75,3 +85,9 @@ class EnvModels:
         models, self._models = list(self._models.values()), {}
         for model in models:
             await model.aclose()
+
+
+def offline_models() -> EnvModels:
+    """The built-in offline model for every profile, whatever the environment says: the default
+    of a :class:`~baton.subagents.worker.Worker` given no factory."""
+    return EnvModels({})

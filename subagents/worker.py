@@ -2,10 +2,14 @@
 
 Embed it in your own anyio application::
 
-    async with open_bus("redis://localhost:6379/0") as bus, EnvModels() as models:
+    async with open_bus("redis://localhost:6379/0") as bus, EnvModels.from_environ() as models:
         async with Worker(bus, builtin_profiles(), models, concurrency=500) as worker:
             ...                      # or: await task_group.start(worker.run)
-            worker.shutdown()        # drain: stop claiming, let rounds finish, give back the rest
+            worker.drain()           # stop claiming, let rounds finish, give back the rest
+
+Without a model factory a worker uses the built-in offline model: a library class never reads the
+environment by itself, so ``OPENAI_API_KEY`` reaches the agents only through a factory you pass
+(``baton worker`` passes an :class:`~baton.subagents.models.EnvModels` built from its settings).
 
 What it guarantees:
 
@@ -14,15 +18,18 @@ What it guarantees:
   from its checkpoint (see :mod:`baton.subagents.loop`);
 - at most ``concurrency`` agents are hosted at once (a :class:`anyio.CapacityLimiter`); it claims
   no more until one leaves;
-- ``shutdown()``: stop claiming, let running rounds finish within ``shutdown_timeout_s``, then give
-  the rest back (``release_spawn``) so another worker resumes them at once; ``shutdown(now=True)``
-  (or a second call) gives everything back immediately. Cancelling :meth:`run` from outside is
-  ``shutdown(now=True)``: agents are given back, never reported as finished;
-- bus faults are ridden out with backoff (:func:`~baton.subagents.resilience.persist`).
+- :meth:`Worker.drain`: stop claiming, let running rounds finish within ``shutdown_timeout_s``,
+  then give the rest back (``release_spawn``) so another worker resumes them at once;
+  :meth:`Worker.give_back_now` (also after a drain began) gives everything back immediately.
+  Cancelling :meth:`run` from outside is ``give_back_now()``: agents are given back, never
+  reported as finished;
+- bus faults are ridden out with backoff (:func:`~baton.subagents.resilience.persist`); a failed
+  heartbeat keeps every agent and renews at the next beat (a lease spans several beats).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Mapping
 from functools import partial
@@ -39,7 +46,7 @@ from baton.bus.events import AgentExited, AgentResult, AgentSpawned
 from baton.bus.messages import Envelope
 from baton.engine import Telemetry, ToolRegistry
 from baton.subagents.loop import RoundHook, SubAgent
-from baton.subagents.models import EnvModels, ModelFactory
+from baton.subagents.models import EnvModels, ModelFactory, offline_models
 from baton.subagents.profiles import Profile, builtin_profiles
 from baton.subagents.resilience import persist
 
@@ -47,6 +54,17 @@ log = logging.getLogger(__name__)
 
 GIVE_BACK_S = 10.0
 """Bound on giving spawn requests back when stopping (the bus may be down)."""
+
+
+class Serving(enum.Enum):
+    """Where a worker stands; it only moves forward."""
+
+    CLAIMING = "claiming"
+    """Claims spawn requests and hosts their agents."""
+    DRAINING = "draining"
+    """Claims no more; running rounds get ``shutdown_timeout_s``, then the rest is given back."""
+    GIVING_BACK = "giving back"
+    """Claims no more and gives every agent back at once, including one it is just starting."""
 
 
 class Worker:
@@ -71,7 +89,7 @@ class Worker:
         self.bus = bus
         self.profiles = dict(profiles) if profiles is not None else builtin_profiles()
         self._own_models = model_factory is None
-        self.models: ModelFactory = model_factory or EnvModels()
+        self.models: ModelFactory = model_factory or offline_models()
         self.concurrency = concurrency
         self.media_dir = media_dir or Path("media")
         self.name = name or bus.consumer
@@ -84,8 +102,7 @@ class Worker:
         self._limiter = anyio.CapacityLimiter(concurrency)
         self._hosted: dict[str, SubAgent] = {}
         self._by_agent: dict[tuple[str, str], str] = {}
-        self._stopping = anyio.Event()
-        self._now = False
+        self._serving = Serving.CLAIMING
         self._claim_scope: anyio.CancelScope | None = None
         self._agents: TaskGroup | None = None
         self._all_done = anyio.Event()
@@ -95,9 +112,13 @@ class Worker:
         self.finished = 0
 
     @property
+    def serving(self) -> Serving:
+        return self._serving
+
+    @property
     def stopping(self) -> bool:
-        """True once :meth:`shutdown` was called."""
-        return self._stopping.is_set()
+        """True once :meth:`drain` or :meth:`give_back_now` was called."""
+        return self._serving is not Serving.CLAIMING
 
     @property
     def stopped(self) -> anyio.Event:
@@ -124,26 +145,35 @@ class Worker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if not self.stopping:
-            self.shutdown()
+        self.drain()
         outer, self._outer = self._outer, None
         if outer is not None:
             await outer.__aexit__(exc_type, exc, tb)
         if self._own_models and isinstance(self.models, EnvModels):
             await self.models.aclose()
 
-    def shutdown(self, *, now: bool = False) -> None:
-        """Stop claiming and drain; ``now`` (or a second call) gives every agent back at once."""
-        if self._stopping.is_set() or now:
-            self._now = True
-            for agent in list(self._hosted.values()):
-                agent.abandon()
-        self._stopping.set()
+    def drain(self) -> None:
+        """Stop claiming; running rounds may finish within ``shutdown_timeout_s``, then the rest
+        is given back. Does nothing once stopping: :meth:`give_back_now` hurries a drain."""
+        if self._serving is Serving.CLAIMING:
+            self._serving = Serving.DRAINING
+            self._stop_claiming()
+
+    def give_back_now(self) -> None:
+        """Stop claiming and give every agent back at once, unfinished (a drain in progress
+        too); another worker resumes each from its checkpoint."""
+        self._serving = Serving.GIVING_BACK
+        for agent in list(self._hosted.values()):
+            agent.give_back_now()
+        self._stop_claiming()
+
+    def _stop_claiming(self) -> None:
         if self._claim_scope is not None:
             self._claim_scope.cancel()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Claim and host until :meth:`shutdown` (or cancellation), then drain."""
+        """Claim and host until :meth:`drain` or :meth:`give_back_now` (or cancellation), then
+        drain."""
         async with anyio.create_task_group() as outer:
             await outer.start(self._host_agents)
             try:
@@ -165,15 +195,15 @@ class Worker:
                 agents.cancel_scope.cancel()  # the heartbeat; every agent is gone by now
 
     async def _drain(self) -> None:
-        if not self._stopping.is_set():  # cancelled from outside: give everything back now
-            self.shutdown(now=True)
+        if not self.stopping:  # cancelled from outside: give everything back now
+            self.give_back_now()
         for agent in list(self._hosted.values()):
-            agent.release()
+            agent.drain()
         with anyio.move_on_after(self.shutdown_timeout_s):
             while self._hosted:
                 await self._changed().wait()
         for agent in list(self._hosted.values()):
-            agent.abandon()
+            agent.give_back_now()
         while self._hosted:
             await self._changed().wait()
         self._all_done.set()
@@ -192,11 +222,11 @@ class Worker:
     # -- claiming -------------------------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
-        while not self._stopping.is_set():
+        while not self.stopping:
             token = object()
             claim: SpawnClaim | None = None
             with anyio.CancelScope() as self._claim_scope:
-                if self._stopping.is_set():
+                if self.stopping:
                     break
                 await self._limiter.acquire_on_behalf_of(token)
                 try:
@@ -209,7 +239,7 @@ class Worker:
             self._claim_scope = None
             if claim is None:
                 continue
-            if self._stopping.is_set():
+            if self.stopping:
                 self._limiter.release_on_behalf_of(token)
                 await self._give_back([claim.receipt])
                 break
@@ -226,7 +256,11 @@ class Worker:
             try:
                 held = set(await self.bus.renew_spawn(receipts))
             except BusUnreachable as exc:
+                # No answer is not "not yours": every agent stays, and the next beat renews the
+                # leases (a lease spans several beats). Only the bus's answer can say a lease was
+                # lost, and only for the receipts that answer was about.
                 log.warning("heartbeat of %d leases failed: %s; retrying", len(receipts), exc)
+                continue
             except BusClosed:
                 return
             for receipt in receipts:
@@ -235,8 +269,7 @@ class Worker:
                     # Our lease lapsed (a stall) and another worker took the agent over: stop
                     # this copy without a report; the new owner resumes from the checkpoint.
                     log.warning("lost the lease of %s/%s; stopping here", agent.session, agent.name)
-                    agent.lost = True
-                    agent.abandon()
+                    agent.lose_lease()
 
     # -- hosting --------------------------------------------------------------------------------
 
@@ -269,8 +302,8 @@ class Worker:
             )
             self._hosted[claim.receipt] = agent
             self._by_agent[key] = claim.receipt
-            if self._now:
-                agent.abandon()
+            if self._serving is Serving.GIVING_BACK:
+                agent.give_back_now()
             await self._run_agent(claim, agent)
         finally:
             self._hosted.pop(claim.receipt, None)

@@ -100,7 +100,7 @@ async def test_drain_gives_agents_back_and_another_worker_resumes(
                 # Shut down as the draft round ends: the drain lets it checkpoint and ack.
                 await wait_for_event(lead_bus, SESSION, lambda e: isinstance(e, RoundEnded)
                                      and e.agent == "w1" and e.round == 2)  # fmt: skip
-                worker_a.shutdown()
+                worker_a.drain()
             assert worker_a.finished == 0 and lead.results == []
             async with Worker(bus_b, PROFILES, lambda p: model, media_dir=tmp_path) as worker_b:
                 await lead_bus.send(task("w1", "go ahead and finish"))

@@ -1,0 +1,157 @@
+"""The worker's heartbeat when lease renewals fail: the worker keeps its agents and its task group.
+
+A renewal that gets no answer says nothing about who holds a lease. It used to crash the worker
+(``held`` unbound on the first failure) or, after an earlier success, judge the leases by that
+stale answer and stop every agent claimed since as "taken over".
+
+The first test makes the failure deterministic with a memory bus whose ``renew_spawn`` fails on
+demand, so it can place a failure before the first successful renewal and between a claim and the
+next success. The second makes the fault real: the Redis server is killed under a working worker
+and started again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from baton.bus.base import BusOptions
+from baton.bus.errors import BusUnreachable
+from baton.bus.events import AgentSpawned
+from baton.bus.memory import MemoryBus
+from baton.bus.messages import SpawnRequest
+from baton.subagents.worker import Worker
+from baton.testing import RedisServer
+from tests.conftest import BusFactory
+from tests.subagents.helpers import SESSION, Lead, profile, scripted, task, wait_for_event
+
+PROFILES = {"painter": profile("generate_image", name="painter")}
+
+
+def spawn(agent: str) -> SpawnRequest:
+    return SpawnRequest(session=SESSION, agent=agent, profile="painter")
+
+
+class FlakyRenewals(MemoryBus):
+    """A memory bus whose lease renewals fail with ``BusUnreachable`` while ``down`` is set (what
+    a heartbeat gets from a bus it cannot reach); every renewal is recorded, so a test can wait
+    for a failed or a successful one covering given agents."""
+
+    def __init__(self, options: BusOptions) -> None:
+        super().__init__(options)
+        self.down = False
+        self.renewals: list[tuple[int, bool]] = []
+        """(how many receipts it covered, whether it failed), in order."""
+        self._renewed = anyio.Event()
+
+    async def renew_spawn(self, receipts: Sequence[str]) -> list[str]:
+        failed = self.down
+        self.renewals.append((len(receipts), failed))
+        self._renewed.set()
+        self._renewed = anyio.Event()
+        if failed:
+            raise BusUnreachable(self.url, "renewals cut off by the test")
+        return await super().renew_spawn(receipts)
+
+    async def until_renewal(self, *, covering: int, failed: bool, timeout: float = 10.0) -> None:
+        """Wait for a renewal from now on of ``covering`` receipts that failed (or not)."""
+        seen = len(self.renewals)
+        with anyio.fail_after(timeout):
+            while (covering, failed) not in self.renewals[seen:]:
+                await self._renewed.wait()
+
+
+async def test_failed_renewals_keep_every_agent(tmp_path: Path) -> None:
+    _, model = scripted()
+    bus = FlakyRenewals(BusOptions(lease_s=60))  # no lease lapses during the test
+    lead_bus = bus.peer("lead")
+    lead = Lead(lead_bus)
+    async with bus, lead_bus, model:
+        worker = Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, heartbeat_s=0.02)
+        async with worker:
+            bus.down = True  # the very first renewal fails
+            await lead_bus.submit_spawn(spawn("a1"))
+            await bus.until_renewal(covering=1, failed=True)
+            bus.down = False
+            await bus.until_renewal(covering=1, failed=False)
+            bus.down = True  # a1 renewed, then b1 claimed and no renewal answered since
+            await lead_bus.submit_spawn(spawn("b1"))
+            await bus.until_renewal(covering=2, failed=True)
+            await bus.until_renewal(covering=2, failed=True)
+            bus.down = False
+            await bus.until_renewal(covering=2, failed=False)
+            assert worker.hosted == 2 and lead.results == []
+            await lead_bus.send(task("a1", "paint an apple"))
+            await lead_bus.send(task("b1", "paint a bee"))
+            results = await lead.until_results(2, timeout=20)
+        assert sorted(r.sender for r in results) == ["a1", "b1"]
+        assert all(r.meta["reason"] == "finished" for r in results)
+        assert worker.claimed == 2 and worker.finished == 2
+
+
+class _Records(logging.Handler):
+    """Sets an event when a log record's message contains a text."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.text = text
+        self.seen = anyio.Event()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        self.messages.append(message)
+        if self.text in message:
+            self.seen.set()
+
+
+@contextmanager
+def watching(logger: str, text: str) -> Iterator[_Records]:
+    handler = _Records(text)
+    log = logging.getLogger(logger)
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
+def spawned(agent: str) -> Callable[[object], bool]:
+    return lambda e: isinstance(e, AgentSpawned) and e.agent == agent and bool(e.worker)
+
+
+@pytest.mark.parametrize("backend", ["redis"], indirect=True)
+async def test_worker_rides_out_redis_down_across_heartbeats(
+    make_bus: BusFactory, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    _, model = scripted()
+    with watching("baton.subagents.worker", "heartbeat of") as records:
+        async with make_bus(lease_s=10) as bus, make_bus(lease_s=10) as lead_bus, model:
+            lead = Lead(lead_bus)
+            worker = Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, heartbeat_s=0.2)
+            async with worker:
+                await lead_bus.submit_spawn(spawn("a1"))
+                await wait_for_event(lead_bus, SESSION, spawned("a1"))
+                redis_server.kill()
+                try:
+                    with anyio.fail_after(30):
+                        await records.seen.wait()  # a renewal failed: the server is gone
+                finally:
+                    redis_server.start()  # same port, same AOF: the claims are still there
+                assert worker.hosted == 1
+                await lead_bus.submit_spawn(spawn("b1"))
+                await wait_for_event(lead_bus, SESSION, spawned("b1"))
+                await lead_bus.send(task("a1", "paint an apple"))
+                await lead_bus.send(task("b1", "paint a bee"))
+                results = await lead.until_results(2, timeout=40)
+            assert sorted(r.sender for r in results) == ["a1", "b1"]
+            assert worker.claimed == 2 and worker.finished == 2
+    assert not [m for m in records.messages if "lost the lease" in m]
