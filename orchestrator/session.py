@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self
+from typing import Literal
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -43,6 +43,7 @@ from baton.bus.connect import open_bus
 from baton.bus.errors import ConfigError
 from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
 from baton.bus.ids import new_id
+from baton.bus.lifecycle import Service
 from baton.bus.messages import MessageType, SessionId, make_envelope
 from baton.compose import SettingsModels, descriptions, lead_model, resolve_profiles
 from baton.engine import InteractionChannel, LoopLimits, PolicyChannel, Tool
@@ -110,8 +111,9 @@ class SessionResult(BaseModel):
     error: str = ""
 
 
-class Session:
-    """One session; see the module docstring. Use it as an async context manager, once."""
+class Session(Service):
+    """One session; see the module docstring. Use it as an async context manager, once (a
+    :class:`~baton.bus.lifecycle.Service`)."""
 
     def __init__(
         self,
@@ -122,12 +124,12 @@ class Session:
         tools: Sequence[Tool] = (),
         subagent_models: ModelFactory | None = None,
     ) -> None:
+        super().__init__()
         self.config = config
         self._given_bus = bus
         self._given_model = model
         self._tools = list(tools)
         self._subagent_models = subagent_models
-        self._stack: AsyncExitStack | None = None
         self._group: TaskGroup | None = None
         self._fanout = EventFanout()
         self._router: EventRouter | None = None
@@ -140,7 +142,6 @@ class Session:
         self._tail_done = anyio.Event()
         self._result: SessionResult | None = None
         self._error: BaseException | None = None
-        self._entered = False
 
     @property
     def id(self) -> str:
@@ -159,70 +160,60 @@ class Session:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
-        if self._entered:
-            raise RuntimeError("a Session can be entered once; make a new one")
-        self._entered = True
+    async def _open(self, stack: AsyncExitStack) -> None:
         config = self.config
-        stack = AsyncExitStack()
-        await stack.__aenter__()
-        try:
-            bus = self._given_bus
-            if bus is None:
-                opened = open_bus(config.bus_url, prefix=config.bus_prefix)
-                bus = await stack.enter_async_context(opened)
-            self._bus = bus
-            profiles = resolve_profiles(config.profiles)
-            model = self._given_model or lead_model(config.model)
-            if self._given_model is None:
-                stack.push_async_callback(_close_model, model)
-            self._model_name = model.model
-            subagent_models = self._subagent_models
-            if subagent_models is None and config.local_workers:
-                owned = SettingsModels(config.model)
-                stack.push_async_callback(owned.aclose)
-                subagent_models = owned
-            self._router = EventRouter(bus, self._fanout, flush_s=config.text_flush_s)
-            self._lead = Lead(
+        stack.callback(self._fanout.close_viewers)  # unwound last, whatever failed before it
+        bus = self._given_bus
+        if bus is None:
+            opened = open_bus(config.bus_url, prefix=config.bus_prefix)
+            bus = await stack.enter_async_context(opened)
+        self._bus = bus
+        profiles = resolve_profiles(config.profiles)
+        model = self._given_model or lead_model(config.model)
+        if self._given_model is None:
+            stack.push_async_callback(_close_model, model)
+        self._model_name = model.model
+        subagent_models = self._subagent_models
+        if subagent_models is None and config.local_workers:
+            owned = SettingsModels(config.model)
+            stack.push_async_callback(owned.aclose)
+            subagent_models = owned
+        self._router = EventRouter(bus, self._fanout, flush_s=config.text_flush_s)
+        self._lead = Lead(
+            bus,
+            model,
+            session=self.id,
+            profiles=descriptions(profiles),
+            tools=self._tools,
+            events=self._router,
+            channel=self._channel(),
+            limits=config.limits,
+            instructions=config.instructions,
+            timeout_s=config.timeout_s,
+            shutdown_grace_s=config.shutdown_grace_s,
+        )
+        self._group = await stack.enter_async_context(anyio.create_task_group())
+        stack.push_async_exit(self._stop)  # unwound first: end the session, then its parts
+        await self._group.start(self._router.run_flusher)
+        if config.local_workers:
+            self._worker = Worker(
                 bus,
-                model,
-                session=self.id,
-                profiles=descriptions(profiles),
-                tools=self._tools,
-                events=self._router,
-                channel=self._channel(),
-                limits=config.limits,
-                instructions=config.instructions,
-                timeout_s=config.timeout_s,
-                shutdown_grace_s=config.shutdown_grace_s,
+                profiles,
+                subagent_models,
+                concurrency=config.worker_concurrency,
+                media_dir=config.media_dir,
+                name=f"{self.id}-local",
             )
-            self._group = await stack.enter_async_context(anyio.create_task_group())
-            await self._group.start(self._router.run_flusher)
-            if config.local_workers:
-                self._worker = Worker(
-                    bus,
-                    profiles,
-                    subagent_models,
-                    concurrency=config.worker_concurrency,
-                    media_dir=config.media_dir,
-                    name=f"{self.id}-local",
-                )
-                await self._group.start(self._worker.run)
-        except BaseException:
-            await stack.__aexit__(None, None, None)
-            raise
-        self._stack = stack
-        return self
+            await self._group.start(self._worker.run)
 
-    async def __aexit__(
+    async def _stop(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:
-        stack, self._stack = self._stack, None
-        if stack is None:
-            return
+    ) -> bool:
+        """Leaving the block: a session still running is cancelled gracefully (unless the block
+        failed), then the worker, the session's tasks and the viewers' feed stop."""
         try:
             if self._started and not self._done.is_set() and exc_type is None:
                 self.cancel()
@@ -233,10 +224,7 @@ class Session:
             if self._group is not None:
                 self._group.cancel_scope.cancel()
             self._fanout.close()
-            try:
-                await stack.__aexit__(exc_type, exc, tb)
-            finally:
-                self._fanout.close_viewers()
+        return False
 
     def _channel(self) -> InteractionChannel:
         mode = self.config.approve

@@ -23,7 +23,7 @@ What it guarantees:
   :meth:`Worker.give_back_now` (also after a drain began) gives everything back immediately.
   Cancelling :meth:`run` from outside is ``give_back_now()``: agents are given back, never
   reported as finished;
-- bus faults are ridden out with backoff (:func:`~baton.subagents.resilience.persist`); a failed
+- bus faults are ridden out with backoff (:func:`~baton.bus.retry.persist`); a failed
   heartbeat keeps every agent and renews at the next beat (a lease spans several beats).
 """
 
@@ -32,10 +32,9 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -43,12 +42,13 @@ from anyio.abc import TaskGroup, TaskStatus
 from baton.bus.base import Bus, SpawnClaim
 from baton.bus.errors import BusClosed, BusUnreachable
 from baton.bus.events import AgentExited, AgentResult, AgentSpawned
+from baton.bus.lifecycle import Service
 from baton.bus.messages import Envelope
+from baton.bus.retry import persist
 from baton.engine import Telemetry, ToolRegistry
 from baton.subagents.loop import RoundHook, SubAgent
 from baton.subagents.models import EnvModels, ModelFactory, offline_models
 from baton.subagents.profiles import Profile, builtin_profiles
-from baton.subagents.resilience import persist
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,12 @@ class Serving(enum.Enum):
     """Claims no more and gives every agent back at once, including one it is just starting."""
 
 
-class Worker:
-    """Hosts sub-agents for spawn requests on ``bus``; see the module docstring."""
+class Worker(Service):
+    """Hosts sub-agents for spawn requests on ``bus``; see the module docstring.
+
+    Use it once, as ``async with`` (a :class:`~baton.bus.lifecycle.Service`), or run :meth:`run`
+    in a task group of your own.
+    """
 
     def __init__(
         self,
@@ -88,8 +92,11 @@ class Worker:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         self.bus = bus
         self.profiles = dict(profiles) if profiles is not None else builtin_profiles()
-        self._own_models = model_factory is None
-        self.models: ModelFactory = model_factory or offline_models()
+        super().__init__()
+        self._owned_models: EnvModels | None = None
+        if model_factory is None:  # the offline model, closed with the worker
+            model_factory = self._owned_models = offline_models()
+        self.models: ModelFactory = model_factory
         self.concurrency = concurrency
         self.media_dir = media_dir or Path("media")
         self.name = name or bus.consumer
@@ -106,7 +113,6 @@ class Worker:
         self._claim_scope: anyio.CancelScope | None = None
         self._agents: TaskGroup | None = None
         self._all_done = anyio.Event()
-        self._outer: TaskGroup | None = None
         self._change: anyio.Event | None = None
         self.claimed = 0
         self.finished = 0
@@ -132,25 +138,13 @@ class Worker:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
-        outer = anyio.create_task_group()
-        await outer.__aenter__()
-        self._outer = outer
-        await outer.start(self.run)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.drain()
-        outer, self._outer = self._outer, None
-        if outer is not None:
-            await outer.__aexit__(exc_type, exc, tb)
-        if self._own_models and isinstance(self.models, EnvModels):
-            await self.models.aclose()
+    async def _open(self, stack: AsyncExitStack) -> None:
+        """``async with worker``: :meth:`run` in a task group of its own; leaving drains it."""
+        if self._owned_models is not None:
+            stack.push_async_callback(self._owned_models.aclose)
+        group = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(self.drain)  # unwound first: the group then waits for the drain to end
+        await group.start(self.run)
 
     def drain(self) -> None:
         """Stop claiming; running rounds may finish within ``shutdown_timeout_s``, then the rest

@@ -16,14 +16,13 @@ import socket
 import sys
 from collections.abc import Generator, Mapping
 from contextlib import AsyncExitStack, contextmanager
-from types import TracebackType
-from typing import Self
 
 import anyio
 import uvicorn
 
 from baton.bus.base import Bus
 from baton.bus.connect import open_bus
+from baton.bus.lifecycle import Service
 from baton.compose import resolve_profiles
 from baton.server.app import create_app
 from baton.server.config import ServerConfig, is_loopback
@@ -58,8 +57,9 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-class BatonServer:
-    """The HTTP server with its bus, sessions and feeds; ``url`` once entered."""
+class BatonServer(Service):
+    """The HTTP server with its bus, sessions and feeds; ``url`` once entered. Use it once, as
+    ``async with`` (a :class:`~baton.bus.lifecycle.Service`)."""
 
     def __init__(
         self,
@@ -68,10 +68,10 @@ class BatonServer:
         bus: Bus | None = None,
         profiles: Mapping[str, Profile] | None = None,
     ) -> None:
+        super().__init__()
         self.config = config
         self._given_bus = bus
         self._profiles = profiles
-        self._stack: AsyncExitStack | None = None
         self._uvicorn: _Uvicorn | None = None
         self._served = anyio.Event()
         self.ctx: ServerContext | None = None
@@ -83,43 +83,34 @@ class BatonServer:
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{self.port}"
 
-    async def __aenter__(self) -> Self:
+    async def _open(self, stack: AsyncExitStack) -> None:
         config = self.config
-        stack = AsyncExitStack()
-        await stack.__aenter__()
-        try:
-            bus = self._given_bus
-            if bus is None:
-                bus = await stack.enter_async_context(
-                    open_bus(config.bus_url, prefix=config.prefix)
-                )
-            profiles = self._profiles
-            if profiles is None:
-                profiles = resolve_profiles(config.profiles)
-            media_root = config.media_dir.resolve()
-            media_root.mkdir(parents=True, exist_ok=True)
-            group = await stack.enter_async_context(anyio.create_task_group())
-            feeds = Feeds(bus, group)
-            host = SessionHost(bus, group, profiles)
-            self.ctx = ServerContext(config, bus, feeds, host, media_root, config.model)
-            sock = bind(config.host, config.port)
-            self.port = sock.getsockname()[1]
-            uv = uvicorn.Config(
-                create_app(self.ctx),
-                lifespan="off",
-                log_config=None,
-                log_level=config.log_level,
-                access_log=False,
-                timeout_graceful_shutdown=GRACEFUL_S,
-                server_header=False,
-            )
-            self._uvicorn = _Uvicorn(uv)
-            group.start_soon(self._serve, sock, name="uvicorn")
-        except BaseException:
-            await stack.__aexit__(*sys.exc_info())
-            raise
-        self._stack = stack
-        return self
+        bus = self._given_bus
+        if bus is None:
+            bus = await stack.enter_async_context(open_bus(config.bus_url, prefix=config.prefix))
+        profiles = self._profiles
+        if profiles is None:
+            profiles = resolve_profiles(config.profiles)
+        media_root = config.media_dir.resolve()
+        media_root.mkdir(parents=True, exist_ok=True)
+        group = await stack.enter_async_context(anyio.create_task_group())
+        feeds = Feeds(bus, group)
+        host = SessionHost(bus, group, profiles)
+        self.ctx = ServerContext(config, bus, feeds, host, media_root, config.model)
+        sock = bind(config.host, config.port)
+        self.port = sock.getsockname()[1]
+        uv = uvicorn.Config(
+            create_app(self.ctx),
+            lifespan="off",
+            log_config=None,
+            log_level=config.log_level,
+            access_log=False,
+            timeout_graceful_shutdown=GRACEFUL_S,
+            server_header=False,
+        )
+        self._uvicorn = _Uvicorn(uv)
+        group.start_soon(self._serve, sock, name="uvicorn")
+        stack.push_async_callback(self._stop)  # unwound first, while the bus is still open
 
     async def _serve(self, sock: socket.socket) -> None:
         assert self._uvicorn is not None
@@ -129,29 +120,16 @@ class BatonServer:
             sock.close()
             self._served.set()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        stack, self._stack = self._stack, None
-        if stack is None:
-            return
-        try:
-            with anyio.CancelScope(shield=True):
-                await self._stop()
-        finally:
-            await stack.__aexit__(exc_type, exc, tb)
-
     async def _stop(self) -> None:
+        """Stop in order (see the module docstring), shielded: the owner may be cancelled."""
         assert self.ctx is not None and self._uvicorn is not None
-        await self.ctx.host.aclose()
-        self.ctx.feeds.close()
-        self._uvicorn.should_exit = True
-        with anyio.move_on_after(GRACEFUL_S + 1):
-            await self._served.wait()
-        self.ctx.feeds.group.cancel_scope.cancel()
+        with anyio.CancelScope(shield=True):
+            await self.ctx.host.aclose()
+            self.ctx.feeds.close()
+            self._uvicorn.should_exit = True
+            with anyio.move_on_after(GRACEFUL_S + 1):
+                await self._served.wait()
+            self.ctx.feeds.group.cancel_scope.cancel()
 
 
 async def serve(config: ServerConfig) -> int:
