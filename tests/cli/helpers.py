@@ -21,41 +21,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.support.profiles import ARTISTS, SURVEYORS
+
 REPO = Path(__file__).resolve().parents[2]
 BATON = str(Path(sys.executable).parent / "baton")
 TIMEOUT_S = 60.0
 
-PROFILES = """
-[profiles.painter]
-description = "Paints pictures from a description and returns the image URLs."
-system_prompt = "[baton:subagent] Paint the task with generate_image, then report."
-tools = ["generate_image"]
-
-[profiles.sketcher]
-description = "Sketches pictures from a description and returns the image URLs."
-system_prompt = "[baton:subagent] Sketch the task with generate_image, then report."
-tools = ["generate_image"]
-
-[profiles.publisher]
-description = "Publishes a text; a human must approve each publication."
-system_prompt = "[baton:subagent] Publish the task with publish, then report."
-tools = ["tests.cli.tools:publish"]
-
-[profiles.north]
-description = "Surveys the north; works until released."
-system_prompt = "[baton:subagent] Survey with hold, then report."
-tools = ["tests.cli.tools:hold"]
-
-[profiles.south]
-description = "Surveys the south; works until released."
-system_prompt = "[baton:subagent] Survey with hold, then report."
-tools = ["tests.cli.tools:hold"]
-
-[profiles.sleeper]
-description = "Works on a task for a long time."
-system_prompt = "[baton:subagent] Work on the task with ponder."
-tools = ["tests.cli.tools:ponder"]
-"""
+PROFILES = ARTISTS + SURVEYORS
 
 
 def clean_env(tmp: Path, **extra: str) -> dict[str, str]:

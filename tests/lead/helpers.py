@@ -1,44 +1,21 @@
-"""Helpers for the lead and session tests: scripted models, a gated tool, event collection.
+"""Helpers for the lead and session tests: gated profiles and tools, leftover tasks.
 
 A gate is an ``anyio.Event`` a tool waits on, so a test holds a sub-agent mid-round for exactly as
-long as it needs (never a sleep). Scripted models fall back to the offline answers, so a scenario
-spells out only the replies that matter to it.
+long as it needs (never a sleep). Scripted models, event waits and media paths are shared by every
+package's tests: :mod:`tests.support`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 import anyio
 
-from baton.bus.base import Bus
-from baton.bus.events import Event
 from baton.engine import Tool, tool
-from baton.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel, ScriptedServer
-from baton.llm.offline import offline_reply
-from baton.llm.script import Call, Reply, ScriptItem
 from baton.subagents.profiles import AgentLimits, Profile
 
 PAINT_AND_WRITE = "paint a fox and write a haiku about it"
-
-
-def scripted(
-    items: Iterable[ScriptItem] = (), *, fallback: bool = True, name: str = "scripted"
-) -> tuple[ScriptedServer, OpenAIChatModel]:
-    """A scripted server (falling back to the offline answers) and a model client on it."""
-    server = ScriptedServer(list(items), responder=offline_reply if fallback else None)
-    settings = ModelSettings(model=name, base_url=IN_PROCESS_URL, api_key="sk-test", max_retries=0)
-    return server, OpenAIChatModel(settings, http_client=server.http_client())
-
-
-def call(name: str, call_id: str = "c1", **arguments: Any) -> Reply:
-    return Reply(calls=[Call(name, json.dumps(arguments), id=call_id)])
 
 
 def gated_profile(gate: anyio.Event, name: str = "slow") -> Profile:
@@ -76,24 +53,6 @@ def gated_tool(name: str = "deploy") -> Tool:
         return f"deployed to {target}"
 
     return deploy
-
-
-def file_path(url: str) -> Path:
-    return Path(url2pathname(urlsplit(url).path))
-
-
-async def logged_events(bus: Bus, session: str) -> list[Event]:
-    """The whole event log of a session, as it stands."""
-    return [logged.event async for logged in bus.events(session, follow=False)]
-
-
-async def wait_for_event(bus: Bus, session: str, kind: type[Any], timeout: float = 20.0) -> Any:
-    """The first logged event of type ``kind`` (waits on the log's tail, bounded)."""
-    with anyio.fail_after(timeout):
-        async for logged in bus.events(session):
-            if isinstance(logged.event, kind):
-                return logged.event
-    raise AssertionError("the event log ended")
 
 
 def other_tasks() -> set[asyncio.Task[Any]]:

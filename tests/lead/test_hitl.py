@@ -16,7 +16,9 @@ from baton.engine.bus_channel import (
 )
 from baton.llm.script import Reply
 from tests.conftest import BusFactory
-from tests.lead.helpers import call, gated_tool, logged_events, scripted, wait_for_event
+from tests.lead.helpers import gated_tool
+from tests.support.events import logged_events, wait_for_event
+from tests.support.models import call, scripted
 
 SESSION = "s-hitl"
 

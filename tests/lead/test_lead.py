@@ -21,14 +21,9 @@ from baton.bus.events import (
 from baton.llm import OpenAIChatModel
 from baton.llm.script import HttpError, Reply
 from baton.subagents.profiles import builtin_profiles
-from tests.lead.helpers import (
-    call,
-    gated_profile,
-    gated_tool,
-    logged_events,
-    other_tasks,
-    scripted,
-)
+from tests.lead.helpers import gated_profile, gated_tool, other_tasks
+from tests.support.events import logged_events
+from tests.support.models import call, scripted
 
 
 async def test_unknown_subagent_name_gets_a_hint_listing_the_profiles(tmp_path: Path) -> None:

@@ -22,13 +22,9 @@ from baton.bus.events import (
 from baton.bus.messages import Envelope
 from baton.subagents.profiles import builtin_profiles
 from tests.conftest import BusFactory
-from tests.lead.helpers import (
-    PAINT_AND_WRITE,
-    file_path,
-    gated_profile,
-    logged_events,
-    other_tasks,
-)
+from tests.lead.helpers import PAINT_AND_WRITE, gated_profile, other_tasks
+from tests.support.events import logged_events
+from tests.support.media import file_path
 
 
 async def test_offline_session_cites_every_result_and_its_media(

@@ -14,7 +14,7 @@ from baton.lead.prompt import inbox_block
 from baton.lead.roster import Roster, Sent
 from baton.lead.stream import EventFanout, EventRouter
 from baton.lead.tools import send_message_tool
-from tests.lead.helpers import wait_for_event
+from tests.support.events import wait_for_event
 
 PROFILES = {"painter": "Paints.", "writer": "Writes."}
 

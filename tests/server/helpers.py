@@ -14,24 +14,10 @@ import httpx2
 from baton.bus.base import Bus
 from baton.server import BatonServer, ServerConfig
 from baton.subagents.profiles import Profile, load_profiles
+from tests.support.profiles import ARTISTS
 
 TOKEN = "t0ken-for-the-tests-0123456789"
-PROFILES = """
-[profiles.painter]
-description = "Paints pictures from a description and returns the image URLs."
-system_prompt = "[baton:subagent] Paint the task with generate_image, then report."
-tools = ["generate_image"]
-
-[profiles.sketcher]
-description = "Sketches pictures from a description and returns the image URLs."
-system_prompt = "[baton:subagent] Sketch the task with generate_image, then report."
-tools = ["generate_image"]
-
-[profiles.publisher]
-description = "Publishes a text; a human must approve each publication."
-system_prompt = "[baton:subagent] Publish the task with publish, then report."
-tools = ["tests.server.tools:publish"]
-"""
+PROFILES = ARTISTS
 
 
 def profiles(tmp: Path) -> dict[str, Profile]:

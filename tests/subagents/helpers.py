@@ -1,46 +1,28 @@
-"""Helpers for the sub-agent tests: a scripted model, a lead's-eye view of the bus, test profiles.
+"""Helpers for the sub-agent tests: a lead's-eye view of the bus, test profiles, PNG checks.
 
-The model is the scripted OpenAI-compatible server mounted in-process, reached through the real
-``openai`` client; the offline responder answers whatever a test did not script, so a scenario only
-spells out the replies that matter to it.
+Scripted models, event waits and media paths are shared by every package's tests:
+:mod:`tests.support`.
 """
 
 from __future__ import annotations
 
-import json
 import struct
 import zlib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 import anyio
 
 from baton.bus.base import Bus
-from baton.bus.events import Event
 from baton.bus.messages import Envelope, MessageType
 from baton.engine import LoopLimits, Tool
-from baton.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel, ScriptedServer
-from baton.llm.offline import offline_reply
-from baton.llm.script import Json, Reply, ScriptItem
+from baton.llm.script import Json, Reply
 from baton.subagents.profiles import AgentLimits, Profile
 from baton.subagents.tools import builtin_tools
+from tests.support.models import call
 
 SESSION = "s1"
-
-
-def scripted(
-    items: Iterable[ScriptItem] = (), *, fallback: bool = True
-) -> tuple[ScriptedServer, OpenAIChatModel]:
-    """A scripted server (falling back to the offline answers) and a model client on it."""
-    server = ScriptedServer(list(items), responder=offline_reply if fallback else None)
-    settings = ModelSettings(
-        model="scripted", base_url=IN_PROCESS_URL, api_key="sk-test", max_retries=0
-    )
-    return server, OpenAIChatModel(settings, http_client=server.http_client())
 
 
 def profile(
@@ -106,21 +88,6 @@ class Lead:
         return self.results
 
 
-async def wait_for_event(
-    bus: Bus, session: str, match: Any, *, timeout: float = 20.0, after: str | None = None
-) -> Event:
-    """The first event of the session log (from ``after``) for which ``match(event)`` is true."""
-    with anyio.fail_after(timeout):
-        async for logged in bus.events(session, after=after):
-            if match(logged.event):
-                return logged.event
-    raise AssertionError("the event log ended")
-
-
-def file_path(url: str) -> Path:
-    return Path(url2pathname(urlsplit(url).path))
-
-
 def read_png(path: Path) -> tuple[int, int, bytes]:
     """Validate a PNG (signature, chunk CRCs, IDAT size) and return width, height, raw rows."""
     data = path.read_bytes()
@@ -145,9 +112,8 @@ def read_png(path: Path) -> tuple[int, int, bytes]:
 
 
 def tool_call_reply(name: str, arguments: dict[str, Any], call_id: str = "c1") -> Reply:
-    from baton.llm.script import Call
-
-    return Reply(calls=[Call(name, json.dumps(arguments), id=call_id)])
+    """A reply that calls one tool with ``arguments``."""
+    return call(name, call_id, **arguments)
 
 
 def last_user_text(body: Json) -> str:

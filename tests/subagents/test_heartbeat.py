@@ -28,7 +28,9 @@ from baton.bus.messages import SpawnRequest
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
-from tests.subagents.helpers import SESSION, Lead, profile, scripted, task, wait_for_event
+from tests.subagents.helpers import SESSION, Lead, profile, task
+from tests.support.events import wait_for_event
+from tests.support.models import scripted
 
 PROFILES = {"painter": profile("generate_image", name="painter")}
 

@@ -15,17 +15,10 @@ from baton.llm.script import HttpError, Reply, Stall
 from baton.subagents.loop import SubAgent
 from baton.subagents.state import Checkpoint, FinalReport
 from tests.conftest import BusFactory
-from tests.subagents.helpers import (
-    SESSION,
-    Lead,
-    file_path,
-    profile,
-    read_png,
-    scripted,
-    task,
-    tool_call_reply,
-    wait_for_event,
-)
+from tests.subagents.helpers import SESSION, Lead, profile, read_png, task, tool_call_reply
+from tests.support.events import wait_for_event
+from tests.support.media import file_path
+from tests.support.models import scripted
 
 
 def image(prompt: str, call_id: str = "c1") -> Reply:

@@ -33,7 +33,9 @@ from baton.llm.offline import offline_reply
 from baton.llm.script import Json, Reply, ScriptItem
 from baton.subagents.state import load_checkpoint
 from baton.testing import RedisServer, free_port
-from tests.subagents.helpers import SESSION, Lead, file_path, read_png, task, wait_for_event
+from tests.subagents.helpers import SESSION, Lead, read_png, task
+from tests.support.events import wait_for_event
+from tests.support.media import file_path
 
 REPO = Path(__file__).resolve().parents[2]
 LEASE_S = 2.5  # short, so resuming is quick; long enough for a loaded CI machine

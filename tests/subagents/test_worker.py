@@ -17,15 +17,9 @@ from baton.subagents.loop import SubAgent
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
-from tests.subagents.helpers import (
-    SESSION,
-    Lead,
-    profile,
-    scripted,
-    task,
-    tool_call_reply,
-    wait_for_event,
-)
+from tests.subagents.helpers import SESSION, Lead, profile, task, tool_call_reply
+from tests.support.events import wait_for_event
+from tests.support.models import scripted
 
 PROFILES = {
     "painter": profile("generate_image", name="painter"),

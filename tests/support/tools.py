@@ -1,7 +1,9 @@
-"""Tools the CLI tests give sub-agents through profile import paths (``tests.cli.tools:NAME``).
+"""Tools the tests give sub-agents through profile import paths (``tests.support.tools:NAME``),
+in this process or in the ``baton`` processes the CLI tests start.
 
 ``publish`` needs a human's approval, so a sub-agent calling it asks over the bus and waits;
-``ponder`` blocks for a long time, so a session is reliably mid-work when a test interrupts it.
+``ponder`` blocks for a long time, so a session is reliably mid-work when a test interrupts it;
+``hold`` works until the file named by ``BATON_TEST_RELEASE`` appears.
 """
 
 from __future__ import annotations
