@@ -2,38 +2,34 @@
 
 from __future__ import annotations
 
-ARTISTS = """
-[profiles.painter]
-description = "Paints pictures from a description and returns the image URLs."
-system_prompt = "[baton:subagent] Paint the task with generate_image, then report."
-tools = ["generate_image"]
 
-[profiles.sketcher]
-description = "Sketches pictures from a description and returns the image URLs."
-system_prompt = "[baton:subagent] Sketch the task with generate_image, then report."
-tools = ["generate_image"]
+def _profiles(*rows: tuple[str, str, str, str]) -> str:
+    """A profiles file: one ``(name, description, instruction, tool)`` row per sub-agent."""
+    return "".join(
+        f"\n[profiles.{name}]\n"
+        f'description = "{description}"\n'
+        f'system_prompt = "[baton:subagent] {instruction}"\n'
+        f'tools = ["{tool}"]\n'
+        for name, description, instruction, tool in rows
+    )
 
-[profiles.publisher]
-description = "Publishes a text; a human must approve each publication."
-system_prompt = "[baton:subagent] Publish the task with publish, then report."
-tools = ["tests.support.tools:publish"]
-"""
+
+ARTISTS = _profiles(
+    ("painter", "Paints pictures from a description and returns the image URLs.",
+     "Paint the task with generate_image, then report.", "generate_image"),
+    ("sketcher", "Sketches pictures from a description and returns the image URLs.",
+     "Sketch the task with generate_image, then report.", "generate_image"),
+    ("publisher", "Publishes a text; a human must approve each publication.",
+     "Publish the task with publish, then report.", "tests.support.tools:publish"),
+)  # fmt: skip
 """Two painters and a publisher whose every publication needs a human's approval."""
 
-SURVEYORS = """
-[profiles.north]
-description = "Surveys the north; works until released."
-system_prompt = "[baton:subagent] Survey with hold, then report."
-tools = ["tests.support.tools:hold"]
-
-[profiles.south]
-description = "Surveys the south; works until released."
-system_prompt = "[baton:subagent] Survey with hold, then report."
-tools = ["tests.support.tools:hold"]
-
-[profiles.sleeper]
-description = "Works on a task for a long time."
-system_prompt = "[baton:subagent] Work on the task with ponder."
-tools = ["tests.support.tools:ponder"]
-"""
+SURVEYORS = _profiles(
+    ("north", "Surveys the north; works until released.",
+     "Survey with hold, then report.", "tests.support.tools:hold"),
+    ("south", "Surveys the south; works until released.",
+     "Survey with hold, then report.", "tests.support.tools:hold"),
+    ("sleeper", "Works on a task for a long time.",
+     "Work on the task with ponder.", "tests.support.tools:ponder"),
+)  # fmt: skip
 """Agents that work until a test releases them (``hold``) or interrupts them (``ponder``)."""
