@@ -6,21 +6,20 @@ connections one request at a time. Every operation is a short list of commands; 
 connection free runs what is queued as one pipeline, and each operation gets its own replies. While
 one batch is on the wire the next fills up, so throughput grows with concurrency instead of being
 capped by round trips. The commands are packed and the replies read directly on redis-py's
-connections (RESP2, no response callbacks): redis-py's ``Pipeline`` costs about as much again as
+connections (RESP2, no response callbacks; through :mod:`baton.bus.redis_adapter`, the one module
+that touches redis-py below its client API): redis-py's ``Pipeline`` costs about as much again as
 the round trip itself here, in task switches and bookkeeping.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
-from redis.asyncio import ConnectionPool
-from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from baton.bus.redis_adapter import CommandPool, RawConnection
 
 Command = Sequence[str | int | float | bytes]
 
@@ -63,7 +62,7 @@ class CommandBatcher:
 
     def __init__(
         self,
-        pool: ConnectionPool,
+        pool: CommandPool,
         *,
         connections: int = 2,
         max_batch: int = 1000,
@@ -76,15 +75,15 @@ class CommandBatcher:
         self._queue: list[_Op] = []
         self._ready = anyio.Event()
         self._in_flight = 0
-        self._idle: list[Any] = []  # connections we hold for good; never more than `connections`
+        self._idle: list[RawConnection] = []  # held for good; never more than `connections`
 
     async def call(self, *commands: Command) -> list[Any]:
         """Run the commands (in one round trip with whatever else is queued) and return their raw
         replies in order.
 
         Raises what the connection raised (faults), or the first error reply among its own
-        commands as ``ResponseError``. If the caller is cancelled while queued, its commands may
-        still run; a caller that reads must treat that like a lost reply.
+        commands as a ``RedisRefused`` (typed by its code). If the caller is cancelled while
+        queued, its commands may still run; a caller that reads must treat that like a lost reply.
         """
         op = _Op(commands)
         if not self._queue and self._in_flight < self._connections:
@@ -142,31 +141,20 @@ class CommandBatcher:
         # Connections are taken from the pool once and kept: the pool's per-checkout health
         # check costs a syscall per round trip, and we never leave unread replies behind (a
         # fault disconnects, and redis-py reconnects on the next send).
-        if self._idle:
-            connection = self._idle.pop()
-        else:
-            connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+        connection = self._idle.pop() if self._idle else await self._pool.connect()
         try:
-            # One deadline for the whole batch instead of one timer per reply (``math.inf``
-            # tells redis-py not to arm its own); a timeout is a fault like any other.
+            # One deadline for the whole batch instead of one timer per reply; a timeout is a
+            # fault like any other (TimeoutError is an OSError).
             with anyio.fail_after(self._round_trip_timeout, shield=shield):
-                await connection.send_packed_command(
-                    pack([command for op in batch for command in op.commands]), False
-                )
+                await connection.send(pack([command for op in batch for command in op.commands]))
                 for op in batch:
-                    for _ in op.commands:
-                        try:
-                            op.replies.append(await connection.read_response(timeout=math.inf))
-                        except ResponseError as exc:
-                            op.replies.append(exc)
-                            if op.error is None:
-                                op.error = exc
+                    op.replies, op.error = await connection.read_replies(len(op.commands))
                     op.done.set()
         except TimeoutError as exc:
-            await connection.disconnect(nowait=True)
-            raise RedisTimeoutError(f"no reply within {self._round_trip_timeout} s") from exc
+            await connection.drop()
+            raise TimeoutError(f"no reply within {self._round_trip_timeout} s") from exc
         except BaseException:
-            await connection.disconnect(nowait=True)  # a half-read connection is useless
+            await connection.drop()  # a half-read connection is useless
             raise
         finally:
             self._idle.append(connection)

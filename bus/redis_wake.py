@@ -19,17 +19,15 @@ import anyio
 from anyio.abc import TaskStatus
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from baton.bus.errors import BusUnreachable
+from baton.bus.redis_adapter import FAULTS
 from baton.bus.wake import CONFIRMED, WakeHub, Watch
 
 log = logging.getLogger(__name__)
 
 _READ_TIMEOUT_S = 1.0
 _SUBSCRIBE_CHUNK = 500
-_FAULTS = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 class WakeDispatcher:
@@ -66,7 +64,7 @@ class WakeDispatcher:
                 pubsub = await self._ensure_connected()
                 message = await pubsub.get_message(timeout=_READ_TIMEOUT_S)
                 backoff = 0.05
-            except _FAULTS as exc:
+            except FAULTS as exc:
                 await self._drop(exc)
                 await anyio.sleep(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, 2.0)
@@ -128,7 +126,7 @@ class WakeDispatcher:
             with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
                 try:
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
-                except _FAULTS:
+                except FAULTS:
                     pass
 
     async def watch(self, channel: str) -> Watch:
@@ -160,7 +158,7 @@ class WakeDispatcher:
         try:
             for start in range(0, len(channels), _SUBSCRIBE_CHUNK):
                 await pubsub.subscribe(*channels[start : start + _SUBSCRIBE_CHUNK])
-        except _FAULTS as exc:
+        except FAULTS as exc:
             # The dispatcher notices too, and re-subscribes everything on reconnect.
             log.debug("subscribe of %d channels failed: %s", len(channels), exc)
 
@@ -171,7 +169,7 @@ class WakeDispatcher:
         if pubsub is not None:
             try:
                 await pubsub.unsubscribe(channel)
-            except _FAULTS as exc:
+            except FAULTS as exc:
                 log.debug("unsubscribe %s failed: %s", channel, exc)
 
     async def aclose(self) -> None:
@@ -181,5 +179,5 @@ class WakeDispatcher:
             with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
                 try:
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
-                except _FAULTS:
+                except FAULTS:
                     pass

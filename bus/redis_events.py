@@ -1,0 +1,97 @@
+"""Session event logs on Redis: one capped stream per session, whose name is also the wake-up
+channel its tails listen on; plus the sorted set of sessions by last activity.
+
+Tails of one session share one subscription, and the last tail to end drops it, so a server that
+watched thousands of sessions does not stay subscribed to them all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+from baton.bus.base import LoggedEvent
+from baton.bus.errors import ConfigError, InvalidEnvelope
+from baton.bus.events import Event, dump_event, parse_event
+from baton.bus.redis_adapter import RedisRefused
+from baton.bus.redis_batch import Command
+from baton.bus.redis_core import DeadLetterSink, RedisCore, stream_entries
+from baton.bus.redis_scripts import APPEND_AND_WAKE
+from baton.bus.wake import Watch
+
+# A tail looks at its stream again this often even without a wake-up (pub/sub is only a hint).
+_TAIL_RECHECK_S = 5.0
+
+
+class RedisEventLog:
+    """The event-log half of :class:`baton.bus.redis.RedisBus`."""
+
+    def __init__(self, core: RedisCore, dead_letter: DeadLetterSink) -> None:
+        self._core = core
+        self._dead_letter = dead_letter
+        self._tails: dict[str, int] = {}  # stream key → how many tails follow it
+
+    async def emit(self, event: Event) -> str:
+        core = self._core
+        key = core.keys.events(event.session)
+        cap = str(core.options.event_log_cap)
+        append = APPEND_AND_WAKE.call(key, "event", dump_event(event), key, "", cap)
+        touch: Command = ("ZADD", core.keys.sessions, time.time(), event.session)
+        return str((await core.call(append, touch))[0])
+
+    async def events(
+        self, session: str, *, after: str | None, follow: bool
+    ) -> AsyncIterator[LoggedEvent]:
+        key = self._core.keys.events(session)
+        if not follow:
+            async for logged in self._tail(session, key, after, None):
+                yield logged
+            return
+        self._tails[key] = self._tails.get(key, 0) + 1
+        try:
+            watch = await self._core.watch(key)
+            async for logged in self._tail(session, key, after, watch):
+                yield logged
+        finally:
+            self._tails[key] -= 1
+            if not self._tails[key]:
+                del self._tails[key]
+                if not self._core.stopped:
+                    await self._core.unwatch(key)
+
+    async def _tail(
+        self, session: str, key: str, after: str | None, watch: Watch | None
+    ) -> AsyncIterator[LoggedEvent]:
+        core = self._core
+        cursor = after or "0-0"
+        while True:
+            mark = watch.generation if watch is not None else 0
+            try:
+                batch = stream_entries(
+                    await core.one("XRANGE", key, f"({cursor}", "+", "COUNT", 500)
+                )
+            except RedisRefused as exc:
+                raise ConfigError(f"bad event cursor {cursor!r} for session {session}") from exc
+            for entry_id, fields in batch:
+                cursor = entry_id
+                try:
+                    event = parse_event((fields or {}).get("event", ""))
+                except ValueError as exc:
+                    await self._dead_letter(
+                        InvalidEnvelope(f"malformed event: {exc}"),
+                        source=key,
+                        session=None,
+                        raw=str(fields),
+                    )
+                    continue
+                yield LoggedEvent(entry_id, event)
+            if batch:
+                continue
+            if watch is None:
+                return
+            await watch.wait(_TAIL_RECHECK_S, since=mark)
+            core.check_open()
+
+    async def sessions(self) -> list[str]:
+        result = await self._core.one("ZREVRANGE", self._core.keys.sessions, 0, -1)
+        return [str(s) for s in result]

@@ -1,0 +1,182 @@
+"""Agent inboxes on Redis: one stream per inbox with a consumer group, woken over pub/sub.
+
+``send`` appends and publishes in one script. A read first takes back expired leases
+(``XAUTOCLAIM``) and then new entries, and after a fault also re-reads this consumer's own
+pending entries (see :mod:`baton.bus.redis_core`). An ack is ``XACK`` + ``XDEL`` in one script, so
+a done entry leaves the stream at once and an un-acked one never does: inboxes need no trimming.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from baton.bus.base import Bus, InboxLedger
+from baton.bus.errors import InvalidEnvelope
+from baton.bus.keys import INBOX_GROUP
+from baton.bus.messages import Envelope, encode_envelope
+from baton.bus.redis_adapter import NoGroup
+from baton.bus.redis_batch import Command
+from baton.bus.redis_core import Entry, RedisCore, read_entries, stream_entries
+from baton.bus.wake import RELEASED
+
+# "Idle for years": whoever looks for expired leases next takes an entry claimed with this now.
+RELEASED_IDLE_MS = 10 * 365 * 24 * 3600 * 1000
+
+
+class RedisInboxes:
+    """The inbox half of :class:`baton.bus.redis.RedisBus`.
+
+    ``bus`` is the bus these inboxes belong to: its ledgers (what was handed out, what was acked)
+    and its screening of raw entries (validation, duplicates, dead letters) are the backend-neutral
+    part of an inbox, kept in :class:`baton.bus.base.Bus`.
+    """
+
+    def __init__(self, core: RedisCore, bus: Bus) -> None:
+        self._core = core
+        self._bus = bus
+
+    async def send(self, envelope: Envelope) -> str:
+        raw = encode_envelope(envelope, max_bytes=self._core.options.max_message_bytes)
+        s, r, keys = envelope.session, envelope.recipient, self._core.keys
+        await self._core.append(keys.inbox(s, r), "msg", raw, keys.wake(s, r), envelope.id)
+        return envelope.id
+
+    async def send_raw(self, session: str, recipient: str, raw: str | bytes) -> None:
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        keys = self._core.keys
+        await self._core.append(
+            keys.inbox(session, recipient), "msg", text, keys.wake(session, recipient)
+        )
+
+    async def read(
+        self, session: str, agent: str, *, count: int, consumer: str | None
+    ) -> list[Envelope]:
+        core = self._core
+        core.check_open()
+        key = core.keys.inbox(session, agent)
+        watch = await core.watch(core.keys.wake(session, agent))
+        watch.mark_read()
+        if not core.group_ready(key):
+            await core.ensure_group(key, INBOX_GROUP)
+        ledger = self._bus._ledger(session, agent, consumer)
+        if watch.releases != ledger.releases_seen:  # someone handed messages back: look now
+            ledger.releases_seen = watch.releases
+            ledger.claims_checked_at = float("-inf")
+        me = consumer or core.consumer
+        try:
+            entries: list[Entry] = []
+            if ledger.pending_epoch != core.epoch:
+                ledger.pending_epoch = core.epoch
+                entries.extend(await core.own_pending(key, INBOX_GROUP, me))
+            entries.extend(await self._claim_and_read(key, me, count, ledger))
+        except NoGroup:
+            ledger.pending_epoch = -1
+            # The stream was deleted (or a server came back empty): start it again, once.
+            core.forget_group(key)
+            await core.ensure_group(key, INBOX_GROUP)
+            entries = await self._claim_and_read(key, me, count, ledger)
+        except BaseException:
+            ledger.pending_epoch = -1  # the reply may be lost: look at our own pending next time
+            raise
+        return await self._hand_out(session, agent, key, ledger, entries)
+
+    async def _claim_and_read(
+        self, key: str, consumer: str, count: int, ledger: InboxLedger
+    ) -> list[Entry]:
+        """Expired leases (XAUTOCLAIM, looped to the cursor's end) and then new entries.
+
+        Expired leases are looked for at most every quarter lease per inbox: a dead consumer's
+        entries are picked up a little later, and the hot send → read → ack loop saves a command.
+        """
+        core = self._core
+        lease_s = core.options.lease_s
+        lease_ms = int(lease_s * 1000)
+        now = time.monotonic()
+        check_claims = now - ledger.claims_checked_at >= lease_s / 4
+        group = INBOX_GROUP
+        read: Command = (
+            "XREADGROUP",
+            "GROUP",
+            group,
+            consumer,
+            "COUNT",
+            count,
+            "STREAMS",
+            key,
+            ">",
+        )
+        if check_claims:
+            claim: Command = ("XAUTOCLAIM", key, group, consumer, lease_ms, "0-0", "COUNT", count)
+            replies = await core.call(claim, read)
+        else:
+            replies = await core.call(read)
+        fresh = read_entries(replies[-1])
+        if not check_claims:
+            return fresh
+        ledger.claims_checked_at = now
+        cursor, claimed, gone = replies[0][0], stream_entries(replies[0][1]), list(replies[0][2])
+        while cursor != "0-0" and len(claimed) < count:
+            reply = await core.one(
+                "XAUTOCLAIM", key, group, consumer, lease_ms, cursor, "COUNT", count
+            )
+            cursor = reply[0]
+            claimed.extend(stream_entries(reply[1]))
+            gone.extend(reply[2])
+        if gone:  # pending but deleted from the stream: nothing left to deliver
+            await core.ack(key, group, gone)
+        return claimed + fresh
+
+    async def _hand_out(
+        self, session: str, agent: str, key: str, ledger: InboxLedger, entries: list[Entry]
+    ) -> list[Envelope]:
+        usable: list[tuple[str, str]] = []
+        drop: list[str] = []
+        for entry_id, fields in entries:
+            if fields is None:  # delivered, then deleted from the stream: nothing to hand out
+                drop.append(entry_id)
+            elif "msg" not in fields:
+                reason = f"stream entry has no 'msg' field (fields: {sorted(fields)[:5]})"
+                await self._bus._dead_letter(
+                    InvalidEnvelope(reason), source=key, session=session, raw=str(fields)
+                )
+                drop.append(entry_id)
+            else:
+                usable.append((entry_id, fields["msg"]))
+        envelopes, rejected = await self._bus._screen(session, agent, ledger, usable, source=key)
+        drop.extend(rejected)
+        if drop:
+            await self._core.ack(key, INBOX_GROUP, drop)
+        return envelopes
+
+    async def wait(self, session: str, agent: str, timeout: float) -> bool:
+        watch = await self._core.watch(self._core.keys.wake(session, agent))
+        woken: bool = await watch.wait(timeout)
+        self._core.check_open()
+        return woken
+
+    async def ack(
+        self, session: str, agent: str, ids: Sequence[str], *, consumer: str | None
+    ) -> None:
+        receipts = self._bus._ledger(session, agent, consumer).take(ids)
+        if receipts:
+            await self._core.ack(self._core.keys.inbox(session, agent), INBOX_GROUP, receipts)
+
+    async def release_inbox(self, session: str, agent: str, *, consumer: str | None) -> None:
+        core = self._core
+        key, me = core.keys.inbox(session, agent), consumer or core.consumer
+        while True:
+            pending = await core.one("XPENDING", key, INBOX_GROUP, "-", "+", 500, me)
+            ids = [row[0] for row in pending or ()]
+            if not ids:
+                break
+            idle = ("IDLE", RELEASED_IDLE_MS, "JUSTID")
+            # Claimed to a consumer name nobody reads with, "idle for years": the next reader's
+            # XAUTOCLAIM takes them at once.
+            await core.one("XCLAIM", key, INBOX_GROUP, f"{me}:released", 0, *ids, *idle)
+        self._bus._forget_ledgers(session, agent)
+        await core.one("PUBLISH", core.keys.wake(session, agent), RELEASED)
+
+    async def release(self, session: str, agent: str) -> None:
+        self._bus._forget_ledgers(session, agent)
+        await self._core.unwatch(self._core.keys.wake(session, agent))

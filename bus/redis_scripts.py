@@ -1,0 +1,36 @@
+"""The Redis bus's Lua scripts (``bus/scripts/*.lua``), read once at import and called by SHA.
+
+Each lives in its own ``.lua`` file so it can be read, linted and tried with ``redis-cli --eval``
+as the Lua it is; the files ship as package data of ``baton.bus``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib.resources import files
+
+
+class Script:
+    """A Lua script called by its SHA1 (``EVALSHA``): the body crosses the wire only when the
+    server lacks it (after a restart), once, through ``SCRIPT LOAD``."""
+
+    __slots__ = ("body", "name", "sha")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.body = (files("baton.bus") / "scripts" / f"{name}.lua").read_bytes()
+        self.sha = hashlib.sha1(self.body).hexdigest()
+
+    def call(self, key: str, *args: str | int) -> tuple[str | int, ...]:
+        """The command that runs the script on one key."""
+        return ("EVALSHA", self.sha, 1, key, *args)
+
+    def load(self) -> tuple[str, str, bytes]:
+        """The command that teaches the server the script."""
+        return ("SCRIPT", "LOAD", self.body)
+
+
+APPEND_AND_WAKE = Script("append_and_wake")
+ACK_AND_DELETE = Script("ack_and_delete")
+RENEW_IF_MINE = Script("renew_if_mine")
+SCRIPTS = (APPEND_AND_WAKE, ACK_AND_DELETE, RENEW_IF_MINE)
