@@ -61,15 +61,18 @@ class InboxReader:
         self.done: set[str] = set()
         self.pending: dict[str, None] = {}
         self._wait_scope: anyio.CancelScope | None = None
+        self._retry_scope: anyio.CancelScope | None = None
 
     def remember(self, ids: Iterable[str]) -> None:
         """Count ``ids`` as handled already (restored from a checkpoint)."""
         self.done.update(ids)
 
     def interrupt(self) -> None:
-        """End a wait in progress now (the caller's ``stop()`` then says why)."""
-        if self._wait_scope is not None:
-            self._wait_scope.cancel()
+        """End a wait in progress now, or a read of :meth:`collect` that is retrying through a
+        bus fault (the caller's ``stop()`` then says why)."""
+        for scope in (self._wait_scope, self._retry_scope):
+            if scope is not None:
+                scope.cancel()
 
     # -- one step at a time ---------------------------------------------------------------------
 
@@ -142,9 +145,11 @@ class InboxReader:
 
         while not stop():
             try:
-                batch = await self.read(give_up=give_up)
+                batch = await self._read_within(deadline, give_up)
             except BusUnreachable as exc:
                 return self._gave_up(exc, stop)
+            if batch is None:  # a retrying read cut short by interrupt() or the deadline
+                return self._gave_up(None, stop)
             if await take(batch):
                 return "taken"
             if stop():
@@ -161,11 +166,32 @@ class InboxReader:
                 break
         return "interrupted"
 
-    def _gave_up(self, exc: BusUnreachable, stop: Callable[[], bool]) -> Ending:
-        """``persist`` raised because ``give_up()`` agreed: say which way the wait ended."""
+    async def _read_within(
+        self, deadline: float, give_up: Callable[[], bool]
+    ) -> list[Envelope] | None:
+        """:meth:`read`, which once it has failed may be cut short (None) by :meth:`interrupt`
+        or the deadline: one attempt can block for long in an outage (a SUBSCRIBE waiting to be
+        confirmed), and a read cancelled mid-flight is safe (the bus re-reads its own pending).
+        """
+        with anyio.CancelScope() as scope:
+
+            def failed() -> bool:  # asked by persist after each failed attempt
+                scope.deadline = deadline
+                self._retry_scope = scope
+                return give_up()
+
+            try:
+                return await self.read(give_up=failed)
+            finally:
+                self._retry_scope = None
+        return None
+
+    def _gave_up(self, exc: BusUnreachable | None, stop: Callable[[], bool]) -> Ending:
+        """A read or wait failed through a bus fault and ``give_up()`` agreed: say how it ended."""
         ending: Ending = "interrupted" if stop() else "timed_out"
         why = "asked to stop" if ending == "interrupted" else "deadline passed"
-        log.warning("%s/%s: stopped retrying the bus (%s): %s", self.session, self.agent, why, exc)
+        log.warning("%s/%s: stopped retrying the bus (%s); last error: %s",
+                    self.session, self.agent, why, exc or "none yet")  # fmt: skip
         return ending
 
     # -- helpers --------------------------------------------------------------------------------

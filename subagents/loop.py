@@ -32,11 +32,14 @@ from typing import cast
 
 import anyio
 
-from baton.bus.base import Bus
+from baton.bus.base import DEFAULT_WAIT_S, Bus
 from baton.bus.errors import BusClosed
 from baton.bus.events import AgentExited, AgentProgress, AgentResult, Event, TextDelta
 from baton.bus.ids import new_id
+from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
+from baton.bus.payloads import ResultReport
+from baton.bus.retry import persist
 from baton.engine import AgentLoop, StopReason, Telemetry, ToolRegistry, TurnResult
 from baton.engine.bus_channel import BusInteractionChannel
 from baton.llm.types import ChatModel, Message
@@ -44,7 +47,6 @@ from baton.subagents.context import AgentContext, enter_agent
 from baton.subagents.errors import LostOwnership
 from baton.subagents.phases import NEXT, AgentPhase, Outcome
 from baton.subagents.profiles import Profile
-from baton.subagents.resilience import persist
 from baton.subagents.state import (
     PROCESSED_KEEP,
     Checkpoint,
@@ -104,10 +106,9 @@ class SubAgent:
         self._phase = AgentPhase.RUNNING
         self._resumed = False
         self._reason: ExitKind | None = None
-        self._processed: set[str] = set()
-        self._unacked: dict[str, None] = {}
+        self.inbox = InboxReader(bus, session, name)
+        """Its inbox: ``done`` holds the checkpointed ids, ``pending`` the un-acked batch."""
         self._scope = anyio.CancelScope()
-        self._wait_scope: anyio.CancelScope | None = None
 
     # -- where it stands ------------------------------------------------------------------------
 
@@ -146,8 +147,8 @@ class SubAgent:
 
     def drain(self) -> None:
         """Stop at the next safe point without a final result (the worker gives it back)."""
-        if self._move(AgentPhase.DRAINING) and self._wait_scope is not None:
-            self._wait_scope.cancel()
+        if self._move(AgentPhase.DRAINING):
+            self.inbox.interrupt()
 
     def give_back_now(self) -> None:
         """Stop now without a final result; the un-checkpointed round is redone elsewhere."""
@@ -233,30 +234,23 @@ class SubAgent:
     async def _next_batch(self) -> list[Envelope] | None:
         """New messages, waiting up to the idle timeout; None when idle or draining."""
         deadline = anyio.current_time() + self.profile.limits.idle_timeout_s
-        lease_s = self.bus.options.lease_s
-        while not self._phase.stopping_unfinished:
-            batch = await persist(
-                lambda: self.bus.read_inbox(self.session, self.name), f"read {self.name}"
-            )
-            fresh = [envelope for envelope in batch if envelope.id not in self._processed]
-            seen = [envelope.id for envelope in batch if envelope.id in self._processed]
-            if seen:  # re-delivered after a crash, already covered by the checkpoint
-                await persist(partial(self.bus.ack, self.session, self.name, seen), "ack dupes")
-            if fresh:
-                self._unacked.update(dict.fromkeys(e.id for e in fresh))
-                return fresh
-            remaining = deadline - anyio.current_time()
-            if remaining <= 0:
-                return None
-            # A resumed agent's un-acked messages come back only once the dead owner's lease
-            # expires, with no wake-up: look again at least once a lease.
-            timeout = min(remaining, lease_s) if self.resumed else remaining
-            with anyio.CancelScope() as self._wait_scope:
-                await persist(
-                    partial(self.bus.wait, self.session, self.name, timeout), f"wait {self.name}"
-                )
-            self._wait_scope = None
-        return None
+        # Wake-ups are hints: look again at least once a minute (docs/protocol.md), and a
+        # resumed agent at least once a lease, since its un-acked messages come back only once
+        # the dead owner's lease expires, with no wake-up.
+        slice_s = min(self.bus.options.lease_s, DEFAULT_WAIT_S) if self.resumed else DEFAULT_WAIT_S
+        batch: list[Envelope] = []
+
+        async def take(fresh: list[Envelope]) -> bool:
+            batch.extend(fresh)  # ids already in the checkpoint were acked by the reader
+            return bool(fresh)
+
+        ending = await self.inbox.collect(
+            take,
+            deadline=deadline,
+            slice_s=slice_s,
+            stop=lambda: self._phase.stopping_unfinished,
+        )
+        return batch if ending == "taken" else None
 
     async def _round(self, batch: Sequence[Envelope]) -> TurnResult:
         """One engine turn on the batch; checkpoint and ack unless the model failed."""
@@ -284,11 +278,8 @@ class SubAgent:
         self.state.step += 1
         ids = [envelope.id for envelope in batch]
         self.state.processed = [*self.state.processed, *ids][-PROCESSED_KEEP:]
-        self._processed.update(ids)
         await self._checkpoint({"checkpoint": self.state.model_dump_json()})
-        await persist(lambda: self.bus.ack(self.session, self.name, ids), f"ack {self.name}")
-        for envelope_id in ids:
-            self._unacked.pop(envelope_id, None)
+        await self.inbox.ack(ids)
         return result
 
     async def _run_turn(self, engine: AgentLoop, memory: list[Message]) -> TurnResult:
@@ -340,7 +331,7 @@ class SubAgent:
             if not self.resumed:  # a new run of an agent that finished before: keep memory only
                 checkpoint = Checkpoint(memory=checkpoint.memory, processed=checkpoint.processed)
             self.state = checkpoint
-            self._processed = set(checkpoint.processed)
+            self.inbox.remember(checkpoint.processed)
         claim = {
             "status": "running",
             "owner": self.owner,
@@ -428,7 +419,7 @@ class SubAgent:
                 content=final.content,
                 media_urls=final.media,
                 reply_to=final.reply_to,
-                meta={"final": True, "reason": final.reason, "steps": final.steps},
+                meta=ResultReport(reason=final.reason, steps=final.steps).to_meta(),
             )
             await persist(lambda: self.bus.send(envelope), "final result")
             # Recorded before the events go out, so an observer of AgentExited reads "exited".
@@ -444,10 +435,7 @@ class SubAgent:
                 AgentExited(session=self.session, agent=self.name, reason=final.reason),
             ):
                 await persist(partial(self.bus.emit, event), "exit events")
-            unacked = list(self._unacked)
-            if unacked:
-                await persist(lambda: self.bus.ack(self.session, self.name, unacked), "final ack")
-                self._unacked.clear()
+            await self.inbox.ack_pending()
             await persist(lambda: self.bus.release(self.session, self.name), "release inbox")
         self._exited(final.reason)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from baton.bus.events import ApprovalDecided, ApprovalRequested, Event, ToolCallInfo
+from baton.bus.events import ApprovalDecided, ApprovalRequested, ErrorEvent, Event, ToolCallInfo
 from baton.bus.messages import Envelope
 from baton.engine import AgentLoop, ApprovalQuestion, InteractionCancelled, LoopLimits
 from baton.engine.bus_channel import (
@@ -103,6 +103,37 @@ async def test_channel_waits_for_every_call_and_drops_stale_answers(
         ("a", True),
         ("b", False),
     ]
+
+
+async def test_a_malformed_answer_is_dead_lettered_and_decides_nothing(
+    make_bus: BusFactory,
+) -> None:
+    async with make_bus() as bus:
+        channel = BusInteractionChannel(bus, SESSION, "painter", emit_events=True)
+        hostile = Envelope(
+            session=SESSION,
+            sender="user",
+            recipient=approvals_inbox("painter"),
+            type="approval",
+            meta={"call_id": "a", "approved": "yes"},  # not a boolean: not an approval
+        )
+        await bus.send(hostile)
+        decisions: dict[str, bool] = {}
+
+        async def ask() -> None:
+            answered = await channel.ask_approval(_question("a"))
+            decisions.update({k: v.approved for k, v in answered.items()})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask)
+            error = await wait_for_event(bus, SESSION, ErrorEvent)
+            assert "approved: Input should be a valid boolean" in error.message
+            assert not decisions  # still waiting for a real answer
+            await bus.send(_answer("a", False))
+        assert decisions == {"a": False}
+        [letter] = await bus.dead_letters()
+        assert Envelope.model_validate_json(letter.raw).id == hostile.id
+        assert await bus.read_inbox(SESSION, approvals_inbox("painter")) == []
 
 
 async def test_cancel_pending_releases_the_wait(make_bus: BusFactory) -> None:
