@@ -3,8 +3,6 @@ riding out a server restart."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -19,6 +17,7 @@ from baton.bus.payloads import ApprovalAnswer, ResultReport, approval_answer, re
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
+from tests.support.outages import redis_outage, retry_logged
 
 S = "s-inbox"
 
@@ -186,49 +185,8 @@ async def test_interrupt_ends_a_wait_at_once(make_bus: BusFactory) -> None:
 # -- riding out a Redis restart ----------------------------------------------------------------
 
 
-class _RetryLogged(logging.Handler):
-    """Sets ``event`` when the retry policy logs that ``what`` found the bus unreachable."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(logging.WARNING)
-        self.what = what
-        self.event = anyio.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith(f"{self.what}: bus unreachable"):
-            self.event.set()
-
-
-@pytest.fixture
-def retry_logged() -> Iterator[type[_RetryLogged]]:
-    handlers: list[logging.Handler] = []
-    logger = logging.getLogger("baton.bus.retry")
-
-    class Handler(_RetryLogged):
-        def __init__(self, what: str) -> None:
-            super().__init__(what)
-            handlers.append(self)
-            logger.addHandler(self)
-
-    yield Handler
-    for handler in handlers:
-        logger.removeHandler(handler)
-
-
-@pytest.fixture
-def restarts_redis(redis_server: RedisServer) -> Iterator[RedisServer]:
-    """The shared server, running again after the test whatever happened."""
-    yield redis_server
-    if redis_server._proc is None:
-        redis_server.start()
-
-
-async def test_collect_rides_out_a_redis_restart(
-    restarts_redis: RedisServer, retry_logged: type[_RetryLogged]
-) -> None:
-    server = restarts_redis
-    failed = retry_logged("read a")
-    async with RedisBus(server.url, prefix="inbox-restart") as bus:
+async def test_collect_rides_out_a_redis_restart(redis_server: RedisServer) -> None:
+    async with RedisBus(redis_server.url, prefix="inbox-restart") as bus:
         reader = InboxReader(bus, S, "a")
         got: list[Envelope] = []
 
@@ -237,28 +195,25 @@ async def test_collect_rides_out_a_redis_restart(
             return bool(fresh)
 
         assert await reader.read() == []  # watching the inbox: later reads go straight to Redis
-        server.kill()
-        async with anyio.create_task_group() as group:
-            endings: list[str] = []
+        endings: list[str] = []
 
-            async def run() -> None:
-                endings.append(await reader.collect(take))
+        async def run() -> None:
+            endings.append(await reader.collect(take))
 
-            group.start_soon(run)
-            with anyio.fail_after(30):
-                await failed.event.wait()  # the read failed past the bus's own retries
-            server.start()
-            sent = task("after the restart")
-            await bus.send(sent)
+        with redis_outage(redis_server) as outage, retry_logged("read a") as failed:
+            outage.begin()
+            async with anyio.create_task_group() as group:
+                group.start_soon(run)
+                with anyio.fail_after(30):
+                    await failed.wait()  # the read failed past the bus's own retries
+                outage.end()
+                sent = task("after the restart")
+                await bus.send(sent)
         assert endings == ["taken"] and got == [sent]
 
 
-async def test_stop_during_an_outage_ends_the_retries(
-    restarts_redis: RedisServer, retry_logged: type[_RetryLogged]
-) -> None:
-    server = restarts_redis
-    failed = retry_logged("read a")
-    async with RedisBus(server.url, prefix="inbox-stop") as bus:
+async def test_stop_during_an_outage_ends_the_retries(redis_server: RedisServer) -> None:
+    async with RedisBus(redis_server.url, prefix="inbox-stop") as bus:
         reader = InboxReader(bus, S, "a")
         stopped = False
 
@@ -266,17 +221,17 @@ async def test_stop_during_an_outage_ends_the_retries(
             return False
 
         assert await reader.read() == []
-        server.kill()
         endings: list[str] = []
 
         async def run() -> None:
             endings.append(await reader.collect(take, stop=lambda: stopped))
 
-        with anyio.fail_after(30):
-            async with anyio.create_task_group() as group:
-                group.start_soon(run)
-                await failed.event.wait()
-                stopped = True  # as Lead.cancel() and SubAgent.drain() do
-                reader.interrupt()
-        server.start()
+        with redis_outage(redis_server) as outage, retry_logged("read a") as failed:
+            outage.begin()
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(run)
+                    await failed.wait()
+                    stopped = True  # as Lead.cancel() and SubAgent.drain() do
+                    reader.interrupt()
     assert endings == ["interrupted"]

@@ -1,0 +1,64 @@
+"""Bus outages on cue: the shared ``redis-server`` killed and brought back, and an event that says
+when the retry policy found the bus unreachable (so a test restarts Redis once an agent really
+hit the outage, never after a guessed sleep)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import anyio
+
+from baton.testing import RedisServer
+
+
+class RedisOutage:
+    """Kill the server (``begin``) and bring it back (``end``); ended on exit whatever happened,
+    so the tests after this one find Redis running."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.server = server
+        self.active = False
+
+    def begin(self) -> None:
+        self.server.kill()
+        self.active = True
+
+    def end(self) -> None:
+        if self.active:
+            self.server.start()  # same port, same AOF: what was written stays
+            self.active = False
+
+
+@contextmanager
+def redis_outage(server: RedisServer) -> Iterator[RedisOutage]:
+    outage = RedisOutage(server)
+    try:
+        yield outage
+    finally:
+        outage.end()
+
+
+class _RetryLogged(logging.Handler):
+    def __init__(self, what: str) -> None:
+        super().__init__(logging.WARNING)
+        self.what = what
+        self.event = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith(f"{self.what}: bus unreachable"):
+            self.event.set()
+
+
+@contextmanager
+def retry_logged(what: str) -> Iterator[anyio.Event]:
+    """An event set when :func:`baton.bus.retry.persist` logs that ``what`` (e.g. ``read lead``)
+    failed past the bus's own retries and is backing off."""
+    handler = _RetryLogged(what)
+    logger = logging.getLogger("baton.bus.retry")
+    logger.addHandler(handler)
+    try:
+        yield handler.event
+    finally:
+        logger.removeHandler(handler)
