@@ -10,13 +10,15 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import anyio
+import pytest
 from redis.asyncio import Redis
 
 from baton.bus.base import BusOptions
+from baton.bus.errors import BusClosed, BusUnreachable, ConfigError
 from baton.bus.events import SessionStarted
 from baton.bus.messages import Envelope, SpawnRequest, make_envelope
 from baton.bus.redis import RedisBus
-from baton.testing import RedisServer, redis_cli
+from baton.testing import RedisServer, free_port, redis_cli
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 
@@ -194,3 +196,26 @@ async def test_a_deleted_inbox_starts_again(redis_server: RedisServer) -> None:
             assert await admin.delete("nogroup:{s}:inbox:a") == 1
         await bus.send(task("s", "a", "after the loss"))
         assert [e.content for e in await bus.read_inbox("s", "a")] == ["after the loss"]
+
+
+async def test_a_bus_that_failed_to_start_is_closed() -> None:
+    bus = RedisBus(f"redis://127.0.0.1:{free_port()}/0", prefix="unreachable")
+    with pytest.raises(BusUnreachable):
+        async with bus:
+            pytest.fail("the body must not run")  # pragma: no cover
+    with pytest.raises(BusClosed, match="open a new one"):
+        await bus.start()
+
+
+async def test_a_bad_event_cursor_is_a_config_error_and_an_outage_is_not(
+    redis_server: RedisServer,
+) -> None:
+    async with RedisBus(redis_server.url, prefix="cursor") as bus:
+        await bus.emit(SessionStarted(session="s", agent="lead", task="x"))
+        with pytest.raises(ConfigError, match="bad event cursor"):
+            await anext(bus.events("s", after="not-a-cursor", follow=False))
+    async with RedisBus(redis_server.url, prefix="cursor") as bus:
+        tail = bus.events("s", follow=False)
+        await bus.aclose()
+        with pytest.raises(BusClosed):  # no longer reported as a bad cursor
+            await anext(tail)
