@@ -78,9 +78,17 @@ class InboxReader:
 
     async def read(self, *, give_up: Callable[[], bool] | None = None) -> list[Envelope]:
         """What arrived that is new, without blocking; duplicates and misfits are dealt with."""
-        batch = await self._persist(
+        return await self._sort(await self._fetch(give_up), give_up)
+
+    async def _fetch(self, give_up: Callable[[], bool] | None) -> list[Envelope]:
+        return await self._persist(
             lambda: self.bus.read_inbox(self.session, self.agent), "read", give_up
         )
+
+    async def _sort(
+        self, batch: list[Envelope], give_up: Callable[[], bool] | None
+    ) -> list[Envelope]:
+        """Ack redeliveries of done ids, skip twins of pending ones, dead-letter misfits."""
         fresh: list[Envelope] = []
         settled: list[str] = []  # redeliveries of what is done, and the dead-lettered
         for envelope in batch:
@@ -169,10 +177,12 @@ class InboxReader:
     async def _read_within(
         self, deadline: float, give_up: Callable[[], bool]
     ) -> list[Envelope] | None:
-        """:meth:`read`, which once it has failed may be cut short (None) by :meth:`interrupt`
-        or the deadline: one attempt can block for long in an outage (a SUBSCRIBE waiting to be
-        confirmed), and a read cancelled mid-flight is safe (the bus re-reads its own pending).
+        """:meth:`read`, whose fetch once it has failed may be cut short (None) by
+        :meth:`interrupt` or the deadline: one attempt can block for long in an outage (a
+        SUBSCRIBE waiting to be confirmed), and a fetch cancelled mid-flight is safe (the bus
+        re-reads its own pending). What a fetch returned is always sorted in full.
         """
+        batch: list[Envelope] | None = None
         with anyio.CancelScope() as scope:
 
             def failed() -> bool:  # asked by persist after each failed attempt
@@ -181,10 +191,12 @@ class InboxReader:
                 return give_up()
 
             try:
-                return await self.read(give_up=failed)
+                batch = await self._fetch(failed)
             finally:
                 self._retry_scope = None
-        return None
+        if batch is None:
+            return None
+        return await self._sort(batch, give_up)
 
     def _gave_up(self, exc: BusUnreachable | None, stop: Callable[[], bool]) -> Ending:
         """A read or wait failed through a bus fault and ``give_up()`` agreed: say how it ended."""
