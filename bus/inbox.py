@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from functools import partial
 from typing import Literal, TypeVar
 
 import anyio
@@ -46,6 +47,11 @@ def _never() -> bool:
     return False
 
 
+def _giving_up(stop: Callable[[], bool], deadline: float) -> bool:
+    """Whether a retrying call of :meth:`InboxReader.collect` should give up instead."""
+    return stop() or anyio.current_time() >= deadline
+
+
 class InboxReader:
     """One agent's inbox as its owner reads it.
 
@@ -53,6 +59,9 @@ class InboxReader:
     redelivery of one is acked at once and never handed out again. ``pending`` holds the ids
     handed out and not acked yet, in arrival order.
     """
+
+    # A worker hosts thousands of idle agents, each with a reader: no per-instance __dict__.
+    __slots__ = ("_retry_scope", "_wait_scope", "agent", "bus", "done", "pending", "session")
 
     def __init__(self, bus: Bus, session: str, agent: str) -> None:
         self.bus = bus
@@ -68,8 +77,8 @@ class InboxReader:
         self.done.update(ids)
 
     def interrupt(self) -> None:
-        """End a wait in progress now, or a read of :meth:`collect` that is retrying through a
-        bus fault (the caller's ``stop()`` then says why)."""
+        """End the wait of :meth:`collect` now, or its read if that is retrying through a bus
+        fault (the caller's ``stop()`` then says why)."""
         for scope in (self._wait_scope, self._retry_scope):
             if scope is not None:
                 scope.cancel()
@@ -119,18 +128,6 @@ class InboxReader:
         """Ack everything handed out and not acked yet (an agent leaving for good)."""
         await self.ack(list(self.pending))
 
-    async def wait(self, timeout: float, *, give_up: Callable[[], bool] | None = None) -> bool:
-        """Wait for a wake-up up to ``timeout`` s; False when :meth:`interrupt` ended it."""
-        with anyio.CancelScope() as scope:
-            self._wait_scope = scope
-            try:
-                await self._persist(
-                    lambda: self.bus.wait(self.session, self.agent, timeout), "wait", give_up
-                )
-            finally:
-                self._wait_scope = None
-        return not scope.cancelled_caught
-
     # -- the loop -------------------------------------------------------------------------------
 
     async def collect(
@@ -148,12 +145,9 @@ class InboxReader:
         reading again. ``stop`` is asked before each read and wait, and between retries.
         """
 
-        def give_up() -> bool:
-            return stop() or anyio.current_time() >= deadline
-
         while not stop():
             try:
-                batch = await self._read_within(deadline, give_up)
+                batch = await self._read_within(deadline, stop)
             except BusUnreachable as exc:
                 return self._gave_up(exc, stop)
             if batch is None:  # a retrying read cut short by interrupt() or the deadline
@@ -166,16 +160,26 @@ class InboxReader:
             if remaining <= 0:
                 return "timed_out"
             wait_s = remaining if slice_s is None else min(remaining, slice_s)
-            try:
-                woken_or_timed_out = await self.wait(wait_s, give_up=give_up)
-            except BusUnreachable as exc:
-                return self._gave_up(exc, stop)
-            if not woken_or_timed_out:
+            # Written inline, and retried only once it failed: idle agents wait right here by
+            # the thousand, and each frame on their await stack is memory every one of them holds.
+            with anyio.CancelScope() as scope:
+                self._wait_scope = scope
+                try:
+                    await self.bus.wait(self.session, self.agent, wait_s)
+                except BusUnreachable:
+                    wait = partial(self.bus.wait, self.session, self.agent, wait_s)
+                    try:
+                        await self._persist(wait, "wait", partial(_giving_up, stop, deadline))
+                    except BusUnreachable as exc:
+                        return self._gave_up(exc, stop)
+                finally:
+                    self._wait_scope = None
+            if scope.cancelled_caught:  # interrupt()
                 break
         return "interrupted"
 
     async def _read_within(
-        self, deadline: float, give_up: Callable[[], bool]
+        self, deadline: float, stop: Callable[[], bool]
     ) -> list[Envelope] | None:
         """:meth:`read`, whose fetch once it has failed may be cut short (None) by
         :meth:`interrupt` or the deadline: one attempt can block for long in an outage (a
@@ -188,7 +192,7 @@ class InboxReader:
             def failed() -> bool:  # asked by persist after each failed attempt
                 scope.deadline = deadline
                 self._retry_scope = scope
-                return give_up()
+                return _giving_up(stop, deadline)
 
             try:
                 batch = await self._fetch(failed)
@@ -196,7 +200,7 @@ class InboxReader:
                 self._retry_scope = None
         if batch is None:
             return None
-        return await self._sort(batch, give_up)
+        return await self._sort(batch, partial(_giving_up, stop, deadline))
 
     def _gave_up(self, exc: BusUnreachable | None, stop: Callable[[], bool]) -> Ending:
         """A read or wait failed through a bus fault and ``give_up()`` agreed: say how it ended."""

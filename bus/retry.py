@@ -65,6 +65,13 @@ async def persist(
     says so, the last ``BusUnreachable`` is raised instead of retrying again.
     """
 
+    try:
+        return await operation()  # the common case, without building any retry machinery
+    except BusUnreachable as exc:
+        if give_up is not None and give_up():
+            raise
+        first_failure: BusUnreachable | None = exc
+
     def stop(state: RetryCallState) -> bool:
         return give_up is not None and give_up()
 
@@ -79,11 +86,13 @@ async def persist(
     attempts = 0
 
     async def attempt() -> T:
-        nonlocal attempts
+        nonlocal attempts, first_failure
         attempts += 1
+        if first_failure is not None:  # the fast path's failure counts as the first attempt
+            failure, first_failure = first_failure, None
+            raise failure
         return await operation()
 
     result: T = await retrying(attempt)
-    if attempts > 1:
-        log.info("%s: bus reachable again after %d retries", what, attempts - 1)
+    log.info("%s: bus reachable again after %d retries", what, attempts - 1)
     return result
