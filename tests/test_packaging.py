@@ -61,3 +61,13 @@ def test_the_bus_layer_loads_without_the_model_client(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "False"]
+
+
+def test_the_lazy_public_names_are_the_api_modules() -> None:
+    # baton/__init__ mirrors baton.api's names without importing it; the two lists must not drift.
+    import baton
+    import baton.api
+
+    assert baton.__all__ == baton.api.__all__
+    for name in baton.__all__:
+        assert getattr(baton, name) is getattr(baton.api, name)
