@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,3 +73,48 @@ def test_the_lazy_public_names_are_the_api_modules() -> None:
     assert baton.__all__ == baton.api.__all__
     for name in baton.__all__:
         assert getattr(baton, name) is getattr(baton.api, name)
+
+
+def test_the_built_wheel_is_one_baton_package(tmp_path: Path) -> None:
+    # What a user gets from `pip install baton` (not the editable hook): every module under
+    # baton/, the data files beside them, and no top-level bus/orchestrator/subagents.
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("baton-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        archive.extractall(tmp_path / "site")
+    tops = {name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith("-info")}
+    assert tops == {"baton"}
+    for shipped in ("baton/bus/redis.py", "baton/subagents/worker.py", "baton/engine/loop.py"):
+        assert shipped in names
+    assert any(name.startswith("baton/bus/scripts/") and name.endswith(".lua") for name in names)
+    assert "baton/server/assets/session.js" in names
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import baton; from baton import Session, SessionConfig; "
+            "import baton.bus.redis; print(baton.__file__)",
+        ],
+        cwd=outside,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert Path(result.stdout.strip()).is_relative_to(tmp_path / "site")
+    bare = subprocess.run(
+        [sys.executable, "-c", "import bus"], cwd=outside, env=env, capture_output=True, text=True
+    )
+    assert "No module named 'bus'" in bare.stderr
