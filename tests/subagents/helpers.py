@@ -17,10 +17,9 @@ import anyio
 from baton.bus.base import Bus
 from baton.bus.messages import Envelope, MessageType
 from baton.engine import LoopLimits, Tool
-from baton.llm.script import Json, Reply
+from baton.llm.script import Json
 from baton.subagents.profiles import AgentLimits, Profile
 from baton.subagents.tools import builtin_tools
-from tests.support.models import call
 
 SESSION = "s1"
 
@@ -109,11 +108,6 @@ def read_png(path: Path) -> tuple[int, int, bytes]:
     assert len(raw) == height * (1 + 3 * width)
     assert b"IEND" in chunks
     return width, height, raw
-
-
-def tool_call_reply(name: str, arguments: dict[str, Any], call_id: str = "c1") -> Reply:
-    """A reply that calls one tool with ``arguments``."""
-    return call(name, call_id, **arguments)
 
 
 def last_user_text(body: Json) -> str:

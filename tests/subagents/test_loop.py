@@ -15,14 +15,14 @@ from baton.llm.script import HttpError, Reply, Stall
 from baton.subagents.loop import SubAgent
 from baton.subagents.state import Checkpoint, FinalReport
 from tests.conftest import BusFactory
-from tests.subagents.helpers import SESSION, Lead, profile, read_png, task, tool_call_reply
+from tests.subagents.helpers import SESSION, Lead, profile, read_png, task
 from tests.support.events import wait_for_event
 from tests.support.media import file_path
-from tests.support.models import scripted
+from tests.support.models import call, scripted
 
 
 def image(prompt: str, call_id: str = "c1") -> Reply:
-    return tool_call_reply("generate_image", {"prompt": prompt}, call_id)
+    return call("generate_image", call_id, prompt=prompt)
 
 
 def say(text: str) -> Reply:
@@ -226,8 +226,8 @@ async def test_decided_report_is_redelivered_with_the_same_id(
 async def test_progress_tool_reaches_the_lead(make_bus: BusFactory, tmp_path: Path) -> None:
     _, model = scripted(
         [
-            tool_call_reply("send_message", {"content": "half way", "type": "progress"}),
-            tool_call_reply("send_message", {"content": "all done", "type": "result"}, "c2"),
+            call("send_message", "c1", content="half way", type="progress"),
+            call("send_message", "c2", content="all done", type="result"),
         ],
         fallback=False,
     )

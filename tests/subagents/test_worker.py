@@ -17,9 +17,9 @@ from baton.subagents.loop import SubAgent
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
-from tests.subagents.helpers import SESSION, Lead, profile, task, tool_call_reply
+from tests.subagents.helpers import SESSION, Lead, profile, task
 from tests.support.events import wait_for_event
-from tests.support.models import scripted
+from tests.support.models import call, scripted
 
 PROFILES = {
     "painter": profile("generate_image", name="painter"),
@@ -73,7 +73,7 @@ def partial_first(body: Json) -> ScriptItem:
     messages = body["messages"]
     last_user = [m for m in messages if m["role"] == "user"][-1]["content"]
     if "draft" in last_user and messages[-1]["role"] == "user":
-        return tool_call_reply("summarise", {"text": last_user}, "c1")
+        return call("summarise", "c1", text=last_user)
     if "draft" in last_user:
         return Reply(text="Drafted; waiting for the go-ahead.")
     return offline_reply(body)
