@@ -11,9 +11,15 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from baton.bus.memory import MemoryBus
+from baton.cli.run import model_settings
 from baton.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel
 from baton.llm.guard import is_local_endpoint, model_requests_confined
+from baton.llm.offline import OFFLINE_MODEL_NAME
 from baton.llm.types import Message
+from baton.settings import load_settings
+from baton.subagents.models import EnvModels
+from baton.subagents.worker import Worker
 from baton.testing import ModelRequestRefused
 from tests.conftest import SHELL_SETTINGS
 
@@ -24,10 +30,12 @@ HELLO: list[Message] = [{"role": "user", "content": "hello"}]
 async def test_a_model_request_off_this_machine_fails_loudly(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # As a Worker or Session would build it from settings alone, with a key in the environment:
-    # the SDK would take the key and its default endpoint, api.openai.com.
+    # As `baton run` builds it with a key in the shell: baton.settings (the one reader of the
+    # environment) takes the key, and no base URL means OpenAI's own endpoint, api.openai.com.
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-shell")
-    async with OpenAIChatModel(ModelSettings(model="gpt-4o-mini")) as model:
+    settings = model_settings(load_settings())
+    assert settings is not None and settings.base_url is None
+    async with OpenAIChatModel(settings) as model:
         with pytest.raises(ModelRequestRefused, match=r"https://api\.openai\.com/v1"):
             await model.complete(HELLO)
 
@@ -90,3 +98,16 @@ def test_the_shell_s_settings_do_not_reach_a_test() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
+
+
+async def test_a_worker_without_a_model_factory_ignores_the_shell_s_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-shell")
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://api.openai.com/v1")
+    async with MemoryBus() as bus:
+        worker = Worker(bus)
+        assert isinstance(worker.models, EnvModels)
+        async with worker.models as models:
+            model = models(next(iter(worker.profiles.values())))
+            assert models.offline and model.model == OFFLINE_MODEL_NAME

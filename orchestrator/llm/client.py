@@ -46,7 +46,16 @@ from baton.llm.guard import check_model_endpoint
 from baton.llm.types import Message, ModelReply, TextSink, ToolSchema
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
-_REQUEST_OPTIONS: Any = {"security": {"bearer_auth": True}}
+_NO_ACCOUNT_HEADERS = {"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()}
+_REQUEST_OPTIONS: Any = {"security": {"bearer_auth": True}, "headers": _NO_ACCOUNT_HEADERS}
+_KEYLESS_REQUEST_OPTIONS: Any = {
+    "security": {"bearer_auth": True},
+    "headers": {**_NO_ACCOUNT_HEADERS, "Authorization": openai.Omit()},
+}
+"""A keyless endpoint (a local vLLM or Ollama) gets no ``Authorization`` header at all, rather than
+an empty or made-up bearer token."""
+OPENAI_API_URL = "https://api.openai.com/v1"
+"""Where requests go when :class:`ModelSettings` names no ``base_url``: OpenAI's public endpoint."""
 
 
 class ModelSettings(BaseModel):
@@ -55,8 +64,8 @@ class ModelSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     model: str
-    base_url: str | None = None
-    api_key: SecretStr | None = None
+    base_url: str | None = Field(None, description=f"None means OpenAI's own, {OPENAI_API_URL}")
+    api_key: SecretStr | None = Field(None, description="None or empty: no Authorization header")
     timeout: float = Field(60.0, gt=0, description="read/write timeout per request, seconds")
     connect_timeout: float = Field(10.0, gt=0)
     max_retries: int = Field(3, ge=0, description="retries after the first attempt")
@@ -109,22 +118,29 @@ class OpenAIChatModel:
         self._closed = False
         if client is not None:
             self._client = client.with_options(max_retries=0)
+            self._request_options: Any = {"security": {"bearer_auth": True}}  # the caller's own
         else:
             if transport is not None:
                 http_client = httpx2.AsyncClient(transport=transport)
-            key = settings.api_key.get_secret_value() if settings.api_key else None
+            key = settings.api_key.get_secret_value() if settings.api_key else ""
+            self._request_options = _REQUEST_OPTIONS if key else _KEYLESS_REQUEST_OPTIONS
             try:
+                # Every value the SDK would otherwise take from OPENAI_* variables is passed, empty
+                # where unset: a library object reads no environment (only baton.settings does).
                 self._client = openai.AsyncOpenAI(
                     api_key=key,
-                    base_url=settings.base_url,
+                    admin_api_key="",
+                    organization="",
+                    project="",
+                    webhook_secret="",
+                    base_url=settings.base_url or OPENAI_API_URL,
                     timeout=httpx2.Timeout(settings.timeout, connect=settings.connect_timeout),
                     max_retries=0,
                     http_client=http_client,
                 )
             except openai.OpenAIError as exc:
                 raise ConfigError(
-                    f"cannot set up the model client for {settings.model!r}: {exc}; "
-                    "set an API key (or OPENAI_API_KEY) or use the offline model"
+                    f"cannot set up the model client for {settings.model!r}: {exc}"
                 ) from exc
         self._backoff = wait_exponential_jitter(
             multiplier=settings.backoff_initial,
@@ -235,7 +251,7 @@ class OpenAIChatModel:
                 "/chat/completions",
                 cast_to=httpx2.Response,
                 body=body,
-                options=_REQUEST_OPTIONS,
+                options=self._request_options,
                 stream=True,
             )
         except openai.APIStatusError as exc:

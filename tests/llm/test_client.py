@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from baton.errors import ModelError, StreamBroken
-from baton.llm.client import ModelSettings, OpenAIChatModel
+from baton.llm.client import OPENAI_API_URL, ModelSettings, OpenAIChatModel
 from baton.llm.script import (
     Call,
     HttpError,
@@ -360,3 +360,44 @@ async def test_error_event_after_text_is_not_retried(mount: Mount) -> None:
             await model.complete(USER, on_text=log)
     assert log.deltas == ["shown"] and caught.value.text_delivered
     assert server.script.pending == 1
+
+
+SHELL_OPENAI = {
+    "OPENAI_API_KEY": "sk-from-the-shell",
+    "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+    "OPENAI_ADMIN_KEY": "admin-from-the-shell",
+    "OPENAI_ORG_ID": "org-from-the-shell",
+    "OPENAI_PROJECT_ID": "proj-from-the-shell",
+}
+
+
+async def test_a_model_built_from_settings_reads_no_environment(
+    monkeypatch: pytest.MonkeyPatch, mount: Mount
+) -> None:
+    # Only baton.settings reads OPENAI_*: what reaches the endpoint is what ModelSettings said.
+    for name, value in SHELL_OPENAI.items():
+        monkeypatch.setenv(name, value)
+    server = ScriptedServer([text("hi")])
+    async with connected(server, mount, api_key=None) as model:
+        await model.complete(USER)
+    (request,) = server.requests
+    assert "authorization" not in request.headers  # no key given: none sent, not the shell's
+    assert not {"openai-organization", "openai-project"} & set(request.headers)
+
+
+async def test_a_key_given_in_settings_is_the_one_sent(
+    monkeypatch: pytest.MonkeyPatch, mount: Mount
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-shell")
+    server = ScriptedServer([text("hi")])
+    async with connected(server, mount, api_key="sk-given") as model:
+        await model.complete(USER)
+    assert server.requests[0].headers["authorization"] == "Bearer sk-given"
+
+
+async def test_no_base_url_means_openai_s_endpoint_not_the_shell_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    async with OpenAIChatModel(ModelSettings(model="m")) as model:
+        assert str(model._client.base_url) == f"{OPENAI_API_URL}/"
