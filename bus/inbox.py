@@ -97,22 +97,40 @@ class InboxReader:
     async def _sort(
         self, batch: list[Envelope], give_up: Callable[[], bool] | None
     ) -> list[Envelope]:
-        """Ack redeliveries of done ids, skip twins of pending ones, dead-letter misfits."""
+        """Ack redeliveries of done ids, skip twins of pending ones, dead-letter misfits.
+
+        The bus counts a batch as handed out once the fetch returned it and never hands it to
+        this consumer again, so each fresh envelope is recorded in ``pending`` before the first
+        await, and the bookkeeping after it (dead letters, the settling ack) is best-effort once
+        ``give_up()`` says so: a failure there never costs the caller what the fetch returned.
+        """
         fresh: list[Envelope] = []
         settled: list[str] = []  # redeliveries of what is done, and the dead-lettered
+        misfits: list[tuple[Envelope, InvalidEnvelope]] = []
         for envelope in batch:
             if envelope.id in self.done:
                 settled.append(envelope.id)
-            elif envelope.id in self.pending or any(e.id == envelope.id for e in fresh):
-                continue
-            elif await self._screen(envelope, give_up):
-                fresh.append(envelope)
+            elif envelope.id in self.pending:
+                continue  # a twin of one handed out already (this batch's twins too)
+            elif (error := _misfit(envelope)) is not None:
+                misfits.append((envelope, error))
             else:
+                self.pending[envelope.id] = None
+                fresh.append(envelope)
+        for envelope, error in misfits:
+            if await self._dead_letter(envelope, error, give_up):
                 settled.append(envelope.id)
         if settled:
-            await self.ack(settled, give_up=give_up)
-        self.pending.update(dict.fromkeys(envelope.id for envelope in fresh))
+            await self._settle(settled, give_up)
         return fresh
+
+    async def _settle(self, ids: list[str], give_up: Callable[[], bool] | None) -> None:
+        """Ack what is never handed out; if the bus stays away, a redelivery meets ``done``."""
+        try:
+            await self.ack(ids, give_up=give_up)
+        except BusUnreachable as exc:
+            log.warning("%s/%s: left %d settled message(s) un-acked: %s",
+                        self.session, self.agent, len(ids), exc)  # fmt: skip
 
     async def ack(self, ids: Sequence[str], *, give_up: Callable[[], bool] | None = None) -> None:
         """Done with ``ids`` for good: never handed out again, gone from the inbox."""
@@ -220,14 +238,14 @@ class InboxReader:
     ) -> T:
         return await persist(operation, f"{what} {self.agent}", give_up=give_up)
 
-    async def _screen(self, envelope: Envelope, give_up: Callable[[], bool] | None) -> bool:
-        """Whether the envelope's typed payload fits; a misfit goes to the dead letters."""
+    async def _dead_letter(
+        self, envelope: Envelope, error: InvalidEnvelope, give_up: Callable[[], bool] | None
+    ) -> bool:
+        """Move a misfit to the dead letters; False (it stays un-acked in the inbox, for the next
+        owner to screen again) if the bus stayed away until ``give_up()``."""
+        raw = error.raw if error.raw is not None else envelope.to_json()
+        source = f"inbox:{self.session}/{self.agent}"
         try:
-            check_payload(envelope)
-        except InvalidEnvelope as exc:
-            error = exc
-            raw = exc.raw if exc.raw is not None else envelope.to_json()
-            source = f"inbox:{self.session}/{self.agent}"
             await self._persist(
                 # The bus's own dead-letter path: the same stream, log line and error event as
                 # an envelope that failed to parse.
@@ -235,5 +253,17 @@ class InboxReader:
                 "dead letter",
                 give_up,
             )
+        except BusUnreachable as exc:
+            log.warning("%s/%s: could not dead-letter %s, left it un-acked: %s",
+                        self.session, self.agent, envelope.id, exc)  # fmt: skip
             return False
         return True
+
+
+def _misfit(envelope: Envelope) -> InvalidEnvelope | None:
+    """Why the envelope's typed payload does not fit its type, or None if it fits."""
+    try:
+        check_payload(envelope)
+    except InvalidEnvelope as exc:
+        return exc
+    return None

@@ -3,12 +3,13 @@ riding out a server restart."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import anyio
 import pytest
 
-from baton.bus.base import Bus
+from baton.bus.base import Bus, BusOptions
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.events import ErrorEvent
 from baton.bus.inbox import InboxReader
@@ -17,7 +18,7 @@ from baton.bus.payloads import ApprovalAnswer, ResultReport, approval_answer, re
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
-from tests.support.outages import redis_outage, retry_logged
+from tests.support.outages import RedisOutage, redis_outage, retry_logged
 
 S = "s-inbox"
 
@@ -235,3 +236,50 @@ async def test_stop_during_an_outage_ends_the_retries(redis_server: RedisServer)
                     stopped = True  # as Lead.cancel() and SubAgent.drain() do
                     reader.interrupt()
     assert endings == ["interrupted"]
+
+
+class _KillOnDeadLetter(logging.Handler):
+    """Kills Redis when the bus logs a dead letter: after the fetch, before its bookkeeping."""
+
+    def __init__(self, outage: RedisOutage) -> None:
+        super().__init__(logging.WARNING)
+        self.outage = outage
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("dead letter from") and not self.outage.active:
+            self.outage.begin()
+
+
+async def test_a_fetch_is_never_lost_to_its_bookkeeping_failing(redis_server: RedisServer) -> None:
+    """The fetch succeeded, then Redis died and the caller gave up on the dead letter and the
+    settling ack: the fresh envelope is still handed out (the bus will not hand it out again)."""
+    options = BusOptions(lease_s=60)
+    async with (
+        RedisBus(redis_server.url, options, prefix="inbox-sort") as bus,
+        RedisBus(redis_server.url, options, prefix="inbox-sort") as heir,
+    ):
+        redelivered, misfit, good = (
+            task("done before a crash"),
+            envelope("approval", {"approved": True}),
+            task("fresh"),
+        )
+        for message in (redelivered, misfit, good):
+            await bus.send(message)
+        reader = InboxReader(bus, S, "a")
+        reader.remember([redelivered.id])
+        logger = logging.getLogger("baton.bus.base")
+        with redis_outage(redis_server) as outage:
+            killer = _KillOnDeadLetter(outage)
+            logger.addHandler(killer)
+            try:
+                with anyio.fail_after(30):
+                    fresh = await reader.read(give_up=lambda: outage.active)
+            finally:
+                logger.removeHandler(killer)
+            assert outage.active  # the bookkeeping really met the outage
+        assert fresh == [good]
+        assert list(reader.pending) == [good.id]
+        assert await bus.dead_letters() == []  # not dead-lettered, and so...
+        await reader.ack_pending()
+        # ...left in the inbox for the next owner, with the redelivery whose ack failed
+        assert sorted(await handed_back(bus, heir)) == sorted([redelivered.content, misfit.content])
