@@ -11,8 +11,10 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from baton.bus.errors import BatonError, ExitCode
 from baton.bus.memory import MemoryBus
 from baton.cli.run import model_settings
+from baton.errors import ModelError
 from baton.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel
 from baton.llm.guard import is_local_endpoint, model_requests_confined
 from baton.llm.offline import OFFLINE_MODEL_NAME
@@ -53,6 +55,12 @@ async def test_a_refused_request_is_never_sent() -> None:
         with pytest.raises(ModelRequestRefused, match=r"models\.example\.com"):
             await model.complete(HELLO)
     assert sent == []  # refused before the transport, and not retried
+
+
+def test_a_refused_request_is_one_of_baton_s_errors_and_ends_a_command_as_usage() -> None:
+    assert issubclass(ModelRequestRefused, BatonError)
+    assert not issubclass(ModelRequestRefused, ModelError)  # nothing retries or softens it
+    assert ModelRequestRefused("x").exit_code == ExitCode.USAGE
 
 
 @pytest.mark.parametrize(

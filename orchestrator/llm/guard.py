@@ -19,11 +19,20 @@ import ipaddress
 
 import httpx2
 
+from baton.bus.errors import BatonError, ExitCode
+
 _confined = False
 
 
-class ModelRequestRefused(RuntimeError):
-    """A model request to an endpoint off this machine while requests are confined."""
+class ModelRequestRefused(BatonError, RuntimeError):
+    """A model request to an endpoint off this machine while requests are confined.
+
+    A :class:`~baton.bus.errors.BatonError` like every error baton raises on purpose (and still a
+    ``RuntimeError``, as before), but not a :class:`~baton.errors.ModelError`: nothing retries it.
+    A command stopped by it ends as a usage error, like an endpoint that refuses the configuration.
+    """
+
+    exit_code = ExitCode.USAGE
 
 
 def confine_model_requests(confined: bool) -> bool:
