@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("baton.worker")
 
+COMMAND = "baton worker"
+
 WORKER_HELP = "Host sub-agents for sessions on a shared bus until stopped (SIGTERM drains)."
 WORKER_EXAMPLES = """Examples:
 
@@ -103,10 +105,13 @@ def worker_command(
 
 
 def run_worker(settings: BatonSettings, options: WorkerOptions, *, check: bool = False) -> int:
-    """Run ``--check`` or the worker itself; returns the exit code."""
-    import anyio
+    """Run ``--check`` or the worker itself; returns the exit code.
 
-    from baton.bus.errors import ConfigError
+    Both go through :func:`~baton.cli.exits.run_async`, like every command: an error (a bus that
+    is unreachable or goes away, a bad profiles file) ends it as one line and the error's own code,
+    even when it surfaces from the worker's task group.
+    """
+    from baton.cli.exits import fail, run_async
 
     # A worker says what it does (ready, draining) unless told otherwise: INFO by default, where
     # the interactive commands keep quiet.
@@ -117,16 +122,11 @@ def run_worker(settings: BatonSettings, options: WorkerOptions, *, check: bool =
             stream=sys.stderr,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
-    except ValueError as exc:
-        typer.echo(f"baton worker: bad setting log_level: unknown level {level!r}", err=True)
-        raise typer.Exit(ExitCode.USAGE) from exc
-    try:
-        if check:
-            return anyio.run(check_bus, settings, options)
-        return anyio.run(serve, settings, options, worker_profiles(settings))
-    except ConfigError as exc:
-        typer.echo(f"baton worker: {exc}", err=True)
-        return exc.exit_code
+    except ValueError:
+        fail(f"bad setting log_level: unknown level {level!r}", command=COMMAND)
+    if check:
+        return run_async(check_bus, settings, options, command=COMMAND)
+    return run_async(serve, settings, options, command=COMMAND)
 
 
 def worker_profiles(settings: BatonSettings) -> dict[str, Profile]:
@@ -147,64 +147,52 @@ def _open_bus(settings: BatonSettings, options: WorkerOptions) -> AbstractAsyncC
 
 
 async def check_bus(settings: BatonSettings, options: WorkerOptions) -> int:
-    """``--check``: 0 when the bus answers, else 3 with one line on stderr."""
-    from baton.bus.errors import BusUnreachable
-
-    try:
-        async with _open_bus(settings, options) as bus:
-            await bus.ping()
-    except BusUnreachable as exc:
-        typer.echo(f"baton worker: {exc}", err=True)
-        return exc.exit_code
+    """``--check``: 0 when the bus answers; an unreachable one raises (exit 3, one line)."""
+    async with _open_bus(settings, options) as bus:
+        await bus.ping()
     typer.echo(f"bus {settings.bus} is reachable (prefix {settings.prefix})")
     return ExitCode.OK
 
 
-async def serve(
-    settings: BatonSettings, options: WorkerOptions, profiles: dict[str, Profile]
-) -> int:
+async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
     """Run a worker until SIGTERM/SIGINT; the first drains, a second stops at once."""
     import anyio
 
-    from baton.bus.errors import BusUnreachable
     from baton.subagents.models import EnvModels
     from baton.subagents.worker import Worker
 
-    try:
-        async with _open_bus(settings, options) as bus, EnvModels(settings.model_env()) as models:
-            worker = Worker(
-                bus,
-                profiles,
-                models,
-                concurrency=options.concurrency,
-                media_dir=settings.media_dir,
-                shutdown_timeout_s=options.shutdown_timeout_s,
+    profiles = worker_profiles(settings)
+    async with _open_bus(settings, options) as bus, EnvModels(settings.model_env()) as models:
+        worker = Worker(
+            bus,
+            profiles,
+            models,
+            concurrency=options.concurrency,
+            media_dir=settings.media_dir,
+            shutdown_timeout_s=options.shutdown_timeout_s,
+        )
+        forced = False
+        async with anyio.create_task_group() as group:
+            await group.start(worker.run)
+            typer.echo(
+                f"baton worker {worker.name} ready: bus={settings.bus} "
+                f"prefix={settings.prefix} concurrency={options.concurrency} "
+                f"profiles={','.join(profiles)} model={models.label}",
+                err=True,
             )
-            forced = False
-            async with anyio.create_task_group() as group:
-                await group.start(worker.run)
-                typer.echo(
-                    f"baton worker {worker.name} ready: bus={settings.bus} "
-                    f"prefix={settings.prefix} concurrency={options.concurrency} "
-                    f"profiles={','.join(profiles)} model={models.label}",
-                    err=True,
-                )
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for signum in signals:
-                        name = signal.Signals(signum).name
-                        if not forced and not worker.stopping:
-                            log.info("%s: draining (up to %.0f s)", name,
-                                     options.shutdown_timeout_s)  # fmt: skip
-                            worker.drain()
-                            group.start_soon(_stop_when_done, worker, group.cancel_scope)
-                        else:
-                            log.warning("%s again: giving every agent back now", name)
-                            forced = True
-                            worker.give_back_now()
-            return ExitCode.FAILED if forced else ExitCode.OK
-    except BusUnreachable as exc:
-        typer.echo(f"baton worker: {exc}", err=True)
-        return exc.exit_code
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    name = signal.Signals(signum).name
+                    if not forced and not worker.stopping:
+                        log.info("%s: draining (up to %.0f s)", name,
+                                 options.shutdown_timeout_s)  # fmt: skip
+                        worker.drain()
+                        group.start_soon(_stop_when_done, worker, group.cancel_scope)
+                    else:
+                        log.warning("%s again: giving every agent back now", name)
+                        forced = True
+                        worker.give_back_now()
+        return ExitCode.FAILED if forced else ExitCode.OK
 
 
 async def _stop_when_done(worker: Worker, scope: anyio.CancelScope) -> None:

@@ -35,8 +35,9 @@ def dead_redis() -> str:
         ["approve", "s1", "call_1", "--yes"],
         ["sessions"],
         ["worker", "--check"],
+        ["worker"],
     ],
-    ids=lambda args: args[0],
+    ids=lambda args: " ".join(args[:2]) if args[0] == "worker" else args[0],
 )
 def test_unreachable_redis_exits_3(args: list[str], env: dict[str, str], dead_redis: str) -> None:
     code, _, err = run_baton(*args, "--bus", dead_redis, env=env)
@@ -77,6 +78,29 @@ def test_bad_profiles_file_exits_2(env: dict[str, str], tmp_path: Path) -> None:
     code, _, err = run_baton("run", "--profiles", str(bad), "x", env=env)
     assert code == 2
     assert "bad agent profile" in one_line(err)
+
+
+def test_worker_with_a_bad_profiles_file_exits_2(env: dict[str, str], tmp_path: Path) -> None:
+    bad = tmp_path / "profiles.toml"
+    bad.write_text('[profiles.x]\ndescription = "no prompt"\n')
+    code, _, err = run_baton("worker", "--profiles", str(bad), env=env)
+    assert code == 2, err
+    assert "bad agent profile" in one_line(err)
+
+
+def test_worker_with_a_missing_profiles_file_says_so_in_one_line(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    missing = tmp_path / "nowhere.toml"
+    code, _, err = run_baton("worker", "--profiles", str(missing), env=env)
+    assert code in (1, 2), err
+    assert "nowhere.toml" in one_line(err)
+
+
+def test_worker_with_an_unknown_log_level_exits_2(env: dict[str, str]) -> None:
+    code, _, err = run_baton("worker", "--log-level", "chatty", env=env)
+    assert code == 2, err
+    assert one_line(err) == "baton worker: bad setting log_level: unknown level 'chatty'"
 
 
 @pytest.mark.parametrize(
