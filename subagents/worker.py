@@ -40,7 +40,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from baton.bus.base import Bus, SpawnClaim
-from baton.bus.errors import BusClosed, BusUnreachable
+from baton.bus.errors import BusClosed, BusError
 from baton.bus.events import AgentExited, AgentResult, AgentSpawned
 from baton.bus.lifecycle import Service
 from baton.bus.messages import Envelope
@@ -249,14 +249,15 @@ class Worker(Service):
                 continue
             try:
                 held = set(await self.bus.renew_spawn(receipts))
-            except BusUnreachable as exc:
-                # No answer is not "not yours": every agent stays, and the next beat renews the
-                # leases (a lease spans several beats). Only the bus's answer can say a lease was
-                # lost, and only for the receipts that answer was about.
-                log.warning("heartbeat of %d leases failed: %s; retrying", len(receipts), exc)
-                continue
             except BusClosed:
                 return
+            except BusError as exc:
+                # No answer (or a refusal, such as READONLY from a replica during a failover) is
+                # not "not yours": every agent stays, and the next beat renews the leases (a lease
+                # spans several beats). Only the bus's answer can say a lease was lost, and only
+                # for the receipts that answer was about.
+                log.warning("heartbeat of %d leases failed: %s; retrying", len(receipts), exc)
+                continue
             for receipt in receipts:
                 agent = self._hosted.get(receipt)
                 if receipt not in held and agent is not None:

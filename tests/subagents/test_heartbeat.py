@@ -2,7 +2,9 @@
 
 A renewal that gets no answer says nothing about who holds a lease. It used to crash the worker
 (``held`` unbound on the first failure) or, after an earlier success, judge the leases by that
-stale answer and stop every agent claimed since as "taken over".
+stale answer and stop every agent claimed since as "taken over". A refusal is no answer either:
+a ``READONLY`` reply from a replica during a failover (a ``RedisRefused``) used to escape the
+heartbeat and cancel every agent.
 
 The first test makes the failure deterministic with a memory bus whose ``renew_spawn`` fails on
 demand, so it can place a failure before the first successful renewal and between a claim and the
@@ -21,10 +23,11 @@ import anyio
 import pytest
 
 from baton.bus.base import BusOptions
-from baton.bus.errors import BusUnreachable
+from baton.bus.errors import BusError, BusUnreachable
 from baton.bus.events import AgentSpawned
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import SpawnRequest
+from baton.bus.redis_adapter import RedisRefused
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
@@ -39,13 +42,26 @@ def spawn(agent: str) -> SpawnRequest:
     return SpawnRequest(session=SESSION, agent=agent, profile="painter")
 
 
-class FlakyRenewals(MemoryBus):
-    """A memory bus whose lease renewals fail with ``BusUnreachable`` while ``down`` is set (what
-    a heartbeat gets from a bus it cannot reach); every renewal is recorded, so a test can wait
-    for a failed or a successful one covering given agents."""
+def unreachable(url: str) -> BusError:
+    """What a heartbeat gets from a bus it cannot reach."""
+    return BusUnreachable(url, "renewals cut off by the test")
 
-    def __init__(self, options: BusOptions) -> None:
+
+def read_only(url: str) -> BusError:
+    """What a heartbeat gets from a replica during a failover (as ``refusal`` types it)."""
+    return RedisRefused("READONLY", "READONLY You can't write against a read only replica.")
+
+
+class FlakyRenewals(MemoryBus):
+    """A memory bus whose lease renewals fail with ``failure(url)`` while ``down`` is set; every
+    renewal is recorded, so a test can wait for a failed or a successful one covering given
+    agents."""
+
+    def __init__(
+        self, options: BusOptions, failure: Callable[[str], BusError] = unreachable
+    ) -> None:
         super().__init__(options)
+        self.failure = failure
         self.down = False
         self.renewals: list[tuple[int, bool]] = []
         """(how many receipts it covered, whether it failed), in order."""
@@ -57,7 +73,7 @@ class FlakyRenewals(MemoryBus):
         self._renewed.set()
         self._renewed = anyio.Event()
         if failed:
-            raise BusUnreachable(self.url, "renewals cut off by the test")
+            raise self.failure(self.url)
         return await super().renew_spawn(receipts)
 
     async def until_renewal(self, *, covering: int, failed: bool, timeout: float = 10.0) -> None:
@@ -68,9 +84,12 @@ class FlakyRenewals(MemoryBus):
                 await self._renewed.wait()
 
 
-async def test_failed_renewals_keep_every_agent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("failure", [unreachable, read_only])
+async def test_failed_renewals_keep_every_agent(
+    tmp_path: Path, failure: Callable[[str], BusError]
+) -> None:
     _, model = scripted()
-    bus = FlakyRenewals(BusOptions(lease_s=60))  # no lease lapses during the test
+    bus = FlakyRenewals(BusOptions(lease_s=60), failure)  # no lease lapses during the test
     lead_bus = bus.peer("lead")
     lead = Lead(lead_bus)
     async with bus, lead_bus, model:
