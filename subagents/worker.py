@@ -44,6 +44,7 @@ from baton.bus.errors import BusClosed, BusError
 from baton.bus.events import AgentExited, AgentResult, AgentSpawned
 from baton.bus.lifecycle import Service
 from baton.bus.messages import Envelope
+from baton.bus.payloads import ResultReport
 from baton.bus.retry import persist
 from baton.engine import Telemetry, ToolRegistry
 from baton.subagents.loop import RoundHook, SubAgent
@@ -297,8 +298,11 @@ class Worker(Service):
             )
             self._hosted[claim.receipt] = agent
             self._by_agent[key] = claim.receipt
+            # A drain that began while this task was queued did not see the agent: stop it now.
             if self._serving is Serving.GIVING_BACK:
                 agent.give_back_now()
+            elif self._serving is Serving.DRAINING:
+                agent.drain()
             await self._run_agent(claim, agent)
         finally:
             self._hosted.pop(claim.receipt, None)
@@ -352,7 +356,7 @@ class Worker(Service):
             recipient=request.parent,
             type="result",
             content=content,
-            meta={"final": True, "reason": "error", "steps": 0},
+            meta=ResultReport(reason="error", steps=0).to_meta(),
         )
         with anyio.CancelScope(shield=True):
             await persist(partial(self.bus.send, envelope), "refusal")
