@@ -23,6 +23,18 @@ from baton.bus.wake import Watch
 _TAIL_RECHECK_S = 5.0
 
 
+_BAD_STREAM_ID = ("invalid stream id", "invalid start id")
+"""How Redis words an XRANGE bound that is not a stream ID ("Invalid stream ID specified as stream
+command argument"), or one past the last possible ID ("invalid start ID for the interval"): the
+only refusals that mean the caller's cursor is wrong. They come as plain ``ERR`` replies."""
+
+
+def is_bad_stream_id(refused: RedisRefused) -> bool:
+    """True when Redis refused a command because a stream ID it was given is malformed."""
+    text = str(refused).lower()
+    return refused.code == "ERR" and any(words in text for words in _BAD_STREAM_ID)
+
+
 class RedisEventLog:
     """The event-log half of :class:`baton.bus.redis.RedisBus`."""
 
@@ -71,6 +83,8 @@ class RedisEventLog:
                     await core.one("XRANGE", key, f"({cursor}", "+", "COUNT", 500)
                 )
             except RedisRefused as exc:
+                if not is_bad_stream_id(exc):
+                    raise  # out of memory, read-only replica, a key of the wrong type: the bus's
                 raise ConfigError(f"bad event cursor {cursor!r} for session {session}") from exc
             for entry_id, fields in batch:
                 cursor = entry_id
