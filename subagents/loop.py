@@ -16,10 +16,13 @@ written out so every way out is visible::
     always: one final ``result`` to the lead with every media URL, AgentResult + AgentExited events
 
 Cancellation from outside ends it with reason ``cancelled`` (still one final result, sent under a
-shield). :meth:`SubAgent.release` is different: a draining worker gives the agent back unfinished,
-so it stops at the next safe point *without* a final result and another worker resumes it from the
-checkpoint. Messages are acked only after the checkpoint that covers them, so a crash at any point
-re-delivers them; ids already in the checkpoint are skipped on the way in.
+shield). :meth:`SubAgent.drain` and :meth:`SubAgent.give_back_now` are different: a stopping worker
+gives the agent back unfinished, so it stops (at the next safe point, or at once) *without* a final
+result and another worker resumes it from the checkpoint. Giving back also cuts short the start
+(announcing the agent, restoring its state), which in a bus outage would otherwise retry for as long
+as the outage lasts; every shielded step after it is bounded. Messages are acked only after the
+checkpoint that covers them, so a crash at any point re-delivers them; ids already in the
+checkpoint are skipped on the way in.
 """
 
 from __future__ import annotations
@@ -61,8 +64,9 @@ from baton.subagents.state import (
 log = logging.getLogger(__name__)
 
 FINAL_BOOKKEEPING_S = 30.0
-"""How long the shielded final bookkeeping may take (a bus outage longer than that leaves the
-spawn request un-acked, so another worker sends the report instead)."""
+"""How long each shielded step of the final bookkeeping may take (recording the report, then
+delivering it; or releasing the inbox of an agent given back). A bus outage longer than that leaves
+the spawn request un-acked, so another worker sends the same report instead."""
 
 RoundHook = Callable[["SubAgent", Sequence[Envelope]], None]
 
@@ -109,6 +113,8 @@ class SubAgent:
         self.inbox = InboxReader(bus, session, name)
         """Its inbox: ``done`` holds the checkpointed ids, ``pending`` the un-acked batch."""
         self._scope = anyio.CancelScope()
+        self._starting: anyio.CancelScope | None = None
+        """Only while it starts (see :meth:`_start`): a give-back ends the start too."""
 
     # -- where it stands ------------------------------------------------------------------------
 
@@ -153,35 +159,47 @@ class SubAgent:
     def give_back_now(self) -> None:
         """Stop now without a final result; the un-checkpointed round is redone elsewhere."""
         if self._move(AgentPhase.GIVING_BACK):
-            self._scope.cancel()
+            self._stop_now()
 
     def lose_lease(self) -> None:
         """Another worker took the agent over (our lease lapsed): stop now, report nothing."""
         if self._move(AgentPhase.LOST):
-            self._scope.cancel()
+            self._stop_now()
 
     def cancel(self) -> None:
-        """Stop now and report ``cancelled`` to the lead."""
+        """Stop now and report ``cancelled`` to the lead (once started: the report needs the
+        restored state)."""
         self._scope.cancel()
+
+    def _stop_now(self) -> None:
+        self._scope.cancel()
+        if self._starting is not None:
+            self._starting.cancel()
 
     # -- the loop -------------------------------------------------------------------------------
 
-    async def run(self) -> ExitKind | None:
-        """Run until the agent leaves; returns why, or None when it was released or taken over."""
+    async def run(self, *, announce: Event | None = None) -> ExitKind | None:
+        """Run until the agent leaves; returns why, or None when it was given back or taken over.
+
+        ``announce`` is emitted first (a worker's ``AgentSpawned``), as part of the start.
+        """
         enter_agent(self._context())
         outcome: Outcome | None
         try:
-            final, send = await self._restore()
-            if final is not None:  # a previous owner decided the report: deliver it, once
-                if send:
-                    await self._deliver(final)
-                else:
+            started = await self._start(announce)
+            final, send = started or (None, False)
+            if started is None:  # given back or taken over while starting
+                outcome = None
+            elif final is not None:  # a previous owner decided the report: deliver it, once
+                if not send:
                     self._exited(final.reason)
-                return final.reason
-            with self._scope:
-                outcome = await self._loop()
-            if self._scope.cancelled_caught:
-                outcome = None if self._phase.without_report else Outcome("cancelled")
+                    return final.reason
+                return final.reason if await self._deliver(final) else None
+            else:
+                with self._scope:
+                    outcome = await self._loop()
+                if self._scope.cancelled_caught:
+                    outcome = None if self._phase.without_report else Outcome("cancelled")
         except LostOwnership as exc:
             log.warning("%s", exc)
             self._move(AgentPhase.LOST)
@@ -309,6 +327,20 @@ class SubAgent:
 
     # -- state ----------------------------------------------------------------------------------
 
+    async def _start(self, announce: Event | None) -> tuple[FinalReport | None, bool] | None:
+        """Emit ``announce`` and :meth:`_restore`; None when a give-back or a lost lease cut
+        it short (both retry through bus faults, so an outage could hold a stopping worker)."""
+        with anyio.CancelScope() as self._starting:
+            try:
+                if self._phase.without_report:  # given back before it started
+                    self._starting.cancel()
+                if announce is not None:
+                    await persist(partial(self.bus.emit, announce), "announce")
+                return await self._restore()
+            finally:
+                self._starting = None
+        return None
+
     async def _restore(self) -> tuple[FinalReport | None, bool]:
         """Load the checkpoint and claim the agent.
 
@@ -396,20 +428,24 @@ class SubAgent:
                 log.warning("%s", exc)
                 self._move(AgentPhase.LOST)
                 return False
-            await self._deliver(final)
         if bound.cancelled_caught:
-            self._move(AgentPhase.GIVEN_BACK)
-            log.error(
-                "final bookkeeping of %s/%s timed out; another worker will finish it",
-                self.session,
-                self.name,
-            )
-            return False
-        return True
+            return self._unfinished_bookkeeping()
+        return await self._deliver(final)
 
-    async def _deliver(self, final: FinalReport) -> None:
-        """Send the report (same id on every attempt), emit the events, mark exited, ack all."""
-        with anyio.CancelScope(shield=True):
+    def _unfinished_bookkeeping(self) -> bool:
+        self._move(AgentPhase.GIVEN_BACK)
+        log.error(
+            "final bookkeeping of %s/%s timed out; another worker will finish it",
+            self.session,
+            self.name,
+        )
+        return False
+
+    async def _deliver(self, final: FinalReport) -> bool:
+        """Send the report (same id on every attempt), emit the events, mark exited, ack all;
+        shielded and bounded. Whether it was all done: if not, the ``finishing`` state stays and
+        the spawn request must go back so another worker delivers the same report."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(FINAL_BOOKKEEPING_S) as bound:
             envelope = Envelope(
                 id=final.id,
                 session=self.session,
@@ -437,7 +473,10 @@ class SubAgent:
                 await persist(partial(self.bus.emit, event), "exit events")
             await self.inbox.ack_pending()
             await persist(lambda: self.bus.release(self.session, self.name), "release inbox")
+        if bound.cancelled_caught:
+            return self._unfinished_bookkeeping()
         self._exited(final.reason)
+        return True
 
     def _exited(self, reason: ExitKind) -> None:
         """The final report is out (sent now, or by a previous owner): whatever was asked

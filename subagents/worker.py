@@ -24,7 +24,10 @@ What it guarantees:
   Cancelling :meth:`run` from outside is ``give_back_now()``: agents are given back, never
   reported as finished;
 - bus faults are ridden out with backoff (:func:`~baton.bus.retry.persist`); a failed
-  heartbeat keeps every agent and renews at the next beat (a lease spans several beats).
+  heartbeat keeps every agent and renews at the next beat (a lease spans several beats);
+- stopping ends even while the bus is out: giving back cuts an agent's start short, and every
+  shielded step after it (a final report, acking or giving back a request) has a time bound; a
+  request left un-acked is claimed again later, and its next owner only finishes what is recorded.
 """
 
 from __future__ import annotations
@@ -47,14 +50,20 @@ from baton.bus.messages import Envelope
 from baton.bus.payloads import ResultReport
 from baton.bus.retry import persist
 from baton.engine import Telemetry, ToolRegistry
-from baton.subagents.loop import RoundHook, SubAgent
+from baton.subagents.loop import FINAL_BOOKKEEPING_S, RoundHook, SubAgent
 from baton.subagents.models import EnvModels, ModelFactory, offline_models
 from baton.subagents.profiles import Profile, builtin_profiles
 
 log = logging.getLogger(__name__)
 
 GIVE_BACK_S = 10.0
-"""Bound on giving spawn requests back when stopping (the bus may be down)."""
+"""Bound on each piece of a worker's own bookkeeping (giving a spawn request back, acking it,
+refusing it): the bus may be down, and a request left un-acked is simply claimed again later."""
+
+LEAVE_S = 2 * FINAL_BOOKKEEPING_S + 2 * GIVE_BACK_S
+"""How long a stopping worker waits for given-back agents to leave: the longest their bounded
+bookkeeping can take (an agent's final report, recorded then delivered, or its inbox released;
+then the worker's own)."""
 
 
 class Serving(enum.Enum):
@@ -194,15 +203,26 @@ class Worker(Service):
             self.give_back_now()
         for agent in list(self._hosted.values()):
             agent.drain()
-        with anyio.move_on_after(self.shutdown_timeout_s):
-            while self._hosted:
-                await self._changed().wait()
-        for agent in list(self._hosted.values()):
-            agent.give_back_now()
-        while self._hosted:
-            await self._changed().wait()
+        if not await self._until_empty(self.shutdown_timeout_s):
+            self.give_back_now()  # the rest, and any agent whose hosting is still starting
+            if not await self._until_empty(LEAVE_S):
+                # Every bus call they wait on is bounded or cancellable: the agents' task group,
+                # cancelled once the worker is stopped, ends what is left.
+                log.error(
+                    "worker %s: %d agents still leaving after %.0f s; cancelling them",
+                    self.name,
+                    len(self._hosted),
+                    LEAVE_S,
+                )
         self._all_done.set()
         log.info("worker %s stopped (%d agents finished here)", self.name, self.finished)
+
+    async def _until_empty(self, timeout_s: float) -> bool:
+        """Wait until no agent is hosted, at most ``timeout_s``; whether none is."""
+        with anyio.move_on_after(timeout_s):
+            while self._hosted:
+                await self._changed().wait()
+        return not self._hosted
 
     def _changed(self) -> anyio.Event:
         if self._change is None:
@@ -318,8 +338,7 @@ class Worker(Service):
         )
         log.info("hosting %s/%s (%s)", request.session, request.agent, request.profile)
         try:
-            await persist(partial(self.bus.emit, spawned), "spawned event")
-            reason = await agent.run()
+            reason = await agent.run(announce=spawned)
         except Exception:
             log.exception("hosting %s/%s failed", request.session, request.agent)
             await self._give_back([claim.receipt])
@@ -327,8 +346,15 @@ class Worker(Service):
         if reason is not None:
             self.finished += 1
             log.info("%s/%s exited: %s", request.session, request.agent, reason)
-            with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(GIVE_BACK_S) as bound:
                 await persist(partial(self.bus.ack_spawn, [claim.receipt]), "ack spawn")
+            if bound.cancelled_caught:  # the next owner finds it exited and only acks it
+                log.warning(
+                    "could not ack the spawn of %s/%s within %.0f s; it will be claimed again",
+                    request.session,
+                    request.agent,
+                    GIVE_BACK_S,
+                )
         elif agent.lost:
             log.info("%s/%s was taken over by another worker", request.session, request.agent)
         else:
@@ -358,7 +384,7 @@ class Worker(Service):
             content=content,
             meta=ResultReport(reason="error", steps=0).to_meta(),
         )
-        with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(GIVE_BACK_S) as bound:
             await persist(partial(self.bus.send, envelope), "refusal")
             s, a = request.session, request.agent
             await persist(partial(self.bus.emit, AgentResult(session=s, agent=a, content=content)),
@@ -366,3 +392,10 @@ class Worker(Service):
             await persist(partial(self.bus.emit, AgentExited(session=s, agent=a, reason="error")),
                           "refusal event")  # fmt: skip
             await persist(partial(self.bus.ack_spawn, [claim.receipt]), "ack refused spawn")
+        if bound.cancelled_caught:  # the same refusal (same id) goes out again on the next claim
+            log.warning(
+                "could not refuse %s/%s within %.0f s; it will be claimed again",
+                request.session,
+                request.agent,
+                GIVE_BACK_S,
+            )
