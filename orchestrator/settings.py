@@ -31,7 +31,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
@@ -42,9 +42,8 @@ from pydantic_settings import (
 )
 
 from baton.bus.errors import ConfigError
-
-ApproveMode = Literal["ask", "auto", "deny"]
-DEFAULT_MODEL = "gpt-4o-mini"  # the same default the sub-agents' EnvModels uses
+from baton.session import ApproveMode
+from baton.subagents.models import DEFAULT_MODEL
 
 
 class BatonSettings(BaseSettings):

@@ -26,6 +26,7 @@ from baton.subagents.profiles import Profile
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "gpt-4o-mini"
+"""The model the lead and sub-agents use when none is named (baton.settings defaults to it too)."""
 ModelFactory = Callable[[Profile], ChatModel]
 """Gives the model a profile's agents use; called once per agent run, so cache inside."""
 

@@ -134,15 +134,20 @@ async def harness(
 
 
 def engine_tasks() -> list[asyncio.Task[Any]]:
-    """Tasks still running engine code (a coroutine of ``orchestrator/engine`` on their stack)."""
+    """Tasks still running engine code (a coroutine of a ``baton.engine`` module on their stack).
+
+    Matched by the frame's module name, not its file name, so it holds whether baton is installed
+    editable (``orchestrator/engine/...``) or not (``site-packages/baton/engine/...``).
+    """
     found = []
     for task in asyncio.all_tasks():
         if task.done():
             continue
         coro: Any = task.get_coro()
         while coro is not None:
-            code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
-            if code is not None and "orchestrator/engine" in code.co_filename:
+            frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+            module = frame.f_globals.get("__name__", "") if frame is not None else ""
+            if module == "baton.engine" or module.startswith("baton.engine."):
                 found.append(task)
                 break
             coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
