@@ -21,7 +21,8 @@ With ``bus_url="redis://..."`` the session runs on Redis; with ``local_workers=F
 (lead text coalesced every ``text_flush_s``), where ``baton watch`` and others read it.
 
 Lifecycle: leaving the ``async with`` block cancels a session still running (gracefully: the
-sub-agents are told to shut down) and stops everything the session started; cancelling the task
+sub-agents are told to shut down; a session that has not ended after a bounded wait is then
+cancelled outright, with a warning) and stops everything the session started; cancelling the task
 that runs it does the same and re-raises the cancellation.
 """
 
@@ -66,6 +67,10 @@ WORKER_STOP_S = 5.0
 """Bound on stopping the in-process worker at the end of a session."""
 TAIL_DRAIN_S = 2.0
 """How long the end of a session waits for the event tail to catch up with the log."""
+CANCEL_SLACK_S = 5.0
+"""Leaving the block of a running session waits for its graceful end at most the shutdown grace,
+the worker's and the tail's bounds and this much more (the bus's own retries of the last writes);
+past that its tasks are cancelled outright."""
 
 
 def new_session_id() -> str:
@@ -178,7 +183,9 @@ class Session(Service):
             owned = SettingsModels(config.model)
             stack.push_async_callback(owned.aclose)
             subagent_models = owned
-        self._router = EventRouter(bus, self._fanout, flush_s=config.text_flush_s)
+        self._router = EventRouter(
+            bus, self._fanout, flush_s=config.text_flush_s, give_up=self._cancelling
+        )
         self._lead = Lead(
             bus,
             model,
@@ -217,7 +224,12 @@ class Session(Service):
         try:
             if self._started and not self._done.is_set() and exc_type is None:
                 self.cancel()
-                await self._done.wait()
+                bound = self.config.shutdown_grace_s + WORKER_STOP_S + TAIL_DRAIN_S + CANCEL_SLACK_S
+                with anyio.move_on_after(bound):
+                    await self._done.wait()
+                if not self._done.is_set():
+                    log.warning("session %s: not finished %.1f s after it was cancelled; "
+                                "stopping its tasks outright", self.id, bound)  # fmt: skip
         finally:
             if self._worker is not None:
                 self._worker.give_back_now()
@@ -225,6 +237,10 @@ class Session(Service):
                 self._group.cancel_scope.cancel()
             self._fanout.close()
         return False
+
+    def _cancelling(self) -> bool:
+        """Whether the lead was cancelled: the event log's writes then stop retrying the bus."""
+        return self._lead is not None and self._lead.cancelled
 
     def _channel(self) -> InteractionChannel:
         mode = self.config.approve

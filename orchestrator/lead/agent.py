@@ -22,17 +22,19 @@ here imports ``subagents``: profiles arrive as plain ``name -> description``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from functools import partial
+from typing import Literal, TypeVar
 
 import anyio
 
 from baton.bus.base import Bus
-from baton.bus.errors import InvalidEnvelope
+from baton.bus.errors import BusError, BusUnreachable, InvalidEnvelope
 from baton.bus.events import AgentSpawned
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope, SpawnRequest, make_envelope
+from baton.bus.retry import persist
 from baton.engine import (
     AgentLoop,
     EventSink,
@@ -55,6 +57,8 @@ from baton.lead.tools import (
 from baton.llm.types import ChatModel, Message
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 LeadStatus = Literal["completed", "failed", "cancelled", "timed_out"]
 MAX_WAIT_S = 60.0
@@ -137,8 +141,12 @@ class Lead:
         try:
             outcome = await self._loop(deadline)
         except anyio.get_cancelled_exc_class():
+            self.cancel()  # so the shielded shutdown below gives up on a bus that stays away
             with anyio.CancelScope(shield=True):
-                await self.stop_agents()
+                try:
+                    await self.stop_agents()
+                except BusError as exc:  # recorded; the cancellation is what propagates
+                    log.warning("session %s: could not stop the sub-agents: %s", self.session, exc)
             raise
         if outcome.status != "completed":
             await self.stop_agents()
@@ -224,7 +232,11 @@ class Lead:
         reports = [e for e in arrived if self.roster.is_agent(e.sender)]
         requests = [e for e in arrived if self._is_request(e)]
         self.history.extend(prompt.inbox_messages(reports, requests))
-        await self.inbox.ack([envelope.id for envelope in arrived])
+        try:
+            await self.inbox.ack([envelope.id for envelope in arrived], give_up=self._giving_up)
+        except BusUnreachable as exc:  # cancelled during an outage: the reader's done set holds
+            log.warning("session %s: left %d message(s) un-acked: %s",
+                        self.session, len(arrived), exc)  # fmt: skip
 
     # -- delegation -----------------------------------------------------------------------------
 
@@ -271,12 +283,13 @@ class Lead:
         envelope = make_envelope(
             session=self.session, sender=LEAD_NAME, recipient=to, type=kind, content=content
         )
-        await self.bus.send(envelope)
+        await self._persist(partial(self.bus.send, envelope), f"send {to}")
         return envelope
 
     async def _start(self, name: str, profile: str) -> None:
         self.roster.started(name, profile)
-        await self.bus.submit_spawn(SpawnRequest(session=self.session, agent=name, profile=profile))
+        request = SpawnRequest(session=self.session, agent=name, profile=profile)
+        await self._persist(partial(self.bus.submit_spawn, request), f"spawn {name}")
         if self._emit is not None:
             await self._emit(AgentSpawned(session=self.session, agent=name, profile=profile))
         log.info("session %s: spawning %s from profile %s", self.session, name, profile)
@@ -288,17 +301,27 @@ class Lead:
         log.info("session %s: %s left %d message(s) unread; handing them to %s",
                  self.session, name, len(unseen), successor)  # fmt: skip
         async with self._send_lock:
-            for index, message in enumerate(unseen):
-                envelope = await self._send(successor, message.type, message.content)
-                if index == 0:
-                    await self._start(successor, profile)
-                self.roster.sent(successor, Sent(envelope.id, message.type, message.content))
+            try:
+                for index, message in enumerate(unseen):
+                    envelope = await self._send(successor, message.type, message.content)
+                    if index == 0:
+                        await self._start(successor, profile)
+                    self.roster.sent(successor, Sent(envelope.id, message.type, message.content))
+            except BusUnreachable as exc:  # only once cancelled: the session is ending anyway
+                log.warning(
+                    "session %s: hand-over to %s abandoned: %s", self.session, successor, exc
+                )
 
     async def stop_agents(self) -> None:
         """``shutdown`` to every outstanding sub-agent, then wait (bounded) for their results."""
         targets = [n for n in self.roster.outstanding if self.roster.agents[n].state == "running"]
         for name in targets:
-            await self._send(name, "shutdown", "the session is ending")
+            try:
+                await self._send(name, "shutdown", "the session is ending")
+            except BusUnreachable as exc:  # cancelled during an outage: it ends at its idle timeout
+                log.warning(
+                    "session %s: could not tell %s to shut down: %s", self.session, name, exc
+                )
             self.roster.stopping(name)
         if not self.roster.outstanding:
             return
@@ -310,3 +333,14 @@ class Lead:
         grace = self.shutdown_grace_s
         with anyio.move_on_after(grace):
             await self.inbox.collect(take, deadline=anyio.current_time() + grace, slice_s=grace)
+
+    # -- the bus --------------------------------------------------------------------------------
+
+    def _giving_up(self) -> bool:
+        """Asked by the retry policy after each failure: a cancelled lead stops retrying."""
+        return self._cancelled
+
+    async def _persist(self, operation: Callable[[], Awaitable[T]], what: str) -> T:
+        """A bus write of the lead, through the one retry policy: a Redis blip stalls the lead
+        (as it stalls its sub-agents) instead of failing it, until it is cancelled."""
+        return await persist(operation, f"{self.session}: {what}", give_up=self._giving_up)

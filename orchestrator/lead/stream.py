@@ -10,19 +10,28 @@ other event (so the log keeps its order) and when asked (round end, session end)
 :class:`EventFanout` is the viewers' side: one bounded memory object stream per subscriber. A
 viewer that stops reading slows the session down (back-pressure) rather than losing events; one
 that closes its stream is dropped.
+
+Every bus write goes through the one retry policy (:func:`~baton.bus.retry.persist`), so a Redis
+blip stalls the lead's events instead of failing the session; once ``give_up()`` says so (the
+session is being cancelled) a write that still fails is dropped with a warning (the viewers
+already had the event), and the flusher never takes the session's task group down.
 """
 
 from __future__ import annotations
 
 import logging
 import weakref
+from collections.abc import Callable
+from functools import partial
 
 import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from baton.bus.base import Bus
+from baton.bus.errors import BusError, BusUnreachable
 from baton.bus.events import Event, TextDelta
+from baton.bus.retry import persist
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +118,16 @@ class EventFanout:
 class EventRouter:
     """The lead's event sink: see the module docstring. Run :meth:`run_flusher` in a task group."""
 
-    def __init__(self, bus: Bus, fanout: EventFanout, *, flush_s: float = DEFAULT_FLUSH_S) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        fanout: EventFanout,
+        *,
+        flush_s: float = DEFAULT_FLUSH_S,
+        give_up: Callable[[], bool] | None = None,
+    ) -> None:
         self.bus = bus
+        self.give_up = give_up
         self.fanout = fanout
         self.flush_s = flush_s
         self._lock = anyio.Lock()
@@ -133,7 +150,7 @@ class EventRouter:
             return None
         async with self._lock:
             await self._flush_locked()
-            cursor = await self.bus.emit(event)
+            cursor = await self._write(event)
         if publish:
             await self.fanout.publish(event)
         return cursor
@@ -162,7 +179,19 @@ class EventRouter:
         self._head, self._pieces = None, []
         self._pending = anyio.Event()
         self.bus_deltas += 1
-        await self.bus.emit(head.model_copy(update={"text": "".join(pieces)}))
+        await self._write(head.model_copy(update={"text": "".join(pieces)}))
+
+    async def _write(self, event: Event) -> str | None:
+        """Log one event, through bus blips; None if dropped because ``give_up()`` said so."""
+        try:
+            return await persist(
+                partial(self.bus.emit, event), f"log {event.type}", give_up=self.give_up
+            )
+        except BusUnreachable as exc:
+            log.warning(
+                "session %s: dropped %s from the event log: %s", event.session, event.type, exc
+            )
+            return None
 
     async def run_flusher(
         self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -172,4 +201,9 @@ class EventRouter:
         while True:
             await self._pending.wait()
             await anyio.sleep(self.flush_s)
-            await self.flush()
+            try:
+                await self.flush()
+            except (
+                BusError
+            ) as exc:  # e.g. the bus closed under it: the text is dropped, not the session
+                log.warning("dropped buffered text from the event log: %s", exc)

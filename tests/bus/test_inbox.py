@@ -3,7 +3,6 @@ riding out a server restart."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import anyio
@@ -18,7 +17,7 @@ from baton.bus.payloads import ApprovalAnswer, ResultReport, approval_answer, re
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
-from tests.support.outages import RedisOutage, redis_outage, retry_logged
+from tests.support.outages import outage_when_logged, redis_outage, retry_logged
 
 S = "s-inbox"
 
@@ -238,18 +237,6 @@ async def test_stop_during_an_outage_ends_the_retries(redis_server: RedisServer)
     assert endings == ["interrupted"]
 
 
-class _KillOnDeadLetter(logging.Handler):
-    """Kills Redis when the bus logs a dead letter: after the fetch, before its bookkeeping."""
-
-    def __init__(self, outage: RedisOutage) -> None:
-        super().__init__(logging.WARNING)
-        self.outage = outage
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith("dead letter from") and not self.outage.active:
-            self.outage.begin()
-
-
 async def test_a_fetch_is_never_lost_to_its_bookkeeping_failing(redis_server: RedisServer) -> None:
     """The fetch succeeded, then Redis died and the caller gave up on the dead letter and the
     settling ack: the fresh envelope is still handed out (the bus will not hand it out again)."""
@@ -267,15 +254,12 @@ async def test_a_fetch_is_never_lost_to_its_bookkeeping_failing(redis_server: Re
             await bus.send(message)
         reader = InboxReader(bus, S, "a")
         reader.remember([redelivered.id])
-        logger = logging.getLogger("baton.bus.base")
-        with redis_outage(redis_server) as outage:
-            killer = _KillOnDeadLetter(outage)
-            logger.addHandler(killer)
-            try:
-                with anyio.fail_after(30):
-                    fresh = await reader.read(give_up=lambda: outage.active)
-            finally:
-                logger.removeHandler(killer)
+        with (
+            redis_outage(redis_server) as outage,
+            outage_when_logged(outage, "baton.bus.base", "dead letter from"),
+        ):
+            with anyio.fail_after(30):
+                fresh = await reader.read(give_up=lambda: outage.active)
             assert outage.active  # the bookkeeping really met the outage
         assert fresh == [good]
         assert list(reader.pending) == [good.id]

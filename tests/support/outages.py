@@ -1,6 +1,7 @@
 """Bus outages on cue: the shared ``redis-server`` killed and brought back, and an event that says
 when the retry policy found the bus unreachable (so a test restarts Redis once an agent really
-hit the outage, never after a guessed sleep)."""
+hit the outage, never after a guessed sleep). ``outage_when_logged`` starts the outage at an exact
+point of the code under test: when it logs a given line."""
 
 from __future__ import annotations
 
@@ -62,3 +63,32 @@ def retry_logged(what: str) -> Iterator[anyio.Event]:
         yield handler.event
     finally:
         logger.removeHandler(handler)
+
+
+class _BeginWhenLogged(logging.Handler):
+    def __init__(self, outage: RedisOutage, prefix: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.outage = outage
+        self.prefix = prefix
+        self.begun = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.begun and record.getMessage().startswith(self.prefix):
+            self.begun = True
+            self.outage.begin()
+
+
+@contextmanager
+def outage_when_logged(outage: RedisOutage, logger: str, prefix: str) -> Iterator[None]:
+    """Begin ``outage`` (once) the moment ``logger`` logs a line starting with ``prefix``: the
+    code under test then meets a dead Redis on its very next bus call."""
+    handler = _BeginWhenLogged(outage, prefix)
+    target = logging.getLogger(logger)
+    level = target.level
+    target.setLevel(logging.DEBUG)  # an INFO line must reach the handler whatever the config
+    target.addHandler(handler)
+    try:
+        yield
+    finally:
+        target.removeHandler(handler)
+        target.setLevel(level)
