@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import textwrap
 from pathlib import Path
 
 import anyio
 import pytest
 
+import baton.session as session_module
 from baton.api import Session, SessionConfig, Worker, open_session
 from baton.bus.events import (
     AgentExited,
@@ -20,11 +22,14 @@ from baton.bus.events import (
     ToolCalled,
 )
 from baton.bus.messages import Envelope
+from baton.engine import tool
+from baton.llm.script import Reply
 from baton.subagents.profiles import builtin_profiles
 from tests.conftest import BusFactory
 from tests.lead.helpers import PAINT_AND_WRITE, gated_profile, other_tasks
 from tests.support.events import logged_events
 from tests.support.media import file_path
+from tests.support.models import call, scripted
 
 
 async def test_offline_session_cites_every_result_and_its_media(
@@ -167,3 +172,54 @@ async def test_api_docstring_example_runs_as_written(
     await namespace["main"]()  # type: ignore[operator]
     printed = capsys.readouterr().out
     assert "completed ['file://" in printed
+
+
+class _SetWhenLogged(logging.Handler):
+    def __init__(self, prefix: str, event: anyio.Event) -> None:
+        super().__init__(logging.WARNING)
+        self.prefix, self.event = prefix, event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith(self.prefix):
+            self.event.set()
+
+
+async def test_leaving_the_block_of_a_session_that_will_not_end_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lead stuck where ``cancel()`` cannot reach it (a tool shielding its wait) no longer
+    hangs ``async with Session``: past the bound the session's tasks are cancelled outright,
+    with a warning (here the warning is what lets the stubborn tool go)."""
+    monkeypatch.setattr(session_module, "CANCEL_SLACK_S", 0.0)
+    monkeypatch.setattr(session_module, "WORKER_STOP_S", 0.1)
+    monkeypatch.setattr(session_module, "TAIL_DRAIN_S", 0.1)
+    entered, released = anyio.Event(), anyio.Event()
+
+    @tool(name="stubborn")
+    async def stubborn(target: str) -> str:
+        """Ignore cancellation.
+
+        Args:
+            target: anything
+        """
+        entered.set()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(25):  # before: the test's end
+            await released.wait()
+        return "done"
+
+    _, model = scripted([call("stubborn", target="now"), Reply(text="ok")], fallback=False)
+    config = SessionConfig(
+        task="be stubborn", media_dir=tmp_path, shutdown_grace_s=0.1, local_workers=False
+    )
+    handler = _SetWhenLogged(f"session {config.session_id}: not finished", released)
+    logger = logging.getLogger("baton.session")
+    logger.addHandler(handler)
+    try:
+        with anyio.fail_after(20):
+            async with Session(config, model=model, tools=[stubborn]) as session:
+                session.start()
+                await entered.wait()
+    finally:
+        logger.removeHandler(handler)
+    assert released.is_set()
+    assert session.result is not None and session.result.status == "cancelled"
