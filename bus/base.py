@@ -97,6 +97,12 @@ class InboxLedger:
     def was_acked(self, envelope_id: str) -> bool:
         return envelope_id in self.recent_set
 
+    def receipts(self, envelope_ids: Sequence[str]) -> list[str]:
+        """The receipts of the given ids, left in the ledger: an ack takes them only once the
+        backend has acked, so a failed ack can be retried with the same receipts."""
+        handed_out = self.handed_out
+        return [receipt for i in envelope_ids for receipt in handed_out.get(i, ())]
+
     def take(self, envelope_ids: Sequence[str]) -> list[str]:
         """Forget the given ids as handed out, remember them as acked; return their receipts."""
         receipts: list[str] = []

@@ -158,9 +158,11 @@ class RedisInboxes:
     async def ack(
         self, session: str, agent: str, ids: Sequence[str], *, consumer: str | None
     ) -> None:
-        receipts = self._bus._ledger(session, agent, consumer).take(ids)
+        ledger = self._bus._ledger(session, agent, consumer)
+        receipts = ledger.receipts(ids)
         if receipts:
             await self._core.ack(self._core.keys.inbox(session, agent), INBOX_GROUP, receipts)
+        ledger.take(ids)  # only now: a failed XACK leaves the receipts for the retry
 
     async def release_inbox(self, session: str, agent: str, *, consumer: str | None) -> None:
         core = self._core

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from baton.bus.base import Bus, BusOptions
-from baton.bus.errors import InvalidEnvelope
+from baton.bus.errors import BusUnreachable, InvalidEnvelope
 from baton.bus.events import ErrorEvent
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope, make_envelope
@@ -267,3 +267,24 @@ async def test_a_fetch_is_never_lost_to_its_bookkeeping_failing(redis_server: Re
         await reader.ack_pending()
         # ...left in the inbox for the next owner, with the redelivery whose ack failed
         assert sorted(await handed_back(bus, heir)) == sorted([redelivered.content, misfit.content])
+
+
+async def test_an_ack_that_failed_is_retried_with_its_receipts(redis_server: RedisServer) -> None:
+    """An ack that met an outage keeps what it needs: retried once Redis is back, it acks the
+    entry (before, the first attempt had already forgotten the receipts, so the retry 'acked'
+    nothing and the entry came back to the next owner as a duplicate)."""
+    options = BusOptions(lease_s=60)
+    async with (
+        RedisBus(redis_server.url, options, prefix="inbox-ack") as bus,
+        RedisBus(redis_server.url, options, prefix="inbox-ack") as heir,
+    ):
+        message = task("acked across an outage")
+        await bus.send(message)
+        assert await bus.read_inbox(S, "a") == [message]
+        with redis_outage(redis_server) as outage:
+            outage.begin()
+            with pytest.raises(BusUnreachable), anyio.fail_after(60):
+                await bus.ack(S, "a", [message.id])
+        with anyio.fail_after(30):
+            await bus.ack(S, "a", [message.id])
+        assert await handed_back(bus, heir) == []
