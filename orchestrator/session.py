@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -47,6 +46,7 @@ from baton.bus.ids import new_id
 from baton.bus.lifecycle import Service
 from baton.bus.messages import MessageType, SessionId, make_envelope
 from baton.compose import SettingsModels, descriptions, lead_model, resolve_profiles
+from baton.defaults import ApproveMode
 from baton.engine import InteractionChannel, LoopLimits, PolicyChannel, Tool
 from baton.engine.bus_channel import BusInteractionChannel, answer_approval
 from baton.errors import describe_validation
@@ -62,7 +62,6 @@ from baton.subagents.worker import Worker
 
 log = logging.getLogger(__name__)
 
-ApproveMode = Literal["ask", "auto", "deny"]
 WORKER_STOP_S = 5.0
 """Bound on stopping the in-process worker at the end of a session."""
 TAIL_DRAIN_S = 2.0

@@ -42,8 +42,7 @@ from pydantic_settings import (
 )
 
 from baton.bus.errors import ConfigError
-from baton.session import ApproveMode
-from baton.subagents.models import DEFAULT_MODEL
+from baton.defaults import DEFAULT_MODEL, ApproveMode
 
 
 class BatonSettings(BaseSettings):

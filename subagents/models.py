@@ -19,13 +19,13 @@ from collections.abc import Callable, Mapping
 
 from pydantic import SecretStr
 
+from baton.defaults import DEFAULT_MODEL
 from baton.llm import OFFLINE_LABEL, ModelSettings, OpenAIChatModel, offline_model
 from baton.llm.types import ChatModel
 from baton.subagents.profiles import Profile
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "gpt-4o-mini"
 """The model the lead and sub-agents use when none is named (baton.settings defaults to it too)."""
 ModelFactory = Callable[[Profile], ChatModel]
 """Gives the model a profile's agents use; called once per agent run, so cache inside."""

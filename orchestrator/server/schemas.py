@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from baton.session import ApproveMode
+from baton.defaults import ApproveMode
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 """Session ids and agent names as they appear in URLs: no slashes, no spaces, bounded."""
