@@ -20,9 +20,13 @@ shield). :meth:`SubAgent.drain` and :meth:`SubAgent.give_back_now` are different
 gives the agent back unfinished, so it stops (at the next safe point, or at once) *without* a final
 result and another worker resumes it from the checkpoint. Giving back also cuts short the start
 (announcing the agent, restoring its state), which in a bus outage would otherwise retry for as long
-as the outage lasts; every shielded step after it is bounded. Messages are acked only after the
-checkpoint that covers them, so a crash at any point re-delivers them; ids already in the
-checkpoint are skipped on the way in.
+as the outage lasts; every shielded step after it is bounded.
+
+What must outlive a worker — restoring from the checkpoint, checkpointing each round before its
+messages are acked, recording the final report before delivering it, so that the lead gets exactly
+one — is the :class:`~baton.subagents.bookkeeping.Bookkeeper`'s job, which each agent owns. This
+module decides when to call it, and moves the agent's :class:`~baton.subagents.phases.AgentPhase`
+by what it reports.
 """
 
 from __future__ import annotations
@@ -37,36 +41,24 @@ import anyio
 
 from baton.bus.base import DEFAULT_WAIT_S, Bus
 from baton.bus.errors import BusClosed
-from baton.bus.events import AgentExited, AgentProgress, AgentResult, Event, TextDelta
-from baton.bus.ids import new_id
+from baton.bus.events import AgentProgress, Event, TextDelta
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
-from baton.bus.payloads import ResultReport
 from baton.bus.retry import persist
 from baton.engine import AgentLoop, StopReason, Telemetry, ToolRegistry, TurnResult
 from baton.engine.bus_channel import BusInteractionChannel
 from baton.llm.types import ChatModel, Message
+from baton.subagents.bookkeeping import FINAL_BOOKKEEPING_S, Bookkeeper, Delivery, Restored
 from baton.subagents.context import AgentContext, enter_agent
 from baton.subagents.errors import LostOwnership
 from baton.subagents.phases import NEXT, AgentPhase, Outcome
 from baton.subagents.profiles import Profile
-from baton.subagents.state import (
-    PROCESSED_KEEP,
-    Checkpoint,
-    ExitKind,
-    FinalReport,
-    exit_note,
-    format_inbox,
-    load_checkpoint,
-    load_final,
-)
+from baton.subagents.state import Checkpoint, ExitKind, FinalReport, format_inbox
+
+# FINAL_BOOKKEEPING_S too: a worker bounds its agents' leaving by it.
+__all__ = ["FINAL_BOOKKEEPING_S", "RoundHook", "SubAgent"]
 
 log = logging.getLogger(__name__)
-
-FINAL_BOOKKEEPING_S = 30.0
-"""How long each shielded step of the final bookkeeping may take (recording the report, then
-delivering it; or releasing the inbox of an agent given back). A bus outage longer than that leaves
-the spawn request un-acked, so another worker sends the same report instead."""
 
 RoundHook = Callable[["SubAgent", Sequence[Envelope]], None]
 
@@ -101,17 +93,14 @@ class SubAgent:
         self.name = name
         self.lead = lead
         self.media_dir = media_dir or Path("media")
-        self.spawn_id = spawn_id
-        self.owner = owner
         self.tools = tools or ToolRegistry(profile.tools)
         self.telemetry = telemetry
         self.on_round = on_round
-        self.state = Checkpoint()
         self._phase = AgentPhase.RUNNING
-        self._resumed = False
         self._reason: ExitKind | None = None
         self.inbox = InboxReader(bus, session, name)
         """Its inbox: ``done`` holds the checkpointed ids, ``pending`` the un-acked batch."""
+        self._books = Bookkeeper(self.inbox, profile, lead=lead, spawn_id=spawn_id, owner=owner)
         self._scope = anyio.CancelScope()
         self._starting: anyio.CancelScope | None = None
         """Only while it starts (see :meth:`_start`): a give-back ends the start too."""
@@ -123,9 +112,14 @@ class SubAgent:
         return self._phase
 
     @property
+    def state(self) -> Checkpoint:
+        """Its progress so far: memory, processed ids, media, step (checkpointed each round)."""
+        return self._books.state
+
+    @property
     def resumed(self) -> bool:
         """True when this run took over an agent another worker left running (its checkpoint)."""
-        return self._resumed
+        return self._books.resumed
 
     @property
     def reason(self) -> ExitKind | None:
@@ -187,14 +181,13 @@ class SubAgent:
         outcome: Outcome | None
         try:
             started = await self._start(announce)
-            final, send = started or (None, False)
             if started is None:  # given back or taken over while starting
                 outcome = None
-            elif final is not None:  # a previous owner decided the report: deliver it, once
-                if not send:
+            elif (final := started.final) is not None:  # a previous owner decided the report
+                if started.delivered:  # and it is out already
                     self._exited(final.reason)
                     return final.reason
-                return final.reason if await self._deliver(final) else None
+                return final.reason if await self._deliver(final) else None  # deliver it, once
             else:
                 with self._scope:
                     outcome = await self._loop()
@@ -216,8 +209,7 @@ class SubAgent:
             outcome = Outcome("error", f"{type(exc).__name__}: {exc}")
         if outcome is None:
             self._move(AgentPhase.GIVEN_BACK)  # unless lost: then there is nothing to give
-            with anyio.CancelScope(shield=True), anyio.move_on_after(FINAL_BOOKKEEPING_S):
-                await persist(lambda: self.bus.release(self.session, self.name), "release inbox")
+            await self._books.release()
             return None
         return outcome.reason if await self._finish(outcome) else None
 
@@ -293,11 +285,7 @@ class SubAgent:
         self.state.reply_to = batch[-1].id
         if result.stop is StopReason.ERROR:
             return result
-        self.state.step += 1
-        ids = [envelope.id for envelope in batch]
-        self.state.processed = [*self.state.processed, *ids][-PROCESSED_KEEP:]
-        await self._checkpoint({"checkpoint": self.state.model_dump_json()})
-        await self.inbox.ack(ids)
+        await self._books.complete_round([envelope.id for envelope in batch])
         return result
 
     async def _run_turn(self, engine: AgentLoop, memory: list[Message]) -> TurnResult:
@@ -325,158 +313,39 @@ class SubAgent:
                 raise
         return box[0]
 
-    # -- state ----------------------------------------------------------------------------------
+    # -- the bookkeeping ------------------------------------------------------------------------
 
-    async def _start(self, announce: Event | None) -> tuple[FinalReport | None, bool] | None:
-        """Emit ``announce`` and :meth:`_restore`; None when a give-back or a lost lease cut
-        it short (both retry through bus faults, so an outage could hold a stopping worker)."""
+    async def _start(self, announce: Event | None) -> Restored | None:
+        """Emit ``announce`` and restore; None when a give-back or a lost lease cut it short
+        (both retry through bus faults, so an outage could hold a stopping worker)."""
         with anyio.CancelScope() as self._starting:
             try:
                 if self._phase.without_report:  # given back before it started
                     self._starting.cancel()
                 if announce is not None:
                     await persist(partial(self.bus.emit, announce), "announce")
-                return await self._restore()
+                return await self._books.restore()
             finally:
                 self._starting = None
         return None
 
-    async def _restore(self) -> tuple[FinalReport | None, bool]:
-        """Load the checkpoint and claim the agent.
-
-        Returns a final report a previous owner already decided (and whether it may still be
-        unsent), or ``(None, False)`` when the agent should run.
-        """
-        fields = await persist(
-            lambda: self.bus.get_agent_state(self.session, self.name), "load state"
-        )
-        final = load_final(fields.get("final"))
-        status = fields.get("status")
-        same_run = fields.get("spawn") == self.spawn_id
-        if final is not None and status == "finishing":
-            return final, True
-        if final is not None and status == "exited" and same_run and self.spawn_id:
-            return final, False
-        self._resumed = status == "running"
-        checkpoint = load_checkpoint(fields.get("checkpoint"))
-        if checkpoint is not None:
-            if not self.resumed:  # a new run of an agent that finished before: keep memory only
-                checkpoint = Checkpoint(memory=checkpoint.memory, processed=checkpoint.processed)
-            self.state = checkpoint
-            self.inbox.remember(checkpoint.processed)
-        claim = {
-            "status": "running",
-            "owner": self.owner,
-            "spawn": self.spawn_id,
-            "profile": self.profile.name,
-        }
-        await persist(lambda: self.bus.set_agent_state(self.session, self.name, claim), "claim")
-        if self.resumed:
-            log.info("resuming %s/%s at step %d", self.session, self.name, self.state.step)
-        return None, False
-
-    async def _checkpoint(self, fields: dict[str, str]) -> None:
-        """Write state, unless another worker owns the agent now (then stop quietly)."""
-        if self.owner:
-            current = await persist(
-                lambda: self.bus.get_agent_state(self.session, self.name), "check owner"
-            )
-            if current.get("owner", "") != self.owner:
-                raise LostOwnership(self.session, self.name, current.get("owner", ""))
-        await persist(
-            lambda: self.bus.set_agent_state(self.session, self.name, fields), "checkpoint"
-        )
-
     async def _finish(self, outcome: Outcome) -> bool:
-        """Decide the final report, record it, deliver it; shielded and bounded.
-
-        Returns whether it was delivered; if not (taken over, or the bus stayed down), the spawn
-        request must go back so another worker delivers it from the ``finishing`` state.
-        """
-        state = self.state
-        reason = outcome.reason
-        if state.result is not None:
-            content = state.result
-        elif reason == "finished":
-            content = state.last_text or "Done."
-        else:
-            note = exit_note(
-                reason,
-                idle_s=self.profile.limits.idle_timeout_s,
-                steps=state.step,
-                error=outcome.error,
-            )
-            content = f"{note}\nLast answer: {state.last_text}" if state.last_text else note
-        final = FinalReport(
-            id=new_id(),
-            reason=reason,
-            content=content,
-            media=state.media,
-            steps=state.step,
-            reply_to=state.reply_to,
-        )
-        with anyio.CancelScope(shield=True), anyio.move_on_after(FINAL_BOOKKEEPING_S) as bound:
-            try:
-                await self._checkpoint(
-                    {
-                        "status": "finishing",
-                        "final": final.model_dump_json(),
-                        "checkpoint": state.model_dump_json(),
-                    }
-                )
-            except LostOwnership as exc:
-                log.warning("%s", exc)
-                self._move(AgentPhase.LOST)
-                return False
-        if bound.cancelled_caught:
-            return self._unfinished_bookkeeping()
-        return await self._deliver(final)
-
-    def _unfinished_bookkeeping(self) -> bool:
-        self._move(AgentPhase.GIVEN_BACK)
-        log.error(
-            "final bookkeeping of %s/%s timed out; another worker will finish it",
-            self.session,
-            self.name,
-        )
-        return False
+        """Report ``outcome`` (shielded and bounded); whether it was delivered. If not (taken
+        over, or the bus stayed down), the spawn request must go back so another worker
+        delivers the recorded report from the ``finishing`` state."""
+        return self._settle(await self._books.finish(outcome), outcome.reason)
 
     async def _deliver(self, final: FinalReport) -> bool:
-        """Send the report (same id on every attempt), emit the events, mark exited, ack all;
-        shielded and bounded. Whether it was all done: if not, the ``finishing`` state stays and
-        the spawn request must go back so another worker delivers the same report."""
-        with anyio.CancelScope(shield=True), anyio.move_on_after(FINAL_BOOKKEEPING_S) as bound:
-            envelope = Envelope(
-                id=final.id,
-                session=self.session,
-                sender=self.name,
-                recipient=self.lead,
-                type="result",
-                content=final.content,
-                media_urls=final.media,
-                reply_to=final.reply_to,
-                meta=ResultReport(reason=final.reason, steps=final.steps).to_meta(),
-            )
-            await persist(lambda: self.bus.send(envelope), "final result")
-            # Recorded before the events go out, so an observer of AgentExited reads "exited".
-            done = {"status": "exited"}
-            await persist(lambda: self.bus.set_agent_state(self.session, self.name, done), "exit")
-            for event in (
-                AgentResult(
-                    session=self.session,
-                    agent=self.name,
-                    content=final.content,
-                    media_urls=final.media,
-                ),
-                AgentExited(session=self.session, agent=self.name, reason=final.reason),
-            ):
-                await persist(partial(self.bus.emit, event), "exit events")
-            await self.inbox.ack_pending()
-            await persist(lambda: self.bus.release(self.session, self.name), "release inbox")
-        if bound.cancelled_caught:
-            return self._unfinished_bookkeeping()
-        self._exited(final.reason)
-        return True
+        """Deliver a report a previous owner decided; whether it was delivered."""
+        return self._settle(await self._books.deliver(final), final.reason)
+
+    def _settle(self, delivery: Delivery, reason: ExitKind) -> bool:
+        """Move to where the final bookkeeping left the agent; whether the report is out."""
+        if delivery is Delivery.DELIVERED:
+            self._exited(reason)
+            return True
+        self._move(AgentPhase.LOST if delivery is Delivery.LOST else AgentPhase.GIVEN_BACK)
+        return False
 
     def _exited(self, reason: ExitKind) -> None:
         """The final report is out (sent now, or by a previous owner): whatever was asked
@@ -493,11 +362,8 @@ class SubAgent:
             lead=self.lead,
             media_dir=self.media_dir,
             report=self._report,
-            record_result=self._record_result,
+            record_result=self._books.record_result,
         )
-
-    def _record_result(self, content: str) -> None:
-        self.state.result = content
 
     async def _report(self, content: str) -> None:
         """A progress message to the lead and an ``agent.progress`` event for observers."""
