@@ -48,15 +48,14 @@ from baton.bus.retry import persist
 from baton.engine import AgentLoop, StopReason, Telemetry, ToolRegistry, TurnResult
 from baton.engine.bus_channel import BusInteractionChannel
 from baton.llm.types import ChatModel, Message
-from baton.subagents.bookkeeping import FINAL_BOOKKEEPING_S, Bookkeeper, Delivery, Restored
+from baton.subagents.bookkeeping import Bookkeeper, Delivery, Restored
 from baton.subagents.context import AgentContext, enter_agent
 from baton.subagents.errors import LostOwnership
 from baton.subagents.phases import NEXT, AgentPhase, Outcome
 from baton.subagents.profiles import Profile
 from baton.subagents.state import Checkpoint, ExitKind, FinalReport, format_inbox
 
-# FINAL_BOOKKEEPING_S too: a worker bounds its agents' leaving by it.
-__all__ = ["FINAL_BOOKKEEPING_S", "RoundHook", "SubAgent"]
+__all__ = ["RoundHook", "SubAgent"]
 
 log = logging.getLogger(__name__)
 

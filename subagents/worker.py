@@ -15,7 +15,7 @@ What it guarantees:
 
 - each hosted agent holds a lease on its spawn request, renewed every ``lease_s / 3``; a worker
   that dies (kill -9) stops renewing, the lease lapses and another worker's claim resumes the agent
-  from its checkpoint (see :mod:`baton.subagents.loop`);
+  from its checkpoint (see :mod:`baton.subagents.bookkeeping`);
 - at most ``concurrency`` agents are hosted at once (a :class:`anyio.CapacityLimiter`); it claims
   no more until one leaves;
 - :meth:`Worker.drain`: stop claiming, let running rounds finish within ``shutdown_timeout_s``,
@@ -50,7 +50,8 @@ from baton.bus.messages import Envelope
 from baton.bus.payloads import ResultReport
 from baton.bus.retry import persist
 from baton.engine import Telemetry, ToolRegistry
-from baton.subagents.loop import FINAL_BOOKKEEPING_S, RoundHook, SubAgent
+from baton.subagents.bookkeeping import FINAL_BOOKKEEPING_S
+from baton.subagents.loop import RoundHook, SubAgent
 from baton.subagents.models import EnvModels, ModelFactory, offline_models
 from baton.subagents.profiles import Profile, builtin_profiles
 
