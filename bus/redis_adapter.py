@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.client import PubSub
 from redis.asyncio.connection import AbstractConnection
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -165,3 +166,27 @@ class CommandPool:
     async def aclose(self) -> None:
         """Close every connection of the pool."""
         await self._pool.disconnect()
+
+
+async def subscribe(pubsub: PubSub, *channels: str) -> None:
+    """SUBSCRIBE on a redis-py ``PubSub``, with any failure of its connection raised as a fault.
+
+    The wake-up dispatcher reads the ``PubSub`` in one task while agents subscribe from theirs.
+    When Redis goes away, the reading task tears the connection down; a SUBSCRIBE sent in that
+    moment fails inside redis-py with ``AttributeError`` (its stream writer is already gone)
+    instead of ``ConnectionError`` — seen when Redis restarted under a worker starting agents,
+    where it ended a sub-agent as failed. It is a lost connection like any other: the dispatcher
+    re-subscribes every channel when it reconnects.
+    """
+    try:
+        await pubsub.subscribe(*channels)
+    except AttributeError as exc:
+        raise RedisConnectionError(f"connection reset during SUBSCRIBE: {exc}") from exc
+
+
+async def unsubscribe(pubsub: PubSub, *channels: str) -> None:
+    """UNSUBSCRIBE, with the same race as :func:`subscribe` raised as a fault."""
+    try:
+        await pubsub.unsubscribe(*channels)
+    except AttributeError as exc:
+        raise RedisConnectionError(f"connection reset during UNSUBSCRIBE: {exc}") from exc

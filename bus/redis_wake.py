@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
 from baton.bus.errors import BusUnreachable
-from baton.bus.redis_adapter import FAULTS
+from baton.bus.redis_adapter import FAULTS, subscribe, unsubscribe
 from baton.bus.wake import CONFIRMED, WakeHub, Watch
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class WakeDispatcher:
                 watch.confirmed = anyio.Event()
         try:
             for start in range(0, len(channels), _SUBSCRIBE_CHUNK):
-                await pubsub.subscribe(*channels[start : start + _SUBSCRIBE_CHUNK])
+                await subscribe(pubsub, *channels[start : start + _SUBSCRIBE_CHUNK])
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
@@ -110,7 +110,7 @@ class WakeDispatcher:
         # A channel watched while we were subscribing above was not in our snapshot.
         missing = [c for c in self._hub.channels() if c not in set(channels)]
         if missing:
-            await pubsub.subscribe(*missing)
+            await subscribe(pubsub, *missing)
         if not self._healthy:
             log.info("wake-up connection to %s restored (%d channels)", self._url, len(channels))
         self._healthy = True
@@ -157,7 +157,7 @@ class WakeDispatcher:
             return  # the dispatcher subscribes everything in the hub when it connects
         try:
             for start in range(0, len(channels), _SUBSCRIBE_CHUNK):
-                await pubsub.subscribe(*channels[start : start + _SUBSCRIBE_CHUNK])
+                await subscribe(pubsub, *channels[start : start + _SUBSCRIBE_CHUNK])
         except FAULTS as exc:
             # The dispatcher notices too, and re-subscribes everything on reconnect.
             log.debug("subscribe of %d channels failed: %s", len(channels), exc)
@@ -168,7 +168,7 @@ class WakeDispatcher:
         pubsub = self._pubsub
         if pubsub is not None:
             try:
-                await pubsub.unsubscribe(channel)
+                await unsubscribe(pubsub, channel)
             except FAULTS as exc:
                 log.debug("unsubscribe %s failed: %s", channel, exc)
 
