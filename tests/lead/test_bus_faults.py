@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import anyio
 
+from baton.bus.base import Bus
 from baton.bus.events import AgentSpawned, Event, TextDelta, ToolResulted
 from baton.bus.messages import Envelope
 from baton.bus.payloads import ResultReport
@@ -18,6 +19,33 @@ from tests.support.models import call, scripted
 from tests.support.outages import outage_when_logged, redis_outage, retry_logged
 
 SESSION = "s-blip"
+
+
+def delegating_lead(bus: Bus) -> tuple[Lead, anyio.Event]:
+    """A lead whose model hands one painting to a painter and then says so, with an event set
+    once the painter is spawned (the lead then waits on its inbox for the result)."""
+    _, model = scripted(
+        [
+            call("send_message", to="painter", content="paint a heron", type="task"),
+            Reply(text="The painter is on it."),
+        ],
+        fallback=False,
+    )
+    spawned = anyio.Event()
+
+    async def on_event(event: Event) -> None:
+        if isinstance(event, AgentSpawned):
+            spawned.set()
+
+    lead = Lead(
+        bus,
+        model,
+        session=SESSION,
+        profiles={"painter": "Paints."},
+        events=on_event,
+        shutdown_grace_s=0.2,
+    )
+    return lead, spawned
 
 
 async def test_lead_rides_out_a_redis_restart_while_waiting_for_results(
@@ -140,28 +168,8 @@ async def test_a_hand_over_rides_out_a_redis_restart(redis_server: RedisServer) 
 async def test_a_cancel_during_an_outage_ends_the_lead(redis_server: RedisServer) -> None:
     """A shutdown from outside arrives, then Redis dies before the lead acks it: the ack (and the
     shutdown to the painter) give up once the lead is cancelled, instead of retrying for ever."""
-    _, model = scripted(
-        [
-            call("send_message", to="painter", content="paint a heron", type="task"),
-            Reply(text="The painter is on it."),
-        ],
-        fallback=False,
-    )
-    waiting = anyio.Event()
-
-    async def on_event(event: Event) -> None:
-        if isinstance(event, AgentSpawned):
-            waiting.set()
-
     async with RedisBus(redis_server.url, prefix="lead-cancel") as bus:
-        lead = Lead(
-            bus,
-            model,
-            session=SESSION,
-            profiles={"painter": "Paints."},
-            events=on_event,
-            shutdown_grace_s=0.2,
-        )
+        lead, waiting = delegating_lead(bus)
         outcomes: list[LeadOutcome] = []
 
         async def run() -> None:
@@ -213,28 +221,8 @@ async def test_a_lead_cancelled_during_an_outage_re_raises_the_cancellation(
     redis_server: RedisServer,
 ) -> None:
     """Before, the shielded shutdown's failed send replaced the cancellation with BusUnreachable."""
-    _, model = scripted(
-        [
-            call("send_message", to="painter", content="paint a heron", type="task"),
-            Reply(text="The painter is on it."),
-        ],
-        fallback=False,
-    )
-    spawned = anyio.Event()
-
-    async def on_event(event: Event) -> None:
-        if isinstance(event, AgentSpawned):
-            spawned.set()
-
     async with RedisBus(redis_server.url, prefix="lead-cancelled") as bus:
-        lead = Lead(
-            bus,
-            model,
-            session=SESSION,
-            profiles={"painter": "Paints."},
-            events=on_event,
-            shutdown_grace_s=0.2,
-        )
+        lead, spawned = delegating_lead(bus)
         ended: list[str] = []
 
         async def run() -> None:
