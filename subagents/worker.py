@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
@@ -46,7 +46,7 @@ from baton.bus.base import Bus, SpawnClaim
 from baton.bus.errors import BusClosed, BusError
 from baton.bus.events import AgentExited, AgentResult, AgentSpawned
 from baton.bus.lifecycle import Service
-from baton.bus.messages import Envelope
+from baton.bus.messages import Envelope, SpawnRequest
 from baton.bus.payloads import ResultReport
 from baton.bus.retry import persist
 from baton.engine import Telemetry, ToolRegistry
@@ -347,28 +347,37 @@ class Worker(Service):
         if reason is not None:
             self.finished += 1
             log.info("%s/%s exited: %s", request.session, request.agent, reason)
-            with anyio.CancelScope(shield=True), anyio.move_on_after(GIVE_BACK_S) as bound:
-                await persist(partial(self.bus.ack_spawn, [claim.receipt]), "ack spawn")
-            if bound.cancelled_caught:  # the next owner finds it exited and only acks it
-                log.warning(
-                    "could not ack the spawn of %s/%s within %.0f s; it will be claimed again",
-                    request.session,
-                    request.agent,
-                    GIVE_BACK_S,
-                )
+            # If this times out, the next owner finds the agent exited and only acks it.
+            await self._settle(request, "ack spawn", partial(self.bus.ack_spawn, [claim.receipt]))
         elif agent.lost:
             log.info("%s/%s was taken over by another worker", request.session, request.agent)
         else:
             log.info("%s/%s given back unfinished", request.session, request.agent)
-            with anyio.CancelScope(shield=True), anyio.move_on_after(GIVE_BACK_S):
-                # Its un-acked messages go back too, so the next owner need not wait a lease.
-                release = partial(self.bus.release_inbox, request.session, request.agent)
-                await persist(release, "release inbox")
+            # Its un-acked messages go back too, so the next owner need not wait a lease.
+            release = partial(self.bus.release_inbox, request.session, request.agent)
+            await self._settle(request, "release inbox", release)
             await self._give_back([claim.receipt])
 
     async def _give_back(self, receipts: list[str]) -> None:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(GIVE_BACK_S):
-            await persist(partial(self.bus.release_spawn, receipts), "release spawn")
+        release = partial(self.bus.release_spawn, receipts)
+        await self._settle(None, "release spawn", release)
+
+    async def _settle(
+        self, request: SpawnRequest | None, what: str, *steps: Callable[[], Awaitable[object]]
+    ) -> bool:
+        """The worker's own bookkeeping on the bus: each step retried through blips, all of them
+        shielded (a stopping worker still does it) and together bounded by ``GIVE_BACK_S`` (the
+        bus may be down; a request left as it is is claimed again later). False once logged that
+        the bound was hit."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(GIVE_BACK_S) as bound:
+            for step in steps:
+                await persist(step, what)
+        if not bound.cancelled_caught:
+            return True
+        whose = f" of {request.session}/{request.agent}" if request is not None else ""
+        log.warning("%s%s not done within %.0f s; it will be claimed again",
+                    what, whose, GIVE_BACK_S)  # fmt: skip
+        return False
 
     async def _refuse(self, claim: SpawnClaim, problem: str) -> None:
         """A request no profile here can serve still gets one final result (an error)."""
@@ -385,18 +394,13 @@ class Worker(Service):
             content=content,
             meta=ResultReport(reason="error", steps=0).to_meta(),
         )
-        with anyio.CancelScope(shield=True), anyio.move_on_after(GIVE_BACK_S) as bound:
-            await persist(partial(self.bus.send, envelope), "refusal")
-            s, a = request.session, request.agent
-            await persist(partial(self.bus.emit, AgentResult(session=s, agent=a, content=content)),
-                          "refusal event")  # fmt: skip
-            await persist(partial(self.bus.emit, AgentExited(session=s, agent=a, reason="error")),
-                          "refusal event")  # fmt: skip
-            await persist(partial(self.bus.ack_spawn, [claim.receipt]), "ack refused spawn")
-        if bound.cancelled_caught:  # the same refusal (same id) goes out again on the next claim
-            log.warning(
-                "could not refuse %s/%s within %.0f s; it will be claimed again",
-                request.session,
-                request.agent,
-                GIVE_BACK_S,
-            )
+        s, a = request.session, request.agent
+        # If this times out, the same refusal (same id) goes out again on the next claim.
+        await self._settle(
+            request,
+            "refusal",
+            partial(self.bus.send, envelope),
+            partial(self.bus.emit, AgentResult(session=s, agent=a, content=content)),
+            partial(self.bus.emit, AgentExited(session=s, agent=a, reason="error")),
+            partial(self.bus.ack_spawn, [claim.receipt]),
+        )
