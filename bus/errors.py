@@ -26,6 +26,9 @@ class ExitCode(IntEnum):
     """A usage or configuration error: fix the command line, the config file or the environment."""
     UNREACHABLE = 3
     """The bus could not be reached."""
+    INCOMPLETE = 4
+    """The session ended without the work it delegated: no sub-agent delivered a result, or the
+    answer cites media nobody produced (status ``incomplete``)."""
     INTERRUPTED = 130
     """Stopped by Ctrl-C (128 + SIGINT), as shells report it."""
 

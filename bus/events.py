@@ -58,9 +58,11 @@ class SessionStarted(_Event):
 
 class SessionFinished(_Event):
     type: Literal["session.finished"] = "session.finished"
-    status: Literal["completed", "failed", "cancelled", "timed_out"]
+    status: Literal["completed", "incomplete", "failed", "cancelled", "timed_out"]
     answer: str = ""
     media_urls: list[str] = Field(default_factory=list)
+    invented_urls: list[str] = Field(default_factory=list)
+    """URLs the answer cites that no tool produced (see ``answer.checked``)."""
 
 
 class TextDelta(_Event):
@@ -97,7 +99,17 @@ class GuardFired(_Event):
 
     type: Literal["guard.fired"] = "guard.fired"
     outcome: Literal[
-        "wrap-up", "hard-stop", "cancelled", "repeated", "declined-repeat", "interaction-budget"
+        "wrap-up",
+        "hard-stop",
+        "cancelled",
+        "repeated",
+        "declined-repeat",
+        "interaction-budget",
+        "send-cap",
+        "blocked-rounds",
+        "length",
+        "runaway",
+        "budget",
     ]
     call_id: str | None = None
     tool: str | None = None
@@ -134,7 +146,9 @@ class AgentResult(_Event):
 
 class AgentExited(_Event):
     type: Literal["agent.exited"] = "agent.exited"
-    reason: Literal["finished", "idle", "shutdown", "max_steps", "error", "cancelled"]
+    reason: Literal[
+        "finished", "idle", "shutdown", "max_steps", "round_limit", "error", "cancelled", "budget"
+    ]
 
 
 class ErrorEvent(_Event):
@@ -143,6 +157,46 @@ class ErrorEvent(_Event):
     type: Literal["error"] = "error"
     message: str
     detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelRetried(_Event):
+    """The model client is about to try a request again: shown so a retry is never invisible."""
+
+    type: Literal["model.retried"] = "model.retried"
+    attempt: int
+    """The attempt that failed (1 = the first request)."""
+    reason: str
+    delay_s: float
+    """How long the client waits before the next attempt."""
+    model: str = ""
+
+
+class TextRetracted(_Event):
+    """Text this agent streamed belongs to a reply that failed and is being retried: views drop
+    the agent's text of the current reply (``chars`` of it) before the retry streams anew."""
+
+    type: Literal["text.retracted"] = "text.retracted"
+    chars: int
+
+
+class BudgetUpdated(_Event):
+    """The session's spend so far across the lead and every sub-agent, after a model call."""
+
+    type: Literal["budget.updated"] = "budget.updated"
+    calls: int
+    tokens: int
+    max_calls: int | None = None
+    max_tokens: int | None = None
+
+
+class AnswerChecked(_Event):
+    """The lead's final answer checked against what the tools produced."""
+
+    type: Literal["answer.checked"] = "answer.checked"
+    missing_media: list[str] = Field(default_factory=list)
+    """Media URLs sub-agents produced that the answer left out (baton appended them)."""
+    invented_urls: list[str] = Field(default_factory=list)
+    """URLs in the answer that no tool produced."""
 
 
 Event = Annotated[
@@ -160,7 +214,11 @@ Event = Annotated[
     | AgentProgress
     | AgentResult
     | AgentExited
-    | ErrorEvent,
+    | ErrorEvent
+    | ModelRetried
+    | TextRetracted
+    | BudgetUpdated
+    | AnswerChecked,
     Field(discriminator="type"),
 ]
 

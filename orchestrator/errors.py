@@ -55,6 +55,14 @@ class StreamBroken(ModelError):
         self.text_delivered = text_delivered
 
 
+class BudgetExhausted(ModelError):
+    """The session's budget of model calls or tokens is spent: the call was refused before it
+    was made (never retried; the turn ends with ``StopReason.BUDGET``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False, attempts=0)
+
+
 def describe_validation(exc: ValidationError) -> str:
     """The first problem of a failed validation as ``field: what is wrong (got value)``: the one
     line a ``ConfigError`` built from it says (a secret's value is never shown)."""

@@ -35,7 +35,7 @@ from baton.bus.events import (
 LEAD_NAME = "lead"
 """The lead's agent name, :data:`baton.lead.prompt.LEAD_NAME` (a test keeps the two equal):
 repeated so that folding events never imports the lead and, through it, the model client."""
-SessionStatus = Literal["pending", "running", "completed", "failed", "cancelled", "timed_out"]
+SessionStatus = Literal["pending", "running", "completed", "incomplete", "failed", "cancelled", "timed_out"]
 AgentPhase = Literal["spawned", "working", "done"]
 """Where a sub-agent's work stands: started, reporting progress, or with a result given."""
 

@@ -22,7 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from baton.bus.messages import Envelope
 
-ExitKind = Literal["finished", "idle", "shutdown", "max_steps", "error", "cancelled"]
+ExitKind = Literal[
+    "finished", "idle", "shutdown", "max_steps", "round_limit", "error", "cancelled", "budget"
+]
 PROCESSED_KEEP = 2000
 """How many processed ids a checkpoint remembers (duplicates come soon, not years later)."""
 
@@ -96,6 +98,8 @@ def exit_note(reason: ExitKind, *, idle_s: float, steps: int, error: str) -> str
         "idle": f"No new messages for {idle_s:g} s; stopped waiting.",
         "shutdown": "Shut down on request.",
         "max_steps": f"Stopped at the step limit after {steps} round(s).",
+        "round_limit": "Stopped at the hard limit of tool rounds in one step.",
+        "budget": "Stopped: the session's budget of model calls or tokens is spent.",
         "error": f"Stopped because of an error: {error}",
         "cancelled": "Cancelled before finishing.",
     }

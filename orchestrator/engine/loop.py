@@ -65,6 +65,13 @@ class StopReason(StrEnum):
     """``cancel()`` was called (or the turn was marked cancelled)."""
     ERROR = "error"
     """The model failed after its retries; see ``TurnResult.error``."""
+    TRUNCATED = "truncated"
+    """The output was cut (``finish_reason == "length"`` or a runaway repetition) and the
+    wrap-up request was cut too; ``text`` is what came."""
+    BLOCKED = "blocked"
+    """Two rounds in a row in which a guard blocked every call."""
+    BUDGET = "budget"
+    """The session's budget of model calls or tokens is spent (checked before each call)."""
 
 
 @dataclass(frozen=True, slots=True)

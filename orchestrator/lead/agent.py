@@ -60,7 +60,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-LeadStatus = Literal["completed", "failed", "cancelled", "timed_out"]
+LeadStatus = Literal["completed", "incomplete", "failed", "cancelled", "timed_out"]
+"""``incomplete``: the lead answered, but work was delegated and no sub-agent delivered a result,
+or the answer cites URLs that no tool produced while none were produced (docs/protocol.md)."""
 MAX_WAIT_S = 60.0
 """One inbox wait; the wait is repeated until the session deadline."""
 

@@ -43,7 +43,15 @@ from baton.bus.errors import ConfigError
 from baton.errors import ModelError, StreamBroken
 from baton.llm.assemble import StreamAssembler
 from baton.llm.guard import check_model_endpoint
-from baton.llm.types import Message, ModelReply, TextSink, ToolSchema
+from baton.llm.types import (
+    Message,
+    ModelReply,
+    RetractSink,
+    RetrySink,
+    TextSink,
+    ToolChoice,
+    ToolSchema,
+)
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _NO_ACCOUNT_HEADERS = {"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()}
@@ -172,6 +180,9 @@ class OpenAIChatModel:
         tools: Sequence[ToolSchema] = (),
         *,
         on_text: TextSink | None = None,
+        tool_choice: ToolChoice | None = None,
+        on_retry: RetrySink | None = None,
+        on_retract: RetractSink | None = None,
     ) -> ModelReply:
         """One streamed completion, retried as the module docstring says."""
         if self._closed:
@@ -180,6 +191,8 @@ class OpenAIChatModel:
         body: dict[str, Any] = {"model": self.model, "messages": list(messages), "stream": True}
         if tools:
             body["tools"] = list(tools)
+            if tool_choice is not None:
+                body["tool_choice"] = tool_choice
         if self.settings.include_usage:
             body["stream_options"] = {"include_usage": True}
         if self.settings.extra_body:

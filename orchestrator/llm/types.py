@@ -10,13 +10,33 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 
 Message = ChatCompletionMessageParam
 ToolSchema = ChatCompletionToolParam
 TextSink = Callable[[str], Awaitable[None]]
+ToolChoice = Literal["auto", "required", "none"]
+"""What a request asks of the model about tools (the Chat Completions ``tool_choice``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryNotice:
+    """One failed attempt the client is about to retry (the engine turns it into an event)."""
+
+    attempt: int
+    """The attempt that failed, 1 for the first request."""
+    reason: str
+    delay_s: float
+    parse_error: bool = False
+    """The server could not parse the model's output as a call of an offered tool; the next
+    attempt tells the model so and lists the valid tool names."""
+
+
+RetrySink = Callable[[RetryNotice], Awaitable[None]]
+RetractSink = Callable[[], Awaitable[None]]
+"""Called before a retry when text of the failed attempt already reached ``on_text``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +71,12 @@ class ChatModel(Protocol):
     Guarantees: ``on_text`` receives text deltas in order as they arrive, before ``complete``
     returns; tool calls are returned in the model's call order. Raises ``ModelError`` (from
     ``baton.errors``) once retries are spent or when a stream dies mid-way — a partial
-    answer is never returned as if it were whole.
+    answer is never returned as if it were whole. An exception raised by ``on_text`` ends the
+    request at once (the stream is closed) and propagates unchanged, never retried.
+
+    ``tool_choice`` (None: not sent) is the first attempt's; ``on_retry`` hears of every retry
+    before its wait; ``on_retract``, when given, lets a stream that broke after some text was
+    delivered be retried anyway: it is awaited first, so the caller can take that text back.
     """
 
     @property
@@ -63,4 +88,7 @@ class ChatModel(Protocol):
         tools: Sequence[ToolSchema] = (),
         *,
         on_text: TextSink | None = None,
+        tool_choice: ToolChoice | None = None,
+        on_retry: RetrySink | None = None,
+        on_retract: RetractSink | None = None,
     ) -> ModelReply: ...
