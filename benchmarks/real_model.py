@@ -140,6 +140,7 @@ def model_settings(base_url: str, model: str, options: Mapping[str, Any]) -> Any
 async def run_one(
     prompt: str, make_model: Any, media_dir: Path, timeout_s: float, config_extra: dict[str, Any]
 ) -> SessionRecord:
+    from baton.bus.events import AgentExited, AgentResult, AgentSpawned, GuardFired, ToolResulted
     from baton.session import Session, SessionConfig
 
     counts = Counts()
@@ -163,19 +164,18 @@ async def run_one(
     try:
         async with Session(config, model=lead, subagent_models=subagent_models) as session:
             async for event in session.events():
-                kind = event.type
-                if kind == "guard.fired":
-                    guards[str(getattr(event, "outcome", "?"))] += 1
-                elif kind == "model.retried":
+                if isinstance(event, GuardFired):
+                    guards[event.outcome] += 1
+                elif event.type == "model.retried":  # an event newer batons have
                     retries += 1
-                elif kind == "agent.spawned" and getattr(event, "worker", ""):
+                elif isinstance(event, AgentSpawned) and event.worker:
                     spawned += 1
-                elif kind == "agent.exited" and getattr(event, "reason", "") == "finished":
+                elif isinstance(event, AgentExited) and event.reason == "finished":
                     finished_agents += 1
-                elif kind == "tool.result":
+                elif isinstance(event, ToolResulted):
                     tool_urls.update(URL.findall(event.result.content))
-                elif kind == "agent.result":
-                    tool_urls.update(getattr(event, "media_urls", []))
+                elif isinstance(event, AgentResult):
+                    tool_urls.update(event.media_urls)
             result = await session.run()
             status, answer, media = result.status, result.answer, list(result.media_urls)
     finally:
