@@ -30,6 +30,7 @@ from baton.bus.messages import (
     SpawnRequest,
     parse_envelope,
 )
+from baton.bus.spend import SpendLimits, SpendTotals
 
 log = logging.getLogger(__name__)
 
@@ -274,6 +275,28 @@ class Bus(ABC):
     @abstractmethod
     async def get_agent_state(self, session: str, agent: str) -> dict[str, str]:
         """The agent's state record; empty when it has none."""
+
+    # -- the session's budget --------------------------------------------------------------
+
+    @abstractmethod
+    async def set_spend_limits(self, session: str, limits: SpendLimits) -> None:
+        """Set (replace) the session's caps; what was spent so far is kept."""
+
+    @abstractmethod
+    async def reserve_spend(self, session: str) -> SpendTotals:
+        """Count one model call, atomically with the check that the budget allows it; returns
+        the totals after it. Raises ``SpendRefused`` (counting nothing) once a cap is reached.
+
+        A call retried after a lost reply may be counted twice: a budget errs on the safe side.
+        """
+
+    @abstractmethod
+    async def record_spend(self, session: str, tokens: int) -> SpendTotals:
+        """Add a finished call's tokens; returns the totals after it."""
+
+    @abstractmethod
+    async def spend(self, session: str) -> SpendTotals:
+        """The session's totals and caps (zeros and no caps for a session without any)."""
 
     # -- dead letters and health -----------------------------------------------------------
 

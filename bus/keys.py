@@ -29,6 +29,10 @@ class Keys:
     def agent(self, session: str, agent: str) -> str:
         return f"{self.prefix}:{{{session}}}:agent:{agent}"
 
+    def spend(self, session: str) -> str:
+        """The session's budget: a hash of calls, tokens and their caps (``scripts/spend.lua``)."""
+        return f"{self.prefix}:{{{session}}}:spend"
+
     @property
     def spawn(self) -> str:
         """The spawn queue (a stream); the same name is its wake-up channel."""

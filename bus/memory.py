@@ -26,6 +26,7 @@ from baton.bus.messages import (
     encode_envelope,
     parse_spawn_request,
 )
+from baton.bus.spend import SpendLimits, SpendRefused, SpendTotals
 from baton.bus.wake import WakeHub
 
 
@@ -109,6 +110,7 @@ class _Broker:
         self.spawn = _Stream()
         self.agents: dict[tuple[str, str], dict[str, str]] = {}
         self.dead: deque[DeadLetter] = deque(maxlen=10_000)
+        self.spend: dict[str, SpendTotals] = {}
 
 
 class MemoryBus(Bus):
@@ -291,6 +293,34 @@ class MemoryBus(Bus):
     async def release_spawn(self, receipts: Sequence[str]) -> None:
         self._broker.spawn.release([int(r) for r in receipts])
         self._broker.hub.wake("\x00spawn")
+
+    # -- the session's budget (no await between a check and its update: atomic) -----------
+
+    async def set_spend_limits(self, session: str, limits: SpendLimits) -> None:
+        self._check_open()
+        totals = self._broker.spend.get(session, SpendTotals())
+        self._broker.spend[session] = totals.model_copy(update={"limits": limits})
+
+    async def reserve_spend(self, session: str) -> SpendTotals:
+        self._check_open()
+        totals = self._broker.spend.get(session, SpendTotals())
+        cap = totals.spent()
+        if cap is not None:
+            raise SpendRefused(session, totals, cap)
+        totals = self._broker.spend[session] = totals.model_copy(update={"calls": totals.calls + 1})
+        return totals
+
+    async def record_spend(self, session: str, tokens: int) -> SpendTotals:
+        self._check_open()
+        totals = self._broker.spend.get(session, SpendTotals())
+        if tokens > 0:
+            update = {"tokens": totals.tokens + tokens}
+            totals = self._broker.spend[session] = totals.model_copy(update=update)
+        return totals
+
+    async def spend(self, session: str) -> SpendTotals:
+        self._check_open()
+        return self._broker.spend.get(session, SpendTotals())
 
     # -- agent state, dead letters, health -------------------------------------------------
 

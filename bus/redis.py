@@ -5,7 +5,8 @@
 - :mod:`baton.bus.redis_core` — connections, retries and fault epochs, scripts, wake-ups (the
   lifecycle, a :class:`baton.bus.lifecycle.Service`);
 - :mod:`baton.bus.redis_inbox` — agent inboxes; :mod:`baton.bus.redis_spawn` — the spawn queue;
-  :mod:`baton.bus.redis_events` — session event logs;
+  :mod:`baton.bus.redis_events` — session event logs; :mod:`baton.bus.redis_spend` — the
+  session's budget;
 - :mod:`baton.bus.redis_batch` — automatic pipelining; :mod:`baton.bus.redis_wake` — the pub/sub
   connection; :mod:`baton.bus.redis_adapter` — the only use of redis-py below its client API;
   :mod:`baton.bus.redis_scripts` — the Lua scripts (``bus/scripts/*.lua``).
@@ -26,6 +27,8 @@ from baton.bus.redis_core import RedisCore, entry_fields, stream_entries
 from baton.bus.redis_events import RedisEventLog
 from baton.bus.redis_inbox import RedisInboxes
 from baton.bus.redis_spawn import RedisSpawnQueue
+from baton.bus.redis_spend import RedisSpend
+from baton.bus.spend import SpendLimits, SpendTotals
 
 _DEAD_CAP = 10_000
 
@@ -55,6 +58,7 @@ class RedisBus(Bus):
         self._inboxes = RedisInboxes(self._core, self)
         self._spawn = RedisSpawnQueue(self._core, self._dead_letter)
         self._log = RedisEventLog(self._core, self._dead_letter)
+        self._spend = RedisSpend(self._core)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -151,6 +155,20 @@ class RedisBus(Bus):
 
     def release_spawn(self, receipts: Sequence[str]) -> Coroutine[Any, Any, None]:
         return self._spawn.release(receipts)
+
+    # -- the session's budget --------------------------------------------------------------
+
+    def set_spend_limits(self, session: str, limits: SpendLimits) -> Coroutine[Any, Any, None]:
+        return self._spend.set_limits(session, limits)
+
+    def reserve_spend(self, session: str) -> Coroutine[Any, Any, SpendTotals]:
+        return self._spend.reserve(session)
+
+    def record_spend(self, session: str, tokens: int) -> Coroutine[Any, Any, SpendTotals]:
+        return self._spend.record(session, tokens)
+
+    def spend(self, session: str) -> Coroutine[Any, Any, SpendTotals]:
+        return self._spend.read(session)
 
     # -- agent state, dead letters ---------------------------------------------------------
 

@@ -33,4 +33,5 @@ class Script:
 APPEND_AND_WAKE = Script("append_and_wake")
 ACK_AND_DELETE = Script("ack_and_delete")
 RENEW_IF_MINE = Script("renew_if_mine")
-SCRIPTS = (APPEND_AND_WAKE, ACK_AND_DELETE, RENEW_IF_MINE)
+SPEND = Script("spend")
+SCRIPTS = (APPEND_AND_WAKE, ACK_AND_DELETE, RENEW_IF_MINE, SPEND)
