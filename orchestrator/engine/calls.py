@@ -37,6 +37,9 @@ class Answer:
     is_error: bool = False
     terminal: bool = False
     """The call ran and ends the loop."""
+    blocked: bool = False
+    """A guard refused the call (or the tool did, with ``ToolResult(blocked=True)``); a round of
+    only blocked calls counts towards the blocked-rounds stop."""
 
 
 @dataclass(slots=True)
@@ -86,9 +89,16 @@ class RoundContext:
             await self.sink(event)
 
     async def guard(
-        self, outcome: LoopOutcome, call: PendingCall, content: str, *, count: bool = True
+        self,
+        outcome: LoopOutcome,
+        call: PendingCall,
+        content: str,
+        *,
+        count: bool = True,
+        blocked: bool = True,
     ) -> Answer:
-        """Answer a call on a guard's behalf: record it and say so to observers."""
+        """Answer a call on a guard's behalf: record it and say so to observers. ``blocked=False``
+        for the round verdicts (wrap-up, hard stop, cancel): those end the turn on their own."""
         if count:
             self.telemetry.loop_outcome(outcome)
         await self.emit(
@@ -100,7 +110,7 @@ class RoundContext:
                 tool=call.name,
             )
         )
-        return Answer(content)
+        return Answer(content, blocked=blocked)
 
 
 class Interceptor(Protocol):

@@ -80,4 +80,5 @@ async def run_call(call: PendingCall, ctx: RoundContext) -> Answer:
         result.media_urls,
         synthetic=False,
         terminal=tool.is_terminal(args),
+        blocked=result.blocked,
     )

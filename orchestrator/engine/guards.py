@@ -14,11 +14,15 @@ from collections.abc import Sequence
 from baton.engine import messages
 from baton.engine.calls import Answer, PendingCall, RoundContext
 from baton.engine.telemetry import LoopOutcome
-from baton.engine.turn import Verdict, fingerprint
+from baton.engine.turn import Verdict, fingerprint, repeat_fingerprint
 
 
 class LoopGuard:
-    """Applies the round verdict, short-circuits repeats, auto-declines declined tools."""
+    """Applies the round verdict, short-circuits repeats, auto-declines declined tools.
+
+    A call is a repeat when its normalised arguments were seen ``max_repeats`` times this turn, or
+    when its tool's ``repeat_key`` (e.g. a message's content, whatever its target) was.
+    """
 
     async def intercept(self, calls: Sequence[PendingCall], ctx: RoundContext) -> dict[str, Answer]:
         if ctx.verdict is not Verdict.CONTINUE:
@@ -37,6 +41,14 @@ class LoopGuard:
                 answers[call.id] = await ctx.guard(
                     "repeated", call, messages.repeated(call.name, count, limit)
                 )
+                continue
+            key = _repeat_key(call)
+            if key is not None:
+                count = turn.count_call(repeat_fingerprint(call.name, key))
+                if count > limit:
+                    answers[call.id] = await ctx.guard(
+                        "repeated", call, messages.repeated_content(call.name, count, limit)
+                    )
         return answers
 
     async def _apply_verdict(
@@ -57,8 +69,15 @@ class LoopGuard:
                 text = messages.wrap_up(call.name, rounds - 1)
             else:
                 text = messages.hard_stop(call.name, rounds - 1)
-            answers[call.id] = await ctx.guard(outcome, call, text, count=False)
+            answers[call.id] = await ctx.guard(outcome, call, text, count=False, blocked=False)
         return answers
+
+
+def _repeat_key(call: PendingCall) -> str | None:
+    """The tool's own notion of "the same call" (None without one or without valid arguments)."""
+    if call.tool is None or call.tool.repeat_key is None or call.args is None:
+        return None
+    return call.tool.repeat_key(call.args)
 
 
 class CallCheck:

@@ -20,14 +20,17 @@ leaves no task behind; the history is left valid (every tool call answered).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from baton.bus.events import (
+    BudgetUpdated,
     ErrorEvent,
     Event,
+    GuardFired,
     RoundEnded,
     RoundStarted,
     TextDelta,
@@ -43,13 +46,20 @@ from baton.engine.errors import TurnInProgress
 from baton.engine.history import assistant_message, newest_user_index, tool_message
 from baton.engine.interaction import InteractionChannel
 from baton.engine.round import RoundOutcome, run_round
+from baton.engine.spend import Spend
 from baton.engine.telemetry import Telemetry
 from baton.engine.tools import Tool, ToolRegistry
 from baton.engine.turn import AgentTurn, LoopLimits, Verdict
-from baton.errors import ModelError
-from baton.llm.types import ChatModel, Message, TextSink, ToolCall, Usage
+from baton.errors import BudgetExhausted, ModelError
+from baton.llm.types import ChatModel, Message, ModelReply, TextSink, ToolCall, ToolChoice, Usage
 
 log = logging.getLogger(__name__)
+
+BLOCKED_ROUNDS_LIMIT = 2
+"""Consecutive rounds of only refused calls after which the turn ends (StopReason.BLOCKED)."""
+
+CallRewriter = Callable[[ToolCall], ToolCall | None]
+"""Maps a call the model made to the call to run (None: keep it as it is)."""
 
 
 class StopReason(StrEnum):
@@ -91,6 +101,10 @@ class TurnResult:
     usage: Usage | None = None
     """Usage of the last model reply, when the server sent it."""
     error: ModelError | None = None
+    retries: int = 0
+    """Model requests the client retried this turn (each one a ``model.retried`` event)."""
+    finish_reason: str | None = None
+    """The finish reason of the last model reply (``length`` when it was cut)."""
 
 
 @dataclass(slots=True)
@@ -106,6 +120,10 @@ class _TurnState:
     """Calls of the last assistant message not yet answered in the history."""
     usage: Usage | None = None
     terminal_call: ToolCall | None = None
+    retries: int = 0
+    finish_reason: str | None = None
+    blocked_rounds: int = 0
+    """Consecutive rounds in which every call was blocked."""
 
 
 class AgentLoop:
@@ -135,6 +153,9 @@ class AgentLoop:
         telemetry: Telemetry | None = None,
         token_budget: budgeting.TokenBudget | None = None,
         image_resolver: ImageResolver | None = None,
+        tool_choice: ToolChoice | None = None,
+        call_rewriter: CallRewriter | None = None,
+        spend: Spend | None = None,
     ) -> None:
         self.model = model
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -146,6 +167,9 @@ class AgentLoop:
         self.telemetry = telemetry or Telemetry()
         self.token_budget = token_budget
         self.image_resolver = image_resolver
+        self.tool_choice = tool_choice
+        self.call_rewriter = call_rewriter
+        self.spend = spend
         self._turn: AgentTurn | None = None
         self._running = False
 
@@ -227,6 +251,8 @@ class AgentLoop:
             rounds=turn.rounds,
             usage=state.usage,
             error=error,
+            retries=state.retries,
+            finish_reason=state.finish_reason,
         )
 
     async def _run(
@@ -242,18 +268,27 @@ class AgentLoop:
             round_no = turn.rounds + 1
             await self._emit(RoundStarted(session=self.session, agent=self.agent, round=round_no))
             self._fit_budget(history, state, fixed_chars)
+            refused = await self._reserve(round_no)
+            if refused is not None:
+                return StopReason.BUDGET, refused
             try:
-                reply = await self.model.complete(history, self.tools.schemas, on_text=text_sink)
+                reply = await self.model.complete(
+                    history, self.tools.schemas, on_text=text_sink, tool_choice=self.tool_choice
+                )
             except ModelError as exc:
                 await self._model_failed(exc, round_no)
                 return StopReason.ERROR, exc
+            await self._record(reply.usage)
+            state.finish_reason = reply.finish_reason
+            reply = self._rewrite(reply)
             state.text, state.usage = reply.text, reply.usage or state.usage
             history.append(assistant_message(reply))
             if not reply.tool_calls:
                 await self._emit(RoundEnded(session=self.session, agent=self.agent, round=round_no))
                 return StopReason.ANSWERED, None
-            state.open_calls = reply.tool_calls
-            outcome = await self._tool_round(reply.tool_calls, state)
+            calls = reply.tool_calls
+            state.open_calls = calls
+            outcome = await self._tool_round(calls, state)
             history.extend(tool_message(c.id, a.content) for c, a in outcome.results)
             state.open_calls = ()
             history.extend(outcome.followups)
@@ -263,10 +298,63 @@ class AgentLoop:
                 return StopReason.TERMINAL, None
             if outcome.verdict is Verdict.HARD_STOP:
                 return StopReason.HARD_STOP, None
+            if await self._blocked_rounds(outcome, state):
+                return StopReason.BLOCKED, None
             if outcome.verdict is Verdict.CANCELLED:
                 return StopReason.CANCELLED, None
 
     # -- steps ----------------------------------------------------------------------------------
+
+    def _rewrite(self, reply: ModelReply) -> ModelReply:
+        """Apply the call rewriter before the history records the calls, so the model sees the
+        calls that really ran (e.g. ``send_message``, not the profile name it used as a tool)."""
+        rewriter = self.call_rewriter
+        if rewriter is None or not reply.tool_calls:
+            return reply
+        calls = tuple(rewriter(call) or call for call in reply.tool_calls)
+        return dataclasses.replace(reply, tool_calls=calls)
+
+    async def _reserve(self, round_no: int) -> BudgetExhausted | None:
+        """Count the next model call against the session's budget; the refusal, when spent."""
+        if self.spend is None:
+            return None
+        try:
+            await self.spend.reserve(self.agent)
+        except BudgetExhausted as exc:
+            await self._model_failed(exc, round_no)
+            self.telemetry.loop_outcome("budget")
+            await self._emit(GuardFired(session=self.session, agent=self.agent, outcome="budget"))
+            return exc
+        return None
+
+    async def _record(self, usage: Usage | None) -> None:
+        if self.spend is None:
+            return
+        totals = await self.spend.record(self.agent, usage)
+        await self._emit(
+            BudgetUpdated(
+                session=self.session,
+                agent=self.agent,
+                calls=totals.calls,
+                tokens=totals.tokens,
+                max_calls=totals.limits.max_model_calls,
+                max_tokens=totals.limits.max_tokens,
+            )
+        )
+
+    async def _blocked_rounds(self, outcome: RoundOutcome, state: _TurnState) -> bool:
+        """Count rounds in which governance refused every call; True when the turn must end."""
+        if outcome.results and all(answer.blocked for _, answer in outcome.results):
+            state.blocked_rounds += 1
+        else:
+            state.blocked_rounds = 0
+        if state.blocked_rounds < BLOCKED_ROUNDS_LIMIT:
+            return False
+        self.telemetry.loop_outcome("blocked-rounds")
+        await self._emit(
+            GuardFired(session=self.session, agent=self.agent, outcome="blocked-rounds")
+        )
+        return True
 
     def _text_sink(self, on_text: TextSink | None) -> TextSink:
         session, agent, emit = self.session, self.agent, self._emit

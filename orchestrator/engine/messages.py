@@ -46,6 +46,15 @@ def repeated(tool: str, count: int, limit: int) -> str:
     )
 
 
+def repeated_content(tool: str, count: int, limit: int) -> str:
+    """The same request (by the tool's repeat key, e.g. a message's content) came too often."""
+    return (
+        f"{tool} did not run: the same request was already made {count - 1} times this turn "
+        f"(limit {limit}), even if to a different target, and repeating it will not help. "
+        f"{DO_NOT_RETRY}"
+    )
+
+
 def declined_repeat(tool: str) -> str:
     """The tool was declined earlier this turn; a re-request is declined without asking again."""
     return (

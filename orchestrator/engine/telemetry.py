@@ -27,7 +27,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LoopOutcome = Literal[
-    "wrap-up", "hard-stop", "cancelled", "repeated", "declined-repeat", "interaction-budget"
+    "wrap-up",
+    "hard-stop",
+    "cancelled",
+    "repeated",
+    "declined-repeat",
+    "interaction-budget",
+    "blocked-rounds",
+    "length",
+    "runaway",
+    "budget",
 ]
 HitlOutcome = Literal["approved", "declined", "ask-failed"]
 

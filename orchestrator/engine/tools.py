@@ -10,6 +10,10 @@ Two flags change how governance treats a call, and both may depend on the argume
 
 - ``needs_approval``: a human must approve the call before it runs;
 - ``terminal``: the loop ends after the call has run.
+
+``repeat_key`` lets a tool say which calls count as "the same" for the repeat guard beyond identical
+arguments (``send_message``: its content, whatever the target), so a model cycling one task through
+several targets is stopped like one repeating a call.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ Arguments: TypeAlias = Mapping[str, object]
 ArgsPredicate: TypeAlias = Callable[[Arguments], bool]
 """Decides a per-call flag from the validated arguments."""
 
+RepeatKey: TypeAlias = Callable[[Arguments], str | None]
+"""What makes two calls of a tool repeats of each other, from the validated arguments (None: only
+identical arguments do)."""
+
 ToolFunction: TypeAlias = Callable[..., Any]
 """Any typed function; its return value becomes the tool's result (see :class:`ToolResult`)."""
 
@@ -43,15 +51,21 @@ class ToolResult:
     """What a tool returns when it has more to say than text: the media URLs it produced.
 
     Media URLs flow out of the engine in the turn's result, so a sub-agent can report every image
-    or file its tools made without parsing tool output.
+    or file its tools made without parsing tool output. ``blocked`` says the tool refused the call
+    on governance grounds (a cap, a duplicate): the round counts as blocked like one a guard
+    answered, so a model that keeps making only refused calls ends its turn (StopReason.BLOCKED).
     """
 
     content: str
     media_urls: tuple[str, ...]
+    blocked: bool
 
-    def __init__(self, content: str, media_urls: Iterable[str] = ()) -> None:
+    def __init__(
+        self, content: str, media_urls: Iterable[str] = (), *, blocked: bool = False
+    ) -> None:
         object.__setattr__(self, "content", content)
         object.__setattr__(self, "media_urls", tuple(media_urls))
+        object.__setattr__(self, "blocked", blocked)
 
 
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Params)\s*:\s*$", re.IGNORECASE)
@@ -114,6 +128,7 @@ class Tool:
         "is_async",
         "max_result_chars",
         "name",
+        "repeat_key",
         "schema",
         "timeout_s",
     )
@@ -129,8 +144,10 @@ class Tool:
         timeout_s: float | None = None,
         max_result_chars: int | None = None,
         abandon_thread_on_cancel: bool = True,
+        repeat_key: RepeatKey | None = None,
     ) -> None:
         self.fn = fn
+        self.repeat_key = repeat_key
         self.name = name or fn.__name__
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise ToolDefinitionError(self.name, "names are 1-64 letters, digits, '_' or '-'")
@@ -229,6 +246,7 @@ def tool(
     terminal: bool | ArgsPredicate = False,
     timeout_s: float | None = None,
     max_result_chars: int | None = None,
+    repeat_key: RepeatKey | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -242,6 +260,7 @@ def tool(
     terminal: bool | ArgsPredicate = False,
     timeout_s: float | None = None,
     max_result_chars: int | None = None,
+    repeat_key: RepeatKey | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Make a :class:`Tool` of a function; usable bare (``@tool``) or with options."""
 
@@ -254,6 +273,7 @@ def tool(
             terminal=terminal,
             timeout_s=timeout_s,
             max_result_chars=max_result_chars,
+            repeat_key=repeat_key,
         )
 
     return make(fn) if fn is not None else make
@@ -279,6 +299,16 @@ class ToolRegistry:
         self._schemas = None
         return made
 
+    def replace(self, item: Tool) -> Tool:
+        """Swap the registered tool of the same name for ``item`` (its schema may differ: the lead
+        refreshes ``send_message``'s ``to`` enum as agents start and stop). The loop reads
+        :attr:`schemas` per request, so the next request offers the new schema."""
+        if item.name not in self._tools:
+            raise ToolDefinitionError(item.name, "no tool of that name is registered to replace")
+        self._tools[item.name] = item
+        self._schemas = None
+        return item
+
     def register(self, **options: Any) -> Callable[[ToolFunction], Tool]:
         """Decorator: ``@registry.register(needs_approval=True)`` registers and returns the tool."""
 
@@ -296,7 +326,8 @@ class ToolRegistry:
 
     @property
     def schemas(self) -> tuple[ToolSchema, ...]:
-        """The ``tools`` parameter of a chat completion request (cached until the next ``add``)."""
+        """The ``tools`` parameter of a chat completion request (cached until the next ``add`` or
+        ``replace``)."""
         if self._schemas is None:
             self._schemas = tuple(t.schema for t in self._tools.values())
         return self._schemas

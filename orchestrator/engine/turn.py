@@ -10,6 +10,7 @@ run in one process and lets ``cancel()`` arrive from any task.
 from __future__ import annotations
 
 import json
+import string
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,21 +85,51 @@ class LoopLimits:
         return self._clamp(self.image_timeout_s)
 
 
+_EDGE_PUNCTUATION = (
+    string.punctuation + string.whitespace + "\u201c\u201d\u2018\u2019\u2026\u00bf\u00a1"
+)
+
+
+def normalise_text(text: str) -> str:
+    """A string as the repeat guard compares it: casefolded, whitespace collapsed, surrounding
+    punctuation stripped — "Paint a fox." and "paint  a fox" are the same request."""
+    return " ".join(text.casefold().split()).strip(_EDGE_PUNCTUATION)
+
+
+def _normalised(value: object) -> object:
+    if isinstance(value, str):
+        return normalise_text(value)
+    if isinstance(value, dict):
+        return {key: _normalised(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_normalised(item) for item in value]
+    return value
+
+
 def fingerprint(name: str, arguments: str) -> str:
     """Identity of a call for repeat detection: tool name + canonical JSON of its arguments.
 
-    Key order and whitespace do not make two calls different; unparseable arguments are compared
-    as text.
+    Key order, whitespace, letter case and punctuation around string values do not make two calls
+    different (a small model retrying "Paint a fox." as "paint a fox" is repeating itself);
+    unparseable arguments are compared as normalised text.
     """
     if arguments in ("", "{}"):
         return f"{name}\x00{{}}"
     try:
         canonical = json.dumps(
-            json.loads(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            _normalised(json.loads(arguments)),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
         )
     except ValueError:
-        canonical = arguments.strip()
+        canonical = normalise_text(arguments)
     return f"{name}\x00{canonical}"
+
+
+def repeat_fingerprint(name: str, key: str) -> str:
+    """Identity of a call by its tool's ``repeat_key`` (kept apart from argument fingerprints)."""
+    return f"{name}\x01{normalise_text(key)}"
 
 
 class AgentTurn:

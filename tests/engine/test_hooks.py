@@ -1,0 +1,204 @@
+"""The hooks the lead and sub-agents build on: tool_choice, call_rewriter, spend, blocked results,
+repeat keys and ToolRegistry.replace — through the real client and the scripted server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from baton.bus.events import BudgetUpdated, ErrorEvent, GuardFired
+from baton.engine import (
+    StopReason,
+    ToolDefinitionError,
+    ToolRegistry,
+    ToolResult,
+    tool,
+)
+from baton.engine.spend import SpendLimits, SpendTotals
+from baton.errors import BudgetExhausted
+from baton.llm.script import Call, text, tool_calls
+from baton.llm.types import ToolCall, Usage
+from tests.engine.helpers import harness, tool_messages, user
+
+
+@tool
+def echo(content: str) -> str:
+    """Echo the content back."""
+    return f"echo: {content}"
+
+
+class CountingSpend:
+    """A Spend kept in memory: the contract the loop relies on (BusSpend keeps it on the bus)."""
+
+    def __init__(self, limits: SpendLimits) -> None:
+        self.limits = limits
+        self.calls = 0
+        self.tokens = 0
+        self.reserved: list[str] = []
+
+    def _totals(self) -> SpendTotals:
+        return SpendTotals(calls=self.calls, tokens=self.tokens, limits=self.limits)
+
+    async def reserve(self, agent: str) -> SpendTotals:
+        limits = self.limits
+        if (limits.max_model_calls is not None and self.calls >= limits.max_model_calls) or (
+            limits.max_tokens is not None and self.tokens >= limits.max_tokens
+        ):
+            raise BudgetExhausted(f"the session's budget is spent ({self.calls} calls)")
+        self.calls += 1
+        self.reserved.append(agent)
+        return self._totals()
+
+    async def record(self, agent: str, usage: Usage | None) -> SpendTotals:
+        if usage is not None:
+            self.tokens += usage.total_tokens
+        return self._totals()
+
+
+async def test_tool_choice_is_sent_on_every_request_with_tools() -> None:
+    script = [tool_calls(Call("echo", '{"content": "a"}')), text("done")]
+    async with harness(script, [echo], tool_choice="required") as h:
+        result = await h.loop.run_turn(user("go"))
+    assert result.stop is StopReason.ANSWERED
+    assert [r.body.get("tool_choice") for r in h.requests] == ["required", "required"]
+
+
+async def test_without_tool_choice_none_is_sent() -> None:
+    async with harness([text("hi")], [echo]) as h:
+        await h.loop.run_turn(user("go"))
+    assert "tool_choice" not in h.requests[0].body
+
+
+async def test_call_rewriter_maps_a_profile_name_to_the_real_tool_and_the_history_says_so() -> None:
+    def rewrite(call: ToolCall) -> ToolCall | None:
+        if call.name != "painter":
+            return None
+        task = json.loads(call.arguments)["task"]
+        return ToolCall(call.id, "echo", json.dumps({"content": task}))
+
+    script = [tool_calls(Call("painter", '{"task": "a fox"}', id="c1")), text("done")]
+    async with harness(script, [echo], call_rewriter=rewrite) as h:
+        history = user("paint")
+        result = await h.loop.run_turn(history)
+    assert result.stop is StopReason.ANSWERED
+    assert tool_messages(history) == {"c1": "echo: a fox"}
+    assistant = history[2]
+    assert assistant["role"] == "assistant"
+    calls = assistant.get("tool_calls")
+    assert calls is not None and [c["function"]["name"] for c in calls] == ["echo"]  # type: ignore[typeddict-item]
+
+
+async def test_a_tool_returning_blocked_twice_in_a_row_ends_the_turn_as_blocked() -> None:
+    @tool
+    def send(content: str) -> ToolResult:
+        """Always refused (a cap)."""
+        return ToolResult(f"refused: {content}", blocked=True)
+
+    script = [
+        tool_calls(Call("send", '{"content": "one"}')),
+        tool_calls(Call("send", '{"content": "two"}')),
+        text("never asked"),
+    ]
+    async with harness(script, [send]) as h:
+        result = await h.loop.run_turn(user("go"))
+    assert result.stop is StopReason.BLOCKED and result.rounds == 2
+    assert len(h.requests) == 2
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["blocked-rounds"]
+
+
+async def test_a_round_with_one_call_that_ran_resets_the_blocked_count() -> None:
+    @tool
+    def send(content: str) -> ToolResult:
+        """Refused unless the content is "ok"."""
+        return ToolResult(content, blocked=content != "ok")
+
+    script = [
+        tool_calls(Call("send", '{"content": "no1"}')),
+        tool_calls(Call("send", '{"content": "ok"}'), Call("send", '{"content": "no2"}')),
+        tool_calls(Call("send", '{"content": "no3"}')),
+        text("answer"),
+    ]
+    async with harness(script, [send]) as h:
+        result = await h.loop.run_turn(user("go"))
+    assert result.stop is StopReason.ANSWERED and result.rounds == 3
+
+
+async def test_repeat_key_catches_the_same_content_sent_to_different_targets() -> None:
+    @tool(repeat_key=lambda args: str(args["content"]))
+    def send_message(to: str, content: str) -> str:
+        """Send a message."""
+        return f"sent to {to}"
+
+    targets = ["painter", "helper", "writer", "painter-2"]
+    script = [
+        tool_calls(
+            *(
+                Call("send_message", json.dumps({"to": t, "content": f"Paint a fox{p}"}), id=t)
+                for t, p in zip(targets, ["", ".", "!", "  "], strict=True)
+            )
+        ),
+        text("done"),
+    ]
+    async with harness(script, [send_message]) as h:
+        history = user("go")
+        await h.loop.run_turn(history)
+    results = tool_messages(history)
+    assert [results[t].startswith("sent to") for t in targets] == [True, True, True, False]
+    assert "same request" in results["painter-2"]
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["repeated"]
+
+
+async def test_calls_differing_only_trivially_are_repeats() -> None:
+    variants = ['{"content": "A fox"}', '{"content": "a  fox."}', '{"content": " A FOX "}']
+    script = [tool_calls(*(Call("echo", v, id=f"c{i}") for i, v in enumerate(variants * 2)))]
+    script.append(text("done"))
+    async with harness(script, [echo]) as h:
+        history = user("go")
+        await h.loop.run_turn(history)
+    results = tool_messages(history)
+    ran = [key for key, value in results.items() if value.startswith("echo:")]
+    assert ran == ["c0", "c1", "c2"]
+
+
+async def test_spend_is_reserved_before_each_call_and_recorded_after() -> None:
+    spend = CountingSpend(SpendLimits(max_model_calls=10))
+    script = [tool_calls(Call("echo", '{"content": "a"}')), text("done")]
+    async with harness(script, [echo], spend=spend) as h:
+        result = await h.loop.run_turn(user("go"))
+    assert result.stop is StopReason.ANSWERED
+    assert spend.reserved == ["tester", "tester"]
+    updates = h.log.of(BudgetUpdated)
+    assert [u.calls for u in updates] == [1, 2] and updates[-1].max_calls == 10
+    assert updates[-1].tokens == spend.tokens > 0
+
+
+async def test_a_spent_budget_refuses_the_call_before_the_request() -> None:
+    spend = CountingSpend(SpendLimits(max_model_calls=1))
+    script = [tool_calls(Call("echo", '{"content": "a"}')), text("never")]
+    async with harness(script, [echo], spend=spend) as h:
+        result = await h.loop.run_turn(user("go"))
+    assert result.stop is StopReason.BUDGET
+    assert isinstance(result.error, BudgetExhausted)
+    assert len(h.requests) == 1  # the second call was refused before it was made
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["budget"]
+    assert h.log.of(ErrorEvent)[0].detail["kind"] == "BudgetExhausted"
+
+
+async def test_registry_replace_swaps_the_schema_the_next_request_offers() -> None:
+    def first(to: str) -> str:
+        """Old."""
+        return to
+
+    def second(to: str, content: str) -> str:
+        """New."""
+        return to + content
+
+    registry = ToolRegistry([tool(name="send")(first)])
+    before = registry.schemas
+    registry.replace(tool(name="send")(second))
+    after = registry.schemas
+    assert before != after
+    assert after[0]["function"].get("description") == "New."
+    with pytest.raises(ToolDefinitionError):
+        registry.replace(tool(name="other")(first))
