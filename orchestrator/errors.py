@@ -38,9 +38,10 @@ class ModelError(BatonError):
 class StreamBroken(ModelError):
     """The stream ended before the server said it was done: the partial answer is discarded.
 
-    ``text_delivered`` is True when some of its text had already reached ``on_text`` — the user saw
-    a partial answer, so the client did not retry (a retry would show the text twice) and the turn
-    should end with an error instead.
+    ``text_delivered`` is True when some of its text had already reached ``on_text`` and the caller
+    gave no ``on_retract`` to take it back: a retry would have shown that text twice, so the client
+    did not retry and the turn should end with an error instead. (With ``on_retract`` the client
+    retracts and retries, and raises this only once retries are spent.)
     """
 
     def __init__(

@@ -5,25 +5,39 @@ typed parameters and ~140 µs building each chunk object, which dwarfs the engin
 request goes through ``AsyncOpenAI.post("/chat/completions", cast_to=httpx2.Response, stream=True)``
 — the SDK's documented raw-request path, which keeps its auth headers, base URL, timeouts and its
 status → exception mapping (429 → ``openai.RateLimitError``, 5xx → ``InternalServerError``, …) —
-and the SSE body is split and ``json.loads``-ed here, then assembled by
-:class:`~baton.llm.assemble.StreamAssembler`.
+and the SSE body is read by :mod:`baton.llm.stream`.
 
-**One retry policy.** The SDK's own retries are switched off (``max_retries=0``); tenacity retries
-rate limits (honouring ``retry-after-ms`` / ``Retry-After``, capped), 408/409/5xx, connection
-errors, timeouts and broken streams, with exponential backoff and jitter. Other 4xx fail at once.
-Spent retries raise :class:`~baton.errors.ModelError` (``retryable=True, attempts=n``).
+**Every request is bounded.** ``max_tokens`` (default 1024) goes on every request, so a model that
+repeats itself stops at a known length and says so with ``finish_reason == "length"``, which the
+reply carries for the engine to act on. Sampling settings are sent only when set; ``extra_body``
+is applied last and wins over everything.
 
-**Broken streams.** A body that ends without ``[DONE]`` or a ``finish_reason``, or whose connection
-drops or stalls mid-way, raises :class:`~baton.errors.StreamBroken` — never a partial
-reply. It is retried only while no text has reached ``on_text``: once the user has seen some of the
-answer, a retry would show it twice, so the error is raised at once with ``text_delivered=True``.
+**One retry policy.** The SDK's own retries are switched off (``max_retries=0``); this client
+retries rate limits (honouring ``retry-after-ms`` / ``Retry-After``, capped), 408/409/5xx,
+connection errors, timeouts and broken streams, with exponential backoff and jitter. Other 4xx fail
+at once. Spent retries raise :class:`~baton.errors.ModelError` (``retryable=True, attempts=n``).
+``on_retry`` hears of each retry (attempt, reason, wait) before the wait, so it is never invisible.
+
+**Who saw what.** A stream that breaks (ends without ``[DONE]`` or a ``finish_reason``, drops,
+stalls, or carries an error event) raises :class:`~baton.errors.StreamBroken` — never a partial
+reply. If some of its text already reached ``on_text``, a retry would show that text twice: so the
+retry happens only when the caller gave ``on_retract`` (awaited first, to take the text back);
+without it the error is raised at once with ``text_delivered=True``. Text nobody is shown (no
+``on_text``) never blocks a retry.
+
+**Parse errors.** When the server says it could not parse the model's output as a call of an
+offered tool (llama.cpp: HTTP 500, or an error event mid-stream), the retry tells the model so in
+one extra user message naming the valid tools, and asks ``tool_choice="required"`` when the call
+left the choice free (``ModelSettings.escalate_tool_choice``); see :mod:`baton.llm.correction`.
+
+**The caller's sink is the caller's.** An exception raised by ``on_text`` ends the request (the
+response is closed) and propagates unchanged, never retried: the engine uses that to stop a
+runaway answer.
 """
 
 from __future__ import annotations
 
-import email.utils
-import json
-import time
+import random
 from collections.abc import Sequence
 from typing import Any, Self
 
@@ -31,29 +45,24 @@ import anyio
 import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
 
 from baton.bus.errors import ConfigError
 from baton.errors import ModelError, StreamBroken
-from baton.llm.assemble import StreamAssembler
+from baton.llm.correction import correction_message, retry_tool_choice, tool_names
+from baton.llm.failures import AttemptFailed, status_failure
 from baton.llm.guard import check_model_endpoint
+from baton.llm.stream import SseDecoder, read_stream
 from baton.llm.types import (
     Message,
     ModelReply,
     RetractSink,
+    RetryNotice,
     RetrySink,
     TextSink,
     ToolChoice,
     ToolSchema,
 )
 
-_RETRYABLE_STATUS = frozenset({408, 409, 429})
 _NO_ACCOUNT_HEADERS = {"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()}
 _REQUEST_OPTIONS: Any = {"security": {"bearer_auth": True}, "headers": _NO_ACCOUNT_HEADERS}
 _KEYLESS_REQUEST_OPTIONS: Any = {
@@ -65,9 +74,11 @@ an empty or made-up bearer token."""
 OPENAI_API_URL = "https://api.openai.com/v1"
 """Where requests go when :class:`ModelSettings` names no ``base_url``: OpenAI's public endpoint."""
 
+__all__ = ["OPENAI_API_URL", "ModelSettings", "OpenAIChatModel", "SseDecoder"]
+
 
 class ModelSettings(BaseModel):
-    """How to reach one OpenAI-compatible endpoint, and how hard to try."""
+    """How to reach one OpenAI-compatible endpoint, what to ask of it, and how hard to try."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -81,27 +92,28 @@ class ModelSettings(BaseModel):
     backoff_max: float = Field(20.0, ge=0)
     retry_after_cap: float = Field(60.0, ge=0, description="longest server-asked wait honoured")
     include_usage: bool = Field(True, description="send stream_options.include_usage")
-    extra_body: dict[str, Any] = Field(default_factory=dict, description="e.g. temperature")
+    temperature: float | None = Field(None, ge=0, le=2, description="None: the server's default")
+    top_p: float | None = Field(None, gt=0, le=1, description="None: the server's default")
+    max_tokens: int | None = Field(
+        1024, ge=1, description="longest reply, sent on every request; None: not sent (unbounded)"
+    )
+    parallel_tool_calls: bool | None = Field(
+        None, description="sent only with tools; None: the server's default"
+    )
+    escalate_tool_choice: bool = Field(
+        True, description='ask tool_choice="required" on the retry after a parse error'
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="more request fields; they win over everything"
+    )
 
 
-class _AttemptFailed(Exception):
-    """One request failed; decides whether tenacity tries again. Never escapes the client."""
+class _SinkRaised(Exception):
+    """Carries what ``on_text`` raised past the stream's own error handling, to be re-raised."""
 
-    def __init__(
-        self,
-        reason: str,
-        *,
-        retryable: bool,
-        broken: bool = False,
-        retry_after: float | None = None,
-        status_code: int | None = None,
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retryable = retryable
-        self.broken = broken
-        self.retry_after = retry_after
-        self.status_code = status_code
+    def __init__(self, error: Exception) -> None:
+        super().__init__(repr(error))
+        self.error = error
 
 
 class OpenAIChatModel:
@@ -150,11 +162,7 @@ class OpenAIChatModel:
                 raise ConfigError(
                     f"cannot set up the model client for {settings.model!r}: {exc}"
                 ) from exc
-        self._backoff = wait_exponential_jitter(
-            multiplier=settings.backoff_initial,
-            max=settings.backoff_max,
-            jitter=settings.backoff_initial,
-        )
+        self._fields = _request_fields(settings)
 
     @property
     def model(self) -> str:
@@ -188,64 +196,100 @@ class OpenAIChatModel:
         if self._closed:
             raise ModelError(f"the model client for {self.model!r} is closed; open a new one")
         check_model_endpoint(self._client.base_url)  # tests confine requests to this machine
+        body = self._body(messages, tools, tool_choice)
+        shown = False  # whether this attempt's text reached on_text
+
+        async def sink(delta: str) -> None:
+            nonlocal shown
+            shown = True
+            try:
+                await on_text(delta)  # type: ignore[misc]  # only passed when on_text is set
+            except Exception as exc:
+                raise _SinkRaised(exc) from exc
+
+        attempt = 0
+        while True:
+            attempt += 1
+            shown = False
+            try:
+                return await self._stream_once(body, sink if on_text is not None else None)
+            except _SinkRaised as raised:
+                error = raised.error
+            except AttemptFailed as failure:
+                stuck = shown and on_retract is None
+                if stuck or not failure.retryable or attempt > self.settings.max_retries:
+                    raise self._give_up(failure, attempt, shown, stuck) from failure.__cause__
+                delay = self._delay(failure, attempt)
+                if shown:
+                    assert on_retract is not None
+                    await on_retract()
+                if on_retry is not None:
+                    notice = RetryNotice(attempt, failure.reason, delay, failure.parse_error)
+                    await on_retry(notice)
+                if failure.parse_error:
+                    body = self._corrected(messages, tools, tool_choice, failure.detail)
+                await anyio.sleep(delay)
+                continue
+            raise error  # what on_text raised, unchanged and unretried
+
+    def _body(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema],
+        tool_choice: ToolChoice | None,
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": list(messages), "stream": True}
+        body.update(self._fields)
         if tools:
             body["tools"] = list(tools)
             if tool_choice is not None:
                 body["tool_choice"] = tool_choice
-        if self.settings.include_usage:
-            body["stream_options"] = {"include_usage": True}
+            if self.settings.parallel_tool_calls is not None:
+                body["parallel_tool_calls"] = self.settings.parallel_tool_calls
         if self.settings.extra_body:
             body.update(self.settings.extra_body)
+        return body
 
-        delivered = False
-        attempts = 0
+    def _corrected(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema],
+        tool_choice: ToolChoice | None,
+        detail: str,
+    ) -> dict[str, Any]:
+        """The request of a retry after a parse error (see :mod:`baton.llm.correction`): built
+        from the caller's messages each time, so it carries one correction, never a pile."""
+        choice = retry_tool_choice(tool_choice, escalate=self.settings.escalate_tool_choice)
+        note = correction_message(detail, tool_names(tools), required=choice == "required")
+        retry: list[Message] = [*messages, {"role": "user", "content": note}]
+        return self._body(retry, tools, choice)
 
-        async def sink(delta: str) -> None:
-            nonlocal delivered
-            delivered = True
-            assert on_text is not None
-            await on_text(delta)
-
-        def should_retry(exc: BaseException) -> bool:
-            return isinstance(exc, _AttemptFailed) and exc.retryable and not delivered
-
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.settings.max_retries + 1),
-            wait=self._wait,
-            retry=retry_if_exception(should_retry),
-            sleep=anyio.sleep,
-            reraise=True,
-        )
-        reply: ModelReply | None = None
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    attempts += 1
-                    reply = await self._stream_once(body, sink if on_text is not None else None)
-        except _AttemptFailed as failure:
-            raise self._give_up(failure, attempts, delivered) from failure.__cause__
-        assert reply is not None
-        return reply
-
-    def _wait(self, state: RetryCallState) -> float:
-        failure = state.outcome.exception() if state.outcome else None
-        if isinstance(failure, _AttemptFailed) and failure.retry_after is not None:
+    def _delay(self, failure: AttemptFailed, attempt: int) -> float:
+        """The server-asked wait (capped), else exponential backoff with jitter."""
+        if failure.retry_after is not None:
             return min(failure.retry_after, self.settings.retry_after_cap)
-        return float(self._backoff(state))
+        initial = self.settings.backoff_initial
+        backoff = initial * 2.0 ** (attempt - 1) + random.uniform(0, initial)
+        return max(0.0, min(backoff, self.settings.backoff_max))
 
-    def _give_up(self, failure: _AttemptFailed, attempts: int, delivered: bool) -> ModelError:
+    def _give_up(
+        self, failure: AttemptFailed, attempts: int, shown: bool, stuck: bool
+    ) -> ModelError:
+        """The error to raise; ``shown``: this attempt's text reached ``on_text``; ``stuck``: and
+        could not be taken back, which is why it was not retried."""
         where = f"model {self.model!r}"
         if failure.broken:
-            if delivered:
-                note = "text was already shown, so it was not retried"
-            else:
+            if stuck:
+                note = "text was already shown and cannot be taken back, so it was not retried"
+            elif failure.retryable:
                 note = f"gave up after {attempts} attempt(s)"
+            else:
+                note = "not retried"
             return StreamBroken(
                 f"{where}: {failure.reason}; {note}",
                 retryable=failure.retryable,
                 attempts=attempts,
-                text_delivered=delivered,
+                text_delivered=shown,
             )
         if failure.retryable:
             note = f"gave up after {attempts} attempt(s); try again later"
@@ -268,150 +312,34 @@ class OpenAIChatModel:
                 stream=True,
             )
         except openai.APIStatusError as exc:
-            raise _status_failure(exc) from exc
+            raise status_failure(exc) from exc
         except openai.APITimeoutError as exc:
-            raise _AttemptFailed("timed out waiting for the response", retryable=True) from exc
+            raise AttemptFailed("timed out waiting for the response", retryable=True) from exc
         except openai.APIConnectionError as exc:
             reason = f"cannot reach the endpoint: {exc.__cause__ or exc}"
-            raise _AttemptFailed(reason, retryable=True) from exc
+            raise AttemptFailed(reason, retryable=True) from exc
         try:
-            return await _read_stream(response, sink)
+            return await read_stream(response, sink)
         except httpx2.TimeoutException as exc:
             reason = "the stream stalled past the read timeout"
-            raise _AttemptFailed(reason, retryable=True, broken=True) from exc
+            raise AttemptFailed(reason, retryable=True, broken=True) from exc
         except httpx2.TransportError as exc:
             reason = f"the connection dropped mid-stream ({exc})"
-            raise _AttemptFailed(reason, retryable=True, broken=True) from exc
+            raise AttemptFailed(reason, retryable=True, broken=True) from exc
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
 
 
-async def _read_stream(response: httpx2.Response, sink: TextSink | None) -> ModelReply:
-    """Split the SSE body into ``data:`` payloads and assemble them; see the module docstring."""
-    assembler = StreamAssembler()
-    decoder = SseDecoder()
-    done = False
-    async for raw in response.aiter_bytes():
-        for payload in decoder.feed(raw):
-            if done:
-                continue
-            if payload == b"[DONE]":
-                done = True
-                continue
-            delta = assembler.feed(_parse_chunk(payload))
-            if delta and sink is not None:
-                await sink(delta)
-    for payload in decoder.flush():
-        if payload == b"[DONE]":
-            done = True
-        elif not done:
-            delta = assembler.feed(_parse_chunk(payload))
-            if delta and sink is not None:
-                await sink(delta)
-    if not done and assembler.finish_reason is None:
-        raise _AttemptFailed(
-            "the stream ended before the server said it was done (no finish_reason, no [DONE])",
-            retryable=True,
-            broken=True,
-        )
-    return assembler.reply()
-
-
-def _parse_chunk(payload: bytes) -> dict[str, Any]:
-    try:
-        chunk = json.loads(payload)
-    except ValueError as exc:
-        reason = f"the server sent a chunk that is not JSON: {payload[:80]!r}"
-        raise _AttemptFailed(reason, retryable=False) from exc
-    if not isinstance(chunk, dict):
-        raise _AttemptFailed(
-            f"the server sent a chunk that is not an object: {payload[:80]!r}", retryable=False
-        )
-    error = chunk.get("error")
-    if error:
-        message = error.get("message", error) if isinstance(error, dict) else error
-        raise _AttemptFailed(
-            f"the server reported an error mid-stream: {message}", retryable=True, broken=True
-        )
-    return chunk
-
-
-class SseDecoder:
-    """Server-sent events → ``data`` payloads (bytes). Comments, ``event:``/``id:`` lines ignored;
-    several ``data:`` lines in one event are joined with newlines, as the SSE spec says."""
-
-    __slots__ = ("_data", "_pending")
-
-    def __init__(self) -> None:
-        self._pending = b""
-        self._data: list[bytes] = []
-
-    def feed(self, raw: bytes) -> list[bytes]:
-        if self._pending:
-            raw = self._pending + raw
-        lines = raw.split(b"\n")
-        self._pending = lines.pop()
-        out: list[bytes] = []
-        for line in lines:
-            self._line(line, out)
-        return out
-
-    def flush(self) -> list[bytes]:
-        out: list[bytes] = []
-        if self._pending:
-            self._line(self._pending, out)
-            self._pending = b""
-        self._line(b"", out)
-        return out
-
-    def _line(self, line: bytes, out: list[bytes]) -> None:
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if not line:
-            if self._data:
-                out.append(self._data[0] if len(self._data) == 1 else b"\n".join(self._data))
-                self._data = []
-        elif line.startswith(b"data:"):
-            value = line[5:]
-            self._data.append(value[1:] if value.startswith(b" ") else value)
-
-
-def _status_failure(exc: openai.APIStatusError) -> _AttemptFailed:
-    status = exc.status_code
-    headers = exc.response.headers
-    should = headers.get("x-should-retry")
-    if should in ("true", "false"):
-        retryable = should == "true"
-    else:
-        retryable = status in _RETRYABLE_STATUS or status >= 500
-    message = exc.message
-    return _AttemptFailed(
-        f"the endpoint answered HTTP {status}: {message}",
-        retryable=retryable,
-        retry_after=_retry_after(headers) if retryable else None,
-        status_code=status,
-    )
-
-
-def _retry_after(headers: httpx2.Headers) -> float | None:
-    """The server-asked wait in seconds: ``retry-after-ms`` first, then ``Retry-After`` given as
-    seconds or as an HTTP date."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+def _request_fields(settings: ModelSettings) -> dict[str, Any]:
+    """The request fields every call of these settings sends (computed once, not per request)."""
+    fields: dict[str, Any] = {}
+    if settings.include_usage:
+        fields["stream_options"] = {"include_usage": True}
+    if settings.max_tokens is not None:
+        fields["max_tokens"] = settings.max_tokens
+    if settings.temperature is not None:
+        fields["temperature"] = settings.temperature
+    if settings.top_p is not None:
+        fields["top_p"] = settings.top_p
+    return fields

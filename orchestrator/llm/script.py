@@ -53,8 +53,14 @@ class Reply:
     Faults: ``cut_after=n`` stops after ``n`` data chunks — ``cut="drop"`` drops the connection
     (a transport error), ``cut="eof"`` ends the body cleanly but without finish or ``[DONE]``.
     ``error_after=n`` sends an in-stream error event (``data: {"error": {...}}``) after ``n`` data
-    chunks and ends the body, as the real API does when it fails mid-generation.
+    chunks and ends the body, as the real API does when it fails mid-generation (``error_message``
+    and ``error_code`` as the server says them; see :func:`parse_failure` for llama-server's).
+    ``hold_after=n`` sends nothing for ``hold`` seconds after ``n`` data chunks (headers already
+    sent), then the rest: llama-server holding back output it cannot classify yet; past the
+    client's read timeout the client sees a stalled stream.
     ``delay`` is slept before each chunk (for interleaving and read-timeout scenarios).
+    ``finish_reason="length"`` ends the reply as a server does at ``max_tokens`` (see
+    :func:`runaway`).
     """
 
     text: str | Sequence[str] = ()
@@ -68,6 +74,10 @@ class Reply:
     cut_after: int | None = None
     cut: Literal["drop", "eof"] = "drop"
     error_after: int | None = None
+    error_message: str = "The server had an error while streaming (scripted)"
+    error_code: int | None = None
+    hold_after: int | None = None
+    hold: float = math.inf
     delay: float = 0.0
 
 
@@ -127,18 +137,51 @@ def server_error(status: int = 500) -> HttpError:
     return HttpError(status, "The server had an error while processing your request (scripted)")
 
 
+LLAMA_PARSE_ERROR = "The model produced output that does not match the expected Generic format"
+"""What llama.cpp's ``llama-server`` answers when the output is not a call of an offered tool."""
+
+
+def parse_failure(*leading_text: str) -> Reply | HttpError:
+    """llama-server rejecting output it could not parse as a tool call: an HTTP 500 when nothing
+    was streamed yet, else the leading text (e.g. a code fence) and then an error event."""
+    if not leading_text:
+        return HttpError(500, LLAMA_PARSE_ERROR, "server_error")
+    return Reply(
+        text=leading_text,
+        error_after=1 + len(leading_text),  # the role chunk, then each piece of text
+        error_message=LLAMA_PARSE_ERROR,
+        error_code=500,
+    )
+
+
+def runaway(phrase: str, times: int) -> Reply:
+    """A model repeating ``phrase`` until the server cuts it at ``max_tokens``."""
+    return Reply(text=(phrase,) * times, finish_reason="length")
+
+
 class Script:
     """Replies handed out in order, then ``responder`` for every later request.
 
     With neither left, the request is answered with a non-retryable 400 saying the script ran out,
-    so an over-long test fails loudly at once rather than hanging or retrying.
+    so an over-long test fails loudly at once rather than hanging or retrying. ``bodies`` keeps
+    every request body it answered, in order (to assert ``tool_choice``, ``max_tokens``, messages).
+
+    ``strict_tools=True`` makes it as strict as llama-server: a reply that calls a tool the
+    request did not offer is answered as :func:`parse_failure` (HTTP 500, or its leading text then
+    an error event) instead.
     """
 
     def __init__(
-        self, replies: Iterable[ScriptItem] = (), responder: Responder | None = None
+        self,
+        replies: Iterable[ScriptItem] = (),
+        responder: Responder | None = None,
+        *,
+        strict_tools: bool = False,
     ) -> None:
         self._queue: deque[ScriptItem] = deque(replies)
         self.responder = responder
+        self.strict_tools = strict_tools
+        self.bodies: list[Json] = []
 
     def add(self, *items: ScriptItem) -> None:
         """Append replies to the queue (a test may script the next turn after the first ran)."""
@@ -149,13 +192,24 @@ class Script:
         return len(self._queue)
 
     def next(self, body: Json) -> ScriptItem:
+        self.bodies.append(body)
         if self._queue:
-            return self._queue.popleft()
-        if self.responder is not None:
-            return self.responder(body)
-        return HttpError(
-            400, "scripted server: the script has no reply left", "invalid_request_error"
-        )
+            item = self._queue.popleft()
+        elif self.responder is not None:
+            item = self.responder(body)
+        else:
+            return HttpError(
+                400, "scripted server: the script has no reply left", "invalid_request_error"
+            )
+        if self.strict_tools and isinstance(item, Reply) and _calls_unoffered(item, body):
+            texts = (item.text,) if isinstance(item.text, str) else tuple(item.text)
+            return parse_failure(*(piece for piece in texts if piece))
+        return item
+
+
+def _calls_unoffered(reply: Reply, body: Json) -> bool:
+    offered = {tool["function"]["name"] for tool in body.get("tools") or ()}
+    return any(call.name not in offered for call in reply.calls)
 
 
 @dataclass(slots=True)
@@ -168,6 +222,9 @@ class Rendered:
     delay: float = 0.0
     cut: bool = False
     stall: float | None = None
+    hold_after: int | None = None
+    """Send nothing for ``hold`` seconds before frame ``hold_after`` (headers already sent)."""
+    hold: float = 0.0
 
 
 _SSE_HEADERS = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
@@ -206,16 +263,25 @@ def _render_reply(reply: Reply, body: Json) -> Rendered:
     frames.append(b"data: [DONE]\n\n")
     cut = False
     if reply.error_after is not None:
-        error = {
-            "message": "The server had an error while streaming (scripted)",
-            "type": "server_error",
-        }
-        payload = json.dumps({"error": error, "param": None, "code": None}).encode()
+        error: Json = {"message": reply.error_message, "type": "server_error"}
+        if reply.error_code is None:  # OpenAI's shape; llama-server's puts its status in "code"
+            error.update(param=None, code=None)
+        else:
+            error = {"code": reply.error_code, **error}
+        payload = json.dumps({"error": error}).encode()
         frames = [*frames[: reply.error_after], b"data: " + payload + b"\n\n"]
     if reply.cut_after is not None:
         frames = frames[: reply.cut_after]
         cut = reply.cut == "drop"
-    return Rendered(200, list(_SSE_HEADERS), frames, delay=reply.delay, cut=cut)
+    return Rendered(
+        200,
+        list(_SSE_HEADERS),
+        frames,
+        delay=reply.delay,
+        cut=cut,
+        hold_after=reply.hold_after,
+        hold=reply.hold,
+    )
 
 
 def _deltas(reply: Reply) -> list[Json]:

@@ -150,7 +150,10 @@ class _FrameStream(httpx2.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         delay = self._rendered.delay
-        for frame in self._rendered.frames:
+        hold_after = self._rendered.hold_after
+        for index, frame in enumerate(self._rendered.frames):
+            if index == hold_after:
+                await _wait(self._rendered.hold, self._read_timeout, self._request)
             if delay:
                 await _wait(delay, self._read_timeout, self._request)
             yield frame

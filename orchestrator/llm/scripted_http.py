@@ -115,9 +115,7 @@ async def _read_body(reader: BufferedByteReceiveStream, headers: dict[str, str])
 async def _respond(stream: SocketStream, rendered: Rendered) -> bool:
     """Send one response; return whether the connection may serve another request."""
     if rendered.stall is not None:
-        if math.isinf(rendered.stall):
-            await anyio.sleep_forever()
-        await anyio.sleep(rendered.stall)
+        await _sleep(rendered.stall)
     reason = http.HTTPStatus(rendered.status).phrase
     head = [f"HTTP/1.1 {rendered.status} {reason}"]
     head.extend(f"{name}: {value}" for name, value in rendered.headers)
@@ -129,7 +127,9 @@ async def _respond(stream: SocketStream, rendered: Rendered) -> bool:
         return True
     head.append("transfer-encoding: chunked")
     await stream.send(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
-    for frame in rendered.frames:
+    for index, frame in enumerate(rendered.frames):
+        if index == rendered.hold_after:
+            await _sleep(rendered.hold)
         if rendered.delay:
             await anyio.sleep(rendered.delay)
         await stream.send(b"%x\r\n%s\r\n" % (len(frame), frame))
@@ -137,3 +137,9 @@ async def _respond(stream: SocketStream, rendered: Rendered) -> bool:
         return False
     await stream.send(b"0\r\n\r\n")
     return True
+
+
+async def _sleep(seconds: float) -> None:
+    if math.isinf(seconds):
+        await anyio.sleep_forever()
+    await anyio.sleep(seconds)

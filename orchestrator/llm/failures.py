@@ -1,0 +1,115 @@
+"""One failed model request, classified: may it be retried, did the stream break, and did the
+server fail to parse the model's output?
+
+The last question matters for small models behind servers that parse tool calls themselves
+(llama.cpp's ``llama-server``): output that is not a call of an offered tool is answered with an
+HTTP 500, or — streaming — with an ``{"error": ...}`` event after the leading text. Retrying that
+request unchanged mostly gets the same output again, so such a failure is marked ``parse_error``
+and the client's next attempt tells the model what went wrong (see :mod:`baton.llm.correction`).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+
+import httpx2
+import openai
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+_PARSE_ERROR = re.compile(
+    r"does not match the expected|failed to parse|could not be parsed|tool[ _]call",
+    re.IGNORECASE,
+)
+"""What servers say when the model's output did not parse as a call of an offered tool; llama.cpp:
+"The model produced output that does not match the expected <format> format"."""
+
+
+class AttemptFailed(Exception):
+    """One request failed; decides whether the client tries again. Never escapes the client."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        retryable: bool,
+        broken: bool = False,
+        retry_after: float | None = None,
+        status_code: int | None = None,
+        parse_error: bool = False,
+        detail: str = "",
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
+        self.broken = broken
+        self.retry_after = retry_after
+        self.status_code = status_code
+        self.parse_error = parse_error
+        self.detail = detail
+        """The server's own words (its error message), for telling the model what went wrong."""
+
+
+def says_parse_error(message: str) -> bool:
+    """Whether a server's error message means it could not parse the model's output."""
+    return _PARSE_ERROR.search(message) is not None
+
+
+def stream_error(error: object) -> AttemptFailed:
+    """An ``{"error": ...}`` event in the middle of a stream: the stream is broken."""
+    message = error.get("message", error) if isinstance(error, dict) else error
+    text = str(message)
+    return AttemptFailed(
+        f"the server reported an error mid-stream: {text}",
+        retryable=True,
+        broken=True,
+        parse_error=says_parse_error(text),
+        detail=text,
+    )
+
+
+def status_failure(exc: openai.APIStatusError) -> AttemptFailed:
+    """A refused request (non-2xx): retryable as the server's ``x-should-retry`` or the status
+    says; a 5xx whose message says the output did not parse is a parse error."""
+    status = exc.status_code
+    headers = exc.response.headers
+    should = headers.get("x-should-retry")
+    if should in ("true", "false"):
+        retryable = should == "true"
+    else:
+        retryable = status in _RETRYABLE_STATUS or status >= 500
+    body = exc.body
+    detail = body.get("message") if isinstance(body, dict) else None
+    detail = detail if isinstance(detail, str) else exc.message
+    return AttemptFailed(
+        f"the endpoint answered HTTP {status}: {exc.message}",
+        retryable=retryable,
+        retry_after=retry_after(headers) if retryable else None,
+        status_code=status,
+        parse_error=status >= 500 and says_parse_error(detail),
+        detail=detail,
+    )
+
+
+def retry_after(headers: httpx2.Headers) -> float | None:
+    """The server-asked wait in seconds: ``retry-after-ms`` first, then ``Retry-After`` given as
+    seconds or as an HTTP date."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
