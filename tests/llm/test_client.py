@@ -17,6 +17,7 @@ from baton.llm.script import (
     Stall,
     pieces,
     rate_limited,
+    runaway,
     server_error,
     text,
     tool_calls,
@@ -311,7 +312,7 @@ async def test_injected_client_keeps_a_single_retry_policy() -> None:
             await model.complete(USER)
         await model.aclose()
         assert not sdk.is_closed()  # an injected AsyncOpenAI stays the caller's
-    assert len(server.requests) == 2  # tenacity's 2 attempts, not 2 x 6
+    assert len(server.requests) == 2  # the client's 2 attempts, not 2 x 6
 
 
 async def test_closed_model_refuses() -> None:
@@ -337,6 +338,71 @@ async def test_extra_body_is_sent(mount: Mount) -> None:
     async with connected(server, mount, extra_body={"temperature": 0.2}) as model:
         await model.complete(USER)
     assert server.requests[0].body["temperature"] == 0.2
+
+
+async def test_every_request_is_bounded_by_max_tokens(mount: Mount) -> None:
+    server = ScriptedServer([text("ok"), text("ok")])
+    async with connected(server, mount) as model:
+        await model.complete(USER)
+        await model.complete(USER, [TOOL])
+    assert [r.body["max_tokens"] for r in server.requests] == [1024, 1024]
+    for request in server.requests:  # nothing sent that the settings left to the server
+        assert not {"temperature", "top_p", "parallel_tool_calls"} & set(request.body)
+
+
+async def test_unbounded_when_max_tokens_is_none(mount: Mount) -> None:
+    server = ScriptedServer([text("ok")])
+    async with connected(server, mount, max_tokens=None) as model:
+        await model.complete(USER)
+    assert "max_tokens" not in server.requests[0].body
+
+
+async def test_sampling_settings_are_sent(mount: Mount) -> None:
+    server = ScriptedServer([text("ok"), text("ok")])
+    chosen = {"temperature": 0.3, "top_p": 0.9, "max_tokens": 256, "parallel_tool_calls": False}
+    async with connected(server, mount, **chosen) as model:
+        await model.complete(USER, [TOOL], tool_choice="required")
+        await model.complete(USER)
+    with_tools, without = (r.body for r in server.requests)
+    assert {key: with_tools[key] for key in chosen} == chosen
+    assert with_tools["tool_choice"] == "required"
+    assert "parallel_tool_calls" not in without and "tool_choice" not in without  # no tools
+    assert (without["temperature"], without["top_p"], without["max_tokens"]) == (0.3, 0.9, 256)
+
+
+async def test_tool_choice_is_sent_only_with_tools(mount: Mount) -> None:
+    server = ScriptedServer([text("ok"), text("ok")])
+    async with connected(server, mount) as model:
+        await model.complete(USER, [TOOL], tool_choice="auto")
+        await model.complete(USER, tool_choice="required")
+    assert server.requests[0].body["tool_choice"] == "auto"
+    assert "tool_choice" not in server.requests[1].body
+
+
+async def test_extra_body_wins_over_the_settings(mount: Mount) -> None:
+    server = ScriptedServer([text("ok")])
+    extra = {"max_tokens": 64, "temperature": 1.5, "tool_choice": "none", "top_k": 20}
+    async with connected(server, mount, temperature=0.1, extra_body=extra) as model:
+        await model.complete(USER, [TOOL], tool_choice="required")
+    body = server.requests[0].body
+    assert {key: body[key] for key in extra} == extra
+
+
+@pytest.mark.parametrize(
+    "bad", [{"temperature": -0.1}, {"temperature": 2.5}, {"top_p": 0}, {"max_tokens": 0}]
+)
+def test_settings_refuse_out_of_range_values(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        ModelSettings(model="m", **bad)
+
+
+async def test_a_reply_cut_at_max_tokens_says_length(mount: Mount) -> None:
+    server = ScriptedServer([runaway("and again ", 40)])
+    log = TextLog()
+    async with connected(server, mount, max_tokens=100) as model:
+        reply = await model.complete(USER, on_text=log)
+    assert reply.finish_reason == "length"  # surfaced, not dressed up as a normal answer
+    assert reply.text == "and again " * 40 and len(log.deltas) == 40
 
 
 def test_settings_hide_the_key() -> None:

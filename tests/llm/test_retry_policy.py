@@ -24,6 +24,7 @@ from baton.llm.script import (
 from baton.llm.scripted import ScriptedServer
 from baton.llm.types import Message, RetryNotice, ToolSchema
 from tests.llm.helpers import Mount, connected
+from tests.support.models import fenced_call, llama_like
 
 USER: list[Message] = [{"role": "user", "content": "paint a fox"}]
 
@@ -298,3 +299,14 @@ async def test_held_back_output_every_time_is_a_broken_stream(mount: Mount) -> N
             await model.complete(USER)
     assert caught.value.attempts == 2 and not caught.value.text_delivered
     assert "stalled" in str(caught.value)
+
+
+async def test_llama_like_support_model_rejects_a_profile_called_as_a_tool() -> None:
+    profile_call = Reply(calls=[Call("painter", '{"task": "a fox"}')])
+    server, model = llama_like([profile_call, fenced_call("painter", task="a fox")], fallback=False)
+    async with model:
+        reply = await model.complete(USER, TOOLS)
+    # A call written as text passes the server (it is text): parsing it is the engine's job.
+    assert reply.tool_calls == () and reply.text.startswith("```json\n")
+    assert '"name": "painter"' in reply.text
+    assert [len(body["messages"]) for body in server.script.bodies] == [1, 2]  # corrected retry

@@ -9,7 +9,18 @@ import httpx2
 import pytest
 
 from baton.errors import ModelError
-from baton.llm.script import Call, Reply, Script, render, text, tool_calls
+from baton.llm.script import (
+    LLAMA_PARSE_ERROR,
+    Call,
+    HttpError,
+    Reply,
+    Script,
+    parse_failure,
+    render,
+    runaway,
+    text,
+    tool_calls,
+)
 from baton.llm.scripted import IN_PROCESS_URL, ScriptedServer
 from tests.llm.helpers import Mount, connected
 
@@ -162,3 +173,78 @@ async def test_responder_error_is_a_clear_refusal(mount: Mount) -> None:
         server.add(text("still serving"))
         assert (await model.complete([{"role": "user", "content": "b"}])).text == "still serving"
     assert [type(e) for e in server.errors] == [KeyError]
+
+
+def test_llama_parse_failure_mid_stream_has_llama_s_error_shape() -> None:
+    parsed = events(render(parse_failure("```json\n"), BODY).frames)
+    assert parsed[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert parsed[1]["choices"][0]["delta"]["content"] == "```json\n"
+    assert parsed[-1] == {
+        "error": {"code": 500, "message": LLAMA_PARSE_ERROR, "type": "server_error"}
+    }
+    assert len(parsed) == 3  # no finish chunk, no [DONE]
+
+
+def test_llama_parse_failure_before_any_text_is_an_http_500() -> None:
+    rendered = render(parse_failure(), BODY)
+    assert rendered.status == 500
+    assert json.loads(rendered.frames[0])["error"]["message"] == LLAMA_PARSE_ERROR
+
+
+def test_openai_error_event_keeps_openai_s_shape() -> None:
+    parsed = events(render(Reply(text=("x",), error_after=2), BODY).frames)
+    assert parsed[-1] == {
+        "error": {
+            "message": "The server had an error while streaming (scripted)",
+            "type": "server_error",
+            "param": None,
+            "code": None,
+        }
+    }
+
+
+def test_runaway_ends_with_finish_reason_length() -> None:
+    parsed = events(render(runaway("again and ", 5), BODY).frames)
+    contents = [c["choices"][0]["delta"].get("content") for c in parsed[1:6]]
+    assert contents == ["again and "] * 5
+    assert parsed[6]["choices"][0]["finish_reason"] == "length"
+
+
+def test_held_back_reply_renders_the_hold() -> None:
+    rendered = render(Reply(text=("a",), hold_after=1, hold=2.5), BODY)
+    assert (rendered.hold_after, rendered.hold) == (1, 2.5)
+
+
+TOOLS_BODY: dict[str, Any] = {
+    **BODY,
+    "tools": [{"type": "function", "function": {"name": "send_message", "parameters": {}}}],
+}
+
+
+def test_strict_script_passes_offered_calls_and_text() -> None:
+    offered = tool_calls(Call("send_message", "{}"))
+    script = Script([offered, text("plain")], strict_tools=True)
+    assert script.next(TOOLS_BODY) is offered
+    assert script.next(TOOLS_BODY) == text("plain")
+    assert script.bodies == [TOOLS_BODY, TOOLS_BODY]
+
+
+def test_strict_script_rejects_unoffered_calls_as_llama_does() -> None:
+    script = Script(
+        [
+            tool_calls(Call("painter", "{}")),
+            Reply(text=("```json\n",), calls=[Call("painter", "{}")]),
+            tool_calls(Call("send_message", "{}")),  # offered, but none are in this request
+        ],
+        strict_tools=True,
+    )
+    rejected = script.next(TOOLS_BODY)
+    assert isinstance(rejected, HttpError) and rejected.status == 500
+    assert rejected.message == LLAMA_PARSE_ERROR
+    assert script.next(TOOLS_BODY) == parse_failure("```json\n")
+    assert script.next(BODY) == parse_failure()
+
+
+def test_lenient_script_passes_unoffered_calls() -> None:
+    call = tool_calls(Call("painter", "{}"))
+    assert Script([call]).next(TOOLS_BODY) is call
