@@ -7,34 +7,39 @@ The engine's :class:`~baton.engine.AgentLoop` runs the micro-loop of one lead tu
     while True:
         cancelled?                                    -> cancelled
         run one engine turn (tokens stream out as events)
-        model error?                                  -> failed
+        model error (not a refused configuration)?    -> gather the inbox (while sub-agents
+          work: news, or a bounded backoff) and run the turn again, at most
+          ``model_failures_allowed`` times in a row
+        model error for good, or the budget spent?    -> wait (bounded) for the sub-agents
+          -> failed, with an answer composed from their results and every media URL
         gather the inbox: results, progress, follow-ups; wait (bounded) while sub-agents are
           outstanding and nobody asked anything new
         timed out?                                    -> one last turn with a note -> timed_out
-        nothing new and nothing outstanding?          -> completed (the last turn's text)
+        nothing new and nothing outstanding?          -> the last turn's text, checked
+          (lead/outcome.py): completed, or incomplete
         put what arrived into the context, ack it
-    cancelled / timed out / failed: shutdown to every outstanding sub-agent (bounded grace)
+    cancelled / timed out / failed / incomplete: shutdown to every outstanding sub-agent
 
-So the lead writes its final answer only once every delegated result is in its context. Nothing
-here imports ``subagents``: profiles arrive as plain ``name -> description``.
+So the lead writes its final answer only once every delegated result is in its context, and its
+model failing does not throw away the sub-agents' work. Nothing here imports ``subagents``:
+profiles arrive as plain ``name -> description``. Sends are
+:class:`~baton.lead.dispatch.Dispatcher`'s.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Literal, TypeVar
+from typing import Literal
 
 import anyio
 
 from baton.bus.base import Bus
-from baton.bus.errors import BusError, BusUnreachable, InvalidEnvelope
-from baton.bus.events import AgentSpawned
+from baton.bus.errors import BusError, BusUnreachable, ExitCode
+from baton.bus.events import AnswerChecked
 from baton.bus.inbox import InboxReader
-from baton.bus.messages import Envelope, SpawnRequest, make_envelope
-from baton.bus.retry import persist
+from baton.bus.messages import Envelope
 from baton.engine import (
     AgentLoop,
     EventSink,
@@ -43,28 +48,30 @@ from baton.engine import (
     StopReason,
     Telemetry,
     Tool,
+    ToolRegistry,
+    ToolResult,
     TurnResult,
 )
+from baton.engine.spend import Spend
+from baton.lead import delegation as delegating
 from baton.lead import prompt
+from baton.lead.delegation import DelegationLimits, delegation_rewriter
+from baton.lead.dispatch import Dispatcher
+from baton.lead.outcome import check_answer, failure_answer
 from baton.lead.prompt import LEAD_NAME
-from baton.lead.roster import Roster, Sent
-from baton.lead.tools import (
-    SendKind,
-    not_a_subagent_hint,
-    send_message_tool,
-    unknown_agent_hint,
-)
-from baton.llm.types import ChatModel, Message
+from baton.lead.roster import Roster
+from baton.lead.tools import SEND_MESSAGE, SendKind
+from baton.llm.types import ChatModel, Message, ToolChoice
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 LeadStatus = Literal["completed", "incomplete", "failed", "cancelled", "timed_out"]
 """``incomplete``: the lead answered, but work was delegated and no sub-agent delivered a result,
 or the answer cites URLs that no tool produced while none were produced (docs/protocol.md)."""
 MAX_WAIT_S = 60.0
 """One inbox wait; the wait is repeated until the session deadline."""
+FAILURE_BACKOFF_S = 2.0
+"""After the n-th failed turn in a row the lead waits up to n times this for news, then retries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +82,8 @@ class LeadOutcome:
     answer: str
     media_urls: list[str] = field(default_factory=list)
     error: str = ""
+    invented_urls: list[str] = field(default_factory=list)
+    """URLs in the answer that no tool, sub-agent or user message produced."""
 
 
 class Lead:
@@ -82,6 +91,11 @@ class Lead:
 
     ``cancel()`` (from any task of the same event loop) ends the current turn and any inbox wait at
     once; ``run`` then shuts the sub-agents down and returns ``cancelled``.
+
+    ``tool_choice`` goes with every request that offers tools; ``delegation`` caps the sends of
+    one turn; ``spend`` is the session's shared budget; ``model_failures_allowed`` failed turns in
+    a row are retried; ``failure_grace_s`` bounds the wait for the sub-agents once the model has
+    failed for good; ``profile_tools`` also offers one delegation tool per profile.
     """
 
     def __init__(
@@ -99,29 +113,59 @@ class Lead:
         timeout_s: float = 600.0,
         shutdown_grace_s: float = 1.0,
         telemetry: Telemetry | None = None,
+        tool_choice: ToolChoice | None = None,
+        delegation: DelegationLimits | None = None,
+        spend: Spend | None = None,
+        model_failures_allowed: int = 2,
+        failure_grace_s: float = 120.0,
+        profile_tools: bool = False,
+        failure_backoff_s: float = FAILURE_BACKOFF_S,
     ) -> None:
         self.bus = bus
         self.session = session
         self.roster = Roster(profiles)
         self.timeout_s = timeout_s
         self.shutdown_grace_s = shutdown_grace_s
+        self.model_failures_allowed = model_failures_allowed
+        self.failure_grace_s = failure_grace_s
+        self.failure_backoff_s = failure_backoff_s
         self.history: list[Message] = [
             {"role": "system", "content": prompt.system_prompt(profiles, instructions)}
         ]
         self._emit = events
+        self.dispatch = Dispatcher(
+            bus,
+            session,
+            self.roster,
+            limits=delegation or DelegationLimits(),
+            events=events,
+            give_up=self._giving_up,
+            refresh=self._refresh,
+        )
+        registry = ToolRegistry([self.dispatch.send_tool(), *tools])
+        if profile_tools:
+            for made in delegating.profile_tools(profiles, self._delegate, registry.names):
+                registry.add(made)
+        self.dispatch.tools = registry
         self._engine = AgentLoop(
             model,
-            [send_message_tool(self.deliver, profiles), *tools],
+            registry,
             session=session,
             agent=LEAD_NAME,
             limits=limits,
             channel=channel,
             events=events,
             telemetry=telemetry,
+            tool_choice=tool_choice,
+            call_rewriter=delegation_rewriter(
+                self.dispatch.targets, lambda: registry.names, SEND_MESSAGE
+            ),
+            spend=spend,
         )
-        self._send_lock = anyio.Lock()
         self.inbox = InboxReader(bus, session, LEAD_NAME)
         """The lead's inbox, read the way every agent reads its own (through bus blips too)."""
+        self._early: list[Envelope] = []
+        """Read before a send (to keep the roster current), not yet in the context."""
         self._cancelled = False
 
     @property
@@ -134,6 +178,14 @@ class Lead:
         self._engine.cancel()
         self.inbox.interrupt()
 
+    async def deliver(self, to: str, content: str, kind: SendKind) -> str | ToolResult:
+        """``send_message`` (see :class:`~baton.lead.dispatch.Dispatcher`)."""
+        return await self.dispatch.deliver(to, content, kind)
+
+    async def _delegate(self, profile: str, task: str) -> str | ToolResult:
+        """A per-profile delegation tool's call: a task to that profile."""
+        return await self.dispatch.deliver(profile, task, "task")
+
     # -- the macro-loop -------------------------------------------------------------------------
 
     async def run(self, task: str) -> LeadOutcome:
@@ -142,6 +194,8 @@ class Lead:
         deadline = anyio.current_time() + self.timeout_s
         try:
             outcome = await self._loop(deadline)
+            if outcome.status in ("completed", "timed_out"):
+                outcome = await self._checked(outcome)
         except anyio.get_cancelled_exc_class():
             self.cancel()  # so the shielded shutdown below gives up on a bus that stays away
             with anyio.CancelScope(shield=True):
@@ -152,27 +206,50 @@ class Lead:
             raise
         if outcome.status != "completed":
             await self.stop_agents()
-        return LeadOutcome(outcome.status, outcome.answer, self.roster.media_urls, outcome.error)
+        return LeadOutcome(
+            outcome.status,
+            outcome.answer,
+            self.roster.media_urls,
+            outcome.error,
+            outcome.invented_urls,
+        )
 
     async def _loop(self, deadline: float) -> LeadOutcome:
+        failures = 0
         while True:
             if self._cancelled:
                 return LeadOutcome("cancelled", self._last_text())
             result = await self._turn()
             if result.stop is StopReason.CANCELLED or self._cancelled:
                 return LeadOutcome("cancelled", result.text)
-            if result.stop is StopReason.ERROR:
-                return LeadOutcome("failed", result.text, error=str(result.error or "model error"))
-            arrived, late = await self._gather(deadline)
+            if result.stop is StopReason.ERROR and self._retryable(result, failures):
+                failures += 1
+                log.warning("session %s: lead turn failed (%d of %d allowed): %s",
+                            self.session, failures, self.model_failures_allowed,
+                            result.error)  # fmt: skip
+                arrived, late = await self._gather_news(deadline, failures)
+            elif result.stop in (StopReason.ERROR, StopReason.BUDGET):
+                return await self._failed(result, deadline)
+            else:
+                failures = 0
+                arrived, late = await self._gather(deadline)
+                if not arrived and not late and not self._cancelled:
+                    return LeadOutcome("completed", result.text)
             await self._take(arrived)
             if self._cancelled:
                 return LeadOutcome("cancelled", result.text)
             if late:
                 return await self._late_answer()
-            if not arrived:
-                return LeadOutcome("completed", result.text)
+
+    def _retryable(self, result: TurnResult, failures: int) -> bool:
+        """A failed turn is tried again unless it failed too often or its configuration was
+        refused (a wrong key, model or endpoint fails the same way every time)."""
+        error = result.error
+        refused = error is not None and error.exit_code == ExitCode.USAGE
+        return not refused and failures < self.model_failures_allowed
 
     async def _turn(self) -> TurnResult:
+        self.dispatch.sends.reset()
         return await self._engine.run_turn(self.history)
 
     async def _late_answer(self) -> LeadOutcome:
@@ -186,7 +263,43 @@ class Lead:
             )
         )
         result = await self._turn()
+        if result.stop in (StopReason.ERROR, StopReason.BUDGET):
+            error = str(result.error or "model error")
+            return LeadOutcome("timed_out", failure_answer(error, self.roster), error=error)
         return LeadOutcome("timed_out", result.text)
+
+    async def _failed(self, result: TurnResult, deadline: float) -> LeadOutcome:
+        """The model failed for good (or the budget is spent): the sub-agents' work still counts,
+        so wait (bounded) for what is outstanding and answer with what they reported."""
+        error = str(result.error or "model error")
+        log.warning("session %s: the lead's model failed for good: %s", self.session, error)
+        if self.roster.outstanding and not self._cancelled:
+            until = min(deadline, anyio.current_time() + self.failure_grace_s)
+            arrived = await self._collect(until, lambda _: not self.roster.outstanding)
+            await self._take(arrived)
+        return LeadOutcome("failed", failure_answer(error, self.roster), error=error)
+
+    async def _checked(self, outcome: LeadOutcome) -> LeadOutcome:
+        """The final answer against what the tools produced (lead/outcome.py), and the event."""
+        check = check_answer(outcome.answer, self.roster, self.history)
+        if self._emit is not None:
+            await self._emit(
+                AnswerChecked(
+                    session=self.session,
+                    agent=LEAD_NAME,
+                    missing_media=check.missing_media,
+                    invented_urls=check.invented_urls,
+                )
+            )
+        status, error = outcome.status, outcome.error
+        if status == "completed" and check.incomplete:
+            status, error = "incomplete", self._why_incomplete(check.invented_urls)
+        return LeadOutcome(status, check.answer, [], error, check.invented_urls)
+
+    def _why_incomplete(self, invented: Sequence[str]) -> str:
+        if self.roster.agents and not self.roster.delivered:
+            return "work was delegated and no sub-agent delivered a result"
+        return f"the answer cites URLs that no tool produced: {', '.join(invented)}"
 
     def _last_text(self) -> str:
         for message in reversed(self.history):
@@ -201,18 +314,51 @@ class Lead:
 
         Returns the envelopes and whether the session deadline passed first.
         """
-        arrived: list[Envelope] = []
+
+        def enough(arrived: list[Envelope]) -> bool:
+            return not self.roster.outstanding or any(self._is_request(e) for e in arrived)
+
+        arrived = await self._collect(deadline, enough)
+        return arrived, not enough(arrived) and anyio.current_time() >= deadline
+
+    async def _gather_news(self, deadline: float, failures: int) -> tuple[list[Envelope], bool]:
+        """After a failed turn: what is there now; while sub-agents work, whatever arrives
+        first or nothing within a backoff that grows with each failure in a row (bounded by the
+        deadline). With nothing outstanding there is no news to wait for: the model client has
+        already backed off between its own retries."""
+        now = anyio.current_time()
+        backoff = self.failure_backoff_s * failures if self.roster.outstanding else 0.0
+        until = min(deadline, now + backoff)
+        arrived = await self._collect(until, bool)
+        return arrived, not arrived and anyio.current_time() >= deadline
+
+    async def _collect(
+        self, until: float, enough: Callable[[list[Envelope]], bool]
+    ) -> list[Envelope]:
+        """Read the inbox (and what a send read early) until ``enough(arrived)`` or ``until``."""
+        arrived, self._early = self._early, []
 
         async def take(fresh: list[Envelope]) -> bool:
             arrived.extend(await self._note(fresh))
-            return not self.roster.outstanding or any(self._is_request(e) for e in arrived)
+            return enough(arrived)
 
-        ending = await self.inbox.collect(
-            take, deadline=deadline, slice_s=MAX_WAIT_S, stop=lambda: self._cancelled
-        )
-        return arrived, ending == "timed_out"
+        await self.inbox.collect(take, deadline=until, slice_s=MAX_WAIT_S, stop=self._stop)
+        return arrived
 
-    async def _note(self, fresh: list[Envelope]) -> list[Envelope]:
+    def _stop(self) -> bool:
+        return self._cancelled
+
+    async def _refresh(self) -> None:
+        """Before a send (the dispatcher's lock held): read the inbox without waiting, so the
+        roster knows who has finished; what was read waits for the next gather."""
+        try:
+            fresh = await self.inbox.read(give_up=self._giving_up)
+        except BusUnreachable as exc:  # only once cancelled: the send meets the same bus
+            log.warning("session %s: could not refresh the roster: %s", self.session, exc)
+            return
+        self._early.extend(await self._note(fresh, locked=True))
+
+    async def _note(self, fresh: list[Envelope], *, locked: bool = False) -> list[Envelope]:
         """Reports update the roster as they are read; a shutdown from outside cancels."""
         for envelope in fresh:
             if envelope.type == "shutdown" and not self.roster.is_agent(envelope.sender):
@@ -220,8 +366,15 @@ class Lead:
                 self.cancel()
             elif self.roster.is_agent(envelope.sender):
                 unseen = self.roster.on_report(envelope)
+                self.dispatch.roster_changed()
                 if unseen:
-                    await self._hand_over(envelope.sender, unseen)
+                    log.info("session %s: %s left %d message(s) unread; handing them over",
+                             self.session, envelope.sender, len(unseen))  # fmt: skip
+                    if locked:
+                        await self.dispatch.hand_over(envelope.sender, unseen)
+                    else:
+                        async with self.dispatch.lock:
+                            await self.dispatch.hand_over(envelope.sender, unseen)
         return fresh
 
     def _is_request(self, envelope: Envelope) -> bool:
@@ -240,86 +393,16 @@ class Lead:
             log.warning("session %s: left %d message(s) un-acked: %s",
                         self.session, len(arrived), exc)  # fmt: skip
 
-    # -- delegation -----------------------------------------------------------------------------
-
-    async def deliver(self, to: str, content: str, kind: SendKind) -> str:
-        """``send_message``: send to a sub-agent, starting it first if it is not running.
-
-        A message to an agent that already finished goes to a fresh agent of its profile.
-        """
-        if to in (LEAD_NAME, "user"):
-            return not_a_subagent_hint(to)
-        profile = self.roster.resolve(to)
-        if profile is None:
-            return unknown_agent_hint(to, self.roster.profiles)
-        async with self._send_lock:
-            if kind == "shutdown":
-                if not self.roster.is_running(to):
-                    return f"{to} is not running; nothing to shut down."
-                await self._send(to, "shutdown", "the lead asked you to stop")
-                self.roster.stopping(to)
-                return f"Asked {to} to shut down; its final result will still arrive."
-            target = to if to not in self.roster.agents else self._successor(to, profile)
-            try:
-                envelope = await self._send(target, kind, content)
-            except InvalidEnvelope as exc:
-                return f"Did not send to {to!r}: {exc.reason}. Fix the name or content and retry."
-            started = target not in self.roster.agents
-            if started:
-                await self._start(target, profile)
-            self.roster.sent(target, Sent(envelope.id, kind, content))
-        if target != to:
-            what = f"{to} had already finished, so {target} (profile {profile}) was started for it"
-        else:
-            what = f"{'Started' if started else 'Sent to'} {to} (profile {profile})"
-        return (
-            f"{what}. Its result will arrive in your inbox: do not wait or poll, answer the user "
-            "now; you will be called again."
-        )
-
-    def _successor(self, name: str, profile: str) -> str:
-        """Who gets a message for ``name``: itself while it runs, else a fresh agent."""
-        return name if self.roster.is_running(name) else self.roster.fresh_name(profile)
-
-    async def _send(self, to: str, kind: SendKind, content: str) -> Envelope:
-        envelope = make_envelope(
-            session=self.session, sender=LEAD_NAME, recipient=to, type=kind, content=content
-        )
-        await self._persist(partial(self.bus.send, envelope), f"send {to}")
-        return envelope
-
-    async def _start(self, name: str, profile: str) -> None:
-        self.roster.started(name, profile)
-        request = SpawnRequest(session=self.session, agent=name, profile=profile)
-        await self._persist(partial(self.bus.submit_spawn, request), f"spawn {name}")
-        if self._emit is not None:
-            await self._emit(AgentSpawned(session=self.session, agent=name, profile=profile))
-        log.info("session %s: spawning %s from profile %s", self.session, name, profile)
-
-    async def _hand_over(self, name: str, unseen: Sequence[Sent]) -> None:
-        """``name`` left before reading ``unseen``: a fresh agent of its profile gets them."""
-        profile = self.roster.agents[name].profile
-        successor = self.roster.fresh_name(profile)
-        log.info("session %s: %s left %d message(s) unread; handing them to %s",
-                 self.session, name, len(unseen), successor)  # fmt: skip
-        async with self._send_lock:
-            try:
-                for index, message in enumerate(unseen):
-                    envelope = await self._send(successor, message.type, message.content)
-                    if index == 0:
-                        await self._start(successor, profile)
-                    self.roster.sent(successor, Sent(envelope.id, message.type, message.content))
-            except BusUnreachable as exc:  # only once cancelled: the session is ending anyway
-                log.warning(
-                    "session %s: hand-over to %s abandoned: %s", self.session, successor, exc
-                )
+    # -- stopping -------------------------------------------------------------------------------
 
     async def stop_agents(self) -> None:
         """``shutdown`` to every outstanding sub-agent, then wait (bounded) for their results."""
+        early, self._early = self._early, []
+        await self._take(early)
         targets = [n for n in self.roster.outstanding if self.roster.agents[n].state == "running"]
         for name in targets:
             try:
-                await self._send(name, "shutdown", "the session is ending")
+                await self.dispatch.send(name, "shutdown", "the session is ending")
             except BusUnreachable as exc:  # cancelled during an outage: it ends at its idle timeout
                 log.warning(
                     "session %s: could not tell %s to shut down: %s", self.session, name, exc
@@ -336,13 +419,6 @@ class Lead:
         with anyio.move_on_after(grace):
             await self.inbox.collect(take, deadline=anyio.current_time() + grace, slice_s=grace)
 
-    # -- the bus --------------------------------------------------------------------------------
-
     def _giving_up(self) -> bool:
         """Asked by the retry policy after each failure: a cancelled lead stops retrying."""
         return self._cancelled
-
-    async def _persist(self, operation: Callable[[], Awaitable[T]], what: str) -> T:
-        """A bus write of the lead, through the one retry policy: a Redis blip stalls the lead
-        (as it stalls its sub-agents) instead of failing it, until it is cancelled."""
-        return await persist(operation, f"{self.session}: {what}", give_up=self._giving_up)

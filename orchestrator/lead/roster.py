@@ -6,10 +6,17 @@ arrives (the sub-agent loop sends exactly one, whatever way it leaves; its ``met
 :class:`~baton.bus.payloads.ResultReport`). The session ends only when nothing is outstanding, so
 every result reaches the lead's final answer.
 
+Where a message goes (:meth:`Roster.route`): ``type="task"`` to a *profile* name starts a new
+agent of that profile (``painter``, then ``painter-2``, ...), so independent tasks run in parallel;
+anything to an *agent* name is a follow-up to that agent, or, once it has exited, to its
+*successor*: one fresh agent of the same profile, started once and remembered, so later messages
+to the old name reach the same successor while it runs (before, every message to an exited agent
+started another one).
+
 One race needs care: a sub-agent that reported and left may have been sent another task after its
 last inbox read. Its final result says which message it answered last (``reply_to``); every task
-the lead sent after that one is unseen, so the lead gives them to a fresh agent of the same profile
-(``painter-2``). The lead serialises its own sends, so "after" is well defined.
+the lead sent after that one is unseen, so the lead gives them to its successor. The lead
+serialises its own sends, so "after" is well defined.
 
 Why a fresh name rather than starting the same agent again: the worker that hosted it may still be
 doing its final bookkeeping when the result arrives, and a spawn request for an agent it still
@@ -38,6 +45,20 @@ class Sent:
     content: str
 
 
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where one message goes: ``name`` (of ``profile``), started first when ``start``.
+
+    ``succeeds`` names the exited agent a started successor takes over from (None for a new
+    agent of a profile).
+    """
+
+    name: str
+    profile: str
+    start: bool
+    succeeds: str | None = None
+
+
 @dataclass(slots=True)
 class SubAgentRecord:
     """One sub-agent as the lead tracks it."""
@@ -58,6 +79,8 @@ class Roster:
     def __init__(self, profiles: Mapping[str, str]) -> None:
         self.profiles = dict(profiles)
         self.agents: dict[str, SubAgentRecord] = {}
+        self.successors: dict[str, str] = {}
+        """An exited agent -> the agent started to take its messages over (at most one each)."""
 
     def resolve(self, name: str) -> str | None:
         """The profile an agent name runs: the name itself, or ``<profile>-<anything>``."""
@@ -68,6 +91,43 @@ class Roster:
             return name
         matches = [p for p in self.profiles if name.startswith(f"{p}-")]
         return max(matches, key=len) if matches else None
+
+    def route(self, to: str, kind: Literal["task", "message"]) -> Route | None:
+        """Where a message to ``to`` goes; None when no agent or profile has that name.
+
+        A task to a profile name is a new agent; anything to an agent name is a follow-up to it,
+        or to its successor once it has exited; a message to a profile no agent has had yet, or
+        to an unknown ``<profile>-<n>``, starts that agent.
+        """
+        if kind == "task" and to in self.profiles:
+            name = to if to not in self.agents else self.fresh_name(to)
+            return Route(name, to, start=True)
+        if to in self.agents:
+            current = self.current(to)
+            profile = self.agents[current].profile
+            if self.is_running(current):
+                return Route(current, profile, start=False)
+            return Route(self.fresh_name(profile), profile, start=True, succeeds=current)
+        inferred = self.resolve(to)
+        return None if inferred is None else Route(to, inferred, start=True)
+
+    def current(self, name: str) -> str:
+        """The agent that holds ``name``'s work now: itself, or the last of its successors."""
+        seen = {name}
+        while name in self.successors and self.successors[name] not in seen:
+            name = self.successors[name]
+            seen.add(name)
+        return name
+
+    @property
+    def running(self) -> list[str]:
+        """Agents still running (not stopping, not done), in start order."""
+        return [name for name, record in self.agents.items() if record.state == "running"]
+
+    @property
+    def delivered(self) -> bool:
+        """Whether any sub-agent finished its work normally (``finished``) and reported it."""
+        return any(record.exit_reason == "finished" for record in self.agents.values())
 
     def is_running(self, name: str) -> bool:
         record = self.agents.get(name)
@@ -91,8 +151,10 @@ class Roster:
             number += 1
         return f"{profile}-{number}"
 
-    def started(self, name: str, profile: str) -> SubAgentRecord:
+    def started(self, name: str, profile: str, succeeds: str | None = None) -> SubAgentRecord:
         record = self.agents[name] = SubAgentRecord(name, profile)
+        if succeeds is not None:
+            self.successors[succeeds] = name
         return record
 
     def sent(self, name: str, message: Sent) -> None:

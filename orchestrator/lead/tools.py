@@ -1,42 +1,53 @@
 """The lead's ``send_message`` tool: how it delegates, follows up and stops sub-agents.
 
-Its ``to`` parameter is a plain string on purpose. The schema advertises the profile names as an
-``enum`` (so a model — and the offline model, which assigns tasks round-robin over that enum —
-picks real names), but validation accepts any string, so a model that invents a name gets the
-lead's own recovery hint listing the profiles and what each does, not a bare validation error.
+Its semantics, in the tool's description and the system prompt: ``type="task"`` to a *profile*
+name starts a new sub-agent of that profile (so independent tasks run in parallel); to an *agent*
+name (``painter-2``, or ``painter`` with ``type="message"``) it is a follow-up to that agent.
+
+Its ``to`` parameter is a plain string on purpose. The schema advertises the profile names and the
+running agents as an ``enum`` (so a model — and the offline model, which assigns tasks round-robin
+over that enum — picks real names, and can reach ``painter-2``); the lead rebuilds the tool as the
+roster changes. Validation accepts any string, so a model that invents a name gets the lead's own
+recovery hint listing the profiles and what each does, not a bare validation error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue
 
-from baton.engine import Tool
+from baton.engine import Tool, ToolResult
+from baton.lead.delegation import content_key
 
 SendKind = Literal["task", "message", "shutdown"]
-Deliver = Callable[[str, str, SendKind], Awaitable[str]]
+Deliver = Callable[[str, str, SendKind], Awaitable[str | ToolResult]]
 """``deliver(to, content, type)`` -> the text the model gets back."""
 
 SEND_MESSAGE = "send_message"
 
 
-def send_message_tool(deliver: Deliver, profiles: Mapping[str, str]) -> Tool:
-    """``send_message(to, content, type)`` bound to one lead's ``deliver``."""
+def send_message_tool(deliver: Deliver, targets: Iterable[str]) -> Tool:
+    """``send_message(to, content, type)`` bound to one lead's ``deliver``; ``targets`` (the
+    profile names, then the running agents) become the ``to`` enum."""
 
-    async def send_message(to: str, content: str, type: SendKind = "task") -> str:
-        """Send a task or a message to a sub-agent (starting it if it is not running), or stop one.
+    async def send_message(to: str, content: str, type: SendKind = "task") -> str | ToolResult:
+        """Delegate to a sub-agent, follow one up, or stop one.
 
-        Results come back to you later as "[result from <name>] ..." blocks: do not wait for them.
+        type="task" to a profile name starts a NEW sub-agent of that profile, so independent tasks
+        run in parallel (one call per task). To a running agent's name (e.g. "painter-2", or
+        "painter" with type="message") it is a follow-up to that agent, which keeps its context.
+        type="shutdown" stops an agent. Results come back to you later as
+        "[result from <name>] ..." blocks: do not wait or poll for them.
         """
         return await deliver(to, content, type)
 
-    names = list(profiles)
+    names = list(dict.fromkeys(targets))
     to_field = Field(
         description=(
-            "the sub-agent's name: a profile name (one of the enum), or '<profile>-<n>' "
-            "for another agent of the same profile"
+            "a profile name (type='task' starts a new agent of it) or a running agent's name "
+            "(a follow-up to that agent)"
         ),
         json_schema_extra={"enum": list[JsonValue](names)} if names else None,
     )
@@ -47,9 +58,9 @@ def send_message_tool(deliver: Deliver, profiles: Mapping[str, str]) -> Tool:
             SendKind,
             Field(description="'task' for new work, 'message' to follow up, 'shutdown' to stop it"),
         ],
-        "return": str,
+        "return": str | ToolResult,
     }
-    return Tool(send_message, name=SEND_MESSAGE)
+    return Tool(send_message, name=SEND_MESSAGE, repeat_key=content_key)
 
 
 def unknown_agent_hint(name: str, profiles: Mapping[str, str]) -> str:

@@ -72,7 +72,8 @@ async def test_system_prompt_lists_profiles_and_marks_the_lead(tmp_path: Path) -
 
 
 async def test_model_failure_ends_the_session_as_failed(tmp_path: Path) -> None:
-    _, model = scripted([HttpError(400, "context too long", "invalid_request_error")])
+    # the first failure and the two retries a lead allows (model_failures_allowed=2)
+    _, model = scripted([HttpError(400, "context too long", "invalid_request_error")] * 3)
     async with Session(SessionConfig(task="hi", media_dir=tmp_path), model=model) as session:
         result = await session.run()
         log = await logged_events(session.bus, session.id)

@@ -1,0 +1,192 @@
+"""The lead's sends: ``send_message`` routed through the roster, capped per turn, on the bus.
+
+:class:`Dispatcher` is the half of the lead that writes: it routes each message (a task to a
+profile starts a new agent, anything to an agent reaches it or its one successor — see
+:mod:`baton.lead.roster`), refuses sends past the turn's caps (:mod:`baton.lead.delegation`),
+starts agents, hands a departed agent's unseen messages over, and keeps the ``send_message``
+tool's ``to`` enum equal to the profiles plus the running agents.
+
+Before each send it asks the lead to *refresh* the roster (read the inbox without waiting), so a
+send never goes to an agent whose final result already sits in the inbox unread. All sends (and
+that refresh) hold one lock, so "sent after" is well defined for the hand-over rule.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import TypeVar
+
+import anyio
+
+from baton.bus.base import Bus
+from baton.bus.errors import BusUnreachable, InvalidEnvelope
+from baton.bus.events import AgentSpawned, GuardFired
+from baton.bus.messages import Envelope, SpawnRequest, make_envelope
+from baton.bus.retry import persist
+from baton.engine import EventSink, Tool, ToolRegistry, ToolResult
+from baton.lead.delegation import DelegationLimits, TurnSends
+from baton.lead.prompt import LEAD_NAME
+from baton.lead.roster import Roster, Route, Sent
+from baton.lead.tools import (
+    SEND_MESSAGE,
+    SendKind,
+    not_a_subagent_hint,
+    send_message_tool,
+    unknown_agent_hint,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+WAIT_HINT = (
+    "Its result will arrive in your inbox: do not wait or poll, answer the user now; "
+    "you will be called again."
+)
+
+
+class Dispatcher:
+    """Routes, caps and performs one lead's sends; see the module docstring."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        session: str,
+        roster: Roster,
+        *,
+        limits: DelegationLimits,
+        events: EventSink | None,
+        give_up: Callable[[], bool],
+        refresh: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.bus = bus
+        self.session = session
+        self.roster = roster
+        self.sends = TurnSends(limits)
+        self.lock = anyio.Lock()
+        self.tools: ToolRegistry | None = None
+        """The lead's tools, once built: ``send_message`` is swapped in it as the roster changes."""
+        self._emit = events
+        self._give_up = give_up
+        self._refresh = refresh
+        self._offered: tuple[str, ...] = ()
+
+    # -- the tool -------------------------------------------------------------------------------
+
+    def targets(self) -> list[str]:
+        """What ``to`` offers: every profile, then every running agent not named like one."""
+        profiles = self.roster.profiles
+        return [*profiles, *(n for n in self.roster.running if n not in profiles)]
+
+    def send_tool(self) -> Tool:
+        self._offered = tuple(self.targets())
+        return send_message_tool(self.deliver, self._offered)
+
+    def roster_changed(self) -> None:
+        """Offer the running agents as they start and stop (schemas are read per request)."""
+        if self.tools is not None and tuple(self.targets()) != self._offered:
+            self.tools.replace(self.send_tool())
+
+    # -- send_message ---------------------------------------------------------------------------
+
+    async def deliver(self, to: str, content: str, kind: SendKind) -> str | ToolResult:
+        """``send_message``: route, cap, send; start the target first when the route says so."""
+        if to in (LEAD_NAME, "user"):
+            return not_a_subagent_hint(to)
+        async with self.lock:
+            await self._refresh()
+            if kind == "shutdown":
+                return await self._shut_down(to)
+            route = self.roster.route(to, kind)
+            if route is None:
+                return unknown_agent_hint(to, self.roster.profiles)
+            refusal = self.sends.refusal(route.name, route.profile, route.start)
+            if refusal is not None:
+                await self._capped()
+                return ToolResult(refusal, blocked=True)
+            try:
+                envelope = await self.send(route.name, kind, content)
+            except InvalidEnvelope as exc:
+                return f"Did not send to {to!r}: {exc.reason}. Fix the name or content and retry."
+            if route.start:
+                await self.start(route)
+            self.roster.sent(route.name, Sent(envelope.id, kind, content))
+            self.sends.count(route.name, route.profile, route.start)
+        return f"{_what(to, route)}. {WAIT_HINT}"
+
+    async def _shut_down(self, to: str) -> str:
+        if to not in self.roster.agents and self.roster.resolve(to) is None:
+            return unknown_agent_hint(to, self.roster.profiles)
+        name = self.roster.current(to) if to in self.roster.agents else to
+        if not self.roster.is_running(name):
+            return f"{to} is not running; nothing to shut down."
+        await self.send(name, "shutdown", "the lead asked you to stop")
+        self.roster.stopping(name)
+        self.roster_changed()
+        return f"Asked {name} to shut down; its final result will still arrive."
+
+    async def _capped(self) -> None:
+        if self._emit is not None:
+            await self._emit(
+                GuardFired(
+                    session=self.session, agent=LEAD_NAME, outcome="send-cap", tool=SEND_MESSAGE
+                )
+            )
+
+    # -- the bus --------------------------------------------------------------------------------
+
+    async def send(self, to: str, kind: SendKind, content: str) -> Envelope:
+        envelope = make_envelope(
+            session=self.session, sender=LEAD_NAME, recipient=to, type=kind, content=content
+        )
+        await self.persist(partial(self.bus.send, envelope), f"send {to}")
+        return envelope
+
+    async def start(self, route: Route) -> None:
+        name, profile = route.name, route.profile
+        self.roster.started(name, profile, succeeds=route.succeeds)
+        self.roster_changed()
+        request = SpawnRequest(session=self.session, agent=name, profile=profile)
+        await self.persist(partial(self.bus.submit_spawn, request), f"spawn {name}")
+        if self._emit is not None:
+            await self._emit(AgentSpawned(session=self.session, agent=name, profile=profile))
+        log.info("session %s: spawning %s from profile %s", self.session, name, profile)
+
+    async def hand_over(self, name: str, unseen: Sequence[Sent]) -> None:
+        """``name`` left before reading ``unseen``: its successor gets them (started once).
+
+        The caller holds :attr:`lock` (and has logged the hand-over).
+        """
+        route = self.roster.route(name, "message")
+        if route is None:  # cannot happen: name is a known agent
+            return
+        try:
+            for message in unseen:
+                envelope = await self.send(route.name, message.type, message.content)
+                if route.start:
+                    await self.start(route)
+                    route = Route(route.name, route.profile, start=False)
+                self.roster.sent(route.name, Sent(envelope.id, message.type, message.content))
+        except BusUnreachable as exc:  # only once cancelled: the session is ending anyway
+            log.warning("session %s: hand-over to %s abandoned: %s", self.session, route.name, exc)
+
+    async def persist(self, operation: Callable[[], Awaitable[T]], what: str) -> T:
+        """A bus write of the lead, through the one retry policy: a Redis blip stalls the lead
+        (as it stalls its sub-agents) instead of failing it, until it is cancelled."""
+        return await persist(operation, f"{self.session}: {what}", give_up=self._give_up)
+
+
+def _what(to: str, route: Route) -> str:
+    """What the model is told happened to its send."""
+    if route.succeeds is not None:
+        return (
+            f"{to} had already finished, so {route.name} (profile {route.profile}) was started "
+            "to take its work over"
+        )
+    if route.name != to and not route.start:
+        return f"{to} had finished; sent to {route.name}, which took its work over"
+    if route.start:
+        return f"Started {route.name}, a new {route.profile} agent, on this task"
+    return f"Sent to {route.name} (profile {route.profile})"

@@ -1,0 +1,121 @@
+"""An honest outcome: the lead's final answer checked against what the tools really produced.
+
+Small models leave the sub-agents' media URLs out of their answer, or invent URLs
+(``https://via.placeholder.com/...``, ``example.com``) when nothing was made, and the session still
+said "completed". So, on the final answer:
+
+- every media URL a sub-agent produced that the answer leaves out is appended, exactly, under a
+  ``Media:`` line;
+- every ``http(s)://`` or ``file://`` URL in the answer that appears in no tool result, inbox block,
+  the user's own messages or the system prompt is *invented* (``data:`` URLs are not checked);
+- the status is ``incomplete`` (not ``completed``) when work was delegated and no sub-agent
+  finished its work, or when the answer cites invented URLs and no media was produced at all.
+
+When the lead's model fails for good, :func:`failure_answer` composes the answer from what the
+sub-agents reported, so their work (and every media URL) still reaches the session's result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from baton.lead.roster import Roster
+from baton.llm.types import Message
+
+_URL = re.compile(r"(?:https?|file)://[^\s<>\"'()\[\]{},|`]+", re.IGNORECASE)
+_TRAILING = ".,;:!?*_'\""
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCheck:
+    """The checked answer, what was appended and what was flagged."""
+
+    answer: str
+    missing_media: list[str] = field(default_factory=list)
+    invented_urls: list[str] = field(default_factory=list)
+    incomplete: bool = False
+
+
+def urls_in(text: str) -> list[str]:
+    """The ``http(s)://``/``file://`` URLs in ``text``, in order, without trailing punctuation."""
+    found = (match.group(0).rstrip(_TRAILING) for match in _URL.finditer(text))
+    return list(dict.fromkeys(url for url in found if "://" in url and not url.endswith("://")))
+
+
+def known_text(history: Sequence[Message]) -> str:
+    """Everything the lead was *given* (not what it wrote): system prompt, user messages, inbox
+    blocks and tool results. A URL found only in the lead's own messages was made up by it."""
+    parts: list[str] = []
+    for message in history:
+        if message.get("role") == "assistant":
+            continue
+        parts.extend(_texts(message.get("content")))
+    return "\n".join(parts)
+
+
+def check_answer(
+    answer: str, roster: Roster, history: Sequence[Message], *, extra_known: Iterable[str] = ()
+) -> AnswerCheck:
+    """Append the media the answer left out, flag the URLs nobody produced, judge completeness."""
+    known = "\n".join([known_text(history), *extra_known])
+    known_urls = {_plain(url) for url in urls_in(known)}
+    media = roster.media_urls
+    known_urls.update(_plain(url) for url in media)
+    invented = [url for url in urls_in(answer) if _plain(url) not in known_urls]
+    missing = [url for url in media if url not in answer]
+    checked = answer
+    if missing:
+        listing = "\n".join(f"- {url}" for url in missing)
+        checked = f"{answer.rstrip()}\n\nMedia:\n{listing}".lstrip()
+    delegated_without_result = bool(roster.agents) and not roster.delivered
+    incomplete = delegated_without_result or (bool(invented) and not media)
+    return AnswerCheck(checked, missing, invented, incomplete)
+
+
+def failure_answer(error: str, roster: Roster) -> str:
+    """The answer of a lead whose model failed for good: what each sub-agent reported, and every
+    media URL they produced, so their work is not lost with the lead."""
+    lines = [f"The lead's model failed ({error or 'model error'}), so this answer was composed "
+             "from the sub-agents' reports."]  # fmt: skip
+    reported = [(name, r) for name, record in roster.agents.items() for r in record.results]
+    if reported:
+        lines += ["", "Results:"]
+        lines += [f"- {name}: {_one_line(text)}" for name, text in reported]
+    else:
+        lines += ["", "No sub-agent reported a result."]
+    missing = roster.outstanding
+    if missing:
+        lines.append(f"Still working when the session ended: {', '.join(missing)}.")
+    media = roster.media_urls
+    if media:
+        lines += ["", "Media:", *(f"- {url}" for url in media)]
+    return "\n".join(lines)
+
+
+def _plain(url: str) -> str:
+    return url.rstrip("/")
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _texts(content: object) -> list[str]:
+    """The text of a message's content: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        texts: list[str] = []
+        for part in content:
+            if isinstance(part, dict):
+                for key in ("text", "image_url"):
+                    value = part.get(key)
+                    if isinstance(value, str):
+                        texts.append(value)
+                    elif isinstance(value, dict) and isinstance(value.get("url"), str):
+                        texts.append(value["url"])
+        return texts
+    return []
