@@ -11,6 +11,14 @@ mounted two ways, both reached through the real ``openai`` client:
 * loopback: ``async with server.serve() as http: AsyncOpenAI(base_url=http.base_url)`` — a real
   HTTP/1.1 server on 127.0.0.1 on a free port (see :mod:`baton.llm.scripted_http`).
 
+To replay what real small-model servers do, the script has the faults of llama.cpp's
+``llama-server`` too: ``Script(strict_tools=True)`` rejects a call of a tool the request did not
+offer as that server does (:func:`~baton.llm.script.parse_failure`: an HTTP 500, or the leading text
+and then an error event), ``Reply(hold_after=n)`` holds output back past the read timeout, and
+:func:`~baton.llm.script.runaway` repeats itself until ``finish_reason: "length"``. Every request
+body is kept (``requests`` here, ``script.bodies``) to assert ``tool_choice``, ``max_tokens`` and
+what the model was told.
+
 Example::
 
     server = ScriptedServer([tool_calls(Call("search", pieces('{"q":"cats"}', 4))), text("Done")])

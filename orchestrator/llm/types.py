@@ -77,6 +77,9 @@ class ChatModel(Protocol):
     ``tool_choice`` (None: not sent) is the first attempt's; ``on_retry`` hears of every retry
     before its wait; ``on_retract``, when given, lets a stream that broke after some text was
     delivered be retried anyway: it is awaited first, so the caller can take that text back.
+    A retry after the server could not parse the output as a tool call carries one corrective
+    user message (the caller's list is never changed) and may ask ``tool_choice="required"``.
+    ``finish_reason == "length"`` is returned as it came: the reply was cut, not finished.
     """
 
     @property
