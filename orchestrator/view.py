@@ -21,21 +21,27 @@ from baton.bus.events import (
     AgentProgress,
     AgentResult,
     AgentSpawned,
+    AnswerChecked,
     ApprovalDecided,
     ApprovalRequested,
+    BudgetUpdated,
     ErrorEvent,
     Event,
+    ModelRetried,
     RoundStarted,
     SessionFinished,
     SessionStarted,
     TextDelta,
+    TextRetracted,
     ToolCallInfo,
 )
 
 LEAD_NAME = "lead"
 """The lead's agent name, :data:`baton.lead.prompt.LEAD_NAME` (a test keeps the two equal):
 repeated so that folding events never imports the lead and, through it, the model client."""
-SessionStatus = Literal["pending", "running", "completed", "incomplete", "failed", "cancelled", "timed_out"]
+SessionStatus = Literal[
+    "pending", "running", "completed", "incomplete", "failed", "cancelled", "timed_out"
+]
 AgentPhase = Literal["spawned", "working", "done"]
 """Where a sub-agent's work stands: started, reporting progress, or with a result given."""
 
@@ -56,6 +62,8 @@ class AgentView:
     latest: str = ""
     """The newest of its progress and result."""
     media_urls: list[str] = field(default_factory=list)
+    retries: int = 0
+    """Model requests of this agent that failed and were tried again."""
 
     @property
     def running(self) -> bool:
@@ -81,6 +89,15 @@ class SessionView:
     decisions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     finished: SessionFinished | None = None
+    retries: int = 0
+    """Model requests (of any agent) that failed and were tried again: never invisible."""
+    last_retry: ModelRetried | None = None
+    retracted_chars: int = 0
+    """Lead text taken back because the reply it belonged to failed and was retried."""
+    budget: BudgetUpdated | None = None
+    """The session's spend after the latest model call (of any agent), with its caps."""
+    answer_check: AnswerChecked | None = None
+    """The final answer checked against what the tools produced."""
 
     def apply(self, event: Event) -> None:
         """Fold one event into the view."""
@@ -107,7 +124,39 @@ class SessionView:
             case SessionFinished():
                 self.finished, self.status = event, event.status
             case _:
-                self._apply_agent(event)
+                if not self._apply_model(event):
+                    self._apply_agent(event)
+
+    def _apply_model(self, event: Event) -> bool:
+        """Fold what the model calls did (retries, retractions, spend, the answer's check);
+        False for any other event."""
+        match event:
+            case ModelRetried():
+                self.retries += 1
+                self.last_retry = event
+                if event.agent != LEAD_NAME:
+                    self._agent(event.agent).retries += 1
+            case TextRetracted() if event.agent == LEAD_NAME:
+                self._retract(event.chars)
+            case TextRetracted():
+                pass  # a sub-agent's text is never shown, so there is nothing to take back
+            case BudgetUpdated():
+                self.budget = event
+            case AnswerChecked():
+                self.answer_check = event
+            case _:
+                return False
+        return True
+
+    def _retract(self, chars: int) -> None:
+        """Drop the end of the lead's current reply: it is being retried and streams anew.
+        Only the current round's text can belong to the failed reply."""
+        if not self.lead_rounds or chars <= 0:
+            return
+        current = self.lead_rounds[-1]
+        dropped = min(chars, len(current))
+        self.lead_rounds[-1] = current[: len(current) - dropped]
+        self.retracted_chars += dropped
 
     def _apply_agent(self, event: Event) -> None:
         match event:
@@ -149,6 +198,18 @@ class SessionView:
     def answer(self) -> str:
         """The lead's final answer, once the session finished."""
         return self.finished.answer if self.finished is not None else ""
+
+    @property
+    def invented_urls(self) -> list[str]:
+        """URLs the final answer cites that no tool produced."""
+        if self.finished is not None and self.finished.invented_urls:
+            return list(self.finished.invented_urls)
+        return list(self.answer_check.invented_urls) if self.answer_check is not None else []
+
+    @property
+    def missing_media(self) -> list[str]:
+        """Media the sub-agents produced that the answer left out (baton appended them)."""
+        return list(self.answer_check.missing_media) if self.answer_check is not None else []
 
     @property
     def media_urls(self) -> list[str]:

@@ -10,13 +10,17 @@ from baton.bus.events import (
     AgentProgress,
     AgentResult,
     AgentSpawned,
+    AnswerChecked,
     ApprovalDecided,
     ApprovalRequested,
+    BudgetUpdated,
     Event,
+    ModelRetried,
     RoundStarted,
     SessionFinished,
     SessionStarted,
     TextDelta,
+    TextRetracted,
     ToolCallInfo,
 )
 from baton.cli.render import PlainRenderer, agent_status
@@ -123,3 +127,81 @@ def test_an_agent_spawned_again_after_leaving_is_running_again() -> None:
 
 def test_the_view_names_the_lead_as_the_lead_does() -> None:
     assert VIEW_LEAD_NAME == LEAD_NAME
+
+
+def troubled_story() -> list[Event]:
+    """A session whose model stumbled: a retried lead reply, a painter retry, a budget, and an
+    answer that left out one picture and invented another."""
+    return [
+        SessionStarted(session=S, agent=LEAD_NAME, task="paint a fox", model="m"),
+        RoundStarted(session=S, agent=LEAD_NAME, round=1),
+        TextDelta(session=S, agent=LEAD_NAME, text="Asking the painter."),
+        RoundStarted(session=S, agent=LEAD_NAME, round=2),
+        TextDelta(session=S, agent=LEAD_NAME, text="```json\n{"),
+        ModelRetried(
+            session=S, agent=LEAD_NAME, attempt=1, reason="parse error", delay_s=0.5, model="m"
+        ),
+        TextRetracted(session=S, agent=LEAD_NAME, chars=9),
+        BudgetUpdated(session=S, agent=LEAD_NAME, calls=3, tokens=900, max_calls=10),
+        AgentSpawned(session=S, agent="painter", profile="painter"),
+        ModelRetried(session=S, agent="painter", attempt=2, reason="HTTP 500", delay_s=1.0),
+        TextRetracted(session=S, agent="painter", chars=40),
+        AgentResult(session=S, agent="painter", content="a fox", media_urls=["/m/fox.png"]),
+        BudgetUpdated(session=S, agent="painter", calls=5, tokens=2400, max_calls=10),
+        TextDelta(session=S, agent=LEAD_NAME, text="Here: https://example.com/fox.png"),
+        AnswerChecked(
+            session=S,
+            agent=LEAD_NAME,
+            missing_media=["/m/fox.png"],
+            invented_urls=["https://example.com/fox.png"],
+        ),
+        SessionFinished(
+            session=S,
+            agent=LEAD_NAME,
+            status="incomplete",
+            answer="Here: https://example.com/fox.png\nMedia:\n- /m/fox.png",
+            media_urls=["/m/fox.png"],
+            invented_urls=["https://example.com/fox.png"],
+        ),
+    ]
+
+
+def test_the_fold_shows_retries_retractions_spend_and_the_answers_check() -> None:
+    view = SessionView()
+    for event in troubled_story():
+        view.apply(event)
+    assert view.status == "incomplete"
+    # The retried reply's fence is gone; the earlier round's text is untouched.
+    assert view.lead_rounds == ["Asking the painter.", "Here: https://example.com/fox.png"]
+    assert view.retracted_chars == 9
+    assert view.retries == 2 and view.last_retry is not None
+    assert (view.last_retry.agent, view.last_retry.reason) == ("painter", "HTTP 500")
+    assert view.agents["painter"].retries == 1  # the lead's retry is the session's, not a card's
+    assert view.budget is not None and (view.budget.calls, view.budget.tokens) == (5, 2400)
+    assert view.missing_media == ["/m/fox.png"]
+    assert view.invented_urls == ["https://example.com/fox.png"]
+
+
+def test_a_retraction_never_reaches_back_into_an_earlier_round() -> None:
+    view = SessionView()
+    view.apply(TextDelta(session=S, agent=LEAD_NAME, text="kept"))
+    view.apply(RoundStarted(session=S, agent=LEAD_NAME, round=2))
+    view.apply(TextDelta(session=S, agent=LEAD_NAME, text="cut"))
+    view.apply(TextRetracted(session=S, agent=LEAD_NAME, chars=50))
+    assert view.lead_written == "kept" and view.retracted_chars == 3
+
+
+def test_the_api_state_carries_the_models_trouble() -> None:
+    folder = StateFolder(S)
+    for number, event in enumerate(troubled_story()):
+        folder.add(f"{number}-0", event)
+    state = folder.result()
+    assert state.status == "incomplete"
+    assert state.text == "Asking the painter.Here: https://example.com/fox.png"
+    assert state.retries == 2 and state.last_retry is not None
+    assert (state.last_retry.agent, state.last_retry.attempt) == ("painter", 2)
+    assert state.budget is not None
+    assert (state.budget.calls, state.budget.max_calls, state.budget.max_tokens) == (5, 10, None)
+    assert state.missing_media == ["/m/fox.png"]
+    assert state.invented_urls == ["https://example.com/fox.png"]
+    assert [(a.name, a.retries) for a in state.agents] == [("painter", 1)]

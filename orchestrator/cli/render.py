@@ -19,14 +19,18 @@ from baton.bus.events import (
     AgentProgress,
     AgentResult,
     AgentSpawned,
+    AnswerChecked,
     ApprovalDecided,
     ApprovalRequested,
+    BudgetUpdated,
     ErrorEvent,
     Event,
     GuardFired,
+    ModelRetried,
     SessionFinished,
     SessionStarted,
     TextDelta,
+    TextRetracted,
     ToolCalled,
     dump_event,
 )
@@ -70,13 +74,17 @@ class PlainRenderer:
 
     The lead's text is written a whole line at a time (the rest waits for its newline or for the
     lead's next non-text event), so other agents' lines fall between the lead's lines rather than
-    in the middle of them.
+    in the middle of them. Text the lead takes back (its reply failed and is retried) is dropped
+    from that unwritten rest; what was already written cannot be, so a line says how much of it
+    to disregard. The budget gets a line when it is first reported and whenever the spend of a
+    capped quantity passes another tenth of its cap, not one per model call.
     """
 
     def __init__(self, out: IO[str] | None = None) -> None:
         self.view = SessionView()
         self._out = out or sys.stdout
         self._partial = ""
+        self._budget_tenths = -1
 
     def show(self, event: Event) -> None:
         repeat = isinstance(event, AgentSpawned) and _running(self.view, event.agent)
@@ -87,11 +95,34 @@ class PlainRenderer:
                 self._partial = lines.pop()
                 self._write(lines)
             return
+        if isinstance(event, TextRetracted):
+            if event.agent == LEAD:
+                self._retract(event.chars)
+            return
         if event.agent == LEAD:
             self._flush()
-        line = "" if repeat else describe(event)
+        if isinstance(event, BudgetUpdated):
+            line = self._budget_line(event)
+        else:
+            line = "" if repeat else describe(event)
         if line:
             self._write([line])
+
+    def _retract(self, chars: int) -> None:
+        kept = max(len(self._partial) - chars, 0)
+        written = chars - (len(self._partial) - kept)
+        self._partial = self._partial[:kept]
+        if written > 0:
+            self._flush()
+            self._write([f"! lead: disregard the last {written} character(s) above: "
+                         "that reply failed and is being retried"])  # fmt: skip
+
+    def _budget_line(self, event: BudgetUpdated) -> str:
+        tenths = budget_tenths(event)
+        if tenths <= self._budget_tenths:
+            return ""
+        self._budget_tenths = tenths
+        return f"· budget: {describe_budget(event)}"
 
     def _flush(self) -> None:
         if self._partial:
@@ -136,26 +167,87 @@ def describe(event: Event) -> str:
         case ApprovalDecided():
             verdict = "approved" if event.approved else "declined"
             return f"· {event.call_id} {verdict}" + (f": {event.reason}" if event.reason else "")
+        case ToolCalled() if event.agent != LEAD and event.call.name != "send_message":
+            return f"· {event.agent} calls {event.call.name}"
+        case SessionFinished():
+            return f"── session {event.session} {event.status}"
+        case _:
+            return _describe_trouble(event)
+
+
+def _describe_trouble(event: Event) -> str:
+    """The lines that say something went wrong or was corrected: errors, guards, retries and the
+    answer's check."""
+    match event:
         case GuardFired():
             return f"! guard {event.outcome} on {event.agent}" + (
                 f" ({event.tool})" if event.tool else ""
             )
-        case ToolCalled() if event.agent != LEAD and event.call.name != "send_message":
-            return f"· {event.agent} calls {event.call.name}"
         case ErrorEvent():
             return f"! {event.agent}: {event.message}"
-        case SessionFinished():
-            return f"── session {event.session} {event.status}"
+        case ModelRetried():
+            return f"! {event.agent}: {describe_retry(event)}"
+        case AnswerChecked():
+            return describe_check(event)
         case _:
             return ""
 
 
+def describe_retry(event: ModelRetried) -> str:
+    """A model retry in words: which attempt failed, why, and when the next one goes."""
+    return (
+        f"model request failed (attempt {event.attempt}: {_short(event.reason, 100)}); "
+        f"retrying in {event.delay_s:.1f} s"
+    )
+
+
+def describe_budget(event: BudgetUpdated) -> str:
+    """The session's spend against its caps, e.g. ``12/50 model calls, 3,400/100,000 tokens``."""
+
+    def part(used: int, cap: int | None, unit: str) -> str:
+        return f"{used:,}/{cap:,} {unit}" if cap is not None else f"{used:,} {unit}"
+
+    return (
+        f"{part(event.calls, event.max_calls, 'model calls')}, "
+        f"{part(event.tokens, event.max_tokens, 'tokens')}"
+    )
+
+
+def budget_tenths(event: BudgetUpdated) -> int:
+    """How many tenths of its cap the fuller capped quantity has used (0 without caps)."""
+    used = [
+        min(10, value * 10 // cap)
+        for value, cap in ((event.calls, event.max_calls), (event.tokens, event.max_tokens))
+        if cap
+    ]
+    return max(used, default=0)
+
+
+def describe_check(event: AnswerChecked) -> str:
+    """The answer's check in one line, or "" when it found nothing to say."""
+    said = []
+    if event.missing_media:
+        said.append(f"{len(event.missing_media)} media URL(s) the answer left out were appended")
+    if event.invented_urls:
+        said.append("it cites URL(s) no tool produced: " + ", ".join(event.invented_urls))
+    return ("! answer checked: " + "; ".join(said)) if said else ""
+
+
 def summary_lines(view: SessionView) -> list[str]:
-    """The closing lines: every media URL, so they can be opened after the session."""
+    """The closing lines: the spend, retries and invented URLs when there are any, then every
+    media URL (last, so they can be picked off the end and opened after the session)."""
+    lines: list[str] = []
+    if view.budget is not None:
+        lines.append(f"spent: {describe_budget(view.budget)}")
+    if view.retries:
+        lines.append(f"model retries: {view.retries}")
+    if view.invented_urls:
+        lines.append("invented (no tool produced these):")
+        lines.extend(f"  {url}" for url in view.invented_urls)
     urls = view.media_urls
-    if not urls:
-        return []
-    return ["media:", *(f"  {url}" for url in urls)]
+    if urls:
+        lines.extend(["media:", *(f"  {url}" for url in urls)])
+    return lines
 
 
 def _short(text: str, limit: int = 120) -> str:

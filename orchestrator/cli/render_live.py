@@ -20,7 +20,14 @@ from rich.panel import Panel
 from rich.text import Text
 
 from baton.bus.events import Event, ToolCallInfo
-from baton.cli.render import agent_status, summary_lines
+from baton.cli.render import (
+    agent_status,
+    budget_tenths,
+    describe_budget,
+    describe_check,
+    describe_retry,
+    summary_lines,
+)
 from baton.view import SessionView
 
 _STATUS_STYLE = {"spawned": "cyan", "working": "yellow", "done": "green"}
@@ -87,7 +94,8 @@ class LiveRenderer:
                 Panel(
                     Text(_clip(agent.latest) or agent_status(agent)),
                     title=f"{name} · {agent.profile or '?'}",
-                    subtitle=agent_status(agent),
+                    subtitle=agent_status(agent)
+                    + (f" · {agent.retries} retries" if agent.retries else ""),
                     title_align="left",
                     border_style=_STATUS_STYLE.get(agent_status(agent), "dim"),
                     width=44,
@@ -99,9 +107,26 @@ class LiveRenderer:
             parts.append(Text(f"? {agent} waits for approval of {call.name} [{call_id}]", "yellow"))
         parts.extend(Text(f"· {decision}", style="dim") for decision in view.decisions[-3:])
         parts.extend(Text(f"! {error}", style="red") for error in view.errors[-3:])
+        parts.extend(_model_lines(view))
         if view.finished is not None:
             parts.append(Text(f"session {view.finished.status}", style="bold"))
         return Group(*parts)
+
+
+def _model_lines(view: SessionView) -> list[Text]:
+    """The spend against the caps, the model's retries, and the answer's check, when known."""
+    lines: list[Text] = []
+    if view.budget is not None:
+        tenths = budget_tenths(view.budget)
+        style = "bold red" if tenths >= 10 else "yellow" if tenths >= 8 else "dim"
+        lines.append(Text(f"budget: {describe_budget(view.budget)}", style=style))
+    if view.last_retry is not None:
+        last = view.last_retry
+        said = f"model retries: {view.retries} · last {last.agent}: {describe_retry(last)}"
+        lines.append(Text(said, style="yellow"))
+    if view.answer_check is not None and (check := describe_check(view.answer_check)):
+        lines.append(Text(check, style="red" if view.answer_check.invented_urls else "yellow"))
+    return lines
 
 
 async def read_line() -> str:

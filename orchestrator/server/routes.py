@@ -86,6 +86,7 @@ async def get_state(request: Request) -> Response:
         raise HTTPException(404, f"no session {session!r} on this server's bus")
     root = ctx.media_root
     state.media_urls = [public_url(url, root) for url in state.media_urls]
+    state.missing_media = [public_url(url, root) for url in state.missing_media]
     for agent in state.agents:
         agent.media_urls = [public_url(url, root) for url in agent.media_urls]
     return _json(state)

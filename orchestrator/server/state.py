@@ -22,6 +22,25 @@ class AgentState(BaseModel):
     progress: str = ""
     result: str = ""
     media_urls: list[str] = Field(default_factory=list)
+    retries: int = Field(0, description="its model requests that failed and were tried again")
+
+
+class RetryState(BaseModel):
+    """The latest model retry of the session."""
+
+    agent: str
+    attempt: int = Field(description="the attempt that failed (1 = the first request)")
+    reason: str
+    delay_s: float = Field(description="the wait before the next attempt")
+
+
+class BudgetState(BaseModel):
+    """The session's spend across the lead and every sub-agent; a cap of null is no cap."""
+
+    calls: int
+    tokens: int
+    max_calls: int | None = None
+    max_tokens: int | None = None
 
 
 class PendingApproval(BaseModel):
@@ -43,6 +62,15 @@ class SessionState(BaseModel):
     media_urls: list[str] = Field(default_factory=list)
     agents: list[AgentState] = Field(default_factory=list)
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    retries: int = Field(0, description="model requests (of any agent) tried again")
+    last_retry: RetryState | None = None
+    budget: BudgetState | None = Field(None, description="null until a model call was counted")
+    missing_media: list[str] = Field(
+        default_factory=list, description="media the answer left out (appended to it by baton)"
+    )
+    invented_urls: list[str] = Field(
+        default_factory=list, description="URLs the answer cites that no tool produced"
+    )
     events: int = 0
     last_cursor: str | None = None
 
@@ -91,9 +119,30 @@ class StateFolder:
                 )
                 for (agent, _), call in view.pending.items()
             ],
+            retries=view.retries,
+            last_retry=_retry(view),
+            budget=_budget(view),
+            missing_media=view.missing_media,
+            invented_urls=view.invented_urls,
             events=self.events,
             last_cursor=self.last_cursor,
         )
+
+
+def _retry(view: SessionView) -> RetryState | None:
+    last = view.last_retry
+    if last is None:
+        return None
+    return RetryState(agent=last.agent, attempt=last.attempt, reason=last.reason,
+                      delay_s=last.delay_s)  # fmt: skip
+
+
+def _budget(view: SessionView) -> BudgetState | None:
+    spent = view.budget
+    if spent is None:
+        return None
+    return BudgetState(calls=spent.calls, tokens=spent.tokens, max_calls=spent.max_calls,
+                       max_tokens=spent.max_tokens)  # fmt: skip
 
 
 def _agent(name: str, agent: AgentView) -> AgentState:
@@ -106,6 +155,7 @@ def _agent(name: str, agent: AgentView) -> AgentState:
         progress=agent.progress,
         result=agent.result,
         media_urls=list(agent.media_urls),
+        retries=agent.retries,
     )
 
 

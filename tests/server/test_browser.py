@@ -10,6 +10,18 @@ from pathlib import Path
 
 from playwright.async_api import async_playwright
 
+from baton.bus.events import (
+    AgentSpawned,
+    AnswerChecked,
+    BudgetUpdated,
+    Event,
+    ModelRetried,
+    RoundStarted,
+    SessionFinished,
+    SessionStarted,
+    TextDelta,
+    TextRetracted,
+)
 from baton.bus.memory import MemoryBus
 from tests.server.helpers import TOKEN, serving
 
@@ -102,5 +114,69 @@ async def test_live_page_streams_cards_images_and_an_approval(tmp_path: Path) ->
             # Back on the list, the finished session is there.
             await page.click("header h1 a")
             await page.wait_for_selector(".sessions .badge[data-status=completed]")
+        finally:
+            await browser.close()
+
+
+async def test_live_page_shows_retries_retractions_the_budget_and_the_check(
+    tmp_path: Path,
+) -> None:
+    """Events as the engine and the lead emit them when the model stumbles, put on the bus by
+    hand: the page takes the failed reply's text back live, and shows the rest."""
+    session, lead = "s-trouble", "lead"
+    fake = "https://example.com/fox.png"
+    before: list[Event] = [
+        SessionStarted(session=session, agent=lead, task="paint a fox", model="m"),
+        RoundStarted(session=session, agent=lead, round=1),
+        TextDelta(session=session, agent=lead, text="Asking the painter."),
+        RoundStarted(session=session, agent=lead, round=2),
+        TextDelta(session=session, agent=lead, text="```json\n{"),
+    ]
+    after: list[Event] = [
+        ModelRetried(session=session, agent=lead, attempt=1, reason="parse error", delay_s=0.5),
+        TextRetracted(session=session, agent=lead, chars=9),
+        AgentSpawned(session=session, agent="painter", profile="painter"),
+        ModelRetried(session=session, agent="painter", attempt=1, reason="HTTP 500", delay_s=1.0),
+        BudgetUpdated(session=session, agent="painter", calls=4, tokens=1200, max_calls=4),
+        TextDelta(session=session, agent=lead, text=f"Here: {fake}"),
+        AnswerChecked(session=session, agent=lead, invented_urls=[fake]),
+        SessionFinished(session=session, agent=lead, status="incomplete",
+                        answer=f"Here: {fake}", invented_urls=[fake]),
+    ]  # fmt: skip
+    async with (
+        MemoryBus() as bus,
+        serving(bus, tmp_path, token=TOKEN) as server,
+        async_playwright() as playwright,
+    ):
+        for event in before:
+            await bus.emit(event)
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = await browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            await page.goto(f"{server.url}/sessions/{session}?token={TOKEN}")
+            await page.wait_for_function(
+                "() => document.querySelector('#lead-text').textContent.endsWith('{')",
+                timeout=WAIT_MS,
+            )
+            for event in after:
+                await bus.emit(event)
+            await page.wait_for_selector("#status[data-status=incomplete]", timeout=WAIT_MS)
+            lead_text = await page.locator("#lead-text").text_content()
+            assert lead_text == f"Asking the painter.\n\nHere: {fake}"
+            assert await page.locator("#budget").text_content() == (
+                "budget: 4/4 model calls, 1,200 tokens"
+            )
+            assert await page.locator("#budget").get_attribute("data-spent") == "true"
+            retries = await page.locator("#retries").text_content() or ""
+            assert retries.startswith("model retries: 2 · last painter: attempt 1 failed")
+            card = page.locator('.agent[data-agent="painter"] .retries')
+            assert await card.text_content() == "model retries: 1"
+            invented = page.locator("#invented")
+            assert await invented.is_visible()
+            assert fake in (await invented.text_content() or "")
+            assert await page.locator("#missing-media").is_hidden()
+            assert errors == []
         finally:
             await browser.close()

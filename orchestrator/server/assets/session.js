@@ -8,6 +8,8 @@ const base = `/sessions/${encodeURIComponent(SESSION)}`;
 const $ = (id) => document.getElementById(id);
 let eventCount = 0;
 let leadBreak = false; // a new lead round starts a new paragraph of its text
+let roundChars = 0; // how much of the lead's text belongs to its current round
+let retries = 0;
 
 function mediaUrl(url) {
   if (url.startsWith(MEDIA_ROOT)) return "/media/" + url.slice(MEDIA_ROOT.length);
@@ -44,7 +46,7 @@ function card(name) {
   node = document.createElement("article");
   node.className = "agent";
   node.dataset.agent = name;
-  for (const part of ["status", "name", "profile", "progress", "media"]) {
+  for (const part of ["status", "name", "profile", "progress", "retries", "media"]) {
     const child = document.createElement("div");
     child.className = part;
     node.append(child);
@@ -104,6 +106,40 @@ function removeApproval(agent, callId) {
   $("no-approvals").hidden = document.querySelectorAll(".approval").length > 0;
 }
 
+// A failed reply the model client retries takes its streamed text back: drop it from the end of
+// the lead's current round (never from an earlier round), then let the retry stream anew.
+function retractLeadText(chars) {
+  const lead = $("lead-text");
+  const dropped = Math.min(chars, roundChars);
+  if (dropped <= 0) return;
+  let text = lead.textContent.slice(0, lead.textContent.length - dropped);
+  roundChars -= dropped;
+  if (roundChars === 0 && text.endsWith("\n\n") && text.length > 2) {
+    text = text.slice(0, -2); // the round's paragraph break goes with its last character
+    leadBreak = true;
+  }
+  lead.textContent = text;
+}
+
+function describeBudget(e) {
+  const part = (used, cap, unit) =>
+    cap == null ? `${used.toLocaleString("en")} ${unit}`
+      : `${used.toLocaleString("en")}/${cap.toLocaleString("en")} ${unit}`;
+  return `budget: ${part(e.calls, e.max_calls, "model calls")}, ${part(e.tokens, e.max_tokens, "tokens")}`;
+}
+
+function budgetSpent(e) {
+  return (e.max_calls != null && e.calls >= e.max_calls)
+    || (e.max_tokens != null && e.tokens >= e.max_tokens);
+}
+
+function showInvented(urls) {
+  if (!urls.length) return;
+  const box = $("invented");
+  box.textContent = `The answer cites URLs no tool produced: ${urls.join(", ")}`;
+  box.hidden = false;
+}
+
 function postJSON(path, body) {
   return fetch(path, {
     method: "POST",
@@ -120,12 +156,44 @@ const handlers = {
     $("model").textContent = e.offline ? `model: ${e.model} (offline: built-in, canned answers)` : `model: ${e.model}`;
   },
   "round.started": (e) => {
-    if (e.agent === "lead" && $("lead-text").textContent) leadBreak = true;
+    if (e.agent !== "lead") return;
+    if ($("lead-text").textContent) leadBreak = true;
+    roundChars = 0;
   },
   "text.delta": (e) => {
     if (e.agent !== "lead") return;
     $("lead-text").append(leadBreak ? `\n\n${e.text}` : e.text);
+    if (leadBreak) roundChars = 0;
+    roundChars += e.text.length;
     leadBreak = false;
+  },
+  "text.retracted": (e) => { if (e.agent === "lead") retractLeadText(e.chars); },
+  "model.retried": (e) => {
+    retries += 1;
+    const line = $("retries");
+    line.textContent = `model retries: ${retries} · last ${e.agent}: attempt ${e.attempt} failed`
+      + ` (${e.reason}); retrying in ${e.delay_s.toFixed(1)} s`;
+    line.hidden = false;
+    if (e.agent !== "lead") {
+      const node = card(e.agent);
+      const count = Number(node.dataset.retries || 0) + 1;
+      node.dataset.retries = String(count);
+      node.querySelector(".retries").textContent = `model retries: ${count}`;
+    }
+  },
+  "budget.updated": (e) => {
+    const line = $("budget");
+    line.textContent = describeBudget(e);
+    line.dataset.spent = String(budgetSpent(e));
+    line.hidden = false;
+  },
+  "answer.checked": (e) => {
+    if (e.missing_media.length) {
+      const box = $("missing-media");
+      box.textContent = `Appended to the answer (it left them out): ${e.missing_media.join(", ")}`;
+      box.hidden = false;
+    }
+    showInvented(e.invented_urls);
   },
   "agent.spawned": (e) => {
     if (e.agent === "lead") return;
@@ -152,6 +220,7 @@ const handlers = {
     setStatus(e.status);
     $("answer").textContent = e.answer;
     showMedia($("final-media"), e.media_urls);
+    showInvented(e.invented_urls || []);
     $("final").hidden = false;
   },
 };
