@@ -99,8 +99,8 @@ class PlainRenderer:
             if event.agent == LEAD:
                 self._retract(event.chars)
             return
-        if event.agent == LEAD:
-            self._flush()
+        if event.agent == LEAD and not isinstance(event, ModelRetried):
+            self._flush()  # (a retry notice is a side note: the reply's text may yet be retracted)
         if isinstance(event, BudgetUpdated):
             line = self._budget_line(event)
         else:

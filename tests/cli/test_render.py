@@ -64,6 +64,20 @@ def test_text_taken_back_after_it_was_written_is_flagged() -> None:
     ]
 
 
+def test_a_retry_notice_before_the_retraction_does_not_get_the_text_written() -> None:
+    lines = plain([
+        TextDelta(session=S, agent=LEAD, text="```json"),
+        ModelRetried(session=S, agent=LEAD, attempt=1, reason="parse error", delay_s=0.0),
+        TextRetracted(session=S, agent=LEAD, chars=7),
+        TextDelta(session=S, agent=LEAD, text="Done."),
+    ])  # fmt: skip
+    assert lines == [
+        "! lead: model request failed (attempt 1: parse error); retrying in 0.0 s",
+        "Done.",
+        "model retries: 1",
+    ]
+
+
 def test_a_retry_is_a_line_with_its_attempt_reason_and_delay() -> None:
     retried = ModelRetried(session=S, agent="painter", attempt=2, reason="HTTP 500", delay_s=1.25)
     lines = plain([retried])
