@@ -168,7 +168,8 @@ class Script:
 
     ``strict_tools=True`` makes it as strict as llama-server: a reply that calls a tool the
     request did not offer is answered as :func:`parse_failure` (HTTP 500, or its leading text then
-    an error event) instead.
+    an error event) instead. ``tool_choice`` is not enforced: a scripted text reply is played as
+    written, whatever the request asked.
     """
 
     def __init__(
