@@ -6,6 +6,8 @@ macro-loop that waits for sub-agents before the final answer (DESIGN §5).
 """
 
 from baton.lead.agent import Lead, LeadOutcome, LeadStatus
+from baton.lead.delegation import DelegationLimits
+from baton.lead.outcome import AnswerCheck, check_answer
 from baton.lead.prompt import LEAD_NAME, inbox_block, system_prompt
 from baton.lead.roster import Roster, SubAgentRecord
 from baton.lead.stream import EventFanout, EventRouter, EventStream
@@ -14,6 +16,8 @@ from baton.lead.tools import SEND_MESSAGE, send_message_tool, unknown_agent_hint
 __all__ = [
     "LEAD_NAME",
     "SEND_MESSAGE",
+    "AnswerCheck",
+    "DelegationLimits",
     "EventFanout",
     "EventRouter",
     "EventStream",
@@ -22,6 +26,7 @@ __all__ = [
     "LeadStatus",
     "Roster",
     "SubAgentRecord",
+    "check_answer",
     "inbox_block",
     "send_message_tool",
     "system_prompt",

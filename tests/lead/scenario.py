@@ -1,0 +1,114 @@
+"""A lead on a real (in-memory) bus, its model scripted through the real ``openai`` client, and
+sub-agents played by the test: it puts their ``result`` envelopes on the bus when the lead's own
+events say the moment has come (awaited in the lead's event sink, so the order is exact, never a
+sleep).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from baton.bus.base import Bus
+from baton.bus.connect import open_bus
+from baton.bus.events import AgentSpawned, Event, GuardFired, ToolResulted
+from baton.bus.messages import Envelope
+from baton.bus.payloads import ResultReport
+from baton.lead.agent import Lead, LeadOutcome
+from baton.llm.script import ScriptItem
+from baton.llm.scripted import ScriptedServer
+from tests.support.models import scripted
+
+SESSION = "s-lead"
+PROFILES = {"painter": "Paints pictures.", "writer": "Writes text.", "helper": "Helps."}
+
+
+@dataclass
+class Scenario:
+    """One lead run: what it logged, what its model was asked, how it ended."""
+
+    bus: Bus
+    lead: Lead
+    server: ScriptedServer
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def spawned(self) -> list[str]:
+        return [e.agent for e in self.events if isinstance(e, AgentSpawned)]
+
+    def tool_results(self) -> dict[str, str]:
+        """Each call id's result text, as the model got it."""
+        return {
+            e.result.call_id: e.result.content for e in self.events if isinstance(e, ToolResulted)
+        }
+
+    def guards(self) -> list[str]:
+        return [e.outcome for e in self.events if isinstance(e, GuardFired)]
+
+    def to_enum(self, request: int) -> list[str]:
+        """The ``send_message`` tool's ``to`` enum offered in the model's ``request``-th request."""
+        tools = self.server.requests[request].body["tools"]
+        send = next(t for t in tools if t["function"]["name"] == "send_message")
+        return list(send["function"]["parameters"]["properties"]["to"]["enum"])
+
+    async def report(
+        self,
+        sender: str,
+        content: str = "done",
+        *,
+        media: Sequence[str] = (),
+        reason: str = "finished",
+    ) -> None:
+        """``sender``'s final result, answering the last message the lead sent it."""
+        sent = self.lead.roster.agents[sender].sent
+        await self.bus.send(
+            Envelope(
+                session=SESSION,
+                sender=sender,
+                recipient="lead",
+                type="result",
+                content=content,
+                media_urls=list(media),
+                reply_to=sent[-1].id if sent else None,
+                meta=ResultReport(reason=reason, steps=1).to_meta(),
+            )
+        )
+
+
+React = Callable[[Scenario, Event], Awaitable[None]]
+
+
+async def run_lead(
+    script: Iterable[ScriptItem],
+    react: React | None = None,
+    *,
+    task: str = "paint a fox",
+    timeout: float = 20.0,
+    setup: Callable[[Bus], Awaitable[dict[str, Any]]] | None = None,
+    **options: Any,
+) -> tuple[Scenario, LeadOutcome]:
+    """Run a lead on ``task`` with the scripted ``script`` (no fallback), ``react`` called with
+    every event it emits (after it was recorded), ``options`` passed to :class:`Lead`, and the
+    options ``setup(bus)`` returns (for parts that live on the lead's bus)."""
+    server, model = scripted(list(script), fallback=False)
+    async with open_bus() as bus:
+        if setup is not None:
+            options.update(await setup(bus))
+        holder: list[Scenario] = []
+
+        async def on_event(event: Event) -> None:
+            scenario = holder[0]
+            scenario.events.append(event)
+            if react is not None:
+                await react(scenario, event)
+
+        options.setdefault("profiles", PROFILES)
+        options.setdefault("shutdown_grace_s", 0.2)
+        lead = Lead(bus, model, session=SESSION, events=on_event, **options)
+        holder.append(Scenario(bus, lead, server))
+        with anyio.fail_after(timeout):
+            outcome = await lead.run(task)
+        return holder[0], outcome

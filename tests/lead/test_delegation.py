@@ -1,0 +1,282 @@
+"""send_message's semantics, the successor started once, a roster read before each send, the
+per-turn caps, the content repeat key, profile names used as tools: the lead driven by its
+scripted model through the real openai client, on a real bus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+
+from baton.api import Session, SessionConfig
+from baton.bus.events import AgentResult, Event, GuardFired, RoundEnded, ToolResulted
+from baton.engine import LoopLimits, tool
+from baton.lead import DelegationLimits
+from baton.llm.script import Call, Reply
+from baton.subagents.profiles import AgentLimits, Profile
+from tests.lead.scenario import PROFILES, Scenario, run_lead
+from tests.support.events import logged_events
+from tests.support.models import scripted
+
+
+def send(to: str, content: str, call_id: str, kind: str = "task") -> Call:
+    return Call(
+        "send_message", json.dumps({"to": to, "content": content, "type": kind}), id=call_id
+    )
+
+
+async def test_tasks_to_a_profile_start_new_agents_and_agent_names_reach_them() -> None:
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "d":
+            for name in ("painter", "painter-2", "painter-3"):
+                await s.report(name, f"{name} painted")
+
+    s, outcome = await run_lead(
+        [
+            Reply(
+                calls=[
+                    send("painter", "paint a fox", "a"),
+                    send("painter", "paint a heron", "b"),
+                    send("painter", "paint a cat", "c"),
+                ]
+            ),
+            Reply(calls=[send("painter-2", "make the heron blue", "d", "message")]),
+            Reply(text="Three painters are on it."),
+            Reply(text="Here they are."),
+        ],
+        react,
+    )
+    assert (outcome.status, outcome.answer) == ("completed", "Here they are.")
+    assert s.spawned == ["painter", "painter-2", "painter-3"]
+    sent = {name: [m.content for m in r.sent] for name, r in s.lead.roster.agents.items()}
+    assert sent == {
+        "painter": ["paint a fox"],
+        "painter-2": ["paint a heron", "make the heron blue"],
+        "painter-3": ["paint a cat"],
+    }
+    results = s.tool_results()
+    assert results["a"].startswith("Started painter, a new painter agent")
+    assert results["b"].startswith("Started painter-2, a new painter agent")
+    assert results["d"].startswith("Sent to painter-2 (profile painter)")
+    # the running agents are offered beside the profiles, and dropped once they are done
+    assert s.to_enum(0) == list(PROFILES)
+    assert s.to_enum(1) == [*PROFILES, "painter-2", "painter-3"]  # "painter" is a profile already
+    assert s.to_enum(3) == list(PROFILES)
+
+
+async def test_messages_to_an_exited_agent_start_one_successor() -> None:
+    """The painter's result is already in the inbox when the lead follows it up: the send reads
+    it first, so the follow-up goes to one successor, and the next one to the same successor."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "c1":
+            await s.report("painter", "a fox", media=["https://cdn.example/fox.png"])
+        if isinstance(event, ToolResulted) and event.result.call_id == "c3":
+            await s.report("painter-2", "a red fox in a hat", media=["https://cdn.example/red.png"])
+
+    s, outcome = await run_lead(
+        [
+            Reply(calls=[send("painter", "paint a fox", "c1")]),
+            Reply(calls=[send("painter", "make it red", "c2", "message")]),
+            Reply(calls=[send("painter", "add a hat", "c3", "message")]),
+            Reply(text="On it."),
+            Reply(text="A red fox in a hat: https://cdn.example/red.png"),
+        ],
+        react,
+    )
+    assert s.spawned == ["painter", "painter-2"]
+    assert s.lead.roster.successors == {"painter": "painter-2"}
+    assert [m.content for m in s.lead.roster.agents["painter-2"].sent] == [
+        "make it red",
+        "add a hat",
+    ]
+    results = s.tool_results()
+    assert results["c2"].startswith("painter had already finished, so painter-2")
+    assert results["c3"].startswith("painter had finished; sent to painter-2")
+    assert outcome.status == "completed"
+    # both results reached the context, the one read early by the send included
+    context = "\n".join(str(m.get("content")) for m in s.lead.history)
+    assert "[result from painter] a fox" in context
+    assert "[result from painter-2] a red fox in a hat" in context
+    assert not s.lead.inbox.pending  # everything read (early too) was acked
+
+
+async def test_sends_past_the_turn_caps_are_refused_and_blocked_rounds_end_the_turn() -> None:
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, GuardFired) and event.outcome == "blocked-rounds":
+            for name in ("painter", "painter-2", "writer"):
+                await s.report(name)
+
+    limits = DelegationLimits(
+        max_sends_per_turn=3, max_new_agents_per_profile=2, max_sends_per_agent=1
+    )
+    s, outcome = await run_lead(
+        [
+            Reply(
+                calls=[
+                    send("painter", "a", "a"),
+                    send("painter", "b", "b"),
+                    send("painter", "c", "c"),
+                ]
+            ),
+            Reply(calls=[send("painter-2", "more", "d", "message")]),
+            Reply(calls=[send("writer", "w", "e")]),
+            Reply(calls=[send("helper", "h", "f")]),
+            Reply(calls=[send("helper", "h2", "g")]),
+            Reply(text="Done."),
+        ],
+        react,
+        delegation=limits,
+    )
+    results = s.tool_results()
+    assert "started 2 painter agents this turn" in results["c"]
+    assert "already sent 1 messages to painter-2" in results["d"]
+    assert "already sent 3 messages this turn" in results["f"]
+    assert all(results[i].startswith("Did not send") for i in "cdfg")
+    assert s.spawned == ["painter", "painter-2", "writer"]
+    assert s.guards().count("send-cap") == 4
+    assert s.guards().count("blocked-rounds") == 1  # d alone did not: e went through after it
+    # the turn ended after the second blocked round: the next request is a new turn
+    assert len(s.server.requests) == 6
+    assert s.server.requests[5].messages[-1]["content"].startswith("[result from painter]")
+    assert (outcome.status, outcome.answer) == ("completed", "Done.")
+
+
+async def test_the_same_task_cycled_over_targets_is_a_repeat() -> None:
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, RoundEnded) and event.round == 1 and event.tool_calls:
+            for name in ("painter", "helper", "writer"):
+                await s.report(name)
+
+    s, outcome = await run_lead(
+        [
+            Reply(
+                calls=[
+                    send("painter", "Paint a fox.", "a"),
+                    send("helper", "paint a fox", "b"),
+                    send("writer", "PAINT  A FOX", "c"),
+                    send("painter", "paint a fox!", "d"),
+                ]
+            ),
+            Reply(text="Asked."),
+            Reply(text="Done."),
+        ],
+        react,
+        limits=LoopLimits(max_repeats=3),
+    )
+    assert s.spawned == ["painter", "helper", "writer"]
+    assert "repeated" in s.guards()
+    assert not s.tool_results()["d"].startswith("Started")
+    assert outcome.status == "completed"
+
+
+async def test_a_profile_called_as_a_tool_is_a_task_for_it() -> None:
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, RoundEnded) and event.round == 1 and event.tool_calls:
+            await s.report("painter")
+            await s.report("writer")
+
+    s, outcome = await run_lead(
+        [
+            Reply(
+                calls=[
+                    Call("painter", json.dumps({"prompt": "paint a fox"}), id="a"),
+                    Call("writer", json.dumps({"style": "haiku"}), id="b"),
+                ]
+            ),
+            Reply(text="Asked."),
+            Reply(text="Done."),
+        ],
+        react,
+    )
+    assert s.spawned == ["painter", "writer"]
+    sent = {name: [m.content for m in r.sent] for name, r in s.lead.roster.agents.items()}
+    assert sent == {"painter": ["paint a fox"], "writer": ['{"style": "haiku"}']}
+    assert outcome.status == "completed"
+
+
+async def test_profile_tools_are_offered_unless_a_tool_has_the_name() -> None:
+    @tool(name="writer")
+    async def own_writer(text: str) -> str:
+        """The caller's own tool named like a profile.
+
+        Args:
+            text: what to write
+        """
+        return f"wrote {text}"
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, RoundEnded) and event.round == 1 and event.tool_calls:
+            await s.report("painter")
+
+    s, outcome = await run_lead(
+        [
+            Reply(calls=[Call("painter", json.dumps({"task": "paint a fox"}), id="a")]),
+            Reply(text="Asked."),
+            Reply(text="Done."),
+        ],
+        react,
+        tools=[own_writer],
+        profile_tools=True,
+    )
+    offered = {t["function"]["name"]: t["function"] for t in s.server.requests[0].body["tools"]}
+    assert set(offered) == {"send_message", "writer", "painter", "helper"}
+    assert offered["writer"]["description"].startswith("The caller's own tool")
+    assert list(offered["painter"]["parameters"]["properties"]) == ["task"]
+    assert s.spawned == ["painter"]
+    assert s.tool_results()["a"].startswith("Started painter")
+    assert outcome.status == "completed"
+
+
+async def test_independent_tasks_to_one_profile_run_in_parallel(tmp_path: Path) -> None:
+    """Three paintings at once: each painter's tool waits until all three are inside it, so the
+    session ends only if they really run side by side (before: one after another)."""
+    inside = 0
+    all_in = anyio.Event()
+
+    @tool(name="paint")
+    async def paint(prompt: str) -> str:
+        """Paint, together with the others.
+
+        Args:
+            prompt: what to paint
+        """
+        nonlocal inside
+        inside += 1
+        if inside == 3:
+            all_in.set()
+        await all_in.wait()  # one after another, the first would wait here until the test fails
+        return f"painted {prompt}"
+
+    painter = Profile(
+        name="painter",
+        description="Paints pictures.",
+        system_prompt="[baton:subagent] You paint.",
+        tools=(paint,),
+        limits=AgentLimits(idle_timeout_s=30.0),
+    )
+    _, model = scripted(
+        [
+            Reply(
+                calls=[
+                    send("painter", "paint a fox", "a"),
+                    send("painter", "paint a heron", "b"),
+                    send("painter", "paint a cat", "c"),
+                ]
+            )
+        ]
+    )
+    config = SessionConfig(task="paint a fox, a heron and a cat", profiles=[painter],
+                           media_dir=tmp_path, worker_concurrency=4)  # fmt: skip
+    with anyio.fail_after(20):
+        async with Session(config, model=model) as session:
+            result = await session.run()
+            log = await logged_events(session.bus, session.id)
+    assert result.status == "completed" and all_in.is_set()
+    reported = {e.agent: e.content for e in log if isinstance(e, AgentResult)}
+    assert reported == {
+        "painter": "Done: paint a fox.",
+        "painter-2": "Done: paint a heron.",
+        "painter-3": "Done: paint a cat.",
+    }
