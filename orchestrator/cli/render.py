@@ -88,6 +88,7 @@ class PlainRenderer:
 
     def show(self, event: Event) -> None:
         repeat = isinstance(event, AgentSpawned) and _running(self.view, event.agent)
+        retracted = self.view.retracted_chars
         self.view.apply(event)
         if isinstance(event, TextDelta):
             if event.agent == LEAD:
@@ -96,8 +97,7 @@ class PlainRenderer:
                 self._write(lines)
             return
         if isinstance(event, TextRetracted):
-            if event.agent == LEAD:
-                self._retract(event.chars)
+            self._retract(self.view.retracted_chars - retracted)  # as much as the view dropped
             return
         if event.agent == LEAD and not isinstance(event, ModelRetried):
             self._flush()  # (a retry notice is a side note: the reply's text may yet be retracted)

@@ -64,6 +64,16 @@ def test_text_taken_back_after_it_was_written_is_flagged() -> None:
     ]
 
 
+def test_a_retraction_past_the_current_round_takes_back_only_that_round() -> None:
+    lines = plain([
+        TextDelta(session=S, agent=LEAD, text="kept\n"),
+        RoundStarted(session=S, agent=LEAD, round=2),
+        TextDelta(session=S, agent=LEAD, text="cut"),
+        TextRetracted(session=S, agent=LEAD, chars=50),
+    ])  # fmt: skip
+    assert lines == ["kept"]
+
+
 def test_a_retry_notice_before_the_retraction_does_not_get_the_text_written() -> None:
     lines = plain([
         TextDelta(session=S, agent=LEAD, text="```json"),
