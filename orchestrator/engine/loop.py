@@ -6,11 +6,15 @@ short ``while`` over small typed steps::
     while True:
         cancelled?                        -> stop (cancelled)
         fit the history to the budget
-        reply = call the model (streamed; text deltas go out as they come)
-        model error?                      -> ErrorEvent, stop (error)
+        reply = the model step (budget, streamed text, retries, cut replies, calls written as text)
+        model error / budget / cut twice? -> stop (error / budget / truncated)
         no tool calls?                    -> stop (answered)
         run the round (verdict, interceptor chain, tools), append the results
         terminal call / hard stop?        -> stop (terminal / hard_stop)
+        2 rounds of only refused calls?   -> stop (blocked)
+
+The model step is :class:`~baton.engine.model_step.ModelStep`; what observers see of the streamed
+text is :class:`~baton.engine.visible.VisibleText`.
 
 The caller owns the message list: the loop appends to it (and compresses it when over budget), so a
 sub-agent can checkpoint it after the turn. ``cancel()`` from any task of the same event loop ends
@@ -20,20 +24,15 @@ leaves no task behind; the history is left valid (every tool call answered).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from baton.bus.events import (
-    BudgetUpdated,
-    ErrorEvent,
     Event,
     GuardFired,
     RoundEnded,
     RoundStarted,
-    TextDelta,
     ToolCalled,
     ToolCallInfo,
     ToolResulted,
@@ -45,43 +44,22 @@ from baton.engine.calls import EventSink, ImageResolver, RoundContext
 from baton.engine.errors import TurnInProgress
 from baton.engine.history import assistant_message, newest_user_index, tool_message
 from baton.engine.interaction import InteractionChannel
+from baton.engine.model_step import CallRewriter, ModelStep
 from baton.engine.round import RoundOutcome, run_round
 from baton.engine.spend import Spend
+from baton.engine.stops import StopReason
 from baton.engine.telemetry import Telemetry
 from baton.engine.tools import Tool, ToolRegistry
 from baton.engine.turn import AgentTurn, LoopLimits, Verdict
-from baton.errors import BudgetExhausted, ModelError
-from baton.llm.types import ChatModel, Message, ModelReply, TextSink, ToolCall, ToolChoice, Usage
+from baton.errors import ModelError
+from baton.llm.types import ChatModel, Message, TextSink, ToolCall, ToolChoice, Usage
 
 log = logging.getLogger(__name__)
 
 BLOCKED_ROUNDS_LIMIT = 2
 """Consecutive rounds of only refused calls after which the turn ends (StopReason.BLOCKED)."""
 
-CallRewriter = Callable[[ToolCall], ToolCall | None]
-"""Maps a call the model made to the call to run (None: keep it as it is)."""
-
-
-class StopReason(StrEnum):
-    """Why a turn ended."""
-
-    ANSWERED = "answered"
-    """The model answered without asking for tools."""
-    TERMINAL = "terminal"
-    """A terminal tool ran (e.g. a sub-agent sent its result)."""
-    HARD_STOP = "hard_stop"
-    """The hard round limit was passed."""
-    CANCELLED = "cancelled"
-    """``cancel()`` was called (or the turn was marked cancelled)."""
-    ERROR = "error"
-    """The model failed after its retries; see ``TurnResult.error``."""
-    TRUNCATED = "truncated"
-    """The output was cut (``finish_reason == "length"`` or a runaway repetition) and the
-    wrap-up request was cut too; ``text`` is what came."""
-    BLOCKED = "blocked"
-    """Two rounds in a row in which a guard blocked every call."""
-    BUDGET = "budget"
-    """The session's budget of model calls or tokens is spent (checked before each call)."""
+__all__ = ["BLOCKED_ROUNDS_LIMIT", "AgentLoop", "CallRewriter", "StopReason", "TurnResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +238,17 @@ class AgentLoop:
     ) -> tuple[StopReason, ModelError | None]:
         """The loop itself: a short while over the steps below."""
         fixed_chars = budgeting.tools_chars(self.tools.schemas) if self.token_budget else 0
-        text_sink = self._text_sink(on_text)
+        step = ModelStep(
+            self.model,
+            self.tools,
+            session=self.session,
+            agent=self.agent,
+            emit=self._emit,
+            telemetry=self.telemetry,
+            tool_choice=self.tool_choice,
+            call_rewriter=self.call_rewriter,
+            spend=self.spend,
+        )
         turn = state.turn
         while True:
             if turn.cancelled:
@@ -268,27 +256,19 @@ class AgentLoop:
             round_no = turn.rounds + 1
             await self._emit(RoundStarted(session=self.session, agent=self.agent, round=round_no))
             self._fit_budget(history, state, fixed_chars)
-            refused = await self._reserve(round_no)
-            if refused is not None:
-                return StopReason.BUDGET, refused
-            try:
-                reply = await self.model.complete(
-                    history, self.tools.schemas, on_text=text_sink, tool_choice=self.tool_choice
-                )
-            except ModelError as exc:
-                await self._model_failed(exc, round_no)
-                return StopReason.ERROR, exc
-            await self._record(reply.usage)
-            state.finish_reason = reply.finish_reason
-            reply = self._rewrite(reply)
+            asked = await step.ask(history, round_no, on_text)
+            state.retries += asked.retries
+            reply = asked.reply
+            if reply is None:
+                return asked.stop or StopReason.ERROR, asked.error
             state.text, state.usage = reply.text, reply.usage or state.usage
+            state.finish_reason = reply.finish_reason
             history.append(assistant_message(reply))
             if not reply.tool_calls:
                 await self._emit(RoundEnded(session=self.session, agent=self.agent, round=round_no))
-                return StopReason.ANSWERED, None
-            calls = reply.tool_calls
-            state.open_calls = calls
-            outcome = await self._tool_round(calls, state)
+                return asked.stop or StopReason.ANSWERED, None
+            state.open_calls = reply.tool_calls
+            outcome = await self._tool_round(reply.tool_calls, state)
             history.extend(tool_message(c.id, a.content) for c, a in outcome.results)
             state.open_calls = ()
             history.extend(outcome.followups)
@@ -298,49 +278,12 @@ class AgentLoop:
                 return StopReason.TERMINAL, None
             if outcome.verdict is Verdict.HARD_STOP:
                 return StopReason.HARD_STOP, None
-            if await self._blocked_rounds(outcome, state):
-                return StopReason.BLOCKED, None
             if outcome.verdict is Verdict.CANCELLED:
                 return StopReason.CANCELLED, None
+            if await self._blocked_rounds(outcome, state):
+                return StopReason.BLOCKED, None
 
     # -- steps ----------------------------------------------------------------------------------
-
-    def _rewrite(self, reply: ModelReply) -> ModelReply:
-        """Apply the call rewriter before the history records the calls, so the model sees the
-        calls that really ran (e.g. ``send_message``, not the profile name it used as a tool)."""
-        rewriter = self.call_rewriter
-        if rewriter is None or not reply.tool_calls:
-            return reply
-        calls = tuple(rewriter(call) or call for call in reply.tool_calls)
-        return dataclasses.replace(reply, tool_calls=calls)
-
-    async def _reserve(self, round_no: int) -> BudgetExhausted | None:
-        """Count the next model call against the session's budget; the refusal, when spent."""
-        if self.spend is None:
-            return None
-        try:
-            await self.spend.reserve(self.agent)
-        except BudgetExhausted as exc:
-            await self._model_failed(exc, round_no)
-            self.telemetry.loop_outcome("budget")
-            await self._emit(GuardFired(session=self.session, agent=self.agent, outcome="budget"))
-            return exc
-        return None
-
-    async def _record(self, usage: Usage | None) -> None:
-        if self.spend is None:
-            return
-        totals = await self.spend.record(self.agent, usage)
-        await self._emit(
-            BudgetUpdated(
-                session=self.session,
-                agent=self.agent,
-                calls=totals.calls,
-                tokens=totals.tokens,
-                max_calls=totals.limits.max_model_calls,
-                max_tokens=totals.limits.max_tokens,
-            )
-        )
 
     async def _blocked_rounds(self, outcome: RoundOutcome, state: _TurnState) -> bool:
         """Count rounds in which governance refused every call; True when the turn must end."""
@@ -355,16 +298,6 @@ class AgentLoop:
             GuardFired(session=self.session, agent=self.agent, outcome="blocked-rounds")
         )
         return True
-
-    def _text_sink(self, on_text: TextSink | None) -> TextSink:
-        session, agent, emit = self.session, self.agent, self._emit
-
-        async def forward(delta: str) -> None:
-            await emit(TextDelta(session=session, agent=agent, text=delta))
-            if on_text is not None:
-                await on_text(delta)
-
-        return forward
 
     def _fit_budget(self, history: list[Message], state: _TurnState, fixed_chars: int) -> None:
         if self.token_budget is None:
@@ -382,25 +315,6 @@ class AgentLoop:
                 report.chars_before,
                 report.chars_after,
             )
-
-    async def _model_failed(self, error: ModelError, round_no: int) -> None:
-        log.warning(
-            "model %s failed for %s/%s: %s", self.model.model, self.session, self.agent, error
-        )
-        await self._emit(
-            ErrorEvent(
-                session=self.session,
-                agent=self.agent,
-                message=str(error),
-                detail={
-                    "kind": type(error).__name__,
-                    "model": self.model.model,
-                    "round": round_no,
-                    "retryable": error.retryable,
-                    "attempts": error.attempts,
-                },
-            )
-        )
 
     async def _tool_round(self, calls: tuple[ToolCall, ...], state: _TurnState) -> RoundOutcome:
         for call in calls:

@@ -156,6 +156,16 @@ def tool_timed_out(tool: str, timeout_s: float) -> str:
     )
 
 
+def reply_cut(chars: int, *, runaway: bool) -> str:
+    """The note that asks once more after a reply was cut at the output limit or as a runaway."""
+    why = "it kept repeating itself" if runaway else "it was longer than the output limit"
+    return (
+        f"Your previous reply was cut off after {chars} characters because {why}, and nobody "
+        "saw it. Reply again, much shorter: a few sentences at most, with no repetition. "
+        "If you need a tool, call it through the tools interface instead of writing about it."
+    )
+
+
 def truncated(kept: int, total: int) -> str:
     """Appended to a result cut to fit; says how much was lost."""
     return (

@@ -108,15 +108,21 @@ async def harness(
     *,
     responder: Responder | None = None,
     observed: Observed | None = None,
+    retries: int = 0,
     **loop_options: Any,
 ) -> AsyncIterator[Harness]:
-    """An ``AgentLoop`` whose model is the scripted server, reached over loopback HTTP."""
+    """An ``AgentLoop`` whose model is the scripted server, reached over loopback HTTP
+    (``retries``: the client's ``max_retries``, with no wait between attempts)."""
     server = ScriptedServer(script, responder=responder)
     observed = observed or Observed()
     log = EventLog()
     async with server.serve() as http:
         settings = ModelSettings(
-            model="scripted", base_url=http.base_url, api_key="sk-test", max_retries=0
+            model="scripted",
+            base_url=http.base_url,
+            api_key="sk-test",
+            max_retries=retries,
+            backoff_initial=0.0,
         )
         async with OpenAIChatModel(settings) as model:
             loop = AgentLoop(

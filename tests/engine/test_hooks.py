@@ -202,3 +202,29 @@ async def test_registry_replace_swaps_the_schema_the_next_request_offers() -> No
     assert after[0]["function"].get("description") == "New."
     with pytest.raises(ToolDefinitionError):
         registry.replace(tool(name="other")(first))
+
+
+async def test_a_replaced_tool_is_offered_from_the_next_request_on() -> None:
+    registry = ToolRegistry()
+
+    def send(to: str) -> str:
+        """Send to one of the agents."""
+        return f"sent to {to}"
+
+    def send_more(to: str, content: str) -> str:
+        """Send to one of the agents, with content."""
+        return f"sent {content} to {to}"
+
+    @tool
+    def refresh() -> str:
+        """Refresh the roster."""
+        registry.replace(tool(name="send")(send_more))
+        return "refreshed"
+
+    registry.add(tool(name="send")(send))
+    registry.add(refresh)
+    script = [tool_calls(Call("refresh")), text("done")]
+    async with harness(script, registry) as h:
+        await h.loop.run_turn(user("go"))
+    params = [r.body["tools"][0]["function"]["parameters"]["properties"] for r in h.requests]
+    assert [sorted(p) for p in params] == [["to"], ["content", "to"]]

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from baton.engine import AgentTurn, LoopLimits, Verdict
-from baton.engine.turn import IDLE_MARGIN_S, fingerprint
+from baton.engine.turn import IDLE_MARGIN_S, fingerprint, normalise_text, repeat_fingerprint
 
 
 def rounds_until(turn: AgentTurn, n: int) -> list[Verdict]:
@@ -73,6 +73,23 @@ def test_fingerprint_is_canonical_json() -> None:
     assert fingerprint("f", '{"a": 1}') != fingerprint("g", '{"a": 1}')
     assert fingerprint("f", '{"a": 1}') != fingerprint("f", '{"a": 2}')
     assert fingerprint("f", "{broken") == fingerprint("f", " {broken ")
+
+
+def test_fingerprint_ignores_case_spacing_and_surrounding_punctuation_of_strings() -> None:
+    base = fingerprint("send", '{"to": "painter", "content": "Paint a fox"}')
+    assert base == fingerprint("send", '{"content": "  paint  A FOX. ", "to": "Painter"}')
+    assert base == fingerprint("send", '{"to": "painter", "content": "\u201cPaint a fox!\u201d"}')
+    assert base != fingerprint("send", '{"to": "painter", "content": "Paint a cat"}')
+    assert base != fingerprint("send", '{"to": "painter-2", "content": "Paint a fox"}')
+    nested = fingerprint("f", '{"items": ["A", {"k": "B."}]}')
+    assert nested == fingerprint("f", '{"items": ["a", {"k": "b"}]}')
+    assert fingerprint("f", '{"n": 1}') != fingerprint("f", '{"n": "1"}')
+
+
+def test_repeat_keys_are_normalised_and_kept_apart_from_argument_fingerprints() -> None:
+    assert repeat_fingerprint("send", "Paint a fox.") == repeat_fingerprint("send", "paint a FOX")
+    assert repeat_fingerprint("send", "{}") != fingerprint("send", "{}")
+    assert normalise_text("  Hello,   World!! ") == "hello, world"
 
 
 def test_declines_last_the_turn_and_the_interaction_budget_refills_per_round() -> None:

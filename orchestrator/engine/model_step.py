@@ -1,0 +1,270 @@
+"""One model step of a turn: from the history to a reply the loop can act on.
+
+Everything between "ask the model" and "here are the calls to run" lives here, so the loop stays a
+short while over steps:
+
+- the session budget is asked before every request (a refusal ends the turn before any request is
+  made) and told the usage after it (a ``budget.updated`` event);
+- the client's retries become ``model.retried`` events, and text a failed attempt showed is taken
+  back (``text.retracted``) before the retry streams anew (see :mod:`baton.engine.visible`);
+- a reply cut at the output limit (``finish_reason == "length"``) or stopped as a runaway is not an
+  answer: its text is taken back and the model is asked once more, with a note asking for a much
+  shorter reply; cut again, the turn ends as truncated with the text it got;
+- a reply with no native calls, when tools were offered, is parsed for calls written as text
+  (:mod:`baton.engine.textcalls`), and every call passes the call rewriter before the round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from baton.bus.events import BudgetUpdated, ErrorEvent, GuardFired, ModelRetried
+from baton.engine import budget as budgeting
+from baton.engine import messages as texts
+from baton.engine.calls import EventSink
+from baton.engine.spend import Spend
+from baton.engine.stops import StopReason
+from baton.engine.telemetry import Telemetry
+from baton.engine.textcalls import parse_text_calls
+from baton.engine.tools import ToolRegistry
+from baton.engine.visible import RunawayText, VisibleText
+from baton.errors import BudgetExhausted, ModelError
+from baton.llm.types import (
+    ChatModel,
+    Message,
+    ModelReply,
+    RetryNotice,
+    TextSink,
+    ToolCall,
+    ToolChoice,
+    Usage,
+)
+
+log = logging.getLogger(__name__)
+
+CallRewriter = Callable[[ToolCall], ToolCall | None]
+"""Maps a call the model made to the call to run (None: keep it as it is)."""
+
+CHARS_PER_TOKEN = 4
+"""For the usage of a request cut short (a runaway): the server's own count never came."""
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What one model step produced."""
+
+    reply: ModelReply | None
+    """The reply to act on (for ``truncated``, the cut text without calls); None on a stop."""
+    stop: StopReason | None = None
+    """Set when the turn must end: ``error``, ``budget`` or ``truncated``."""
+    error: ModelError | None = None
+    retries: int = 0
+
+
+class ModelStep:
+    """Asks the model for one reply of one agent's turn; see the module docstring."""
+
+    __slots__ = (
+        "_agent",
+        "_emit",
+        "_model",
+        "_session",
+        "_telemetry",
+        "call_rewriter",
+        "spend",
+        "tool_choice",
+        "tools",
+    )
+
+    def __init__(
+        self,
+        model: ChatModel,
+        tools: ToolRegistry,
+        *,
+        session: str,
+        agent: str,
+        emit: EventSink,
+        telemetry: Telemetry,
+        tool_choice: ToolChoice | None = None,
+        call_rewriter: CallRewriter | None = None,
+        spend: Spend | None = None,
+    ) -> None:
+        self._model = model
+        self.tools = tools
+        self._session = session
+        self._agent = agent
+        self._emit = emit
+        self._telemetry = telemetry
+        self.tool_choice = tool_choice
+        self.call_rewriter = call_rewriter
+        self.spend = spend
+
+    async def ask(self, history: list[Message], round_no: int, on_text: TextSink | None) -> Asked:
+        """One reply, asked once more when it was cut; never raises a ``ModelError``."""
+        schemas = self.tools.schemas
+        visible = VisibleText(self._session, self._agent, self._emit, on_text)
+        retries = 0
+
+        async def on_retry(notice: RetryNotice) -> None:
+            nonlocal retries
+            retries += 1
+            await self._emit(
+                ModelRetried(
+                    session=self._session,
+                    agent=self._agent,
+                    attempt=notice.attempt,
+                    reason=notice.reason,
+                    delay_s=notice.delay_s,
+                    model=self._model.model,
+                )
+            )
+
+        request: Sequence[Message] = history
+        for second_try in (False, True):
+            refused = await self._reserve(round_no)
+            if refused is not None:
+                return Asked(None, StopReason.BUDGET, refused, retries)
+            cut: Literal["length", "runaway"]
+            try:
+                reply = await self._model.complete(
+                    request,
+                    schemas,
+                    on_text=visible.feed,
+                    tool_choice=self.tool_choice,
+                    on_retry=on_retry,
+                    on_retract=visible.retract,
+                )
+            except RunawayText as exc:
+                usage = estimated_usage(request, exc.text)
+                await self._record(usage)
+                reply, cut = ModelReply(exc.text, (), "length", usage), "runaway"
+            except ModelError as exc:
+                await visible.retract()
+                await self._failed(exc, round_no)
+                return Asked(None, StopReason.ERROR, exc, retries)
+            else:
+                await self._record(reply.usage)
+                if reply.finish_reason != "length":
+                    return Asked(await self._settle(reply, visible), retries=retries)
+                cut = "length"
+            if second_try:
+                await visible.finish(drop_held=False, retract_shown=False)
+                cut_reply = dataclasses.replace(reply, tool_calls=(), finish_reason="length")
+                return Asked(cut_reply, StopReason.TRUNCATED, None, retries)
+            await self._cut(cut, reply.text, visible)
+            note = texts.reply_cut(len(reply.text), runaway=cut == "runaway")
+            request = [*history, {"role": "user", "content": note}]
+        raise AssertionError("unreachable: the second try always returns")
+
+    # -- the reply ------------------------------------------------------------------------------
+
+    async def _settle(self, reply: ModelReply, visible: VisibleText) -> ModelReply:
+        """The reply with its final calls: native ones rewritten, or calls read from its text."""
+        if reply.tool_calls:
+            await visible.finish(drop_held=True, retract_shown=False)
+            return self._rewritten(reply)
+        found = None
+        if self.tools and self.tool_choice != "none":
+            found = parse_text_calls(reply.text, self._resolve)
+        if found is None:
+            await visible.finish(drop_held=False, retract_shown=False)
+            return reply
+        await visible.finish(drop_held=True, retract_shown=True)
+        log.info(
+            "%s/%s wrote %d tool call(s) as text: %s",
+            self._session,
+            self._agent,
+            len(found.calls),
+            ", ".join(call.name for call in found.calls),
+        )
+        return dataclasses.replace(reply, text=found.rest, tool_calls=found.calls)
+
+    def _resolve(self, call: ToolCall) -> ToolCall | None:
+        """A call read from text runs when its tool is offered or the rewriter maps it."""
+        rewritten = self.call_rewriter(call) if self.call_rewriter is not None else None
+        if rewritten is not None:
+            return rewritten
+        return call if call.name in self.tools else None
+
+    def _rewritten(self, reply: ModelReply) -> ModelReply:
+        """Apply the call rewriter before the history records the calls, so the model sees the
+        calls that really ran (e.g. ``send_message``, not the profile name it used as a tool)."""
+        rewriter = self.call_rewriter
+        if rewriter is None:
+            return reply
+        calls = tuple(rewriter(call) or call for call in reply.tool_calls)
+        return dataclasses.replace(reply, tool_calls=calls)
+
+    async def _cut(
+        self, outcome: Literal["length", "runaway"], text: str, visible: VisibleText
+    ) -> None:
+        log.info(
+            "%s/%s: reply cut (%s) after %d chars; asking once more for a shorter one",
+            self._session,
+            self._agent,
+            outcome,
+            len(text),
+        )
+        self._telemetry.loop_outcome(outcome)
+        await self._emit(GuardFired(session=self._session, agent=self._agent, outcome=outcome))
+        await visible.retract()
+
+    # -- budget and failures --------------------------------------------------------------------
+
+    async def _reserve(self, round_no: int) -> BudgetExhausted | None:
+        """Count the next model call against the session's budget; the refusal, when spent."""
+        if self.spend is None:
+            return None
+        try:
+            await self.spend.reserve(self._agent)
+        except BudgetExhausted as exc:
+            await self._failed(exc, round_no)
+            self._telemetry.loop_outcome("budget")
+            await self._emit(GuardFired(session=self._session, agent=self._agent, outcome="budget"))
+            return exc
+        return None
+
+    async def _record(self, usage: Usage | None) -> None:
+        if self.spend is None:
+            return
+        totals = await self.spend.record(self._agent, usage)
+        await self._emit(
+            BudgetUpdated(
+                session=self._session,
+                agent=self._agent,
+                calls=totals.calls,
+                tokens=totals.tokens,
+                max_calls=totals.limits.max_model_calls,
+                max_tokens=totals.limits.max_tokens,
+            )
+        )
+
+    async def _failed(self, error: ModelError, round_no: int) -> None:
+        log.warning(
+            "model %s failed for %s/%s: %s", self._model.model, self._session, self._agent, error
+        )
+        await self._emit(
+            ErrorEvent(
+                session=self._session,
+                agent=self._agent,
+                message=str(error),
+                detail={
+                    "kind": type(error).__name__,
+                    "model": self._model.model,
+                    "round": round_no,
+                    "retryable": error.retryable,
+                    "attempts": error.attempts,
+                },
+            )
+        )
+
+
+def estimated_usage(request: Sequence[Message], text: str) -> Usage:
+    """Usage of a request cut short by the engine, estimated from characters."""
+    prompt = sum(budgeting.message_chars(message) for message in request) // CHARS_PER_TOKEN
+    completion = len(text) // CHARS_PER_TOKEN + 1
+    return Usage(prompt, completion, prompt + completion)

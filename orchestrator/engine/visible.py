@@ -1,0 +1,210 @@
+"""What of a streamed reply observers see, and when a reply has run away.
+
+Small local models often start a reply that is really a tool call written as text (a code fence, a
+bare JSON object, Qwen's ``<tool_call>`` tag), and llama-server streams that leading text before it
+fails the request as unparseable. Shown at once, such text could not be taken back, so
+:class:`VisibleText` holds back leading whitespace and any start that may be a call until the reply
+is clearly prose (then it flows through delta by delta) or the reply ends (then the caller decides:
+a call is never shown, anything else is shown in one piece). What was shown of an attempt that is
+retried or cut is taken back with one ``text.retracted`` event.
+
+:class:`RepetitionDetector` watches every streamed character (held or shown) for a runaway: the
+tail of the reply repeating one unit over and over. It ends the stream early by raising
+:class:`RunawayText` from the text sink, which the model client propagates unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from baton.bus.events import TextDelta, TextRetracted
+from baton.engine.calls import EventSink
+from baton.llm.types import TextSink
+
+CALL_OPENERS = ("{", "[", "<tool_call>")
+"""Starts of a reply (after whitespace or a fence line) that may be a tool call written as text."""
+
+RUN_CHARS = 600
+"""Characters of exact repetition (whitespace collapsed) at the tail that make a runaway."""
+MIN_REPEATS = 4
+"""A runaway repeats its unit at least this many times, however long the unit."""
+MAX_UNIT_CHARS = 800
+"""The longest repeating unit looked for (a paragraph said again and again)."""
+CHECK_EVERY = 200
+"""New characters between two checks: the check is cheap but not free."""
+_PROBE = 48
+"""Characters at the end of the tail whose previous occurrence gives the candidate unit length."""
+
+
+class RunawayText(Exception):
+    """Raised by the text sink when the reply repeats itself; ends the stream early."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__("the reply kept repeating itself")
+        self.text = text
+
+
+class RepetitionDetector:
+    """Finds a tail that is one unit repeated: ``RUN_CHARS`` long and ``MIN_REPEATS`` times over.
+
+    Ordinary prose, lists, tables and code repeat words, lines and separators, but not one exact
+    unit for hundreds of characters; a model caught in a loop does exactly that. Whitespace is
+    collapsed first, so a loop that varies only its line breaks is still caught.
+    """
+
+    __slots__ = ("_pieces", "_size", "_unchecked")
+
+    def __init__(self) -> None:
+        self._pieces: list[str] = []
+        self._size = 0
+        self._unchecked = 0
+
+    @property
+    def text(self) -> str:
+        return "".join(self._pieces)
+
+    def feed(self, delta: str) -> bool:
+        """Add streamed text; True when the reply has run away."""
+        self._pieces.append(delta)
+        self._size += len(delta)
+        self._unchecked += len(delta)
+        if self._unchecked < CHECK_EVERY or self._size < RUN_CHARS:
+            return False
+        self._unchecked = 0
+        return is_runaway(self.text)
+
+    def reset(self) -> None:
+        self._pieces.clear()
+        self._size = 0
+        self._unchecked = 0
+
+
+def is_runaway(text: str) -> bool:
+    """Whether the tail of ``text`` is one unit repeated (see :class:`RepetitionDetector`)."""
+    window = RUN_CHARS + MAX_UNIT_CHARS * (MIN_REPEATS + 1)
+    tail = " ".join(text[-window:].split())
+    if len(tail) < RUN_CHARS:
+        return False
+    probe = tail[-_PROBE:]
+    previous = tail.rfind(probe, 0, len(tail) - 1)
+    if previous < 0:
+        return False
+    unit = len(tail) - _PROBE - previous
+    if unit > MAX_UNIT_CHARS:
+        return False
+    run = max(RUN_CHARS, unit * MIN_REPEATS)
+    if run + unit > len(tail):
+        return False
+    # the last ``run`` characters equal the ``run`` before them shifted by one unit: periodic
+    return tail[-run:] == tail[-run - unit : -unit]
+
+
+class _Mode(Enum):
+    UNDECIDED = 1
+    PROSE = 2
+    MAYBE_CALL = 3
+
+
+def classify(held: str) -> _Mode:
+    """Prose, a possible call, or too early to say, from the text held so far."""
+    start = held.lstrip()
+    if not start:
+        return _Mode.UNDECIDED
+    if start.startswith("```"):
+        line_end = start.find("\n")
+        if line_end < 0:
+            return _Mode.UNDECIDED
+        start = start[line_end + 1 :].lstrip()
+        if not start:
+            return _Mode.UNDECIDED
+    elif "```".startswith(start):
+        return _Mode.UNDECIDED
+    for opener in CALL_OPENERS:
+        if start.startswith(opener):
+            return _Mode.MAYBE_CALL
+        if opener.startswith(start):
+            return _Mode.UNDECIDED
+    return _Mode.PROSE
+
+
+class VisibleText:
+    """The text sink the loop gives the model client for one reply (all its attempts).
+
+    Deltas are forwarded (a ``text.delta`` event and the caller's ``on_text``) once the reply is
+    clearly prose; see the module docstring for what is held back and why.
+    """
+
+    __slots__ = (
+        "_agent",
+        "_detector",
+        "_emit",
+        "_held",
+        "_mode",
+        "_on_text",
+        "_session",
+        "shown",
+    )
+
+    def __init__(self, session: str, agent: str, emit: EventSink, on_text: TextSink | None) -> None:
+        self._session = session
+        self._agent = agent
+        self._emit = emit
+        self._on_text = on_text
+        self._detector = RepetitionDetector()
+        self._held: list[str] = []
+        self._mode = _Mode.UNDECIDED
+        self.shown = 0
+        """Characters of this attempt observers have seen."""
+
+    @property
+    def text(self) -> str:
+        """Everything this attempt streamed so far (held or shown)."""
+        return self._detector.text
+
+    async def feed(self, delta: str) -> None:
+        """The ``on_text`` of a model call: raises :class:`RunawayText` when the reply loops."""
+        if self._detector.feed(delta):
+            raise RunawayText(self._detector.text)
+        if self._mode is _Mode.PROSE:
+            await self._show(delta)
+            return
+        self._held.append(delta)
+        if self._mode is _Mode.MAYBE_CALL:
+            return
+        held = "".join(self._held)
+        self._mode = classify(held)
+        if self._mode is _Mode.PROSE:
+            self._held.clear()
+            await self._show(held)
+
+    async def finish(self, *, drop_held: bool, retract_shown: bool) -> None:
+        """The reply ended: show what was held back, unless it is part of a call (``drop_held``);
+        take back what was shown when the whole text turned out to be a call (``retract_shown``).
+        """
+        held = "".join(self._held)
+        self._held.clear()
+        self._mode = _Mode.PROSE
+        if retract_shown and self.shown:
+            await self._emit(
+                TextRetracted(session=self._session, agent=self._agent, chars=self.shown)
+            )
+            self.shown = 0
+        if held and not drop_held:
+            await self._show(held)
+
+    async def retract(self) -> None:
+        """The ``on_retract`` of a model call: take back what this attempt showed, start over."""
+        if self.shown:
+            await self._emit(
+                TextRetracted(session=self._session, agent=self._agent, chars=self.shown)
+            )
+        self.shown = 0
+        self._held.clear()
+        self._mode = _Mode.UNDECIDED
+        self._detector.reset()
+
+    async def _show(self, text: str) -> None:
+        self.shown += len(text)
+        await self._emit(TextDelta(session=self._session, agent=self._agent, text=text))
+        if self._on_text is not None:
+            await self._on_text(text)

@@ -1,0 +1,188 @@
+"""What the loop makes of a reply: held-back text, calls written as text, retries that take text
+back, replies cut at the output limit or stopped as runaways — through the real client."""
+
+from __future__ import annotations
+
+import json
+
+from baton.bus.events import GuardFired, ModelRetried, TextDelta, TextRetracted
+from baton.engine import StopReason, tool
+from baton.engine.spend import SpendLimits
+from baton.llm.script import Call, Reply, pieces, text
+from baton.llm.types import ToolCall
+from tests.engine.helpers import harness, tool_messages, user
+from tests.engine.test_hooks import CountingSpend
+
+
+@tool
+def echo(content: str) -> str:
+    """Echo the content back."""
+    return f"echo: {content}"
+
+
+def shown(deltas: list[TextDelta]) -> str:
+    return "".join(delta.text for delta in deltas)
+
+
+# -- held-back text ---------------------------------------------------------------------------
+
+
+async def test_prose_after_leading_whitespace_streams_as_it_comes() -> None:
+    seen: list[str] = []
+
+    async def on_text(delta: str) -> None:
+        seen.append(delta)
+
+    async with harness([text("\n\n", "Hel", "lo ", "there")], [echo]) as h:
+        result = await h.loop.run_turn(user("hi"), on_text=on_text)
+    assert result.stop is StopReason.ANSWERED and result.text == "\n\nHello there"
+    assert seen == ["\n\nHel", "lo ", "there"]  # whitespace held until prose was clear
+    assert [d.text for d in h.log.of(TextDelta)] == seen
+
+
+async def test_a_fenced_call_written_as_text_is_never_shown_and_runs() -> None:
+    call = '{"name": "echo", "arguments": {"content": "hi"}}'
+    script = [text("```json\n", call[:10], call[10:], "\n```"), text("Done: hi")]
+    async with harness(script, [echo]) as h:
+        history = user("go")
+        result = await h.loop.run_turn(history)
+    assert result.stop is StopReason.ANSWERED and result.rounds == 1
+    assert shown(h.log.of(TextDelta)) == "Done: hi"
+    assistant = h.requests[1].messages[2]  # the history as the next request sent it
+    (recorded,) = assistant["tool_calls"]
+    assert recorded["function"] == {"name": "echo", "arguments": '{"content": "hi"}'}
+    assert recorded["id"].startswith("text_call_")
+    assert not assistant.get("content")  # the JSON text is not kept as the message's text
+    assert tool_messages(history) == {recorded["id"]: "echo: hi"}
+
+
+async def test_bare_calls_one_per_line_and_in_an_array_all_run() -> None:
+    lines = "\n".join(
+        json.dumps({"name": "echo", "parameters": {"content": c}}) for c in ("a", "b")
+    )
+    array = json.dumps([{"function": {"name": "echo", "arguments": '{"content": "c"}'}}])
+    script = [text(lines), text(array), text("done")]
+    async with harness(script, [echo]) as h:
+        history = user("go")
+        result = await h.loop.run_turn(history)
+    assert result.rounds == 2
+    assert sorted(tool_messages(history).values()) == ["echo: a", "echo: b", "echo: c"]
+    assert h.log.of(TextRetracted) == []  # nothing was shown, so nothing is taken back
+
+
+async def test_a_code_fence_that_is_not_a_call_is_shown_once_clear() -> None:
+    script = [text("```python\n", "print(1)\n", "```")]
+    async with harness(script, [echo]) as h:
+        result = await h.loop.run_turn(user("code"))
+    assert result.stop is StopReason.ANSWERED
+    deltas = [d.text for d in h.log.of(TextDelta)]
+    assert deltas == ["```python\nprint(1)\n", "```"]  # released at the first non-JSON line
+
+
+async def test_json_that_is_not_a_call_of_an_offered_tool_stays_text() -> None:
+    reply = '{"name": "nope", "arguments": {"x": 1}}'
+    async with harness([text(reply[:7], reply[7:])], [echo]) as h:
+        result = await h.loop.run_turn(user("go"))
+    assert result.stop is StopReason.ANSWERED and result.rounds == 0
+    assert [d.text for d in h.log.of(TextDelta)] == [reply]  # held, then shown in one piece
+
+
+async def test_text_calls_are_not_parsed_when_no_tools_are_offered() -> None:
+    reply = '{"name": "echo", "arguments": {"content": "x"}}'
+    async with harness([text(reply)]) as h:
+        result = await h.loop.run_turn(user("go"))
+    assert result.stop is StopReason.ANSWERED and result.text == reply
+
+
+async def test_a_profile_name_written_as_text_reaches_the_rewriter() -> None:
+    def rewrite(call: ToolCall) -> ToolCall | None:
+        if call.name != "painter":
+            return None
+        task = json.loads(call.arguments)["task"]
+        return ToolCall(call.id, "echo", json.dumps({"content": task}))
+
+    reply = 'I will ask the painter.\n<tool_call>{"name": "painter", "task": "a fox"}</tool_call>'
+    async with harness([text(reply), text("ok")], [echo], call_rewriter=rewrite) as h:
+        history = user("paint")
+        result = await h.loop.run_turn(history)
+    assert result.rounds == 1 and list(tool_messages(history).values()) == ["echo: a fox"]
+    assert history[2].get("content") == "I will ask the painter."
+    # the prose streamed as it came, then the whole reply was taken back: it turned out a call
+    retracted = h.log.of(TextRetracted)
+    assert [r.chars for r in retracted] == [len(reply)]
+    assert shown(h.log.of(TextDelta)) == reply + "ok"
+
+
+# -- retries ----------------------------------------------------------------------------------
+
+
+async def test_a_stream_broken_after_shown_text_is_retracted_and_retried() -> None:
+    script = [Reply(text=["Hello ", "wor", "ld"], error_after=3), text("Hello world")]
+    async with harness(script, [echo], retries=1) as h:
+        result = await h.loop.run_turn(user("hi"))
+    assert result.stop is StopReason.ANSWERED and result.text == "Hello world"
+    assert result.retries == 1
+    first_try = shown(h.log.of(TextDelta)).removesuffix("Hello world")
+    assert first_try in ("Hello ", "Hello wor")  # what the server streamed before its error
+    assert [r.chars for r in h.log.of(TextRetracted)] == [len(first_try)]
+    (retried,) = h.log.of(ModelRetried)
+    assert retried.attempt == 1 and retried.model == "scripted"
+    types = h.log.types
+    last_delta = len(types) - 1 - types[::-1].index("text.delta")
+    assert types.index("text.retracted") < last_delta  # taken back before the retry streams
+
+
+# -- bounded output ---------------------------------------------------------------------------
+
+
+async def test_a_reply_cut_at_the_length_limit_is_taken_back_and_asked_again_shorter() -> None:
+    script = [Reply(text=["A very long ", "answer that"], finish_reason="length"), text("Short.")]
+    async with harness(script, [echo]) as h:
+        history = user("explain")
+        result = await h.loop.run_turn(history)
+    assert result.stop is StopReason.ANSWERED and result.text == "Short."
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["length"]
+    assert [r.chars for r in h.log.of(TextRetracted)] == [len("A very long answer that")]
+    note = h.requests[1].messages[-1]
+    assert note["role"] == "user" and "much shorter" in note["content"]
+    assert [m["role"] for m in history] == ["system", "user", "assistant"]  # no note, no cut text
+
+
+async def test_a_reply_cut_twice_ends_the_turn_as_truncated() -> None:
+    script = [
+        Reply(text="first cut", finish_reason="length"),
+        Reply(text="second cut", finish_reason="length"),
+    ]
+    async with harness(script, [echo]) as h:
+        history = user("explain")
+        result = await h.loop.run_turn(history)
+    assert result.stop is StopReason.TRUNCATED and result.text == "second cut"
+    assert result.finish_reason == "length" and len(h.requests) == 2
+    assert history[-1] == {"role": "assistant", "content": "second cut"}
+
+
+async def test_a_runaway_reply_is_stopped_early_and_asked_again() -> None:
+    loop_text = "I will paint the fox now. " * 400  # 10,400 characters if nobody stops it
+    spend = CountingSpend(SpendLimits(max_model_calls=5))
+    script = [text(*pieces(loop_text, 16)), text("Here is the fox.")]
+    async with harness(script, [echo], spend=spend) as h:
+        result = await h.loop.run_turn(user("paint"))
+    assert result.stop is StopReason.ANSWERED and result.text == "Here is the fox."
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["runaway"]
+    (retracted,) = h.log.of(TextRetracted)
+    assert 600 <= retracted.chars < 1_500  # stopped soon after the loop was clear
+    assert spend.calls == 2 and spend.tokens > retracted.chars // 4  # the cut call is estimated
+
+
+async def test_a_call_with_native_tool_calls_drops_a_held_fence() -> None:
+    script = [Reply(text="```", calls=[Call("echo", '{"content": "x"}')]), text("ok")]
+    async with harness(script, [echo]) as h:
+        await h.loop.run_turn(user("go"))
+    assert shown(h.log.of(TextDelta)) == "ok"
+
+
+async def test_tool_calls_stay_as_they_are_with_tool_choice_none() -> None:
+    reply = '{"name": "echo", "arguments": {"content": "x"}}'
+    async with harness([text(reply)], [echo], tool_choice="none") as h:
+        result = await h.loop.run_turn(user("go"))
+    assert result.rounds == 0 and result.text == reply

@@ -1,0 +1,155 @@
+"""The repetition detector and the hold-back rules of streamed text, in isolation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from baton.bus.events import Event, TextRetracted
+from baton.engine.visible import (
+    RUN_CHARS,
+    RepetitionDetector,
+    RunawayText,
+    VisibleText,
+    classify,
+    is_runaway,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def streamed(text: str, size: int = 9) -> bool:
+    """Whether the detector fires on ``text`` fed in deltas of ``size`` characters."""
+    detector = RepetitionDetector()
+    return any(detector.feed(text[i : i + size]) for i in range(0, len(text), size))
+
+
+TABLE = "| city | temperature | sky |\n|---|---|---|\n" + "".join(
+    f"| city{n} | {n % 7 + 10} C | {'rain' if n % 3 else 'sun'} |\n" for n in range(120)
+)
+NUMBERED = "".join(
+    f"{n}. Paint the {animal} in watercolour.\n"
+    for n, animal in enumerate(
+        ["fox", "heron", "cat", "owl", "whale", "bee", "crab", "deer", "frog", "hare"] * 8, 1
+    )
+)
+CODE = "\n".join(
+    f"def handler_{n}(event):\n    if event is None:\n        return None\n    return event.{n}\n"
+    for n in range(60)
+)
+
+
+@pytest.mark.parametrize(
+    "path", ["README.md", "docs/protocol.md", "orchestrator/engine/loop.py", "bus/redis.py"]
+)
+def test_real_prose_docs_and_code_never_look_like_a_runaway(path: str) -> None:
+    text = (ROOT / path).read_text()
+    assert len(text) > 5 * RUN_CHARS
+    assert not streamed(text)
+
+
+@pytest.mark.parametrize("text", [TABLE, NUMBERED, CODE, "-" * 80 + "\n" + "word " * 100])
+def test_tables_lists_and_repetitive_code_are_not_runaways(text: str) -> None:
+    assert not streamed(text)
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "I will paint the fox now. ",
+        "ha",
+        "| fox | red |\n",
+        "The painter is working on it and will send the picture when it is done. " * 3 + "\n\n",
+    ],
+)
+def test_one_unit_said_over_and_over_is_a_runaway(unit: str) -> None:
+    assert streamed("Sure. " + unit * (4 * RUN_CHARS // len(unit) + 5))
+
+
+def test_a_loop_that_varies_only_its_whitespace_is_still_caught() -> None:
+    text = "".join(f"Let me try again.{' ' * (n % 3)}\n" for n in range(200))
+    assert streamed(text)
+
+
+def test_the_detector_fires_soon_after_the_loop_starts() -> None:
+    prose = (ROOT / "README.md").read_text()[:3000]
+    detector = RepetitionDetector()
+    fed = 0
+    for piece in [prose] + ["Still painting. "] * 1000:
+        fed += len(piece)
+        if detector.feed(piece):
+            break
+    assert fed - len(prose) < 2 * RUN_CHARS
+
+
+def test_is_runaway_needs_enough_repeats_of_a_long_unit() -> None:
+    paragraph = (ROOT / "README.md").read_text()[:700]
+    assert not is_runaway(paragraph * 2)  # twice is quoting, not a loop
+    assert is_runaway(paragraph * 5)
+
+
+@pytest.mark.parametrize(
+    ("held", "mode"),
+    [
+        ("", "UNDECIDED"),
+        ("  \n", "UNDECIDED"),
+        ("`", "UNDECIDED"),
+        ("``", "UNDECIDED"),
+        ("```json", "UNDECIDED"),
+        ("```json\n", "UNDECIDED"),
+        ("```json\n{", "MAYBE_CALL"),
+        ("```\n [", "MAYBE_CALL"),
+        ("```python\nimport os", "PROSE"),
+        ("\n{", "MAYBE_CALL"),
+        ("<tool", "UNDECIDED"),
+        ("<tool_call>{", "MAYBE_CALL"),
+        ("<b>bold", "PROSE"),
+        ("`x` is a name", "PROSE"),
+        ("Hello", "PROSE"),
+    ],
+)
+def test_classify(held: str, mode: str) -> None:
+    assert classify(held).name == mode
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.texts: list[str] = []
+
+    async def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    async def on_text(self, delta: str) -> None:
+        self.texts.append(delta)
+
+
+async def test_visible_text_holds_a_possible_call_and_drops_it_when_it_was_one() -> None:
+    sink = Sink()
+    visible = VisibleText("s", "a", sink, sink.on_text)
+    for delta in ["\n", '{"name"', ': "x"}']:
+        await visible.feed(delta)
+    assert sink.events == [] and visible.text == '\n{"name": "x"}'
+    await visible.finish(drop_held=True, retract_shown=True)
+    assert sink.events == [] and sink.texts == []
+
+
+async def test_visible_text_retract_reports_what_was_shown_and_starts_over() -> None:
+    sink = Sink()
+    visible = VisibleText("s", "a", sink, sink.on_text)
+    await visible.feed("Hello ")
+    await visible.feed("there")
+    await visible.retract()
+    assert [e.type for e in sink.events] == ["text.delta", "text.delta", "text.retracted"]
+    assert isinstance(sink.events[-1], TextRetracted) and sink.events[-1].chars == 11
+    await visible.feed("{")  # a fresh attempt is classified afresh
+    assert len(sink.events) == 3 and visible.shown == 0
+
+
+async def test_visible_text_raises_runaway_from_the_sink() -> None:
+    visible = VisibleText("s", "a", Sink(), None)
+    with pytest.raises(RunawayText) as caught:
+        for _ in range(1000):
+            await visible.feed("again and again ")
+    assert caught.value.text.startswith("again and again") and len(caught.value.text) < 2000
