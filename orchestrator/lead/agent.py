@@ -277,6 +277,8 @@ class Lead:
             until = min(deadline, anyio.current_time() + self.failure_grace_s)
             arrived = await self._collect(until, lambda _: not self.roster.outstanding)
             await self._take(arrived)
+        if self._cancelled:
+            return LeadOutcome("cancelled", failure_answer(error, self.roster), error=error)
         return LeadOutcome("failed", failure_answer(error, self.roster), error=error)
 
     async def _checked(self, outcome: LeadOutcome) -> LeadOutcome:

@@ -96,8 +96,8 @@ class Roster:
         """Where a message to ``to`` goes; None when no agent or profile has that name.
 
         A task to a profile name is a new agent; anything to an agent name is a follow-up to it,
-        or to its successor once it has exited; a message to a profile no agent has had yet, or
-        to an unknown ``<profile>-<n>``, starts that agent.
+        or to its successor once it has exited (or was told to stop); a message to a profile no
+        agent has had yet, or to an unknown ``<profile>-<n>``, starts that agent.
         """
         if kind == "task" and to in self.profiles:
             name = to if to not in self.agents else self.fresh_name(to)
@@ -105,7 +105,7 @@ class Roster:
         if to in self.agents:
             current = self.current(to)
             profile = self.agents[current].profile
-            if self.is_running(current):
+            if self.agents[current].state == "running":  # one told to stop may not read it
                 return Route(current, profile, start=False)
             return Route(self.fresh_name(profile), profile, start=True, succeeds=current)
         inferred = self.resolve(to)
