@@ -2,7 +2,8 @@
 
 Build an :class:`AgentLoop` from a :class:`~baton.llm.types.ChatModel`, tools made with
 :func:`tool`, optional :class:`LoopLimits`, an :class:`InteractionChannel` for human questions and
-an event sink; call :meth:`AgentLoop.run_turn` with the history; read the :class:`TurnResult`.
+an event sink (optionally a ``tool_choice``, a :data:`CallRewriter` and a session ``Spend``); call
+:meth:`AgentLoop.run_turn` with the history; read the :class:`TurnResult`.
 """
 
 from baton.engine.budget import TokenBudget
@@ -29,7 +30,7 @@ from baton.engine.interaction import (
     QuestionClosed,
     UploadQuestion,
 )
-from baton.engine.loop import AgentLoop, StopReason, TurnResult
+from baton.engine.loop import AgentLoop, CallRewriter, StopReason, TurnResult
 from baton.engine.media import (
     DESCRIBE_IMAGE,
     REQUEST_FILE_UPLOAD,
@@ -48,6 +49,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalQuestion",
     "ApprovalTimeout",
+    "CallRewriter",
     "EngineError",
     "EventSink",
     "ImageQuestion",

@@ -116,6 +116,13 @@ class AgentLoop:
         result.text, result.media_urls, result.stop, result.messages
 
     One turn at a time per loop; run several loops for several agents.
+
+    ``tool_choice`` is sent with every request that offers tools (small local models call tools
+    reliably only when asked for ``"required"``). ``call_rewriter`` maps each call — native or
+    written as text — before the round runs and the history records it (the lead maps a profile
+    name used as a tool to ``send_message``). ``spend`` is the session's shared budget, asked
+    before every request. Tools are read from the registry per request, so
+    :meth:`ToolRegistry.replace` takes effect from the next one.
     """
 
     def __init__(

@@ -21,8 +21,9 @@ from baton.bus.events import TextDelta, TextRetracted
 from baton.engine.calls import EventSink
 from baton.llm.types import TextSink
 
-CALL_OPENERS = ("{", "[", "<tool_call>")
-"""Starts of a reply (after whitespace or a fence line) that may be a tool call written as text."""
+_JSON_STARTS = {"{": '"}', "[": "{["}
+"""A reply (after whitespace or a fence line) starting with one of these characters, followed by
+one of its own, may be a tool call written as JSON (an object, or an array of objects)."""
 
 RUN_CHARS = 600
 """Characters of exact repetition (whitespace collapsed) at the tail that make a runaway."""
@@ -119,11 +120,16 @@ def classify(held: str) -> _Mode:
             return _Mode.UNDECIDED
     elif "```".startswith(start):
         return _Mode.UNDECIDED
-    for opener in CALL_OPENERS:
-        if start.startswith(opener):
-            return _Mode.MAYBE_CALL
-        if opener.startswith(start):
+    if start.startswith("<tool_call>"):
+        return _Mode.MAYBE_CALL
+    if "<tool_call>".startswith(start):
+        return _Mode.UNDECIDED
+    if start[0] in _JSON_STARTS:
+        # a call is an object ({"...) or an array of them ([{...); "[1] Smith" or "{x}" is prose
+        inner = start[1:].lstrip()
+        if not inner:
             return _Mode.UNDECIDED
+        return _Mode.MAYBE_CALL if inner[0] in _JSON_STARTS[start[0]] else _Mode.PROSE
     return _Mode.PROSE
 
 
