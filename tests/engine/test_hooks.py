@@ -9,6 +9,7 @@ import pytest
 
 from baton.bus.events import BudgetUpdated, ErrorEvent, GuardFired
 from baton.engine import (
+    LoopLimits,
     StopReason,
     ToolDefinitionError,
     ToolRegistry,
@@ -228,3 +229,30 @@ async def test_a_replaced_tool_is_offered_from_the_next_request_on() -> None:
         await h.loop.run_turn(user("go"))
     params = [r.body["tools"][0]["function"]["parameters"]["properties"] for r in h.requests]
     assert [sorted(p) for p in params] == [["to"], ["content", "to"]]
+
+
+async def test_rounds_the_repeat_guard_refuses_entirely_end_the_turn_as_blocked() -> None:
+    same = [Call("echo", '{"content": "again"}', id=f"c{n}") for n in range(3)]
+    script = [*(tool_calls(call) for call in same), text("never asked")]
+    async with harness(script, [echo], limits=LoopLimits(max_repeats=1)) as h:
+        history = user("go")
+        result = await h.loop.run_turn(history)
+    assert result.stop is StopReason.BLOCKED and result.rounds == 3
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["repeated", "repeated", "blocked-rounds"]
+    results = tool_messages(history)
+    assert results["c0"] == "echo: again" and "did not run" in results["c2"]
+
+
+async def test_wrap_up_rounds_are_not_blocked_rounds_the_hard_limit_still_ends_the_turn() -> None:
+    script = [tool_calls(Call("echo", json.dumps({"content": str(n)}))) for n in range(5)]
+    limits = LoopLimits(soft_max_rounds=1, hard_max_rounds=3)
+    async with harness(script, [echo], limits=limits) as h:
+        result = await h.loop.run_turn(user("go"))
+    assert result.stop is StopReason.HARD_STOP and result.rounds == 4
+    assert "blocked-rounds" not in [g.outcome for g in h.log.of(GuardFired)]
+
+
+async def test_a_plain_answer_reports_its_finish_reason_and_no_retries() -> None:
+    async with harness([text("hi")], [echo]) as h:
+        result = await h.loop.run_turn(user("go"))
+    assert result.finish_reason == "stop" and result.retries == 0
