@@ -8,7 +8,7 @@ import json
 from baton.bus.events import GuardFired, ModelRetried, TextDelta, TextRetracted
 from baton.engine import StopReason, tool
 from baton.engine.spend import SpendLimits
-from baton.llm.script import Call, Reply, pieces, text
+from baton.llm.script import Call, Reply, parse_failure, pieces, runaway, text
 from baton.llm.types import ToolCall
 from tests.engine.helpers import harness, tool_messages, user
 from tests.engine.test_hooks import CountingSpend
@@ -186,3 +186,22 @@ async def test_tool_calls_stay_as_they_are_with_tool_choice_none() -> None:
     async with harness([text(reply)], [echo], tool_choice="none") as h:
         result = await h.loop.run_turn(user("go"))
     assert result.rounds == 0 and result.text == reply
+
+
+async def test_a_fence_the_server_then_rejects_is_never_shown_and_the_retry_answers() -> None:
+    script = [parse_failure("```", "json\n"), text("Here you are.")]
+    async with harness(script, [echo], retries=1) as h:
+        result = await h.loop.run_turn(user("hi"))
+    assert result.stop is StopReason.ANSWERED and result.text == "Here you are."
+    assert result.retries == 1 and len(h.log.of(ModelRetried)) == 1
+    assert shown(h.log.of(TextDelta)) == "Here you are."  # the fence was held, never shown
+    assert h.log.of(TextRetracted) == []  # so there was nothing to take back
+
+
+async def test_a_runaway_cut_at_the_length_limit_then_cut_again_is_truncated() -> None:
+    script = [runaway("the fox ", 20), runaway("the fox ", 20)]
+    async with harness(script, [echo]) as h:
+        result = await h.loop.run_turn(user("paint"))
+    assert result.stop is StopReason.TRUNCATED and result.text == "the fox " * 20
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["length"]
+    assert "much shorter" in h.requests[1].messages[-1]["content"]
