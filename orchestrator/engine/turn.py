@@ -1,7 +1,7 @@
 """Per-turn governance state and the verdict each round starts with.
 
 One :class:`AgentTurn` lives for one user message (or one inbox batch of a sub-agent) and is shared
-by every round of that turn: it counts rounds, counts identical calls, remembers which tools were
+by every round of that turn: it counts rounds, counts repeated calls, remembers which tools were
 declined, holds the round's budget of human interactions, and carries the cancelled flag. Keeping
 this memory on the turn object — not in globals or on the interceptors — is what lets many agents
 run in one process and lets ``cancel()`` arrive from any task.
@@ -46,7 +46,8 @@ class LoopLimits:
     soft_max_rounds: int = 16
     hard_max_rounds: int = 18
     max_repeats: int = 3
-    """An identical call (name + canonical arguments) runs at most this many times per turn."""
+    """A call (name + normalised arguments, see :func:`fingerprint`) runs at most this many times
+    per turn; so do calls with the same ``repeat_key`` of their tool."""
     interactions_per_round: int = 1
     """Human dialogs (an approval batch, an upload, an image pick) one round may open."""
     approval_timeout_s: float = 120.0
