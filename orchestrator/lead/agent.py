@@ -295,13 +295,8 @@ class Lead:
             )
         status, error = outcome.status, outcome.error
         if status == "completed" and check.incomplete:
-            status, error = "incomplete", self._why_incomplete(check.invented_urls)
+            status, error = "incomplete", check.incomplete
         return LeadOutcome(status, check.answer, [], error, check.invented_urls)
-
-    def _why_incomplete(self, invented: Sequence[str]) -> str:
-        if self.roster.agents and not self.roster.delivered:
-            return "work was delegated and no sub-agent delivered a result"
-        return f"the answer cites URLs that no tool produced: {', '.join(invented)}"
 
     def _last_text(self) -> str:
         for message in reversed(self.history):

@@ -35,7 +35,8 @@ class AnswerCheck:
     answer: str
     missing_media: list[str] = field(default_factory=list)
     invented_urls: list[str] = field(default_factory=list)
-    incomplete: bool = False
+    incomplete: str = ""
+    """Why the work is not complete although the lead answered; empty when it is."""
 
 
 def urls_in(text: str) -> list[str]:
@@ -69,8 +70,11 @@ def check_answer(
     if missing:
         listing = "\n".join(f"- {url}" for url in missing)
         checked = f"{answer.rstrip()}\n\nMedia:\n{listing}".lstrip()
-    delegated_without_result = bool(roster.agents) and not roster.delivered
-    incomplete = delegated_without_result or (bool(invented) and not media)
+    incomplete = ""
+    if roster.agents and not roster.delivered:
+        incomplete = "work was delegated and no sub-agent delivered a result"
+    elif invented and not media:
+        incomplete = f"the answer cites URLs that no tool produced: {', '.join(invented)}"
     return AnswerCheck(checked, missing, invented, incomplete)
 
 

@@ -204,7 +204,7 @@ def test_answer_check_appends_missing_media_and_flags_invented_urls() -> None:
     assert check.invented_urls == ["https://made.up/x.png", "https://example.com/fox.png"]
     assert check.missing_media == ["https://cdn.example/a.png"]
     assert check.answer == f"{answer}\n\nMedia:\n- https://cdn.example/a.png"
-    assert not check.incomplete  # a sub-agent delivered and media exists
+    assert check.incomplete == ""  # a sub-agent delivered and media exists
     assert urls_in("(https://a.example/x.png).") == ["https://a.example/x.png"]
 
 
