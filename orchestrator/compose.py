@@ -17,6 +17,7 @@ from pathlib import Path
 from baton.llm import ModelSettings, OpenAIChatModel, offline_model
 from baton.llm.offline import OFFLINE_LABEL
 from baton.llm.types import ChatModel
+from baton.subagents.models import ProfileModels
 from baton.subagents.profiles import Profile, builtin_profiles, load_profiles
 
 log = logging.getLogger(__name__)
@@ -49,32 +50,6 @@ def lead_model(settings: ModelSettings | None) -> ChatModel:
     return OpenAIChatModel(settings)
 
 
-class SettingsModels:
-    """A ``subagents`` model factory from one :class:`ModelSettings` (None: the offline model).
-
-    A profile's own ``model`` name wins; one client per model name serves every agent. Close it
-    with :meth:`aclose`.
-    """
-
-    def __init__(self, settings: ModelSettings | None) -> None:
-        self.settings = settings
-        self._models: dict[str, OpenAIChatModel] = {}
-
-    def __call__(self, profile: Profile) -> ChatModel:
-        if self.settings is None:
-            name = "offline"
-        else:
-            name = profile.model or self.settings.model
-        model = self._models.get(name)
-        if model is None:
-            if self.settings is None:
-                model = offline_model()
-            else:
-                model = OpenAIChatModel(self.settings.model_copy(update={"model": name}))
-            self._models[name] = model
-        return model
-
-    async def aclose(self) -> None:
-        models, self._models = list(self._models.values()), {}
-        for model in models:
-            await model.aclose()
+SettingsModels = ProfileModels
+"""The sub-agents' model factory of a session: its model settings with each profile's overrides
+(:class:`~baton.subagents.models.ProfileModels`; the old name, kept for embedders)."""

@@ -8,8 +8,9 @@ written out so every way out is visible::
         batch = read the inbox; empty → wait for a wake-up; still empty at the idle timeout → idle
         shutdown in the batch → shutdown
         progress to the lead ("round N: received K messages: ...")
-        run one engine turn on the batch, with the agent's memory, tools and governance
-        model error → error
+        run one engine turn on the batch, with the agent's memory, tools, tool choice and governance
+        model error, reply cut twice, every call blocked twice → error
+        the session's budget spent → budget; the turn's hard limit of tool rounds → round_limit
         collect media URLs; checkpoint memory + processed ids; ack the batch
         sent its result (terminal send_message) or answered without tools → finished
     → max_steps
@@ -47,6 +48,7 @@ from baton.bus.messages import Envelope
 from baton.bus.retry import persist
 from baton.engine import AgentLoop, StopReason, Telemetry, ToolRegistry, TurnResult
 from baton.engine.bus_channel import BusInteractionChannel
+from baton.engine.spend import BusSpend, Spend
 from baton.llm.types import ChatModel, Message
 from baton.subagents.bookkeeping import Bookkeeper, Delivery, Restored
 from baton.subagents.context import AgentContext, enter_agent
@@ -67,6 +69,8 @@ class SubAgent:
 
     ``owner`` identifies the claim it runs under (empty when run without a worker: no ownership
     check). ``on_round`` is called as each round starts (benchmarks time dispatch with it).
+    ``spend`` is the session's budget; None looks on the bus as the agent starts and uses the
+    session's budget there if it has caps (a session writes them before its first spawn).
     """
 
     def __init__(
@@ -84,6 +88,7 @@ class SubAgent:
         tools: ToolRegistry | None = None,
         telemetry: Telemetry | None = None,
         on_round: RoundHook | None = None,
+        spend: Spend | None = None,
     ) -> None:
         self.bus = bus
         self.profile = profile
@@ -95,6 +100,7 @@ class SubAgent:
         self.tools = tools or ToolRegistry(profile.tools)
         self.telemetry = telemetry
         self.on_round = on_round
+        self.spend = spend
         self._phase = AgentPhase.RUNNING
         self._reason: ExitKind | None = None
         self.inbox = InboxReader(bus, session, name)
@@ -225,17 +231,9 @@ class SubAgent:
                 self.on_round(self, batch)
             await self._report(self._describe_round(batch))
             result = await self._round(batch)
-            stop = result.stop
-            if stop is StopReason.ERROR:
-                error = str(result.error) if result.error is not None else "model error"
-                return Outcome("error", error)
-            if stop is StopReason.CANCELLED:
-                return Outcome("cancelled")
-            answered_without_tools = stop is StopReason.ANSWERED and result.rounds == 0
-            if stop is StopReason.TERMINAL or answered_without_tools:
-                return Outcome("finished")
-            if stop is StopReason.HARD_STOP:
-                return Outcome("max_steps")
+            outcome = _outcome_of(result)
+            if outcome is not None:
+                return outcome
             if self._phase.stopping_unfinished:
                 return None
         return Outcome("max_steps")
@@ -275,6 +273,8 @@ class SubAgent:
             limits=self.profile.limits.loop,
             events=self._forward,
             telemetry=self.telemetry,
+            tool_choice=self.profile.tool_choice,
+            spend=self.spend,
             # Approvals are asked over the bus, so `baton approve`, the HTTP API or a Session in
             # another process can answer them; without a channel every approval fails closed.
             channel=BusInteractionChannel(self.bus, self.session, self.name),
@@ -323,7 +323,10 @@ class SubAgent:
                     self._starting.cancel()
                 if announce is not None:
                     await persist(partial(self.bus.emit, announce), "announce")
-                return await self._books.restore()
+                restored = await self._books.restore()
+                if self.spend is None:
+                    self.spend = await self._session_budget()
+                return restored
             finally:
                 self._starting = None
         return None
@@ -351,6 +354,12 @@ class SubAgent:
         meanwhile, the agent has exited."""
         self._reason = reason
         self._move(AgentPhase.EXITED)
+
+    async def _session_budget(self) -> Spend | None:
+        """The session's budget on the bus when it has caps; None when it has none (then no
+        call is counted: the budget events would only say "no cap")."""
+        totals = await persist(partial(self.bus.spend, self.session), "read the budget")
+        return None if totals.limits.unlimited else BusSpend(self.bus, self.session)
 
     # -- talking to the lead --------------------------------------------------------------------
 
@@ -387,3 +396,27 @@ class SubAgent:
         count = len(batch)
         plural = "" if count == 1 else "s"
         return f"round {self.state.step + 1}: received {count} message{plural}: {first}"
+
+
+_ENDED_BY_ERROR = {
+    StopReason.TRUNCATED: "its reply was cut at the length limit twice",
+    StopReason.BLOCKED: "every tool call was blocked two rounds in a row",
+}
+
+
+def _outcome_of(result: TurnResult) -> Outcome | None:
+    """How a round's stop ends the agent; None when it waits for the next batch."""
+    stop = result.stop
+    if stop is StopReason.ERROR:
+        return Outcome("error", str(result.error) if result.error is not None else "model error")
+    if stop in _ENDED_BY_ERROR:
+        return Outcome("error", str(result.error or _ENDED_BY_ERROR[stop]))
+    if stop is StopReason.BUDGET:
+        return Outcome("budget")
+    if stop is StopReason.CANCELLED:
+        return Outcome("cancelled")
+    if stop is StopReason.HARD_STOP:
+        return Outcome("round_limit")
+    if stop is StopReason.TERMINAL or (stop is StopReason.ANSWERED and result.rounds == 0):
+        return Outcome("finished")
+    return None

@@ -1,82 +1,136 @@
-"""Which model a sub-agent talks to: an OpenAI-compatible endpoint from the environment, or the
-built-in offline model when no API key is configured.
+"""Which model a sub-agent talks to: the session's model settings with its profile's overrides, or
+the built-in offline model when no API key is configured.
 
-Reading the environment is the caller's choice, never a default: ``baton worker`` passes an
-:class:`EnvModels` built from its settings, and a :class:`~baton.subagents.worker.Worker` built
-without a factory uses :func:`offline_models`, so an embedding application (or a test) with
-``OPENAI_API_KEY`` in its shell does not reach a paid API unless it says so.
+Reading the environment is the caller's choice, never a default: ``baton worker`` passes a
+:class:`ProfileModels` built from its settings, and a :class:`~baton.subagents.worker.Worker`
+built without a factory uses :func:`offline_models`, so an embedding application (or a test) with
+``OPENAI_API_KEY`` in its shell does not reach a paid API unless it says so. The one exception is
+the variable a profile names itself (``api_key_env``): naming it is the profile author's consent.
 
-One model client per model name serves every agent of the worker (a client holds a connection
-pool; one per agent would cost thousands of pools). The offline model is said to be in use, in
-the log and in :attr:`EnvModels.label`, because its answers are canned.
+One model client per distinct settings serves every agent of the worker (a client holds a
+connection pool; one per agent would cost thousands of pools). The offline model is said to be in
+use, in the log and in :attr:`ProfileModels.label`, because its answers are canned.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from pydantic import SecretStr
 
+from baton.bus.errors import ConfigError
 from baton.defaults import DEFAULT_MODEL
 from baton.llm import OFFLINE_LABEL, ModelSettings, OpenAIChatModel, offline_model
 from baton.llm.types import ChatModel
-from baton.subagents.profiles import Profile
+from baton.subagents.profiles import Profile, ProfileModel
 
 log = logging.getLogger(__name__)
 
-"""The model the lead and sub-agents use when none is named (baton.settings defaults to it too)."""
 ModelFactory = Callable[[Profile], ChatModel]
 """Gives the model a profile's agents use; called once per agent run, so cache inside."""
 
+_PLAIN_OVERRIDES = ("temperature", "top_p", "timeout", "max_retries", "parallel_tool_calls")
+""":class:`ProfileModel` fields that replace the :class:`ModelSettings` field of the same name."""
 
-class EnvModels:
-    """A :data:`ModelFactory` set by ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and ``BATON_MODEL``
-    in ``env`` (a mapping in the environment's form; :meth:`from_environ` for the process's own).
 
-    A profile's own ``model`` wins over ``BATON_MODEL``. Use as an async context manager (or call
-    :meth:`aclose`) so the clients are closed.
+class ProfileModels:
+    """A :data:`ModelFactory`: ``base`` settings (None: the offline model) with each profile's
+    :class:`~baton.subagents.profiles.ProfileModel` overrides applied.
+
+    ``env`` is where a profile's ``api_key_env`` is looked up (default: the process environment).
+    With ``base=None`` a profile that names an endpoint of its own still reaches it, unless
+    ``offline_only``. Use as an async context manager (or call :meth:`aclose`) so the clients
+    are closed; call :meth:`check` at start-up so a profile that cannot be served is a
+    configuration error then, not a failed agent later.
     """
 
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self._key = env.get("OPENAI_API_KEY") or None
-        self._base_url = env.get("OPENAI_BASE_URL") or None
-        self._default = env.get("BATON_MODEL") or DEFAULT_MODEL
-        self._models: dict[str, OpenAIChatModel] = {}
-        if self.offline:
+    def __init__(
+        self,
+        base: ModelSettings | None,
+        *,
+        env: Mapping[str, str] | None = None,
+        offline_only: bool = False,
+    ) -> None:
+        self.base = base
+        self._env: Mapping[str, str] = os.environ if env is None else env
+        self._offline_only = offline_only
+        self._models: dict[tuple[str, str], ChatModel] = {}
+        if base is None:
             log.warning("using the %s", OFFLINE_LABEL)
-
-    @classmethod
-    def from_environ(cls) -> EnvModels:
-        """The models the process environment names (what ``baton worker`` uses)."""
-        return cls(os.environ)
 
     @property
     def offline(self) -> bool:
-        return self._key is None
+        """True when the session's own model is the offline one (a profile may still name an
+        endpoint of its own)."""
+        return self.base is None
 
     @property
     def label(self) -> str:
-        if self.offline:
+        if self.base is None:
             return OFFLINE_LABEL
-        return f"{self._default} at {self._base_url or 'api.openai.com'}"
+        return f"{self.base.model} at {self.base.base_url or 'api.openai.com'}"
+
+    def settings_for(self, profile: Profile) -> ModelSettings | None:
+        """The settings ``profile``'s agents use; None for the offline model.
+
+        Raises ``ConfigError`` when the profile names a key variable that is not set.
+        """
+        overrides = profile.model_overrides
+        if overrides is None:
+            return self.base
+        if self.base is None and (overrides.base_url is None or self._offline_only):
+            return None  # no endpoint of its own: the profile shares the offline model
+        fields: dict[str, Any] = (
+            {"model": DEFAULT_MODEL} if self.base is None else dict(self.base.model_dump())
+        )
+        if overrides.base_url is not None and overrides.base_url != fields.get("base_url"):
+            # Another host: the session's key must not travel there.
+            fields["base_url"] = overrides.base_url
+            fields["api_key"] = None
+        if overrides.api_key_env is not None:
+            fields["api_key"] = SecretStr(self._key(profile.name, overrides))
+        if overrides.name is not None:
+            fields["model"] = overrides.name
+        for name in _PLAIN_OVERRIDES:
+            value = getattr(overrides, name)
+            if value is not None:
+                fields[name] = value
+        if overrides.max_tokens is not None:
+            fields["max_tokens"] = overrides.max_tokens or None
+        fields["extra_body"] = {**fields.get("extra_body", {}), **overrides.extra_body}
+        return ModelSettings.model_validate(fields)
+
+    def _key(self, profile: str, overrides: ProfileModel) -> str:
+        variable = overrides.api_key_env or ""
+        key = self._env.get(variable, "")
+        if not key:
+            raise ConfigError(
+                f"profile {profile!r}: its model's api_key_env names {variable}, which is not set"
+            )
+        return key
+
+    def check(self, profiles: Iterable[Profile]) -> None:
+        """Resolve every profile's settings once; raises ``ConfigError`` for the first bad one."""
+        for profile in profiles:
+            self.settings_for(profile)
 
     def __call__(self, profile: Profile) -> ChatModel:
-        name = "offline" if self.offline else (profile.model or self._default)
-        model = self._models.get(name)
+        settings = self.settings_for(profile)
+        if settings is None:
+            cache_key = ("offline", "")
+        else:
+            secret = settings.api_key.get_secret_value() if settings.api_key else ""
+            cache_key = (settings.model_dump_json(), secret)
+        model = self._models.get(cache_key)
         if model is None:
-            if self.offline:
-                model = offline_model()
-            else:
-                settings = ModelSettings(
-                    model=name, base_url=self._base_url, api_key=SecretStr(self._key or "")
-                )
-                model = OpenAIChatModel(settings)
-            self._models[name] = model
+            model = offline_model() if settings is None else OpenAIChatModel(settings)
+            self._models[cache_key] = model
         return model
 
-    async def __aenter__(self) -> EnvModels:
+    async def __aenter__(self) -> ProfileModels:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -85,10 +139,39 @@ class EnvModels:
     async def aclose(self) -> None:
         models, self._models = list(self._models.values()), {}
         for model in models:
-            await model.aclose()
+            aclose = getattr(model, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+class EnvModels(ProfileModels):
+    """:class:`ProfileModels` whose base is set by ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and
+    ``BATON_MODEL`` in ``env`` (a mapping in the environment's form; :meth:`from_environ` for the
+    process's own). No key means the offline model.
+
+    The request settings (temperature, ``max_tokens``, …) keep :class:`ModelSettings`' defaults
+    here; ``baton worker`` reads them with every other setting and builds a
+    :class:`ProfileModels` itself.
+    """
+
+    def __init__(self, env: Mapping[str, str], *, offline_only: bool = False) -> None:
+        key = env.get("OPENAI_API_KEY") or None
+        base = None
+        if key is not None:
+            base = ModelSettings(
+                model=env.get("BATON_MODEL") or DEFAULT_MODEL,
+                base_url=env.get("OPENAI_BASE_URL") or None,
+                api_key=SecretStr(key),
+            )
+        super().__init__(base, env=env, offline_only=offline_only)
+
+    @classmethod
+    def from_environ(cls) -> EnvModels:
+        """The models the process environment names."""
+        return cls(os.environ)
 
 
 def offline_models() -> EnvModels:
     """The built-in offline model for every profile, whatever the environment says: the default
     of a :class:`~baton.subagents.worker.Worker` given no factory."""
-    return EnvModels({})
+    return EnvModels({}, offline_only=True)

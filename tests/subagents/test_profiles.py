@@ -54,6 +54,10 @@ def test_toml_profile_is_loaded(tmp_path: Path) -> None:
         (GOOD.replace("hard_max_rounds = 4", "hard_max_rounds = 1"), "limits", "soft_max_rounds"),
         (GOOD.replace("slowtools:slow_step", "slowtools:nothing"), "tools[1]", "no attribute"),
         (GOOD.replace("model = ", "temperature = 1\nmodel = "), "temperature", "Extra inputs"),
+        (GOOD.replace('"gpt-test"', "{ temperature = 5 }"), "model.temperature", "less than"),
+        (GOOD.replace('"gpt-test"', "{ colour = 1 }"), "model.colour", "Extra inputs"),
+        (GOOD.replace('"gpt-test"', "3"), "model", "a model name or a [profiles.<name>.model]"),
+        (GOOD.replace("model = ", 'tool_choice = "named"\nmodel = '), "tool_choice", "'auto'"),
     ],
 )
 def test_bad_profile_names_file_profile_and_field(
