@@ -55,6 +55,7 @@ from baton.engine import (
 from baton.engine.spend import Spend
 from baton.lead import delegation as delegating
 from baton.lead import prompt
+from baton.lead.answer import answer_tool, answered_text
 from baton.lead.delegation import DelegationLimits, delegation_rewriter
 from baton.lead.dispatch import Dispatcher
 from baton.lead.outcome import check_answer, failure_answer
@@ -92,10 +93,11 @@ class Lead:
     ``cancel()`` (from any task of the same event loop) ends the current turn and any inbox wait at
     once; ``run`` then shuts the sub-agents down and returns ``cancelled``.
 
-    ``tool_choice`` goes with every request that offers tools; ``delegation`` caps the sends of
-    one turn; ``spend`` is the session's shared budget; ``model_failures_allowed`` failed turns in
-    a row are retried; ``failure_grace_s`` bounds the wait for the sub-agents once the model has
-    failed for good; ``profile_tools`` also offers one delegation tool per profile.
+    ``tool_choice`` goes with every request that offers tools (``"required"`` also offers the
+    terminal ``answer`` tool, lead/answer.py, so the lead can still reply); ``delegation`` caps
+    the sends of one turn; ``spend`` is the session's shared budget; ``model_failures_allowed``
+    failed turns in a row are retried; ``failure_grace_s`` bounds the wait for the sub-agents once
+    the model has failed for good; ``profile_tools`` also offers one delegation tool per profile.
     """
 
     def __init__(
@@ -129,9 +131,6 @@ class Lead:
         self.model_failures_allowed = model_failures_allowed
         self.failure_grace_s = failure_grace_s
         self.failure_backoff_s = failure_backoff_s
-        self.history: list[Message] = [
-            {"role": "system", "content": prompt.system_prompt(profiles, instructions)}
-        ]
         self._emit = events
         self.dispatch = Dispatcher(
             bus,
@@ -143,10 +142,15 @@ class Lead:
             refresh=self._refresh,
         )
         registry = ToolRegistry([self.dispatch.send_tool(), *tools])
+        answer = answer_tool(session, events, registry.names) if tool_choice == "required" else None
+        if answer is not None:
+            registry.add(answer)
         if profile_tools:
             for made in delegating.profile_tools(profiles, self._delegate, registry.names):
                 registry.add(made)
         self.dispatch.tools = registry
+        system = prompt.system_prompt(profiles, instructions, answer_tool=answer is not None)
+        self.history: list[Message] = [{"role": "system", "content": system}]
         self._engine = AgentLoop(
             model,
             registry,
@@ -221,7 +225,7 @@ class Lead:
                 return LeadOutcome("cancelled", self._last_text())
             result = await self._turn()
             if result.stop is StopReason.CANCELLED or self._cancelled:
-                return LeadOutcome("cancelled", result.text)
+                return LeadOutcome("cancelled", self._reply(result))
             if result.stop is StopReason.ERROR and self._retryable(result, failures):
                 failures += 1
                 log.warning("session %s: lead turn failed (%d of %d allowed): %s",
@@ -234,10 +238,10 @@ class Lead:
                 failures = 0
                 arrived, late = await self._gather(deadline)
                 if not arrived and not late and not self._cancelled:
-                    return LeadOutcome("completed", result.text)
+                    return LeadOutcome("completed", self._reply(result))
             await self._take(arrived)
             if self._cancelled:
-                return LeadOutcome("cancelled", result.text)
+                return LeadOutcome("cancelled", self._reply(result))
             if late:
                 return await self._late_answer()
 
@@ -251,6 +255,12 @@ class Lead:
     async def _turn(self) -> TurnResult:
         self.dispatch.sends.reset()
         return await self._engine.run_turn(self.history)
+
+    @staticmethod
+    def _reply(result: TurnResult) -> str:
+        """The turn's reply: its ``answer`` call's text (lead/answer.py), else its last text."""
+        answered = answered_text(result.terminal_call)
+        return result.text if answered is None else answered
 
     async def _late_answer(self) -> LeadOutcome:
         """The session timed out with work outstanding: one last turn, told what is missing."""
@@ -266,7 +276,7 @@ class Lead:
         if result.stop in (StopReason.ERROR, StopReason.BUDGET):
             error = str(result.error or "model error")
             return LeadOutcome("timed_out", failure_answer(error, self.roster), error=error)
-        return LeadOutcome("timed_out", result.text)
+        return LeadOutcome("timed_out", self._reply(result))
 
     async def _failed(self, result: TurnResult, deadline: float) -> LeadOutcome:
         """The model failed for good (or the budget is spent): the sub-agents' work still counts,

@@ -36,9 +36,17 @@ in. Your final answer must cite every sub-agent's result and list every media UR
 exactly as given. Never make up a URL."""
 
 
-def system_prompt(profiles: Mapping[str, str], extra: str | None = None) -> str:
-    """The lead's system prompt: the rules above, the available profiles, the caller's extra."""
-    lines = [_BASE, "", "Sub-agent profiles you can start (name: what it does):"]
+ANSWER_RULE = """You must call a tool in every reply: to reply to the user (your answer, or a short
+note after delegating), call answer(text). Only that text is shown to the user."""
+
+
+def system_prompt(
+    profiles: Mapping[str, str], extra: str | None = None, *, answer_tool: bool = False
+) -> str:
+    """The lead's system prompt: the rules above (and the ``answer`` tool's, when it is offered),
+    the available profiles, the caller's extra."""
+    lines = [_BASE, *(["", ANSWER_RULE] if answer_tool else [])]
+    lines += ["", "Sub-agent profiles you can start (name: what it does):"]
     lines += [f"- {name}: {description}" for name, description in profiles.items()]
     if extra:
         lines += ["", extra.strip()]
