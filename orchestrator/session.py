@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -45,18 +46,21 @@ from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
 from baton.bus.ids import new_id
 from baton.bus.lifecycle import Service
 from baton.bus.messages import MessageType, SessionId, make_envelope
-from baton.compose import SettingsModels, descriptions, lead_model, resolve_profiles
+from baton.bus.retry import persist
+from baton.compose import descriptions, lead_model, resolve_profiles
 from baton.defaults import ApproveMode
 from baton.engine import InteractionChannel, LoopLimits, PolicyChannel, Tool
 from baton.engine.bus_channel import BusInteractionChannel, answer_approval
+from baton.engine.spend import BusSpend, SpendLimits
 from baton.errors import describe_validation
 from baton.lead.agent import Lead, LeadOutcome, LeadStatus
+from baton.lead.delegation import DelegationLimits
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.stream import DEFAULT_FLUSH_S, EventFanout, EventRouter, EventStream
 from baton.llm import ModelSettings
 from baton.llm.offline import OFFLINE_MODEL_NAME
-from baton.llm.types import ChatModel
-from baton.subagents.models import ModelFactory
+from baton.llm.types import ChatModel, ToolChoice
+from baton.subagents.models import ModelFactory, ProfileModels
 from baton.subagents.profiles import Profile
 from baton.subagents.worker import Worker
 
@@ -81,7 +85,15 @@ class SessionConfig(BaseModel):
     """Everything a session needs that can be written down (live objects go to :class:`Session`).
 
     ``model=None`` uses the offline model (labelled as such: ``SessionStarted(offline=True)``);
-    ``profiles`` are Python profiles, a TOML path, or None for the built-in demo profiles.
+    ``profiles`` are Python profiles, a TOML path, or None for the built-in demo profiles
+    (each profile carries its sub-agents' own ``tool_choice`` and model overrides).
+
+    ``tool_choice`` is the lead's (None: not sent); ``budget`` caps the model calls and tokens of
+    the lead and every sub-agent together, wherever they run (it is written to the bus before
+    the lead starts, so remote workers see it); ``delegation`` caps the lead's sends per turn;
+    ``profile_tools`` also offers the lead one delegation tool per profile. A failed lead turn is
+    retried ``model_failures_allowed`` times; after the last, the session waits up to
+    ``failure_grace_s`` for its sub-agents' results before it ends ``failed`` with them.
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
@@ -101,10 +113,17 @@ class SessionConfig(BaseModel):
     limits: LoopLimits | None = None
     text_flush_s: float = Field(DEFAULT_FLUSH_S, gt=0)
     shutdown_grace_s: float = Field(1.0, ge=0, description="wait for sub-agents on cancel")
+    tool_choice: ToolChoice | None = Field(None, description="the lead's tool_choice")
+    budget: SpendLimits | None = Field(None, description="model calls and tokens, all agents")
+    delegation: DelegationLimits = Field(default_factory=DelegationLimits)
+    profile_tools: bool = False
+    model_failures_allowed: int = Field(2, ge=0, description="failed lead turns retried")
+    failure_grace_s: float = Field(120.0, ge=0, description="wait for results after a failure")
 
 
 class SessionResult(BaseModel):
-    """How a session ended: its status, the lead's last answer, every sub-agent media URL."""
+    """How a session ended: its status, the lead's last answer, every sub-agent media URL, and
+    the URLs the answer cites that nothing produced (``invented_urls``)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -113,6 +132,7 @@ class SessionResult(BaseModel):
     answer: str = ""
     media_urls: list[str] = Field(default_factory=list)
     error: str = ""
+    invented_urls: list[str] = Field(default_factory=list)
 
 
 class Session(Service):
@@ -179,8 +199,9 @@ class Session(Service):
         self._model_name = model.model
         subagent_models = self._subagent_models
         if subagent_models is None and config.local_workers:
-            owned = SettingsModels(config.model)
+            owned = ProfileModels(config.model)
             stack.push_async_callback(owned.aclose)
+            owned.check(profiles.values())  # a profile's missing key: a ConfigError, now
             subagent_models = owned
         self._router = EventRouter(
             bus, self._fanout, flush_s=config.text_flush_s, give_up=self._cancelling
@@ -197,6 +218,12 @@ class Session(Service):
             instructions=config.instructions,
             timeout_s=config.timeout_s,
             shutdown_grace_s=config.shutdown_grace_s,
+            tool_choice=config.tool_choice,
+            delegation=config.delegation,
+            spend=None if config.budget is None else BusSpend(bus, self.id),
+            model_failures_allowed=config.model_failures_allowed,
+            failure_grace_s=config.failure_grace_s,
+            profile_tools=config.profile_tools,
         )
         self._group = await stack.enter_async_context(anyio.create_task_group())
         stack.push_async_exit(self._stop)  # unwound first: end the session, then its parts
@@ -314,6 +341,9 @@ class Session(Service):
                 model=self._model_name,
                 offline=self._model_name == OFFLINE_MODEL_NAME,
             )
+            if self.config.budget is not None:  # before the first spawn, for every worker
+                write = partial(self.bus.set_spend_limits, self.id, self.config.budget)
+                await persist(write, "the session's budget", give_up=self._cancelling)
             cursor = await router.emit(started)
             await self._group.start(self._tail, cursor)
             outcome = await lead.run(self.config.task)
@@ -350,6 +380,7 @@ class Session(Service):
             answer=outcome.answer,
             media_urls=outcome.media_urls,
             error=outcome.error,
+            invented_urls=outcome.invented_urls,
         )
         self._result = result
         finished = SessionFinished(
@@ -358,6 +389,7 @@ class Session(Service):
             status=result.status,
             answer=result.answer,
             media_urls=result.media_urls,
+            invented_urls=result.invented_urls,
         )
         assert self._router is not None
         try:

@@ -15,10 +15,24 @@ from ``--config`` or ``BATON_CONFIG``::
     openai_base_url = "http://localhost:11434/v1"
     profiles = "profiles.toml"
     approve = "ask"
+    temperature = 0.2            # the model's request settings, for the lead and every sub-agent
+    max_tokens = 1024            # per reply; 0 sends none
+    model_timeout = 120          # seconds a request may read nothing
+    model_retries = 3
+    tool_choice = "required"     # the lead's; sub-agents take theirs from their profile
+    budget_tokens = 200000       # the whole session: every agent's tokens and model calls
+    budget_calls = 100
+
+    [extra_body]                 # the one key that may be a table: merged into every request
+    cache_prompt = true
 
 Environment variables: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``BATON_MODEL``, ``BATON_BUS`` (or
 ``REDIS_URL``), ``BATON_PROFILES``, ``BATON_MEDIA_DIR``, ``BATON_APPROVE``, ``BATON_PREFIX``,
-``BATON_SESSION_TIMEOUT``, ``BATON_LOG_LEVEL``, ``BATON_CONFIG``.
+``BATON_SESSION_TIMEOUT``, ``BATON_LOG_LEVEL``, ``BATON_CONFIG``, and ``BATON_`` + the upper-cased
+name of each model and session setting (``BATON_TEMPERATURE``, ``BATON_TOP_P``,
+``BATON_MAX_TOKENS``, ``BATON_MODEL_TIMEOUT``, ``BATON_MODEL_RETRIES``, ``BATON_TOOL_CHOICE``,
+``BATON_PARALLEL_TOOL_CALLS``, ``BATON_EXTRA_BODY`` (a JSON object), ``BATON_BUDGET_TOKENS``,
+``BATON_BUDGET_CALLS``, ``BATON_PROFILE_TOOLS``).
 
 Every problem — an unreadable or invalid file, an unknown key, a value of the wrong kind — is one
 :class:`~baton.bus.errors.ConfigError` whose message names the source and the key, because the CLI
@@ -27,22 +41,35 @@ prints it as the single line a user sees.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
 
 from baton.bus.errors import ConfigError
 from baton.defaults import DEFAULT_MODEL, ApproveMode
+
+if TYPE_CHECKING:
+    from baton.engine.spend import SpendLimits
+    from baton.llm import ModelSettings
+
+ToolChoiceSetting = Literal["auto", "required", "none"]
+"""``baton.llm.types.ToolChoice``, spelt out again: importing it would load the model client (and
+openai) into every command just to read a flag. ``tests/cli/test_model_settings.py`` keeps the two
+equal."""
+TABLE_KEYS = frozenset({"extra_body"})
+"""Config-file keys that may be TOML tables; every other key is a single value."""
 
 
 class BatonSettings(BaseSettings):
@@ -78,24 +105,82 @@ class BatonSettings(BaseSettings):
         description="diagnostic logging on stderr (e.g. INFO); off by default, since the views "
         "and the one closing line are what a user reads",
     )
+    # -- what every model request says (the lead and every sub-agent; a profile may override) --
+    temperature: float | None = Field(None, ge=0, le=2, description="sampling temperature")
+    top_p: float | None = Field(None, gt=0, le=1, description="nucleus sampling")
+    max_tokens: int = Field(
+        1024, ge=0, description="most tokens of one reply (0: none sent, the server decides)"
+    )
+    model_timeout: float = Field(60.0, gt=0, description="seconds a model request may read nothing")
+    model_retries: int = Field(3, ge=0, description="retries of a failed model request")
+    tool_choice: ToolChoiceSetting | None = Field(
+        None, description="the lead's tool_choice (auto, required, none); unset: the lead's default"
+    )
+    parallel_tool_calls: bool | None = Field(
+        None, description="ask for (or forbid) several tool calls in one reply; unset: not sent"
+    )
+    extra_body: Annotated[dict[str, Any], NoDecode] = Field(
+        default_factory=dict,
+        description="JSON object merged into every request body (wins over the settings above)",
+    )
+    # -- the session ------------------------------------------------------------------------------
+    budget_tokens: int | None = Field(
+        None, ge=1, description="tokens the whole session may spend, all agents together"
+    )
+    budget_calls: int | None = Field(
+        None, ge=1, description="model calls the whole session may make, all agents together"
+    )
+    profile_tools: bool | None = Field(
+        None, description="offer the lead one delegation tool per profile; unset: the default"
+    )
+
+    @field_validator("extra_body", mode="before")
+    @classmethod
+    def _json_object(cls, value: object) -> object:
+        """A flag or environment variable gives the object as JSON text; a TOML table as is."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not valid JSON: {exc.msg}") from exc
+            if not isinstance(value, dict):
+                raise ValueError('must be a JSON object, e.g. {"cache_prompt": true}')
+        return value
 
     @property
     def offline(self) -> bool:
         """True when no API key is configured: the built-in offline model answers."""
         return self.openai_api_key is None or not self.openai_api_key.get_secret_value()
 
-    def model_env(self) -> dict[str, str]:
-        """The settings in the environment-variable form ``baton.subagents.models.EnvModels`` reads.
+    def model_settings(self) -> ModelSettings | None:
+        """The model endpoint and request settings every agent starts from (a profile may
+        override them), or None for the offline model (no API key configured)."""
+        if self.offline:
+            return None
+        from baton.llm import ModelSettings
 
-        In-process workers get their model from this mapping, so a key or endpoint given by flag
-        or config file reaches them exactly as it reaches the lead.
-        """
-        env = {"BATON_MODEL": self.model}
-        if not self.offline and self.openai_api_key is not None:
-            env["OPENAI_API_KEY"] = self.openai_api_key.get_secret_value()
-        if self.openai_base_url:
-            env["OPENAI_BASE_URL"] = self.openai_base_url
-        return env
+        return ModelSettings.model_validate(
+            {
+                "model": self.model,
+                "base_url": self.openai_base_url,
+                "api_key": self.openai_api_key,
+                "timeout": self.model_timeout,
+                "max_retries": self.model_retries,
+                "temperature": self.temperature,
+                "top_p": self.top_p,
+                "max_tokens": self.max_tokens or None,
+                "parallel_tool_calls": self.parallel_tool_calls,
+                "extra_body": dict(self.extra_body),
+            }
+        )
+
+    def budget(self) -> SpendLimits | None:
+        """The session-wide caps, or None when neither is set."""
+        if self.budget_tokens is None and self.budget_calls is None:
+            return None
+        from baton.engine.spend import SpendLimits
+
+        return SpendLimits(max_tokens=self.budget_tokens, max_model_calls=self.budget_calls)
 
     @classmethod
     def settings_customise_sources(
@@ -147,7 +232,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         if key not in known:
             hint = ", ".join(sorted(known))
             raise ConfigError(f"config file {path}: unknown key {key!r} (known: {hint})")
-        if isinstance(value, dict):
+        if isinstance(value, dict) and key not in TABLE_KEYS:
             raise ConfigError(f"config file {path}: {key!r} must be a value, not a table")
     return data
 

@@ -3,13 +3,15 @@ code its own class carries (defined once, in ``baton.bus.errors.ExitCode``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import typer
 from pydantic import ValidationError
 
-from baton.api import SessionConfig, open_session
+from baton.api import SessionConfig, builtin_profiles, open_bus, open_session
 from baton.bus.errors import (
     BatonError,
     BusClosed,
@@ -20,7 +22,10 @@ from baton.bus.errors import (
 )
 from baton.cli.exits import run_async
 from baton.engine.bus_channel import ApprovalNotFound
+from baton.engine.spend import SpendLimits
 from baton.errors import ModelError, StreamBroken
+from baton.server.config import SessionDefaults
+from baton.server.host import SessionHost
 from baton.subagents.errors import ProfileError
 
 BAD_SETTINGS = [
@@ -88,3 +93,22 @@ def test_a_bug_keeps_its_traceback() -> None:
 
     with pytest.raises(_Unexpected):
         run_async(fails)
+
+
+async def test_a_servers_session_defaults_apply_where_the_request_did_not_say(
+    tmp_path: Path,
+) -> None:
+    """``baton serve --budget-calls`` and the like: every session the server starts gets them,
+    unless its own config says otherwise (the budget is on the bus before the lead starts)."""
+    server_budget, own_budget = SpendLimits(max_model_calls=50), SpendLimits(max_tokens=9000)
+    defaults = SessionDefaults(budget=server_budget, tool_choice="required")
+    assert defaults.fields() == {"budget": server_budget, "tool_choice": "required"}
+    async with open_bus("memory://") as bus, anyio.create_task_group() as group:
+        host = SessionHost(bus, group, builtin_profiles(), defaults)
+        plain = await host.start(SessionConfig(task="write a line", media_dir=tmp_path))
+        own = await host.start(
+            SessionConfig(task="write a line", media_dir=tmp_path, budget=own_budget)
+        )
+        await host.aclose()
+        assert (await bus.spend(plain)).limits == server_budget
+        assert (await bus.spend(own)).limits == own_budget

@@ -14,12 +14,23 @@ import typer
 
 from baton.cli.exits import run_async
 from baton.cli.options import (
+    BudgetCallsOpt,
+    BudgetTokensOpt,
     BusOpt,
     ConfigOpt,
+    ExtraBodyOpt,
     JsonOpt,
+    MaxTokensOpt,
     MediaDirOpt,
+    ModelRetriesOpt,
+    ModelTimeoutOpt,
+    ParallelToolCallsOpt,
     PrefixOpt,
     ProfilesOpt,
+    ProfileToolsOpt,
+    TemperatureOpt,
+    ToolChoiceOpt,
+    TopPOpt,
     settings_from,
 )
 from baton.cli.serve import SERVE_EXAMPLES, SERVE_HELP, serve_command
@@ -45,9 +56,11 @@ RUN_EXAMPLES = """Examples:
   OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_API_KEY=ollama BATON_MODEL=llama3.1 \\
       baton run "paint a fox"
   baton run --bus redis://localhost:6379/0 --no-local-workers "paint a fox"
+  baton run --tool-choice required --max-tokens 512 --budget-tokens 100000 "paint a fox"
 
-Exit codes: 0 ok, 1 the session failed, 2 usage or configuration error, 3 bus unreachable,
-130 interrupted."""
+Exit codes: 0 completed, 1 the session failed or timed out, 2 usage or configuration error,
+3 bus unreachable, 4 incomplete (work was delegated and no sub-agent delivered a result, or the
+answer cites URLs nobody produced), 130 interrupted or cancelled."""
 
 
 @app.command(epilog=RUN_EXAMPLES)
@@ -91,6 +104,17 @@ def run(
     timeout: Annotated[
         float | None, typer.Option("--timeout", help="seconds the session may run", min=0.001)
     ] = None,
+    temperature: TemperatureOpt = None,
+    top_p: TopPOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    model_timeout: ModelTimeoutOpt = None,
+    model_retries: ModelRetriesOpt = None,
+    parallel_tool_calls: ParallelToolCallsOpt = None,
+    extra_body: ExtraBodyOpt = None,
+    tool_choice: ToolChoiceOpt = None,
+    budget_tokens: BudgetTokensOpt = None,
+    budget_calls: BudgetCallsOpt = None,
+    profile_tools: ProfileToolsOpt = None,
 ) -> None:
     """Run a whole session: the lead streams its answer and delegates to sub-agents.
 
@@ -108,6 +132,17 @@ def run(
         approve=approve,
         media_dir=media_dir,
         session_timeout=timeout,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        model_timeout=model_timeout,
+        model_retries=model_retries,
+        parallel_tool_calls=parallel_tool_calls,
+        extra_body=extra_body,
+        tool_choice=tool_choice,
+        budget_tokens=budget_tokens,
+        budget_calls=budget_calls,
+        profile_tools=profile_tools,
     )
     from baton.cli.run import RunOptions, run_session
 

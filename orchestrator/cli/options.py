@@ -59,3 +59,74 @@ def settings_from(config: Path | None, command: str, **flags: object) -> BatonSe
         return load_settings(config, **flags)
     except ConfigError as exc:
         fail(str(exc), exc.exit_code, command=f"baton {command}")
+
+
+# -- the model's request settings (run, worker, serve) ---------------------------------------------
+
+TemperatureOpt = Annotated[
+    float | None,
+    typer.Option("--temperature", min=0, max=2, help="sampling temperature (or BATON_TEMPERATURE)",
+                 show_default=False),
+]  # fmt: skip
+TopPOpt = Annotated[
+    float | None,
+    typer.Option("--top-p", min=0, max=1, help="nucleus sampling (or BATON_TOP_P)",
+                 show_default=False),
+]  # fmt: skip
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option("--max-tokens", min=0,
+                 help="most tokens of one model reply (or BATON_MAX_TOKENS; default 1024; "
+                      "0: none sent)", show_default=False),
+]  # fmt: skip
+ModelTimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--model-timeout", min=0.001,
+                 help="seconds a model request may read nothing (or BATON_MODEL_TIMEOUT; "
+                      "default 60)", show_default=False),
+]  # fmt: skip
+ModelRetriesOpt = Annotated[
+    int | None,
+    typer.Option("--model-retries", min=0,
+                 help="retries of a failed model request (or BATON_MODEL_RETRIES; default 3)",
+                 show_default=False),
+]  # fmt: skip
+ParallelToolCallsOpt = Annotated[
+    bool | None,
+    typer.Option("--parallel-tool-calls/--no-parallel-tool-calls",
+                 help="allow or forbid several tool calls in one reply "
+                      "(or BATON_PARALLEL_TOOL_CALLS; default: not sent)", show_default=False),
+]  # fmt: skip
+ExtraBodyOpt = Annotated[
+    str | None,
+    typer.Option("--extra-body",
+                 help="JSON object merged into every model request (or BATON_EXTRA_BODY), "
+                      'e.g. \'{"cache_prompt": true}\'', show_default=False),
+]  # fmt: skip
+
+# -- the lead and the session (run, serve) ---------------------------------------------------------
+
+ToolChoiceOpt = Annotated[
+    str | None,
+    typer.Option("--tool-choice",
+                 help="the lead's tool_choice: auto, required or none (or BATON_TOOL_CHOICE); "
+                      "sub-agents take theirs from their profile", show_default=False),
+]  # fmt: skip
+BudgetTokensOpt = Annotated[
+    int | None,
+    typer.Option("--budget-tokens", min=1,
+                 help="tokens the whole session may spend, every agent together "
+                      "(or BATON_BUDGET_TOKENS; default no cap)", show_default=False),
+]  # fmt: skip
+BudgetCallsOpt = Annotated[
+    int | None,
+    typer.Option("--budget-calls", min=1,
+                 help="model calls the whole session may make, every agent together "
+                      "(or BATON_BUDGET_CALLS; default no cap)", show_default=False),
+]  # fmt: skip
+ProfileToolsOpt = Annotated[
+    bool | None,
+    typer.Option("--profile-tools/--no-profile-tools",
+                 help="offer the lead one delegation tool per profile (or BATON_PROFILE_TOOLS)",
+                 show_default=False),
+]  # fmt: skip

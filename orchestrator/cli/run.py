@@ -31,7 +31,7 @@ from baton.settings import BatonSettings
 
 if TYPE_CHECKING:
     from baton.llm import ModelSettings
-    from baton.session import Session
+    from baton.session import Session, SessionResult
     from baton.subagents.profiles import Profile
 
 log = logging.getLogger("baton.run")
@@ -49,7 +49,7 @@ class RunOptions:
 
 
 async def run_session(settings: BatonSettings, options: RunOptions) -> int:
-    """Run the session to its end; returns the exit code (0, 1, 2 or 130)."""
+    """Run the session to its end; returns the exit code (:data:`EXIT_CODES`)."""
     from baton.session import Session, SessionConfig
 
     configure_logging(settings.log_level)
@@ -62,6 +62,7 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
         "local_workers": options.local_workers,
         "timeout_s": settings.session_timeout,
         "media_dir": settings.media_dir,
+        **session_settings(settings),
     }
     if options.session:
         fields["session_id"] = options.session
@@ -88,7 +89,7 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
         renderer.close()
     if signals.interrupted:
         return ExitCode.INTERRUPTED
-    return exit_for(finished, session.result.error if session.result else "")
+    return exit_for(finished, session.result)
 
 
 async def show_events(
@@ -177,14 +178,39 @@ class SignalWatch:
                 session.cancel()
 
 
-def exit_for(finished: SessionFinished | None, error: str) -> int:
-    """0 for a completed session; 1 (with the error as one stderr line) otherwise."""
-    if finished is not None and finished.status == "completed":
-        return ExitCode.OK
+EXIT_CODES: dict[str, ExitCode] = {
+    "completed": ExitCode.OK,
+    "incomplete": ExitCode.INCOMPLETE,
+    "failed": ExitCode.FAILED,
+    "timed_out": ExitCode.FAILED,
+    "cancelled": ExitCode.INTERRUPTED,
+}
+"""How each session status ends ``baton run`` (README, "Exit codes")."""
+
+
+def exit_for(finished: SessionFinished | None, result: SessionResult | None) -> int:
+    """The exit code of the session's status; for any but ``completed``, one stderr line
+    saying why (a session that never finished counts as failed)."""
     status = finished.status if finished is not None else "failed"
-    reason = " ".join((error or status.replace("_", " ")).split())
-    print(f"baton run: session {status}: {reason}", file=sys.stderr, flush=True)
-    return ExitCode.FAILED
+    code = EXIT_CODES.get(status, ExitCode.FAILED)
+    if code is not ExitCode.OK:
+        reason = " ".join(why_not_completed(status, finished, result).split())
+        print(f"baton run: session {status}: {reason}", file=sys.stderr, flush=True)
+    return code
+
+
+def why_not_completed(
+    status: str, finished: SessionFinished | None, result: SessionResult | None
+) -> str:
+    """The error the session recorded, else what its status and its answer's check say."""
+    if result is not None and result.error:
+        return result.error
+    invented = finished.invented_urls if finished is not None else []
+    if status == "incomplete":
+        if invented:
+            return f"the answer cites URLs that no tool produced: {', '.join(invented)}"
+        return "work was delegated, but no sub-agent delivered a result"
+    return status.replace("_", " ")
 
 
 def make_renderer(as_json: bool) -> Renderer:
@@ -199,14 +225,20 @@ def make_renderer(as_json: bool) -> Renderer:
 
 
 def model_settings(settings: BatonSettings) -> ModelSettings | None:
-    """The model endpoint, or None for the offline model (no API key configured)."""
-    if settings.offline:
-        return None
-    from baton.llm import ModelSettings
+    """The model endpoint and request settings, or None for the offline model (no API key)."""
+    return settings.model_settings()
 
-    return ModelSettings(
-        model=settings.model, base_url=settings.openai_base_url, api_key=settings.openai_api_key
-    )
+
+def session_settings(settings: BatonSettings) -> dict[str, object]:
+    """The :class:`~baton.session.SessionConfig` fields the settings set: the lead's tool
+    choice, the session's budget, the per-profile delegation tools (unset: the config's own
+    defaults)."""
+    fields: dict[str, object] = {
+        "tool_choice": settings.tool_choice,
+        "budget": settings.budget(),
+        "profile_tools": settings.profile_tools,
+    }
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def select_profiles(settings: BatonSettings, only: tuple[str, ...]) -> dict[str, Profile]:

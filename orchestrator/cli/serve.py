@@ -12,7 +12,25 @@ from typing import Annotated
 
 import typer
 
-from baton.cli.options import BusOpt, ConfigOpt, MediaDirOpt, PrefixOpt, ProfilesOpt, settings_from
+from baton.cli.options import (
+    BudgetCallsOpt,
+    BudgetTokensOpt,
+    BusOpt,
+    ConfigOpt,
+    ExtraBodyOpt,
+    MaxTokensOpt,
+    MediaDirOpt,
+    ModelRetriesOpt,
+    ModelTimeoutOpt,
+    ParallelToolCallsOpt,
+    PrefixOpt,
+    ProfilesOpt,
+    ProfileToolsOpt,
+    TemperatureOpt,
+    ToolChoiceOpt,
+    TopPOpt,
+    settings_from,
+)
 
 SERVE_HELP = "Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."
 SERVE_EXAMPLES = """Examples:
@@ -50,16 +68,44 @@ def serve_command(
         list[str] | None,
         typer.Option("--cors-origin", help="allow this browser origin (repeatable; default none)"),
     ] = None,
+    temperature: TemperatureOpt = None,
+    top_p: TopPOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    model_timeout: ModelTimeoutOpt = None,
+    model_retries: ModelRetriesOpt = None,
+    parallel_tool_calls: ParallelToolCallsOpt = None,
+    extra_body: ExtraBodyOpt = None,
+    tool_choice: ToolChoiceOpt = None,
+    budget_tokens: BudgetTokensOpt = None,
+    budget_calls: BudgetCallsOpt = None,
+    profile_tools: ProfileToolsOpt = None,
 ) -> None:
     """Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."""
     from baton.cli.exits import fail, run_async
-    from baton.cli.run import configure_logging, model_settings
+    from baton.cli.run import configure_logging
 
     settings = settings_from(
-        config, "serve", bus=bus, prefix=prefix, profiles=profiles, media_dir=media_dir
+        config,
+        "serve",
+        bus=bus,
+        prefix=prefix,
+        profiles=profiles,
+        media_dir=media_dir,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        model_timeout=model_timeout,
+        model_retries=model_retries,
+        parallel_tool_calls=parallel_tool_calls,
+        extra_body=extra_body,
+        tool_choice=tool_choice,
+        budget_tokens=budget_tokens,
+        budget_calls=budget_calls,
+        profile_tools=profile_tools,
     )
     from baton.bus.errors import ConfigError
     from baton.server import ServerConfig, serve
+    from baton.server.config import SessionDefaults
 
     configure_logging(settings.log_level)
     try:
@@ -69,7 +115,12 @@ def serve_command(
             bus_url=settings.bus,
             prefix=settings.prefix,
             token=token,
-            model=model_settings(settings),
+            model=settings.model_settings(),
+            session_defaults=SessionDefaults(
+                tool_choice=settings.tool_choice,
+                budget=settings.budget(),
+                profile_tools=settings.profile_tools,
+            ),
             profiles=settings.profiles,
             media_dir=settings.media_dir,
             cors_origins=tuple(cors_origin or ()),

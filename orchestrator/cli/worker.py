@@ -1,8 +1,9 @@
 """``baton worker``: host sub-agents for sessions on a shared bus until stopped.
 
 The worker reads the same settings as every other command (:func:`~baton.cli.options.
-settings_from`: ``--bus``/``BATON_BUS``/``REDIS_URL``, ``--prefix``/``BATON_PREFIX``, the model,
-profiles and media directory, ``--config``/``BATON_CONFIG``), so a ``baton run`` and the
+settings_from`: ``--bus``/``BATON_BUS``/``REDIS_URL``, ``--prefix``/``BATON_PREFIX``, the model
+and its request settings (``--temperature``, ``--max-tokens``, …), profiles and media directory,
+``--config``/``BATON_CONFIG``), so a ``baton run`` and the
 workers started beside it meet on the same bus and keys. Only its own knobs (concurrency,
 leases, the drain timeout, ``--check``) are flags of this command alone. The sub-agent machinery
 (~1.5 s of imports) loads when the command runs, so ``baton worker --help`` stays fast.
@@ -23,7 +24,21 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from baton.bus.errors import ExitCode
-from baton.cli.options import BusOpt, ConfigOpt, MediaDirOpt, PrefixOpt, ProfilesOpt, settings_from
+from baton.cli.options import (
+    BusOpt,
+    ConfigOpt,
+    ExtraBodyOpt,
+    MaxTokensOpt,
+    MediaDirOpt,
+    ModelRetriesOpt,
+    ModelTimeoutOpt,
+    ParallelToolCallsOpt,
+    PrefixOpt,
+    ProfilesOpt,
+    TemperatureOpt,
+    TopPOpt,
+    settings_from,
+)
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -87,6 +102,13 @@ def worker_command(
             show_default=False,
         ),
     ] = None,
+    temperature: TemperatureOpt = None,
+    top_p: TopPOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    model_timeout: ModelTimeoutOpt = None,
+    model_retries: ModelRetriesOpt = None,
+    parallel_tool_calls: ParallelToolCallsOpt = None,
+    extra_body: ExtraBodyOpt = None,
 ) -> None:
     """Claim spawn requests from the bus and host their sub-agents until stopped."""
     settings = settings_from(
@@ -97,6 +119,13 @@ def worker_command(
         profiles=profiles,
         media_dir=media_dir,
         log_level=log_level,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        model_timeout=model_timeout,
+        model_retries=model_retries,
+        parallel_tool_calls=parallel_tool_calls,
+        extra_body=extra_body,
     )
     options = WorkerOptions(
         concurrency=concurrency, shutdown_timeout_s=shutdown_timeout, lease_s=lease
@@ -158,11 +187,13 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
     """Run a worker until SIGTERM/SIGINT; the first drains, a second stops at once."""
     import anyio
 
-    from baton.subagents.models import EnvModels
+    from baton.subagents.models import ProfileModels
     from baton.subagents.worker import Worker
 
     profiles = worker_profiles(settings)
-    async with _open_bus(settings, options) as bus, EnvModels(settings.model_env()) as models:
+    base = settings.model_settings()
+    async with _open_bus(settings, options) as bus, ProfileModels(base) as models:
+        models.check(profiles.values())  # a profile's missing key: a usage error now, not later
         worker = Worker(
             bus,
             profiles,

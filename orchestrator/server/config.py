@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baton.bus.errors import ConfigError
+from baton.engine.spend import SpendLimits
 from baton.llm import ModelSettings
+from baton.llm.types import ToolChoice
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8321
@@ -20,6 +22,26 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024
 DEFAULT_HEARTBEAT_S = 15.0
 DEFAULT_RETRY_MS = 3000
 MAX_SESSION_TIMEOUT_S = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDefaults:
+    """What every session the server starts gets (the ``baton serve`` settings), where the
+    request that starts it does not say; None keeps :class:`~baton.session.SessionConfig`'s own
+    default."""
+
+    tool_choice: ToolChoice | None = None
+    budget: SpendLimits | None = None
+    profile_tools: bool | None = None
+
+    def fields(self) -> dict[str, object]:
+        """The :class:`~baton.session.SessionConfig` fields these defaults set."""
+        values: dict[str, object] = {
+            "tool_choice": self.tool_choice,
+            "budget": self.budget,
+            "profile_tools": self.profile_tools,
+        }
+        return {name: value for name, value in values.items() if value is not None}
 
 
 def is_loopback(host: str) -> bool:
@@ -39,7 +61,8 @@ class ServerConfig:
 
     ``token``: the bearer token every request must carry; required (a ``ConfigError`` otherwise)
     when ``host`` is not loopback, and enforced on every route whenever it is set — including on
-    loopback, where it is optional. ``model=None`` runs sessions on the offline model.
+    loopback, where it is optional. ``model=None`` runs sessions on the offline model;
+    ``session_defaults`` are the lead's tool choice, the budget and the like for every session.
     """
 
     host: str = DEFAULT_HOST
@@ -48,6 +71,7 @@ class ServerConfig:
     prefix: str = "baton"
     token: str | None = None
     model: ModelSettings | None = None
+    session_defaults: SessionDefaults = SessionDefaults()
     profiles: Path | None = None
     media_dir: Path = Path("media")
     cors_origins: tuple[str, ...] = ()

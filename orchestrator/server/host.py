@@ -15,6 +15,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from baton.bus.base import Bus
+from baton.server.config import SessionDefaults
 from baton.session import Session, SessionConfig
 from baton.subagents.profiles import Profile
 
@@ -24,12 +25,20 @@ STOP_GRACE_S = 5.0
 
 
 class SessionHost:
-    """Starts sessions in ``group`` and keeps the running ones by id (for ``cancel``)."""
+    """Starts sessions in ``group`` and keeps the running ones by id (for ``cancel``), each with
+    the server's ``defaults`` where its config does not say otherwise."""
 
-    def __init__(self, bus: Bus, group: TaskGroup, profiles: Mapping[str, Profile]) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        group: TaskGroup,
+        profiles: Mapping[str, Profile],
+        defaults: SessionDefaults | None = None,
+    ) -> None:
         self.bus = bus
         self.group = group
         self.profiles = dict(profiles)
+        self.defaults = defaults or SessionDefaults()
         self._running: dict[str, Session] = {}
         self._all_done = anyio.Event()
         self._all_done.set()
@@ -40,6 +49,13 @@ class SessionHost:
 
     async def start(self, config: SessionConfig) -> str:
         """Open the session and start it; returns once it is running (its id is usable)."""
+        unset = {
+            name: value
+            for name, value in self.defaults.fields().items()
+            if name not in config.model_fields_set
+        }
+        if unset:
+            config = config.model_copy(update=unset)
         session_id: str = await self.group.start(self._host, config, name=config.session_id)
         return session_id
 

@@ -95,7 +95,7 @@ class BatonServer(Service):
         media_root.mkdir(parents=True, exist_ok=True)
         group = await stack.enter_async_context(anyio.create_task_group())
         feeds = Feeds(bus, group)
-        host = SessionHost(bus, group, profiles)
+        host = SessionHost(bus, group, profiles, config.session_defaults)
         self.ctx = ServerContext(config, bus, feeds, host, media_root, config.model)
         sock = bind(config.host, config.port)
         self.port = sock.getsockname()[1]

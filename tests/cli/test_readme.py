@@ -69,3 +69,22 @@ def test_embedding_example_runs_as_written(tmp_path: Path, env: dict[str, str]) 
     last = done.stdout.splitlines()[-1]
     assert last.startswith("completed [") and "file://" in last
     assert "Results from" in done.stdout  # the lead's streamed text came first
+
+
+def test_readme_settings_table_config_file_and_profile_example_hold(tmp_path: Path) -> None:
+    import tomllib
+
+    from baton.settings import BatonSettings, load_settings
+    from baton.subagents.profiles import ProfileModel, parse_profiles
+
+    text = section("Using a real model")
+    rows = re.findall(r"^\| (`[^|]+) \|", text, re.MULTILINE)
+    keys = {key for row in rows for key in re.findall(r"`(\w+)`", row)}
+    assert keys and keys <= set(BatonSettings.model_fields), keys - set(BatonSettings.model_fields)
+    config, profiles = re.findall(r"```toml\n(.*?)```", text, re.DOTALL)
+    path = tmp_path / "baton.toml"
+    path.write_text(config)
+    assert load_settings(path).prefix == "baton"
+    painter = parse_profiles(tomllib.loads(profiles))["painter"]
+    assert painter.tool_choice == "required" and isinstance(painter.model, ProfileModel)
+    assert painter.model.api_key_env == "GPU_BOX_KEY"

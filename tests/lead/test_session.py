@@ -15,6 +15,7 @@ from baton.bus.events import (
     AgentExited,
     AgentResult,
     AgentSpawned,
+    BudgetUpdated,
     Event,
     SessionFinished,
     SessionStarted,
@@ -23,6 +24,7 @@ from baton.bus.events import (
 )
 from baton.bus.messages import Envelope
 from baton.engine import tool
+from baton.engine.spend import SpendLimits
 from baton.llm.script import Reply
 from baton.subagents.profiles import builtin_profiles
 from tests.conftest import BusFactory
@@ -223,3 +225,41 @@ async def test_leaving_the_block_of_a_session_that_will_not_end_is_bounded(
         logger.removeHandler(handler)
     assert released.is_set()
     assert session.result is not None and session.result.status == "cancelled"
+
+
+async def test_the_budget_is_on_the_bus_before_any_agent_and_no_agent_spends_past_it(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    # two calls: the lead's delegation and one sub-agent call; everything after is refused
+    budget = SpendLimits(max_model_calls=2)
+    config = SessionConfig(
+        task=PAINT_AND_WRITE, media_dir=tmp_path, budget=budget, failure_grace_s=10.0
+    )
+    async with make_bus() as bus:
+        async with Session(config, bus=bus) as session:
+            result = await session.run()
+        log = await logged_events(bus, session.id)
+        spent = await bus.spend(session.id)
+    assert spent.limits == budget  # where a remote worker's agents read it
+    assert spent.calls == 2
+    updates = [e for e in log if isinstance(e, BudgetUpdated)]
+    assert [(e.calls, e.max_calls) for e in updates] == [(1, 2), (2, 2)]
+    exits = {e.agent: e.reason for e in log if isinstance(e, AgentExited)}
+    assert set(exits) == {"painter", "writer"} and "budget" in exits.values()
+    assert result.status != "completed"
+
+
+async def test_the_leads_tool_choice_is_asked_and_an_invented_url_is_no_completed_session(
+    tmp_path: Path,
+) -> None:
+    invented = "https://via.placeholder.com/fox.png"
+    server, model = scripted([Reply(text=f"Here is your fox: {invented}")], fallback=False)
+    config = SessionConfig(task="paint a fox", media_dir=tmp_path, tool_choice="required")
+    async with model, Session(config, model=model) as session:
+        result = await session.run()
+        log = await logged_events(session.bus, session.id)
+    assert [request.body["tool_choice"] for request in server.requests] == ["required"]
+    assert result.status == "incomplete" and result.invented_urls == [invented]
+    finished = log[-1]
+    assert isinstance(finished, SessionFinished)
+    assert finished.status == "incomplete" and finished.invented_urls == [invented]
