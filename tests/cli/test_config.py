@@ -64,3 +64,22 @@ def _event(line: str) -> dict[str, object]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def test_worker_refuses_a_bad_model_setting_and_a_profile_key_it_cannot_find(
+    env: dict[str, str], tmp_path: Path, redis_url: str
+) -> None:
+    code, _, err = run_baton("worker", "--check", "--extra-body", "[1]", env=env)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--extra-body" in err and "must be a JSON object" in err
+    profiles = tmp_path / "gpu.toml"
+    profiles.write_text(
+        '[profiles.gpu]\ndescription = "d"\nsystem_prompt = "s"\n'
+        '[profiles.gpu.model]\nbase_url = "http://gpu.invalid/v1"\napi_key_env = "GPU_KEY"\n'
+    )
+    keyed = {**env, "OPENAI_API_KEY": "sk-test"}
+    code, _, err = run_baton("worker", "--bus", redis_url, "--profiles", str(profiles), env=keyed)
+    assert code == 2, err
+    assert err.splitlines()[-1] == (
+        "baton worker: profile 'gpu': its model's api_key_env names GPU_KEY, which is not set"
+    )
