@@ -393,6 +393,8 @@ class Lead:
             return
         reports = [e for e in arrived if self.roster.is_agent(e.sender)]
         requests = [e for e in arrived if self._is_request(e)]
+        if requests:
+            self.dispatch.new_request()
         self.history.extend(prompt.inbox_messages(reports, requests))
         try:
             await self.inbox.ack([envelope.id for envelope in arrived], give_up=self._giving_up)

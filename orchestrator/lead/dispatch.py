@@ -3,8 +3,9 @@
 :class:`Dispatcher` is the half of the lead that writes: it routes each message (a task to a
 profile starts a new agent, anything to an agent reaches it or its one successor — see
 :mod:`baton.lead.roster`), refuses sends past the turn's caps (:mod:`baton.lead.delegation`),
-starts agents, hands a departed agent's unseen messages over, and keeps the ``send_message``
-tool's ``to`` enum equal to the profiles plus the running agents.
+refuses a task already sent for the same request (still running, or done: its result is in the
+context), starts agents, hands a departed agent's unseen messages over, and keeps the
+``send_message`` tool's ``to`` enum equal to the profiles plus the running agents.
 
 Before each send it asks the lead to *refresh* the roster (read the inbox without waiting), so a
 send never goes to an agent whose final result already sits in the inbox unread. All sends (and
@@ -16,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import anyio
 
@@ -26,6 +27,7 @@ from baton.bus.events import AgentSpawned, GuardFired
 from baton.bus.messages import Envelope, SpawnRequest, make_envelope
 from baton.bus.retry import persist
 from baton.engine import EventSink, Tool, ToolRegistry, ToolResult
+from baton.engine.turn import normalise_text
 from baton.lead.delegation import DelegationLimits, TurnSends
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.roster import Roster, Route, Sent
@@ -72,6 +74,8 @@ class Dispatcher:
         self._give_up = give_up
         self._refresh = refresh
         self._offered: tuple[str, ...] = ()
+        self._tasks: dict[str, str] = {}
+        """The tasks sent for the current request (normalised content -> the agent that got it)."""
 
     # -- the tool -------------------------------------------------------------------------------
 
@@ -102,9 +106,13 @@ class Dispatcher:
             route = self.roster.route(to, kind)
             if route is None:
                 return unknown_agent_hint(to, self.roster.profiles)
+            duplicate = self._duplicate(content) if kind == "task" else None
+            if duplicate is not None:
+                await self._guard("repeated")
+                return ToolResult(duplicate, blocked=True)
             refusal = self.sends.refusal(route.name, route.profile, route.start)
             if refusal is not None:
-                await self._capped()
+                await self._guard("send-cap")
                 return ToolResult(refusal, blocked=True)
             try:
                 envelope = await self.send(route.name, kind, content)
@@ -114,7 +122,33 @@ class Dispatcher:
                 await self.start(route)
             self.roster.sent(route.name, Sent(envelope.id, kind, content))
             self.sends.count(route.name, route.profile, route.start)
+            if kind == "task":
+                self._tasks[normalise_text(content)] = route.name
         return f"{_what(to, route)}. {WAIT_HINT}"
+
+    def new_request(self) -> None:
+        """A new request from a person reached the lead: a task sent before may be wanted again."""
+        self._tasks.clear()
+
+    def _duplicate(self, content: str) -> str | None:
+        """Why the same task must not go out again for the same request (the text for the model),
+        or None. A small model re-delegates what it already has, turn after turn; a task whose
+        agent ended without doing it may be sent again."""
+        earlier = self._tasks.get(normalise_text(content))
+        if earlier is None:
+            return None
+        holder = self.roster.agents[self.roster.current(earlier)]
+        if holder.state != "done":
+            return (
+                f"Did not send: {holder.name} is already working on this task. Do not send it "
+                "again: its result will arrive in your inbox; answer the user now."
+            )
+        if holder.exit_reason == "finished":
+            return (
+                f"Did not send: {holder.name} already did this task and its result is in your "
+                "context. Do not delegate it again: answer the user with that result."
+            )
+        return None
 
     async def _shut_down(self, to: str) -> str:
         if to not in self.roster.agents and self.roster.resolve(to) is None:
@@ -127,11 +161,11 @@ class Dispatcher:
         self.roster_changed()
         return f"Asked {name} to shut down; its final result will still arrive."
 
-    async def _capped(self) -> None:
+    async def _guard(self, outcome: Literal["send-cap", "repeated"]) -> None:
         if self._emit is not None:
             await self._emit(
                 GuardFired(
-                    session=self.session, agent=LEAD_NAME, outcome="send-cap", tool=SEND_MESSAGE
+                    session=self.session, agent=LEAD_NAME, outcome=outcome, tool=SEND_MESSAGE
                 )
             )
 

@@ -11,11 +11,12 @@ import anyio
 
 from baton.api import Session, SessionConfig
 from baton.bus.events import AgentResult, Event, GuardFired, RoundEnded, ToolResulted
+from baton.bus.messages import make_envelope
 from baton.engine import LoopLimits, tool
 from baton.lead import DelegationLimits
 from baton.llm.script import Call, Reply
 from baton.subagents.profiles import AgentLimits, Profile
-from tests.lead.scenario import PROFILES, Scenario, run_lead
+from tests.lead.scenario import PROFILES, SESSION, Scenario, run_lead
 from tests.support.events import logged_events
 from tests.support.models import scripted
 
@@ -143,11 +144,21 @@ async def test_sends_past_the_turn_caps_are_refused_and_blocked_rounds_end_the_t
     assert (outcome.status, outcome.answer) == ("completed", "Done.")
 
 
-async def test_the_same_task_cycled_over_targets_is_a_repeat() -> None:
+async def test_the_same_task_cycled_over_targets_is_refused_until_a_new_request() -> None:
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, RoundEnded) and event.round == 1 and event.tool_calls:
-            for name in ("painter", "helper", "writer"):
-                await s.report(name)
+            await s.report("painter", "a fox")
+        if isinstance(event, ToolResulted) and event.result.call_id == "d":
+            request = make_envelope(
+                session=SESSION,
+                sender="user",
+                recipient="lead",
+                type="task",
+                content="paint another fox",
+            )
+            await s.bus.send(request)
+        if isinstance(event, ToolResulted) and event.result.call_id == "f":
+            await s.report("painter-2", "another fox")
 
     s, outcome = await run_lead(
         [
@@ -156,18 +167,80 @@ async def test_the_same_task_cycled_over_targets_is_a_repeat() -> None:
                     send("painter", "Paint a fox.", "a"),
                     send("helper", "paint a fox", "b"),
                     send("writer", "PAINT  A FOX", "c"),
-                    send("painter", "paint a fox!", "d"),
+                ]
+            ),
+            Reply(text="Asked."),
+            Reply(calls=[send("painter", "paint a fox!", "d")]),  # again, its result in hand
+            Reply(text="Here is the fox."),
+            Reply(calls=[send("painter", "paint a fox", "f")]),  # the user asked again
+            Reply(text="Here is another."),
+            Reply(text="Done."),
+        ],
+        react,
+    )
+    results = s.tool_results()
+    assert "painter is already working on this task" in results["b"]
+    assert results["b"] == results["c"]
+    assert "painter already did this task" in results["d"]
+    assert results["f"].startswith("Started painter-2")
+    assert s.spawned == ["painter", "painter-2"]
+    assert s.guards().count("repeated") == 3
+    assert outcome.status == "completed"
+
+
+async def test_a_task_whose_agent_failed_may_be_sent_again() -> None:
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "a":
+            await s.report("painter", "the paint ran out", reason="error")
+        if isinstance(event, ToolResulted) and event.result.call_id == "b":
+            await s.report("painter-2", "a fox")
+
+    s, outcome = await run_lead(
+        [
+            Reply(calls=[send("painter", "paint a fox", "a")]),
+            Reply(text="Asked."),
+            Reply(calls=[send("painter", "paint a fox", "b")]),
+            Reply(text="Asked again."),
+            Reply(text="Here is the fox."),
+        ],
+        react,
+    )
+    assert s.tool_results()["b"].startswith("Started painter-2")
+    assert s.spawned == ["painter", "painter-2"] and outcome.status == "completed"
+
+
+async def test_the_same_follow_up_cycled_is_a_repeat_for_the_engine() -> None:
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, RoundEnded) and event.round == 2 and event.tool_calls:
+            await s.report("painter", "a red fox")
+
+    s, outcome = await run_lead(
+        [
+            Reply(calls=[send("painter", "paint a fox", "a")]),
+            Reply(
+                calls=[
+                    send("painter", "Make it red.", "b", "message"),
+                    send("painter", "make it RED", "c", "message"),
+                    send("painter", "make  it red!", "d", "message"),
+                    send("painter", "make it red", "e", "message"),
                 ]
             ),
             Reply(text="Asked."),
             Reply(text="Done."),
         ],
         react,
+        delegation=DelegationLimits(max_sends_per_agent=10),
         limits=LoopLimits(max_repeats=3),
     )
-    assert s.spawned == ["painter", "helper", "writer"]
-    assert "repeated" in s.guards()
-    assert not s.tool_results()["d"].startswith("Started")
+    results = s.tool_results()
+    assert all(results[i].startswith("Sent to painter") for i in "bcd")
+    assert not results["e"].startswith("Sent to painter")
+    assert s.guards() == ["repeated"]  # the engine's guard, on send_message's repeat key
+    assert [m.content for m in s.lead.roster.agents["painter"].sent][1:] == [
+        "Make it red.",
+        "make it RED",
+        "make  it red!",
+    ]
     assert outcome.status == "completed"
 
 
