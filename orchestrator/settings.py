@@ -32,7 +32,8 @@ Environment variables: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``BATON_MODEL``,
 name of each model and session setting (``BATON_TEMPERATURE``, ``BATON_TOP_P``,
 ``BATON_MAX_TOKENS``, ``BATON_MODEL_TIMEOUT``, ``BATON_MODEL_RETRIES``, ``BATON_TOOL_CHOICE``,
 ``BATON_PARALLEL_TOOL_CALLS``, ``BATON_EXTRA_BODY`` (a JSON object), ``BATON_BUDGET_TOKENS``,
-``BATON_BUDGET_CALLS``, ``BATON_PROFILE_TOOLS``).
+``BATON_BUDGET_CALLS``, ``BATON_PROFILE_TOOLS``, ``BATON_MAX_SENDS_PER_TURN``,
+``BATON_MAX_NEW_AGENTS_PER_PROFILE``, ``BATON_MAX_SENDS_PER_AGENT``).
 
 Every problem — an unreadable or invalid file, an unknown key, a value of the wrong kind — is one
 :class:`~baton.bus.errors.ConfigError` whose message names the source and the key, because the CLI
@@ -62,6 +63,7 @@ from baton.defaults import DEFAULT_MODEL, ApproveMode
 
 if TYPE_CHECKING:
     from baton.engine.spend import SpendLimits
+    from baton.lead.delegation import DelegationLimits
     from baton.llm import ModelSettings
 
 ToolChoiceSetting = Literal["auto", "required", "none"]
@@ -133,6 +135,15 @@ class BatonSettings(BaseSettings):
     profile_tools: bool | None = Field(
         None, description="offer the lead one delegation tool per profile; unset: the default"
     )
+    max_sends_per_turn: int | None = Field(
+        None, ge=1, description="the lead's send_message calls per turn; unset: the default (8)"
+    )
+    max_new_agents_per_profile: int | None = Field(
+        None, ge=1, description="agents the lead starts from one profile per turn (default 4)"
+    )
+    max_sends_per_agent: int | None = Field(
+        None, ge=1, description="messages the lead sends one agent per turn (default 3)"
+    )
 
     @field_validator("extra_body", mode="before")
     @classmethod
@@ -173,6 +184,19 @@ class BatonSettings(BaseSettings):
                 "extra_body": dict(self.extra_body),
             }
         )
+
+    def delegation(self) -> DelegationLimits | None:
+        """The lead's delegation caps, or None when none is set (the lead's defaults)."""
+        given = {
+            name: getattr(self, name)
+            for name in ("max_sends_per_turn", "max_new_agents_per_profile", "max_sends_per_agent")
+            if getattr(self, name) is not None
+        }
+        if not given:
+            return None
+        from baton.lead.delegation import DelegationLimits
+
+        return DelegationLimits(**given)
 
     def budget(self) -> SpendLimits | None:
         """The session-wide caps, or None when neither is set."""

@@ -231,12 +231,13 @@ def model_settings(settings: BatonSettings) -> ModelSettings | None:
 
 def session_settings(settings: BatonSettings) -> dict[str, object]:
     """The :class:`~baton.session.SessionConfig` fields the settings set: the lead's tool
-    choice, the session's budget, the per-profile delegation tools (unset: the config's own
-    defaults)."""
+    choice, the session's budget, the per-profile delegation tools and the delegation caps
+    (unset: the config's own defaults)."""
     fields: dict[str, object] = {
         "tool_choice": settings.tool_choice,
         "budget": settings.budget(),
         "profile_tools": settings.profile_tools,
+        "delegation": settings.delegation(),
     }
     return {name: value for name, value in fields.items() if value is not None}
 

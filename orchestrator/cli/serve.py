@@ -120,6 +120,7 @@ def serve_command(
                 tool_choice=settings.tool_choice,
                 budget=settings.budget(),
                 profile_tools=settings.profile_tools,
+                delegation=settings.delegation(),
             ),
             profiles=settings.profiles,
             media_dir=settings.media_dir,

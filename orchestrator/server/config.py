@@ -13,6 +13,7 @@ from pathlib import Path
 
 from baton.bus.errors import ConfigError
 from baton.engine.spend import SpendLimits
+from baton.lead.delegation import DelegationLimits
 from baton.llm import ModelSettings
 from baton.llm.types import ToolChoice
 
@@ -33,6 +34,7 @@ class SessionDefaults:
     tool_choice: ToolChoice | None = None
     budget: SpendLimits | None = None
     profile_tools: bool | None = None
+    delegation: DelegationLimits | None = None
 
     def fields(self) -> dict[str, object]:
         """The :class:`~baton.session.SessionConfig` fields these defaults set."""
@@ -40,6 +42,7 @@ class SessionDefaults:
             "tool_choice": self.tool_choice,
             "budget": self.budget,
             "profile_tools": self.profile_tools,
+            "delegation": self.delegation,
         }
         return {name: value for name, value in values.items() if value is not None}
 

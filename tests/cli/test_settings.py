@@ -12,6 +12,7 @@ import pytest
 from baton.bus.errors import ConfigError, ExitCode
 from baton.cli.run import EXIT_CODES, session_settings
 from baton.engine.spend import SpendLimits
+from baton.lead.delegation import DelegationLimits
 from baton.llm.types import ToolChoice
 from baton.settings import ToolChoiceSetting, load_settings
 
@@ -90,6 +91,18 @@ def test_without_a_key_there_are_no_model_settings_but_the_session_settings_stay
         "budget": SpendLimits(max_model_calls=3),
         "profile_tools": True,
     }
+
+
+def test_delegation_caps_from_the_environment_and_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert load_settings().delegation() is None  # the lead's own defaults
+    monkeypatch.setenv("BATON_MAX_SENDS_PER_TURN", "5")
+    settings = load_settings(write(tmp_path, "max_sends_per_agent = 1\n"))
+    expected = DelegationLimits(max_sends_per_turn=5, max_sends_per_agent=1)
+    assert settings.delegation() == expected
+    assert session_settings(settings) == {"delegation": expected}
+    assert expected.max_new_agents_per_profile == DelegationLimits().max_new_agents_per_profile
 
 
 def test_extra_body_is_a_json_object_from_a_flag_or_the_environment(
