@@ -9,7 +9,9 @@ Embed it in your own anyio application::
 
 Without a model factory a worker uses the built-in offline model: a library class never reads the
 environment by itself, so ``OPENAI_API_KEY`` reaches the agents only through a factory you pass
-(``baton worker`` passes an :class:`~baton.subagents.models.EnvModels` built from its settings).
+(``baton worker`` passes a :class:`~baton.subagents.models.ProfileModels` built from its settings;
+each profile may override them, down to another endpoint). Each agent asks its profile's
+``tool_choice`` and, when the session has a budget on the bus, counts every model call against it.
 
 What it guarantees:
 
