@@ -113,3 +113,33 @@ def test_approve_answers_a_sub_agent_on_a_remote_worker(
 
     code, _, err = run_baton("approve", "s-approve", call_id, "--no", "--bus", redis_url, env=env)
     assert code == 2 and "already decided" in err  # one answer per question
+
+
+def test_the_budget_of_a_run_binds_the_agents_of_remote_workers(
+    start: Callable[..., Proc], redis_url: str, env: dict[str, str]
+) -> None:
+    worker = start_worker_with_builtin_profiles(start, redis_url, env)
+    run = start(
+        "run", "--json", "--bus", redis_url, "--no-local-workers", "--session", "s-budget",
+        "--budget-calls", "2", "paint a fox and paint a heron",
+        env=env,
+    )  # fmt: skip
+    code = run.wait()
+    events = run.events()
+    finished = events[-1]
+    assert finished["type"] == "session.finished" and finished["status"] == "failed"
+    assert code == 1, run.transcript()
+    spent = [(e["calls"], e["max_calls"]) for e in events if e["type"] == "budget.updated"]
+    assert spent and max(spent) == (2, 2), spent  # never a third call, whoever made it
+    exits = {e["agent"]: e["reason"] for e in events if e["type"] == "agent.exited"}
+    assert exits and set(exits.values()) == {"budget"}, exits
+    hosted = [e for e in events if e["type"] == "agent.spawned" and e["worker"]]
+    assert {e["worker"].split("/")[0] for e in hosted} == {worker}  # the lead's names none
+
+
+def start_worker_with_builtin_profiles(
+    start: Callable[..., Proc], redis_url: str, env: dict[str, str]
+) -> str:
+    worker = start("worker", "--bus", redis_url, "--lease", "5", env=env)
+    line = worker.expect(" ready: ", stream="err")
+    return line.split("baton worker ", 1)[1].split()[0]
