@@ -12,11 +12,12 @@ repeats itself stops at a known length and says so with ``finish_reason == "leng
 reply carries for the engine to act on. Sampling settings are sent only when set; ``extra_body``
 is applied last and wins over everything.
 
-**One retry policy.** The SDK's own retries are switched off (``max_retries=0``); this client
-retries rate limits (honouring ``retry-after-ms`` / ``Retry-After``, capped), 408/409/5xx,
-connection errors, timeouts and broken streams, with exponential backoff and jitter. Other 4xx fail
-at once. Spent retries raise :class:`~baton.errors.ModelError` (``retryable=True, attempts=n``).
-``on_retry`` hears of each retry (attempt, reason, wait) before the wait, so it is never invisible.
+**One retry policy.** The SDK's own retries are switched off (``max_retries=0``); tenacity (the
+project's retry library, as in :mod:`baton.bus.retry`) retries rate limits (honouring
+``retry-after-ms`` / ``Retry-After``, capped), 408/409/5xx, connection errors, timeouts and broken
+streams, with exponential backoff and jitter. Other 4xx fail at once. Spent retries raise
+:class:`~baton.errors.ModelError` (``retryable=True, attempts=n``). ``on_retry`` hears of each retry
+(attempt, reason, the exact wait) before the wait, so it is never invisible.
 
 **Who saw what.** A stream that breaks (ends without ``[DONE]`` or a ``finish_reason``, drops,
 stalls, or carries an error event) raises :class:`~baton.errors.StreamBroken` — never a partial
@@ -37,7 +38,6 @@ runaway answer.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from typing import Any, Self
 
@@ -45,18 +45,30 @@ import anyio
 import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
 from baton.bus.errors import ConfigError
 from baton.errors import ModelError, StreamBroken
 from baton.llm.correction import correction_message, retry_tool_choice, tool_names
-from baton.llm.failures import AttemptFailed, status_failure
+from baton.llm.failures import (
+    AttemptFailed,
+    Attempts,
+    SinkRaised,
+    retried_failure,
+    status_failure,
+)
 from baton.llm.guard import check_model_endpoint
 from baton.llm.stream import SseDecoder, read_stream
 from baton.llm.types import (
     Message,
     ModelReply,
     RetractSink,
-    RetryNotice,
     RetrySink,
     TextSink,
     ToolChoice,
@@ -108,14 +120,6 @@ class ModelSettings(BaseModel):
     )
 
 
-class _SinkRaised(Exception):
-    """Carries what ``on_text`` raised past the stream's own error handling, to be re-raised."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(repr(error))
-        self.error = error
-
-
 class OpenAIChatModel:
     """:class:`~baton.llm.types.ChatModel` over any OpenAI-compatible endpoint.
 
@@ -163,6 +167,11 @@ class OpenAIChatModel:
                     f"cannot set up the model client for {settings.model!r}: {exc}"
                 ) from exc
         self._fields = _request_fields(settings)
+        self._backoff = wait_exponential_jitter(
+            multiplier=settings.backoff_initial,
+            max=settings.backoff_max,
+            jitter=settings.backoff_initial,
+        )
 
     @property
     def model(self) -> str:
@@ -196,41 +205,32 @@ class OpenAIChatModel:
         if self._closed:
             raise ModelError(f"the model client for {self.model!r} is closed; open a new one")
         check_model_endpoint(self._client.base_url)  # tests confine requests to this machine
+
+        def corrected(detail: str) -> dict[str, Any]:
+            return self._corrected(messages, tools, tool_choice, detail)
+
         body = self._body(messages, tools, tool_choice)
-        shown = False  # whether this attempt's text reached on_text
-
-        async def sink(delta: str) -> None:
-            nonlocal shown
-            shown = True
+        call = Attempts(body, self._stream_once, corrected, on_text, on_retry, on_retract)
+        try:
             try:
-                await on_text(delta)  # type: ignore[misc]  # only passed when on_text is set
-            except Exception as exc:
-                raise _SinkRaised(exc) from exc
-
-        attempt = 0
-        while True:
-            attempt += 1
-            shown = False
-            try:
-                return await self._stream_once(body, sink if on_text is not None else None)
-            except _SinkRaised as raised:
-                error = raised.error
+                return await call.attempt()  # the common case, without building retry machinery
             except AttemptFailed as failure:
-                stuck = shown and on_retract is None
-                if stuck or not failure.retryable or attempt > self.settings.max_retries:
-                    raise self._give_up(failure, attempt, shown, stuck) from failure.__cause__
-                delay = self._delay(failure, attempt)
-                if shown:
-                    assert on_retract is not None
-                    await on_retract()
-                if on_retry is not None:
-                    notice = RetryNotice(attempt, failure.reason, delay, failure.parse_error)
-                    await on_retry(notice)
-                if failure.parse_error:
-                    body = self._corrected(messages, tools, tool_choice, failure.detail)
-                await anyio.sleep(delay)
-                continue
-            raise error  # what on_text raised, unchanged and unretried
+                call.first_failure = failure
+            retrying = AsyncRetrying(
+                stop=stop_after_attempt(self.settings.max_retries + 1),
+                wait=self._wait,
+                retry=retry_if_exception(call.may_retry),
+                before_sleep=call.before_sleep,
+                sleep=anyio.sleep,
+                reraise=True,
+            )
+            return await retrying(call.attempt)
+        except SinkRaised as raised:
+            error = raised.error
+        except AttemptFailed as failure:
+            stuck = call.stuck
+            raise self._give_up(failure, call.attempts, call.shown, stuck) from failure.__cause__
+        raise error  # what on_text raised, unchanged and unretried
 
     def _body(
         self,
@@ -264,13 +264,12 @@ class OpenAIChatModel:
         retry: list[Message] = [*messages, {"role": "user", "content": note}]
         return self._body(retry, tools, choice)
 
-    def _delay(self, failure: AttemptFailed, attempt: int) -> float:
+    def _wait(self, state: RetryCallState) -> float:
         """The server-asked wait (capped), else exponential backoff with jitter."""
-        if failure.retry_after is not None:
-            return min(failure.retry_after, self.settings.retry_after_cap)
-        initial = self.settings.backoff_initial
-        backoff = initial * 2.0 ** (attempt - 1) + random.uniform(0, initial)
-        return max(0.0, min(backoff, self.settings.backoff_max))
+        retry_after = retried_failure(state).retry_after
+        if retry_after is not None:
+            return min(retry_after, self.settings.retry_after_cap)
+        return self._backoff(state)
 
     def _give_up(
         self, failure: AttemptFailed, attempts: int, shown: bool, stuck: bool

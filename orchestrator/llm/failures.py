@@ -6,6 +6,9 @@ The last question matters for small models behind servers that parse tool calls 
 HTTP 500, or — streaming — with an ``{"error": ...}`` event after the leading text. Retrying that
 request unchanged mostly gets the same output again, so such a failure is marked ``parse_error``
 and the client's next attempt tells the model what went wrong (see :mod:`baton.llm.correction`).
+
+:class:`Attempts` holds what those decisions depend on during one call (whether the attempt's text
+was shown, which request the next attempt sends) and offers it to tenacity as its hooks.
 """
 
 from __future__ import annotations
@@ -13,9 +16,14 @@ from __future__ import annotations
 import email.utils
 import re
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx2
 import openai
+from tenacity import RetryCallState
+
+from baton.llm.types import ModelReply, RetractSink, RetryNotice, RetrySink, TextSink
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _PARSE_ERROR = re.compile(
@@ -113,3 +121,85 @@ def retry_after(headers: httpx2.Headers) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def retried_failure(state: RetryCallState) -> AttemptFailed:
+    """The failure tenacity is about to retry (only ``AttemptFailed`` is ever retried)."""
+    assert state.outcome is not None
+    failure = state.outcome.exception()
+    assert isinstance(failure, AttemptFailed)
+    return failure
+
+
+class SinkRaised(Exception):
+    """Carries what ``on_text`` raised past the stream's own error handling, to be re-raised."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
+class Attempts:
+    """The attempts of one ``complete`` call, and the hooks tenacity drives them with: it keeps
+    what the retry decisions depend on — how many attempts were made, whether the current one's
+    text reached ``on_text``, and the body the next one sends."""
+
+    def __init__(
+        self,
+        body: dict[str, Any],
+        stream_once: Callable[[dict[str, Any], TextSink | None], Awaitable[ModelReply]],
+        corrected: Callable[[str], dict[str, Any]],
+        on_text: TextSink | None,
+        on_retry: RetrySink | None,
+        on_retract: RetractSink | None,
+    ) -> None:
+        self.body = body
+        self._stream_once = stream_once
+        self._corrected = corrected
+        self._on_text = on_text
+        self._text_sink = self._sink if on_text is not None else None
+        self._on_retry = on_retry
+        self._on_retract = on_retract
+        self.attempts = 0
+        self.shown = False
+        """Whether the current attempt's text reached ``on_text``."""
+        self.first_failure: AttemptFailed | None = None
+        """The failure of the attempt made before tenacity took over, to be replayed as its
+        first attempt (so a reply that needs no retry builds no retry machinery)."""
+
+    @property
+    def stuck(self) -> bool:
+        """Text was shown and nobody can take it back: a retry would show it twice."""
+        return self.shown and self._on_retract is None
+
+    async def attempt(self) -> ModelReply:
+        if self.first_failure is not None:
+            failure, self.first_failure = self.first_failure, None
+            raise failure
+        self.attempts += 1
+        self.shown = False
+        return await self._stream_once(self.body, self._text_sink)
+
+    async def _sink(self, delta: str) -> None:
+        self.shown = True
+        try:
+            await self._on_text(delta)  # type: ignore[misc]  # only used when on_text is set
+        except Exception as exc:
+            raise SinkRaised(exc) from exc
+
+    def may_retry(self, error: BaseException) -> bool:
+        return isinstance(error, AttemptFailed) and error.retryable and not self.stuck
+
+    async def before_sleep(self, state: RetryCallState) -> None:
+        """Before each wait: take back the text shown, tell ``on_retry`` (with exactly the wait
+        tenacity is about to sleep), and after a parse error switch to the corrected request."""
+        failure = retried_failure(state)
+        if self.shown and self._on_retract is not None:
+            await self._on_retract()
+        if self._on_retry is not None:
+            delay = state.upcoming_sleep
+            await self._on_retry(
+                RetryNotice(self.attempts, failure.reason, delay, failure.parse_error)
+            )
+        if failure.parse_error:
+            self.body = self._corrected(failure.detail)
