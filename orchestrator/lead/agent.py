@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
 
 import anyio
 
@@ -58,6 +56,8 @@ from baton.lead import prompt
 from baton.lead.answer import answer_tool, answered_text
 from baton.lead.delegation import DelegationLimits, delegation_rewriter
 from baton.lead.dispatch import Dispatcher
+from baton.lead.outcome import LeadOutcome as LeadOutcome
+from baton.lead.outcome import LeadStatus as LeadStatus
 from baton.lead.outcome import check_answer, failure_answer
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.roster import Roster
@@ -66,25 +66,10 @@ from baton.llm.types import ChatModel, Message, ToolChoice
 
 log = logging.getLogger(__name__)
 
-LeadStatus = Literal["completed", "incomplete", "failed", "cancelled", "timed_out"]
-"""``incomplete``: the lead answered, but work was delegated and no sub-agent delivered a result,
-or the answer cites URLs that no tool produced while none were produced (docs/protocol.md)."""
 MAX_WAIT_S = 60.0
 """One inbox wait; the wait is repeated until the session deadline."""
 FAILURE_BACKOFF_S = 2.0
 """After the n-th failed turn in a row the lead waits up to n times this for news, then retries."""
-
-
-@dataclass(frozen=True, slots=True)
-class LeadOutcome:
-    """How the lead's work ended, its last answer and every media URL its sub-agents reported."""
-
-    status: LeadStatus
-    answer: str
-    media_urls: list[str] = field(default_factory=list)
-    error: str = ""
-    invented_urls: list[str] = field(default_factory=list)
-    """URLs in the answer that no tool, sub-agent or user message produced."""
 
 
 class Lead:
@@ -408,15 +393,7 @@ class Lead:
         """``shutdown`` to every outstanding sub-agent, then wait (bounded) for their results."""
         early, self._early = self._early, []
         await self._take(early)
-        targets = [n for n in self.roster.outstanding if self.roster.agents[n].state == "running"]
-        for name in targets:
-            try:
-                await self.dispatch.send(name, "shutdown", "the session is ending")
-            except BusUnreachable as exc:  # cancelled during an outage: it ends at its idle timeout
-                log.warning(
-                    "session %s: could not tell %s to shut down: %s", self.session, name, exc
-                )
-            self.roster.stopping(name)
+        await self.dispatch.shut_down_running("the session is ending")
         if not self.roster.outstanding:
             return
 

@@ -161,6 +161,18 @@ class Dispatcher:
         self.roster_changed()
         return f"Asked {name} to shut down; its final result will still arrive."
 
+    async def shut_down_running(self, why: str) -> None:
+        """``shutdown`` to every running sub-agent (the session is ending)."""
+        for name in self.roster.running:
+            try:
+                await self.send(name, "shutdown", why)
+            except BusUnreachable as exc:  # cancelled during an outage: it ends at its idle timeout
+                log.warning(
+                    "session %s: could not tell %s to shut down: %s", self.session, name, exc
+                )
+            self.roster.stopping(name)
+        self.roster_changed()
+
     async def _guard(self, outcome: Literal["send-cap", "repeated"]) -> None:
         if self._emit is not None:
             await self._emit(

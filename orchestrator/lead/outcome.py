@@ -20,9 +20,27 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from baton.lead.roster import Roster
 from baton.llm.types import Message
+
+LeadStatus = Literal["completed", "incomplete", "failed", "cancelled", "timed_out"]
+"""``incomplete``: the lead answered, but work was delegated and no sub-agent delivered a result,
+or the answer cites URLs that no tool produced while none were produced (docs/protocol.md)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeadOutcome:
+    """How the lead's work ended, its last answer and every media URL its sub-agents reported."""
+
+    status: LeadStatus
+    answer: str
+    media_urls: list[str] = field(default_factory=list)
+    error: str = ""
+    invented_urls: list[str] = field(default_factory=list)
+    """URLs in the answer that no tool, sub-agent or user message produced."""
+
 
 _URL = re.compile(r"(?:https?|file)://[^\s<>\"'()\[\]{},|`]+", re.IGNORECASE)
 _TRAILING = ".,;:!?*_'\""
