@@ -116,7 +116,7 @@ class BatonSettings(BaseSettings):
     model_timeout: float = Field(60.0, gt=0, description="seconds a model request may read nothing")
     model_retries: int = Field(3, ge=0, description="retries of a failed model request")
     tool_choice: ToolChoiceSetting | None = Field(
-        None, description="the lead's tool_choice (auto, required, none); unset: the lead's default"
+        None, description="the lead's tool_choice (auto, required, none); unset: not sent"
     )
     parallel_tool_calls: bool | None = Field(
         None, description="ask for (or forbid) several tool calls in one reply; unset: not sent"

@@ -109,7 +109,8 @@ ExtraBodyOpt = Annotated[
 ToolChoiceOpt = Annotated[
     str | None,
     typer.Option("--tool-choice",
-                 help="the lead's tool_choice: auto, required or none (or BATON_TOOL_CHOICE); "
+                 help="the lead's tool_choice: auto, required (it then answers through an "
+                      "answer tool) or none (or BATON_TOOL_CHOICE; default: not sent); "
                       "sub-agents take theirs from their profile", show_default=False),
 ]  # fmt: skip
 BudgetTokensOpt = Annotated[
