@@ -17,7 +17,6 @@ from pathlib import Path
 from baton.llm import ModelSettings, OpenAIChatModel, offline_model
 from baton.llm.offline import OFFLINE_LABEL
 from baton.llm.types import ChatModel
-from baton.subagents.models import ProfileModels
 from baton.subagents.profiles import Profile, builtin_profiles, load_profiles
 
 log = logging.getLogger(__name__)
@@ -48,8 +47,3 @@ def lead_model(settings: ModelSettings | None) -> ChatModel:
         log.warning("using the %s", OFFLINE_LABEL)
         return offline_model()
     return OpenAIChatModel(settings)
-
-
-SettingsModels = ProfileModels
-"""The sub-agents' model factory of a session: its model settings with each profile's overrides
-(:class:`~baton.subagents.models.ProfileModels`; the old name, kept for embedders)."""
