@@ -74,6 +74,7 @@ def first_token_ms(env: dict[str, str]) -> float:
 async def session_subagents(media: Path, count: int) -> float:
     """Seconds for one session whose lead delegates one picture to each of ``count`` sub-agents."""
     from baton.api import Profile, Session, SessionConfig
+    from baton.lead import DelegationLimits
     from baton.subagents.tools import builtin_tools
 
     paint = builtin_tools()["generate_image"]
@@ -90,7 +91,9 @@ async def session_subagents(media: Path, count: int) -> float:
         for i, name in enumerate(names)
     ]
     task = ", ".join(f"paint picture {i}" for i in range(count))
-    config = SessionConfig(task=task, profiles=profiles, media_dir=media)
+    # Ten sends in one turn is the point here, so the per-turn cap (8 by default) is raised.
+    delegation = DelegationLimits(max_sends_per_turn=count, max_new_agents_per_profile=count)
+    config = SessionConfig(task=task, profiles=profiles, media_dir=media, delegation=delegation)
     started = time.perf_counter()
     async with Session(config) as session:
         result = await session.run()
