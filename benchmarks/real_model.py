@@ -5,8 +5,9 @@ built-in demo profiles: painter, writer, helper), and prints one JSON object:
 
 - ``sessions``; ``statuses``: how many ended in each status;
 - ``completed_with_media``: completed with at least one sub-agent picture;
-- ``final_cites_all_media``: completed, with a picture, and the final answer cites *every* media URL
-  the sub-agents produced, exactly;
+- ``final_cites_all_media``: completed, with a picture, and the model's own final answer cites
+  *every* media URL the sub-agents produced, exactly (before baton appends what it left out);
+- ``media_appended``: sessions whose answer baton completed with the media URLs it left out;
 - ``invented_urls``: URLs in final answers that no tool produced (summed over the sessions);
 - ``exit0_without_result``: sessions that would exit 0 although no sub-agent delivered a picture;
 - ``median_s`` (and ``max_s``): wall time per session;
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import statistics
 import sys
@@ -120,10 +122,18 @@ class SessionRecord:
     spawned: int
     finished_agents: int
     invented: list[str] = field(default_factory=list)
+    appended: list[str] | None = None
+    """Media URLs the model's answer left out and baton appended (``answer.checked``); None when
+    this baton does not check answers."""
 
     @property
     def cites_all(self) -> bool:
-        return bool(self.media) and all(url in self.answer for url in self.media)
+        """Whether the model's own answer cited every media URL (not baton's appended list)."""
+        if not self.media:
+            return False
+        if self.appended is not None:
+            return not self.appended
+        return all(url in self.answer for url in self.media)
 
 
 def model_settings(base_url: str, model: str, options: Mapping[str, Any]) -> Any:
@@ -161,6 +171,7 @@ async def run_one(
     tool_urls: set[str] = set()
     started = time.perf_counter()
     status, answer, media = "failed", "", []
+    appended: list[str] | None = None
     try:
         async with Session(config, model=lead, subagent_models=subagent_models) as session:
             async for event in session.events():
@@ -176,6 +187,8 @@ async def run_one(
                     tool_urls.update(URL.findall(event.result.content))
                 elif isinstance(event, AgentResult):
                     tool_urls.update(event.media_urls)
+                elif event.type == "answer.checked":  # an event newer batons have
+                    appended = list(getattr(event, "missing_media", []))
             result = await session.run()
             status, answer, media = result.status, result.answer, list(result.media_urls)
     finally:
@@ -200,6 +213,7 @@ async def run_one(
         spawned=spawned,
         finished_agents=finished_agents,
         invented=invented,
+        appended=appended,
     )
 
 
@@ -214,6 +228,7 @@ def summarise(records: Sequence[SessionRecord], max_tokens: int | None) -> dict[
         "statuses": dict(Counter(r.status for r in records)),
         "completed_with_media": sum(1 for r in completed if r.media),
         "final_cites_all_media": sum(1 for r in completed if r.cites_all),
+        "media_appended": sum(1 for r in records if r.appended),
         "invented_urls": sum(len(r.invented) for r in records),
         "exit0_without_result": sum(1 for r in completed if not r.media),
         "median_s": statistics.median(seconds) if seconds else None,
@@ -243,7 +258,11 @@ async def main(argv: Sequence[str] | None = None) -> None:
                         help="a SessionConfig field, e.g. --set profile_tools=true")  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="2 sessions, offline model")
     parser.add_argument("--verbose", action="store_true", help="per-session JSON on stderr")
+    parser.add_argument("--log", default=None, help="log level of baton's own log on stderr")
+    parser.add_argument("--first", type=int, default=0, help="start at this prompt")
     args = parser.parse_args(argv)
+    if args.log:
+        logging.basicConfig(level=args.log.upper(), format="%(asctime)s %(name)s %(message)s")
 
     from baton.llm import OpenAIChatModel, offline_model
 
@@ -275,7 +294,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     records = []
     with tempfile.TemporaryDirectory(prefix="baton-real-") as media:
         for index in range(sessions):
-            prompt = PROMPTS[index % len(PROMPTS)]
+            prompt = PROMPTS[(args.first + index) % len(PROMPTS)]
             record = await run_one(prompt, make_model, Path(media), args.timeout, config_extra)
             records.append(record)
             if args.verbose:
