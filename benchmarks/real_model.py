@@ -8,6 +8,8 @@ built-in demo profiles: painter, writer, helper), and prints one JSON object:
 - ``final_cites_all_media``: completed, with a picture, and the model's own final answer cites
   *every* media URL the sub-agents produced, exactly (before baton appends what it left out);
 - ``media_appended``: sessions whose answer baton completed with the media URLs it left out;
+- ``final_answer_has_all_media``: completed, and the session's final answer (appended list
+  included) carries every media URL;
 - ``invented_urls``: URLs in final answers that no tool produced (summed over the sessions);
 - ``exit0_without_result``: sessions that would exit 0 although no sub-agent delivered a picture;
 - ``median_s`` (and ``max_s``): wall time per session;
@@ -229,6 +231,9 @@ def summarise(records: Sequence[SessionRecord], max_tokens: int | None) -> dict[
         "completed_with_media": sum(1 for r in completed if r.media),
         "final_cites_all_media": sum(1 for r in completed if r.cites_all),
         "media_appended": sum(1 for r in records if r.appended),
+        "final_answer_has_all_media": sum(
+            1 for r in completed if r.media and all(url in r.answer for url in r.media)
+        ),
         "invented_urls": sum(len(r.invented) for r in records),
         "exit0_without_result": sum(1 for r in completed if not r.media),
         "median_s": statistics.median(seconds) if seconds else None,
