@@ -27,6 +27,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Final
 
 from baton.bus.events import (
     Event,
@@ -59,7 +61,25 @@ log = logging.getLogger(__name__)
 BLOCKED_ROUNDS_LIMIT = 2
 """Consecutive rounds of only refused calls after which the turn ends (StopReason.BLOCKED)."""
 
-__all__ = ["BLOCKED_ROUNDS_LIMIT", "AgentLoop", "CallRewriter", "StopReason", "TurnResult"]
+__all__ = [
+    "BLOCKED_ROUNDS_LIMIT",
+    "UNSET",
+    "AgentLoop",
+    "CallRewriter",
+    "StopReason",
+    "TurnResult",
+]
+
+
+class _Unset(Enum):
+    """The type of :data:`UNSET` (an enum member, so type checkers can narrow it away)."""
+
+    UNSET = "unset"
+
+
+UNSET: Final = _Unset.UNSET
+"""``run_turn(tool_choice=UNSET)``: the loop's own ``tool_choice`` (None is a real choice: send
+none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,12 +207,15 @@ class AgentLoop:
         *,
         on_text: TextSink | None = None,
         turn: AgentTurn | None = None,
+        tool_choice: ToolChoice | _Unset | None = UNSET,
     ) -> TurnResult:
         """Run the loop until the model answers or a stop condition; see :class:`StopReason`.
 
         ``messages`` must end with the new user message(s); it is updated in place. Model errors
         end the turn with ``stop=error`` (and an ``ErrorEvent``); cancellation from outside the
-        loop (the caller's own scope) propagates as usual.
+        loop (the caller's own scope) propagates as usual. ``tool_choice`` overrides the loop's
+        for this turn only (the lead runs its wrap-up turns with ``"none"``: no calls, and no
+        calls read from the text either); left out, the loop's own applies.
         """
         if self._running:
             raise TurnInProgress(f"agent {self.agent!r} is already running a turn")
@@ -216,7 +239,8 @@ class AgentLoop:
         try:
             with self.telemetry.agent_span(self.agent, self.model.model, self.session) as span:
                 with turn.scope:
-                    stop, error = await self._run(messages, state, on_text)
+                    choice = self.tool_choice if tool_choice is UNSET else tool_choice
+                    stop, error = await self._run(messages, state, on_text, choice)
                 span.set("baton.stop_reason", str(stop))
         finally:  # whatever ended the turn (even an outer cancel), every call gets its answer
             unanswered = _answer_open_calls(messages, state)
@@ -241,7 +265,11 @@ class AgentLoop:
         )
 
     async def _run(
-        self, history: list[Message], state: _TurnState, on_text: TextSink | None
+        self,
+        history: list[Message],
+        state: _TurnState,
+        on_text: TextSink | None,
+        tool_choice: ToolChoice | None,
     ) -> tuple[StopReason, ModelError | None]:
         """The loop itself: a short while over the steps below."""
         fixed_chars = budgeting.tools_chars(self.tools.schemas) if self.token_budget else 0
@@ -252,7 +280,7 @@ class AgentLoop:
             agent=self.agent,
             emit=self._emit,
             telemetry=self.telemetry,
-            tool_choice=self.tool_choice,
+            tool_choice=tool_choice,
             call_rewriter=self.call_rewriter,
             spend=self.spend,
         )

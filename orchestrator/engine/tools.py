@@ -11,6 +11,9 @@ Two flags change how governance treats a call, and both may depend on the argume
 - ``needs_approval``: a human must approve the call before it runs;
 - ``terminal``: the loop ends after the call has run.
 
+``media`` declares that the tool produces media (pictures, files): the lead uses it to know which
+profiles make media, so a session that asked for media and got none is not "completed".
+
 ``repeat_key`` lets a tool say which calls count as "the same" for the repeat guard beyond identical
 arguments (``send_message``: its content, whatever the target), so a model cycling one task through
 several targets is stopped like one repeating a call.
@@ -127,6 +130,7 @@ class Tool:
         "fn",
         "is_async",
         "max_result_chars",
+        "media",
         "name",
         "repeat_key",
         "schema",
@@ -145,9 +149,11 @@ class Tool:
         max_result_chars: int | None = None,
         abandon_thread_on_cancel: bool = True,
         repeat_key: RepeatKey | None = None,
+        media: bool = False,
     ) -> None:
         self.fn = fn
         self.repeat_key = repeat_key
+        self.media = media
         self.name = name or fn.__name__
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise ToolDefinitionError(self.name, "names are 1-64 letters, digits, '_' or '-'")
@@ -247,6 +253,7 @@ def tool(
     timeout_s: float | None = None,
     max_result_chars: int | None = None,
     repeat_key: RepeatKey | None = None,
+    media: bool = False,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -261,6 +268,7 @@ def tool(
     timeout_s: float | None = None,
     max_result_chars: int | None = None,
     repeat_key: RepeatKey | None = None,
+    media: bool = False,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Make a :class:`Tool` of a function; usable bare (``@tool``) or with options."""
 
@@ -274,6 +282,7 @@ def tool(
             timeout_s=timeout_s,
             max_result_chars=max_result_chars,
             repeat_key=repeat_key,
+            media=media,
         )
 
     return make(fn) if fn is not None else make

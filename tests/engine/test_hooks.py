@@ -65,6 +65,24 @@ async def test_tool_choice_is_sent_on_every_request_with_tools() -> None:
     assert [r.body.get("tool_choice") for r in h.requests] == ["required", "required"]
 
 
+async def test_run_turn_overrides_the_loops_tool_choice_for_that_turn_only() -> None:
+    script = [text("wrapped up"), text("none asked"), text("back to the loop's")]
+    async with harness(script, [echo], tool_choice="required") as h:
+        await h.loop.run_turn(user("go"), tool_choice="none")
+        await h.loop.run_turn(user("go"), tool_choice=None)
+        await h.loop.run_turn(user("go"))
+    assert [r.body.get("tool_choice") for r in h.requests] == ["none", None, "required"]
+    assert "tool_choice" not in h.requests[1].body
+
+
+async def test_with_tool_choice_none_a_call_written_as_text_is_an_answer() -> None:
+    written = '{"name": "echo", "arguments": {"content": "a"}}'
+    async with harness([text(written)], [echo], tool_choice="required") as h:
+        result = await h.loop.run_turn(user("go"), tool_choice="none")
+    assert result.stop is StopReason.ANSWERED and result.rounds == 0
+    assert result.text == written
+
+
 async def test_without_tool_choice_none_is_sent() -> None:
     async with harness([text("hi")], [echo]) as h:
         await h.loop.run_turn(user("go"))

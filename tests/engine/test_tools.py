@@ -105,6 +105,16 @@ def test_terminal_and_approval_may_depend_on_the_arguments() -> None:
     assert Tool(send_message, terminal=True).is_terminal(message)
 
 
+def test_media_declares_a_tool_that_makes_media() -> None:
+    def paint(subject: str) -> str:
+        """Paint a picture."""
+        return subject
+
+    assert tool(media=True)(paint).media is True
+    assert Tool(paint, media=True).media is True
+    assert tool(paint).media is False and Tool(paint).media is False
+
+
 async def test_sync_tools_run_in_a_worker_thread() -> None:
     seen: list[int] = []
 
