@@ -283,6 +283,7 @@ class AgentLoop:
             tool_choice=tool_choice,
             call_rewriter=self.call_rewriter,
             spend=self.spend,
+            soft_max_rounds=state.turn.limits.soft_max_rounds,
         )
         turn = state.turn
         while True:

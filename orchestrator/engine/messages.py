@@ -14,12 +14,18 @@ from collections.abc import Sequence
 DO_NOT_RETRY = "Do not retry it this turn; answer with what you have."
 
 
-def wrap_up(tool: str, rounds: int) -> str:
-    """The soft round limit has passed: persuade the model to answer."""
-    return (
-        f"{tool} did not run: the tool budget for this turn is spent ({rounds} tool rounds). "
-        "Do not call any more tools; answer the user now with what you have."
-    )
+def wrap_up(tool: str, rounds: int, finish_with: Sequence[str] = ()) -> str:
+    """The soft round limit has passed: persuade the model to answer — or, for an agent whose
+    work ends with a call (``finish_with``: its terminal tools, e.g. a sub-agent's
+    ``send_message``), to make that call now: it still runs."""
+    spent = f"{tool} did not run: the tool budget for this turn is spent ({rounds} tool rounds). "
+    if finish_with:
+        names = " or ".join(finish_with)
+        return (
+            spent + f"Call no other tool; send your result now with {names}, "
+            "with what you have so far."
+        )
+    return spent + "Do not call any more tools; answer the user now with what you have."
 
 
 def hard_stop(tool: str, rounds: int) -> str:

@@ -75,6 +75,7 @@ class ModelStep:
         "_session",
         "_telemetry",
         "call_rewriter",
+        "soft_max_rounds",
         "spend",
         "tool_choice",
         "tools",
@@ -92,8 +93,10 @@ class ModelStep:
         tool_choice: ToolChoice | None = None,
         call_rewriter: CallRewriter | None = None,
         spend: Spend | None = None,
+        soft_max_rounds: int | None = None,
     ) -> None:
         self._model = model
+        self.soft_max_rounds = soft_max_rounds
         self.tools = tools
         self._session = session
         self._agent = agent
@@ -106,6 +109,7 @@ class ModelStep:
     async def ask(self, history: list[Message], round_no: int, on_text: TextSink | None) -> Asked:
         """One reply, asked once more when it was cut; never raises a ``ModelError``."""
         schemas = self.tools.schemas
+        tool_choice = self._tool_choice(round_no)
         visible = VisibleText(self._session, self._agent, self._emit, on_text)
         retries = 0
 
@@ -134,7 +138,7 @@ class ModelStep:
                     request,
                     schemas,
                     on_text=visible.feed,
-                    tool_choice=self.tool_choice,
+                    tool_choice=tool_choice,
                     on_retry=on_retry,
                     on_retract=visible.retract,
                 )
@@ -159,6 +163,24 @@ class ModelStep:
             note = texts.reply_cut(len(reply.text), runaway=cut == "runaway")
             request = [*history, {"role": "user", "content": note}]
         raise AssertionError("unreachable: the second try always returns")
+
+    def _tool_choice(self, round_no: int) -> ToolChoice | None:
+        """The tool_choice of a request whose calls would form round ``round_no``.
+
+        Past the soft limit the round's calls are refused (wrap-up) unless terminal, so
+        ``"required"`` would demand a call that cannot run: an agent with no terminal tool is asked
+        ``"auto"`` there, free to answer; one with a terminal tool (a sub-agent's result) keeps
+        ``"required"``, as that call still runs.
+        """
+        choice = self.tool_choice
+        if (
+            choice == "required"
+            and self.soft_max_rounds is not None
+            and round_no > self.soft_max_rounds
+            and not self.tools.terminal_names
+        ):
+            return "auto"
+        return choice
 
     # -- the reply ------------------------------------------------------------------------------
 

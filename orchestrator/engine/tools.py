@@ -194,6 +194,12 @@ class Tool:
         flag = self._terminal
         return flag if isinstance(flag, bool) else bool(flag(args))
 
+    @property
+    def may_end_turn(self) -> bool:
+        """Whether some call of this tool is terminal (always, or for some arguments): an agent
+        with such a tool ends its work with a call, even past its soft round limit."""
+        return self._terminal is not False
+
     async def invoke(self, args: Arguments) -> ToolResult:
         """Run the function with validated arguments and normalise what it returned."""
         if self.is_async:
@@ -328,6 +334,11 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
+
+    @property
+    def terminal_names(self) -> tuple[str, ...]:
+        """The tools whose calls may end the turn (see :attr:`Tool.may_end_turn`)."""
+        return tuple(name for name, item in self._tools.items() if item.may_end_turn)
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -28,7 +28,9 @@ class Verdict(StrEnum):
     CONTINUE = "continue"
     """Normal: the round goes through the interceptor chain."""
     WRAP_UP = "wrap-up"
-    """Past the soft limit: every call is answered "the budget is spent, answer now"; none runs."""
+    """Past the soft limit: every call is answered "the budget is spent, answer now" (or "send
+    your result now" to an agent with a terminal tool) and does not run — except a terminal call,
+    which runs and ends the turn."""
     HARD_STOP = "hard-stop"
     """Past the hard limit: the same, and the loop ends after this round."""
     CANCELLED = "cancelled"

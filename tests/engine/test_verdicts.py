@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Literal
 
 from baton.bus.events import Event, GuardFired, ToolCalled
 from baton.engine import AgentLoop, LoopLimits, MemoryChannel, StopReason, tool
@@ -112,3 +113,74 @@ async def test_a_spent_round_never_opens_a_dialog() -> None:
     assert person.questions == []
     assert tool_messages(result.messages)["d1"] == texts.wrap_up("deploy", 0)
     assert result.stop is StopReason.ANSWERED
+
+
+sent: list[str] = []
+
+
+@tool(terminal=lambda args: args["type"] == "result")
+def send_message(to: str, content: str, type: Literal["message", "result"] = "message") -> str:
+    """Send a message; type "result" ends your work."""
+    sent.append(f"{type}:{content}")
+    return f"sent to {to}"
+
+
+def result_call(call_id: str = "res") -> Call:
+    args = {"to": "lead", "content": "the fox", "type": "result"}
+    return Call("send_message", json.dumps(args), id=call_id)
+
+
+async def test_past_the_soft_limit_a_sub_agent_still_sends_its_result() -> None:
+    runs.clear()
+    sent.clear()
+    limits = LoopLimits(soft_max_rounds=1, hard_max_rounds=3)
+    script = [
+        tool_calls(Call("step", '{"n": 1}', id="r1")),
+        tool_calls(Call("step", '{"n": 2}', id="r2")),
+        tool_calls(result_call()),
+        text("never asked"),
+    ]
+    tools = [step, send_message]
+    async with harness(script, tools, limits=limits, tool_choice="required") as h:
+        result = await h.loop.run_turn(user("paint"))
+    assert result.stop is StopReason.TERMINAL and result.rounds == 3
+    assert result.terminal_call is not None and result.terminal_call.id == "res"
+    assert runs == [1] and sent == ["result:the fox"]
+    wrap_up = tool_messages(result.messages)["r2"]
+    assert wrap_up == texts.wrap_up("step", 1, ("send_message",))
+    assert "send your result now with send_message" in wrap_up
+    # a terminal call still runs, so the requests may keep asking for one
+    assert [r.body.get("tool_choice") for r in h.requests] == ["required"] * 3
+
+
+async def test_in_a_wrap_up_round_the_terminal_call_runs_and_the_others_do_not() -> None:
+    runs.clear()
+    sent.clear()
+    limits = LoopLimits(soft_max_rounds=0, hard_max_rounds=2)
+    note = Call("send_message", '{"to": "lead", "content": "busy"}', id="note")
+    script = [tool_calls(Call("step", '{"n": 1}', id="s1"), note, result_call())]
+    async with harness(script, [step, send_message], limits=limits) as h:
+        result = await h.loop.run_turn(user("paint"))
+    assert result.stop is StopReason.TERMINAL and result.rounds == 1
+    assert runs == [] and sent == ["result:the fox"]
+    answers = tool_messages(result.messages)
+    assert answers["res"] == "sent to lead"
+    assert answers["s1"] == texts.wrap_up("step", 0, ("send_message",))
+    assert answers["note"] == texts.wrap_up("send_message", 0, ("send_message",))
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["wrap-up", "wrap-up"]
+
+
+async def test_past_the_soft_limit_an_agent_without_a_terminal_tool_is_not_asked_required() -> None:
+    runs.clear()
+    limits = LoopLimits(soft_max_rounds=1, hard_max_rounds=3)
+    script = [
+        tool_calls(Call("step", '{"n": 1}', id="r1")),
+        tool_calls(Call("step", '{"n": 2}', id="r2")),
+        text("final answer"),
+    ]
+    async with harness(script, [step], limits=limits, tool_choice="required") as h:
+        result = await h.loop.run_turn(user("work"))
+    assert result.stop is StopReason.ANSWERED and result.text == "final answer"
+    assert runs == [1]
+    assert tool_messages(result.messages)["r2"] == texts.wrap_up("step", 1)
+    assert [r.body.get("tool_choice") for r in h.requests] == ["required", "auto", "auto"]
