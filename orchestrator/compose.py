@@ -41,6 +41,14 @@ def descriptions(profiles: Mapping[str, Profile]) -> dict[str, str]:
     return {name: profile.description for name, profile in profiles.items()}
 
 
+def media_profiles(profiles: Mapping[str, Profile]) -> frozenset[str]:
+    """The profiles with a tool that produces media (``Tool(media=True)``): a session that asked
+    one of them and got no media at all is not "completed" (lead/outcome.py)."""
+    return frozenset(
+        name for name, profile in profiles.items() if any(t.media for t in profile.tools)
+    )
+
+
 def lead_model(settings: ModelSettings | None) -> ChatModel:
     """The lead's model: the endpoint of ``settings``, or the offline model when None."""
     if settings is None:

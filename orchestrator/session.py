@@ -47,7 +47,7 @@ from baton.bus.ids import new_id
 from baton.bus.lifecycle import Service
 from baton.bus.messages import MessageType, SessionId, make_envelope
 from baton.bus.retry import persist
-from baton.compose import descriptions, lead_model, resolve_profiles
+from baton.compose import descriptions, lead_model, media_profiles, resolve_profiles
 from baton.defaults import ApproveMode
 from baton.engine import InteractionChannel, LoopLimits, PolicyChannel, Tool
 from baton.engine.bus_channel import BusInteractionChannel, answer_approval
@@ -224,6 +224,7 @@ class Session(Service):
             model_failures_allowed=config.model_failures_allowed,
             failure_grace_s=config.failure_grace_s,
             profile_tools=config.profile_tools,
+            media_profiles=media_profiles(profiles),
         )
         self._group = await stack.enter_async_context(anyio.create_task_group())
         stack.push_async_exit(self._stop)  # unwound first: end the session, then its parts

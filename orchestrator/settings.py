@@ -33,7 +33,7 @@ name of each model and session setting (``BATON_TEMPERATURE``, ``BATON_TOP_P``,
 ``BATON_MAX_TOKENS``, ``BATON_MODEL_TIMEOUT``, ``BATON_MODEL_RETRIES``, ``BATON_TOOL_CHOICE``,
 ``BATON_PARALLEL_TOOL_CALLS``, ``BATON_EXTRA_BODY`` (a JSON object), ``BATON_BUDGET_TOKENS``,
 ``BATON_BUDGET_CALLS``, ``BATON_PROFILE_TOOLS``, ``BATON_MAX_SENDS_PER_TURN``,
-``BATON_MAX_NEW_AGENTS_PER_PROFILE``, ``BATON_MAX_SENDS_PER_AGENT``).
+``BATON_MAX_NEW_AGENTS_PER_PROFILE``, ``BATON_MAX_SENDS_PER_AGENT``, ``BATON_MAX_WAVES``).
 
 Every problem — an unreadable or invalid file, an unknown key, a value of the wrong kind — is one
 :class:`~baton.bus.errors.ConfigError` whose message names the source and the key, because the CLI
@@ -144,6 +144,9 @@ class BatonSettings(BaseSettings):
     max_sends_per_agent: int | None = Field(
         None, ge=1, description="messages the lead sends one agent per turn (default 3)"
     )
+    max_waves: int | None = Field(
+        None, ge=1, description="lead turns that delegate per request (default 2)"
+    )
 
     @field_validator("extra_body", mode="before")
     @classmethod
@@ -189,7 +192,12 @@ class BatonSettings(BaseSettings):
         """The lead's delegation caps, or None when none is set (the lead's defaults)."""
         given = {
             name: getattr(self, name)
-            for name in ("max_sends_per_turn", "max_new_agents_per_profile", "max_sends_per_agent")
+            for name in (
+                "max_sends_per_turn",
+                "max_new_agents_per_profile",
+                "max_sends_per_agent",
+                "max_waves",
+            )
             if getattr(self, name) is not None
         }
         if not given:

@@ -43,7 +43,7 @@ async def send_message(
     return "result recorded; it goes to the lead with every media URL you produced"
 
 
-@tool(timeout_s=60)
+@tool(timeout_s=60, media=True)
 async def generate_image(prompt: str) -> ToolResult:
     """Draw a picture of the prompt and save it as a PNG file; returns the file's URL.
 

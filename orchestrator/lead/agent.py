@@ -6,36 +6,41 @@ The engine's :class:`~baton.engine.AgentLoop` runs the micro-loop of one lead tu
     history = [system prompt with the profiles, the task]
     while True:
         cancelled?                                    -> cancelled
-        run one engine turn (tokens stream out as events)
-        model error (not a refused configuration)?    -> gather the inbox (while sub-agents
-          work: news, or a bounded backoff) and run the turn again, at most
+        run one engine turn under the session deadline (tokens stream out as events); without
+          tools (tool_choice "none", with a note) once this request's delegation waves are
+          spent or the final answer is due
+        past the deadline?                            -> one short last turn without tools,
+          else an answer composed from the results -> timed_out
+        model error (not a refused configuration)?    -> model.retried, gather the inbox (while
+          sub-agents work: news, or a bounded backoff) and run the turn again, at most
           ``model_failures_allowed`` times in a row
         model error for good, or the budget spent?    -> wait (bounded) for the sub-agents
           -> failed, with an answer composed from their results and every media URL
         gather the inbox: results, progress, follow-ups; wait (bounded) while sub-agents are
           outstanding and nobody asked anything new
-        timed out?                                    -> one last turn with a note -> timed_out
         nothing new and nothing outstanding?          -> the last turn's text, checked
-          (lead/outcome.py): completed, or incomplete
+          (lead/outcome.py): completed, or incomplete; a last turn that was cut, blocked or
+          silent gets one more turn without tools, asked for the answer (cut again: incomplete;
+          silent again: composed from the results, incomplete)
         put what arrived into the context, ack it
-    cancelled / timed out / failed / incomplete: shutdown to every outstanding sub-agent
+    not completed: shutdown to every outstanding sub-agent
 
-So the lead writes its final answer only once every delegated result is in its context, and its
-model failing does not throw away the sub-agents' work. Nothing here imports ``subagents``:
-profiles arrive as plain ``name -> description``. Sends are
-:class:`~baton.lead.dispatch.Dispatcher`'s.
+So the lead writes its final answer only once every delegated result is in its context, its
+model failing does not throw away the sub-agents' work, and nothing runs past the deadline but
+the one bounded late answer. Nothing here imports ``subagents``: profiles arrive as plain
+``name -> description``. Sends are :class:`~baton.lead.dispatch.Dispatcher`'s.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import anyio
 
 from baton.bus.base import Bus
 from baton.bus.errors import BusError, BusUnreachable, ExitCode
-from baton.bus.events import AnswerChecked
+from baton.bus.events import AnswerChecked, ModelRetried
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
 from baton.engine import (
@@ -54,11 +59,11 @@ from baton.engine.spend import Spend
 from baton.lead import delegation as delegating
 from baton.lead import prompt
 from baton.lead.answer import answer_tool, answered_text
-from baton.lead.delegation import DelegationLimits, delegation_rewriter
+from baton.lead.delegation import DelegationLimits, Waves, delegation_rewriter
 from baton.lead.dispatch import Dispatcher
 from baton.lead.outcome import LeadOutcome as LeadOutcome
 from baton.lead.outcome import LeadStatus as LeadStatus
-from baton.lead.outcome import check_answer, failure_answer
+from baton.lead.outcome import check_answer, composed_answer, failure_answer
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.roster import Roster
 from baton.lead.tools import SEND_MESSAGE, SendKind
@@ -68,6 +73,8 @@ log = logging.getLogger(__name__)
 
 MAX_WAIT_S = 60.0
 """One inbox wait; the wait is repeated until the session deadline."""
+LATE_ANSWER_S = 60.0
+"""The last turn past the session deadline runs at most this long."""
 FAILURE_BACKOFF_S = 2.0
 """After the n-th failed turn in a row the lead waits up to n times this for news, then retries."""
 
@@ -107,6 +114,8 @@ class Lead:
         failure_grace_s: float = 120.0,
         profile_tools: bool = False,
         failure_backoff_s: float = FAILURE_BACKOFF_S,
+        media_profiles: Collection[str] = frozenset(),
+        late_answer_s: float = LATE_ANSWER_S,
     ) -> None:
         self.bus = bus
         self.session = session
@@ -116,25 +125,38 @@ class Lead:
         self.model_failures_allowed = model_failures_allowed
         self.failure_grace_s = failure_grace_s
         self.failure_backoff_s = failure_backoff_s
+        self.media_profiles = frozenset(media_profiles)
+        self.late_answer_s = late_answer_s
         self._emit = events
+        delegation = delegation or DelegationLimits()
+        self.waves = Waves(delegation.max_waves)
+        """Turns of this request that delegated; once spent, the lead answers without tools."""
+        self._waves_noted = False
+        self._final_due = False
+        """The next turn must give the final answer: asked without tools."""
         self.dispatch = Dispatcher(
             bus,
             session,
             self.roster,
-            limits=delegation or DelegationLimits(),
+            limits=delegation,
             events=events,
             give_up=self._giving_up,
             refresh=self._refresh,
         )
         registry = ToolRegistry([self.dispatch.send_tool(), *tools])
-        answer = answer_tool(session, events, registry.names) if tool_choice == "required" else None
+        answer = answer_tool(session, events, registry.names) if tool_choice != "none" else None
         if answer is not None:
             registry.add(answer)
         if profile_tools:
             for made in delegating.profile_tools(profiles, self._delegate, registry.names):
                 registry.add(made)
         self.dispatch.tools = registry
-        system = prompt.system_prompt(profiles, instructions, answer_tool=answer is not None)
+        system = prompt.system_prompt(
+            profiles,
+            instructions,
+            answer_tool=answer is not None,
+            must_call=tool_choice == "required",
+        )
         self.history: list[Message] = [{"role": "system", "content": system}]
         self._engine = AgentLoop(
             model,
@@ -183,7 +205,7 @@ class Lead:
         deadline = anyio.current_time() + self.timeout_s
         try:
             outcome = await self._loop(deadline)
-            if outcome.status in ("completed", "timed_out"):
+            if outcome.status in ("completed", "incomplete", "timed_out"):
                 outcome = await self._checked(outcome)
         except anyio.get_cancelled_exc_class():
             self.cancel()  # so the shielded shutdown below gives up on a bus that stays away
@@ -205,25 +227,30 @@ class Lead:
 
     async def _loop(self, deadline: float) -> LeadOutcome:
         failures = 0
+        final_asked = False
         while True:
             if self._cancelled:
                 return LeadOutcome("cancelled", self._last_text())
-            result = await self._turn()
+            result = await self._turn(deadline)
+            if result is None:
+                return await self._late_answer()
             if result.stop is StopReason.CANCELLED or self._cancelled:
                 return LeadOutcome("cancelled", self._reply(result))
             if result.stop is StopReason.ERROR and self._retryable(result, failures):
                 failures += 1
-                log.warning("session %s: lead turn failed (%d of %d allowed): %s",
-                            self.session, failures, self.model_failures_allowed,
-                            result.error)  # fmt: skip
-                arrived, late = await self._gather_news(deadline, failures)
+                arrived, late = await self._retry_after(result, failures, deadline)
             elif result.stop in (StopReason.ERROR, StopReason.BUDGET):
                 return await self._failed(result, deadline)
             else:
                 failures = 0
                 arrived, late = await self._gather(deadline)
                 if not arrived and not late and not self._cancelled:
-                    return LeadOutcome("completed", self._reply(result))
+                    if final_asked or not self._wants_final(result):
+                        return self._final(result, final_asked)
+                    final_asked = True  # one more turn, asked for the answer without tools
+                    self._add_note(prompt.FINAL_NOTE, final=True)
+            if arrived:
+                final_asked = False
             await self._take(arrived)
             if self._cancelled:
                 return LeadOutcome("cancelled", self._reply(result))
@@ -237,9 +264,73 @@ class Lead:
         refused = error is not None and error.exit_code == ExitCode.USAGE
         return not refused and failures < self.model_failures_allowed
 
-    async def _turn(self) -> TurnResult:
+    async def _retry_after(
+        self, result: TurnResult, failures: int, deadline: float
+    ) -> tuple[list[Envelope], bool]:
+        """Say that the failed turn will be tried again (a ``model.retried`` of the lead, so the
+        views do not take its error for the end), then gather news before the retry."""
+        allowed = self.model_failures_allowed
+        log.warning("session %s: lead turn failed (%d of %d allowed): %s",
+                    self.session, failures, allowed, result.error)  # fmt: skip
+        backoff = self.failure_backoff_s * failures if self.roster.outstanding else 0.0
+        if self._emit is not None:
+            reason = f"lead turn failed ({failures} of {allowed} allowed): {result.error}"
+            await self._emit(
+                ModelRetried(
+                    session=self.session,
+                    agent=LEAD_NAME,
+                    attempt=failures,
+                    reason=reason,
+                    delay_s=backoff,
+                )
+            )
+        return await self._gather_news(deadline, backoff)
+
+    def _add_note(self, text: str, *, final: bool = False, kind: str = "note") -> None:
+        """A note from the session in the context; ``final``: the next turns go without tools
+        until one answers."""
+        self.history.append(prompt.note_block(kind, text))
+        self._final_due = self._final_due or final
+
+    async def _turn(self, deadline: float) -> TurnResult | None:
+        """One engine turn under the session deadline (None: the deadline cut it).
+
+        It is asked without tools (``tool_choice="none"``) once the delegation waves of this
+        request are spent (with a note saying so, once) or the final answer is due.
+        """
+        if self.waves.exhausted and not self._waves_noted:
+            self._waves_noted = True
+            self._add_note(prompt.waves_note(self.roster.media_urls, self.roster.outstanding))
         self.dispatch.sends.reset()
-        return await self._engine.run_turn(self.history)
+        none = self._final_due or self.waves.exhausted
+        result: TurnResult | None = None
+        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+            if none:
+                result = await self._engine.run_turn(self.history, tool_choice="none")
+            else:
+                result = await self._engine.run_turn(self.history)
+        self.waves.count(self.dispatch.sends.sends)
+        if result is not None and result.stop not in (StopReason.ERROR, StopReason.BUDGET):
+            self._final_due = False
+        return result
+
+    @staticmethod
+    def _wants_final(result: TurnResult) -> bool:
+        """A last turn that gave no usable answer: cut, blocked, stopped, or silent."""
+        cut = (StopReason.BLOCKED, StopReason.HARD_STOP, StopReason.TRUNCATED)
+        return result.stop in cut or not Lead._reply(result).strip()
+
+    def _final(self, result: TurnResult, final_asked: bool) -> LeadOutcome:
+        """The final answer: the last turn's reply; cut again, ``incomplete``; none even when
+        asked once more, composed from the sub-agents' results (``incomplete``)."""
+        reply = self._reply(result)
+        if not reply.strip():
+            why = "the lead gave no final answer"
+            return LeadOutcome("incomplete", composed_answer(why, self.roster), error=why)
+        if final_asked and result.stop is StopReason.TRUNCATED:
+            error = "the final answer was cut at the output limit (max_tokens)"
+            return LeadOutcome("incomplete", reply, error=error)
+        return LeadOutcome("completed", reply)
 
     @staticmethod
     def _reply(result: TurnResult) -> str:
@@ -248,20 +339,25 @@ class Lead:
         return result.text if answered is None else answered
 
     async def _late_answer(self) -> LeadOutcome:
-        """The session timed out with work outstanding: one last turn, told what is missing."""
+        """Past the session deadline: one short last turn without tools (``late_answer_s``),
+        told what is missing; no answer from it, one composed from the results."""
         missing = ", ".join(self.roster.outstanding)
-        self.history.append(
-            prompt.note_block(
-                "error",
-                f"The session timed out after {self.timeout_s:g} s; still no result from: "
-                f"{missing}. Do not delegate again: answer now with what you have.",
-            )
+        waiting = f"; still no result from: {missing}" if missing else ""
+        self._add_note(
+            f"The session timed out after {self.timeout_s:g} s{waiting}. Do not delegate again: "
+            "answer the user now with what you have, citing every media URL exactly.",
+            final=True,
+            kind="error",
         )
-        result = await self._turn()
-        if result.stop in (StopReason.ERROR, StopReason.BUDGET):
-            error = str(result.error or "model error")
-            return LeadOutcome("timed_out", failure_answer(error, self.roster), error=error)
-        return LeadOutcome("timed_out", self._reply(result))
+        result = await self._turn(anyio.current_time() + self.late_answer_s)
+        error = f"the session timed out after {self.timeout_s:g} s"
+        if result is not None and result.stop is StopReason.CANCELLED:
+            return LeadOutcome("cancelled", self._reply(result), error=error)
+        usable = result is not None and result.stop not in (StopReason.ERROR, StopReason.BUDGET)
+        reply = self._reply(result) if result is not None and usable else ""
+        if not reply.strip():
+            reply = composed_answer("The session timed out before the lead answered", self.roster)
+        return LeadOutcome("timed_out", reply, error=error)
 
     async def _failed(self, result: TurnResult, deadline: float) -> LeadOutcome:
         """The model failed for good (or the budget is spent): the sub-agents' work still counts,
@@ -278,7 +374,9 @@ class Lead:
 
     async def _checked(self, outcome: LeadOutcome) -> LeadOutcome:
         """The final answer against what the tools produced (lead/outcome.py), and the event."""
-        check = check_answer(outcome.answer, self.roster, self.history)
+        check = check_answer(
+            outcome.answer, self.roster, self.history, media_profiles=self.media_profiles
+        )
         if self._emit is not None:
             await self._emit(
                 AnswerChecked(
@@ -313,14 +411,12 @@ class Lead:
         arrived = await self._collect(deadline, enough)
         return arrived, not enough(arrived) and anyio.current_time() >= deadline
 
-    async def _gather_news(self, deadline: float, failures: int) -> tuple[list[Envelope], bool]:
+    async def _gather_news(self, deadline: float, backoff: float) -> tuple[list[Envelope], bool]:
         """After a failed turn: what is there now; while sub-agents work, whatever arrives
-        first or nothing within a backoff that grows with each failure in a row (bounded by the
+        first or nothing within ``backoff`` (it grows with each failure in a row; bounded by the
         deadline). With nothing outstanding there is no news to wait for: the model client has
         already backed off between its own retries."""
-        now = anyio.current_time()
-        backoff = self.failure_backoff_s * failures if self.roster.outstanding else 0.0
-        until = min(deadline, now + backoff)
+        until = min(deadline, anyio.current_time() + backoff)
         arrived = await self._collect(until, bool)
         return arrived, not arrived and anyio.current_time() >= deadline
 
@@ -380,6 +476,8 @@ class Lead:
         requests = [e for e in arrived if self._is_request(e)]
         if requests:
             self.dispatch.new_request()
+            self.waves.reset()
+            self._waves_noted = False
         self.history.extend(prompt.inbox_messages(reports, requests))
         try:
             await self.inbox.ack([envelope.id for envelope in arrived], give_up=self._giving_up)

@@ -31,13 +31,45 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class DelegationLimits(BaseModel):
-    """Caps on the lead's sends per turn (a turn: one model answer and its tool rounds)."""
+    """Caps on the lead's sends per turn (a turn: one model answer and its tool rounds), and on
+    its delegation *waves* per request (a wave: a turn that sent to sub-agents). Small models
+    re-delegate turn after turn with new wording each time (painter, helper, writer, painter-2,
+    ... for one picture), which per-turn caps and the repeat guard cannot see."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_sends_per_turn: int = Field(8, ge=1, description="send_message calls that go through")
     max_new_agents_per_profile: int = Field(4, ge=1, description="agents started from a profile")
     max_sends_per_agent: int = Field(3, ge=1, description="messages to one agent")
+    max_waves: int = Field(
+        2,
+        ge=1,
+        description=(
+            "lead turns that delegate (start or message sub-agents) per request from a person; "
+            "once spent, the lead is asked to answer from the results, without tools"
+        ),
+    )
+
+
+class Waves:
+    """The lead's delegation waves for the current request, against ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.spent = 0
+
+    def reset(self) -> None:
+        """A new request from a person: its delegation starts over."""
+        self.spent = 0
+
+    def count(self, sent: int) -> None:
+        """A turn of the lead ended having sent ``sent`` messages; it is a wave when any."""
+        if sent:
+            self.spent += 1
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent >= self.limit
 
 
 class TurnSends:

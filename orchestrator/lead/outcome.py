@@ -6,19 +6,24 @@ said "completed". So, on the final answer:
 
 - every media URL a sub-agent produced that the answer leaves out is appended, exactly, under a
   ``Media:`` line;
-- every ``http(s)://`` or ``file://`` URL in the answer that appears in no tool result, inbox block,
-  the user's own messages or the system prompt is *invented* (``data:`` URLs are not checked);
+- every ``http(s)://`` or ``file://`` URL in the answer that is no media URL a sub-agent's result
+  carried and appears in no message of a person (the task, follow-ups), the system prompt or the
+  lead's own tool results is *invented* (``data:`` URLs are not checked). The prose of a
+  sub-agent's report does not count: its model invents ``example.com`` URLs as readily as the
+  lead's, and only the media its tools produced are real;
 - the status is ``incomplete`` (not ``completed``) when work was delegated and no sub-agent
-  finished its work, or when the answer cites invented URLs and no media was produced at all.
+  finished its work, when an agent of a media-making profile was asked and no media was produced
+  at all, or when the answer cites invented URLs and no media was produced at all.
 
-When the lead's model fails for good, :func:`failure_answer` composes the answer from what the
-sub-agents reported, so their work (and every media URL) still reaches the session's result.
+When the lead gives no answer (its model failed for good, or it stayed silent when asked),
+:func:`composed_answer` writes one from what the sub-agents reported, so their work (and every
+media URL) still reaches the session's result.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -27,7 +32,8 @@ from baton.llm.types import Message
 
 LeadStatus = Literal["completed", "incomplete", "failed", "cancelled", "timed_out"]
 """``incomplete``: the lead answered, but work was delegated and no sub-agent delivered a result,
-or the answer cites URLs that no tool produced while none were produced (docs/protocol.md)."""
+media was asked of a media-making agent and none was produced, the answer cites URLs that no tool
+produced while none were produced, or the final answer was cut or missing (docs/protocol.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,22 +69,46 @@ def urls_in(text: str) -> list[str]:
     return list(dict.fromkeys(url for url in found if "://" in url and not url.endswith("://")))
 
 
-def known_text(history: Sequence[Message]) -> str:
-    """Everything the lead was *given* (not what it wrote): system prompt, user messages, inbox
-    blocks and tool results. A URL found only in the lead's own messages was made up by it."""
+_BLOCK_HEADER = re.compile(r"^\[[\w-]+ from ([^\]]+)\]", re.MULTILINE)
+"""An inbox block's header (lead/prompt.py); a sub-agent's content is defused, so it cannot
+write one in another's name."""
+
+
+def known_text(history: Sequence[Message], agents: Collection[str] = ()) -> str:
+    """What the lead was *given* by a person or a tool: the system prompt, people's messages and
+    the session's notes, and tool results; not what it wrote, and not the prose of the reports
+    of ``agents`` (its sub-agents; their media URLs are known from the envelopes instead)."""
     parts: list[str] = []
     for message in history:
         if message.get("role") == "assistant":
             continue
-        parts.extend(_texts(message.get("content")))
+        texts = _texts(message.get("content"))
+        if message.get("role") == "user" and all(_from_agents(t, agents) for t in texts):
+            continue
+        parts.extend(texts)
     return "\n".join(parts)
 
 
+def _from_agents(text: str, agents: Collection[str]) -> bool:
+    """Whether ``text`` is only inbox blocks, every one from a sub-agent."""
+    senders = [match.group(1) for match in _BLOCK_HEADER.finditer(text)]
+    return bool(senders) and text.startswith("[") and all(s in agents for s in senders)
+
+
 def check_answer(
-    answer: str, roster: Roster, history: Sequence[Message], *, extra_known: Iterable[str] = ()
+    answer: str,
+    roster: Roster,
+    history: Sequence[Message],
+    *,
+    media_profiles: Collection[str] = frozenset(),
+    extra_known: Iterable[str] = (),
 ) -> AnswerCheck:
-    """Append the media the answer left out, flag the URLs nobody produced, judge completeness."""
-    known = "\n".join([known_text(history), *extra_known])
+    """Append the media the answer left out, flag the URLs nobody produced, judge completeness.
+
+    ``media_profiles``: the profiles whose tools make media; an agent of one that was asked while
+    no media came back at all makes the work incomplete.
+    """
+    known = "\n".join([known_text(history, roster.agents), *extra_known])
     known_urls = {_plain(url) for url in urls_in(known)}
     media = roster.media_urls
     known_urls.update(_plain(url) for url in media)
@@ -89,8 +119,13 @@ def check_answer(
         listing = "\n".join(f"- {url}" for url in missing)
         checked = f"{answer.rstrip()}\n\nMedia:\n{listing}".lstrip()
     incomplete = ""
+    asked = sorted({r.profile for r in roster.agents.values()} & set(media_profiles))
     if roster.agents and not roster.delivered:
         incomplete = "work was delegated and no sub-agent delivered a result"
+    elif asked and not media:
+        incomplete = (
+            f"no media was produced though a media-making agent was asked ({', '.join(asked)})"
+        )
     elif invented and not media:
         incomplete = f"the answer cites URLs that no tool produced: {', '.join(invented)}"
     return AnswerCheck(checked, missing, invented, incomplete)
@@ -99,8 +134,13 @@ def check_answer(
 def failure_answer(error: str, roster: Roster) -> str:
     """The answer of a lead whose model failed for good: what each sub-agent reported, and every
     media URL they produced, so their work is not lost with the lead."""
-    lines = [f"The lead's model failed ({error or 'model error'}), so this answer was composed "
-             "from the sub-agents' reports."]  # fmt: skip
+    return composed_answer(f"The lead's model failed ({error or 'model error'})", roster)
+
+
+def composed_answer(why: str, roster: Roster) -> str:
+    """An answer written for a lead that gave none (``why``): what each sub-agent reported, and
+    every media URL they produced."""
+    lines = [f"{why}, so this answer was composed from the sub-agents' reports."]
     reported = [(name, r) for name, record in roster.agents.items() for r in record.results]
     if reported:
         lines += ["", "Results:"]

@@ -39,13 +39,40 @@ exactly as given. Never make up a URL."""
 ANSWER_RULE = """You must call a tool in every reply: to reply to the user (your answer, or a short
 note after delegating), call answer(text). Only that text is shown to the user."""
 
+ANSWER_OPTION = """To reply to the user, write your reply as plain text, or call answer(text) when
+you must call a tool. Never write a tool call as text."""
+
+FINAL_NOTE = """All delegated work is in, but you gave no final answer. Answer the user now, in
+plain text, from the results above: cite every sub-agent's result and every media URL exactly as
+given. Do not delegate again."""
+
+
+def waves_note(media: Sequence[str], outstanding: Sequence[str]) -> str:
+    """The note once this request's delegation waves are spent: answer from the results now."""
+    pending = (
+        f" Still working: {', '.join(outstanding)}; their results will reach the user."
+        if outstanding
+        else " All delegated work is in."
+    )
+    urls = f" The media URLs: {' '.join(media)}." if media else ""
+    return (
+        f"You have delegated enough for this request.{pending} Do not delegate again: answer the "
+        f"user now from the results above, citing every media URL exactly.{urls}"
+    )
+
 
 def system_prompt(
-    profiles: Mapping[str, str], extra: str | None = None, *, answer_tool: bool = False
+    profiles: Mapping[str, str],
+    extra: str | None = None,
+    *,
+    answer_tool: bool = False,
+    must_call: bool = False,
 ) -> str:
-    """The lead's system prompt: the rules above (and the ``answer`` tool's, when it is offered),
-    the available profiles, the caller's extra."""
-    lines = [_BASE, *(["", ANSWER_RULE] if answer_tool else [])]
+    """The lead's system prompt: the rules above (and the ``answer`` tool's, when it is offered:
+    the only way to reply when ``must_call``, else beside plain text), the available profiles,
+    the caller's extra."""
+    rule = ANSWER_RULE if must_call else ANSWER_OPTION
+    lines = [_BASE, *(["", rule] if answer_tool else [])]
     lines += ["", "Sub-agent profiles you can start (name: what it does):"]
     lines += [f"- {name}: {description}" for name, description in profiles.items()]
     if extra:

@@ -294,7 +294,7 @@ async def test_profile_tools_are_offered_unless_a_tool_has_the_name() -> None:
         profile_tools=True,
     )
     offered = {t["function"]["name"]: t["function"] for t in s.server.requests[0].body["tools"]}
-    assert set(offered) == {"send_message", "writer", "painter", "helper"}
+    assert set(offered) == {"send_message", "answer", "writer", "painter", "helper"}
     assert offered["writer"]["description"].startswith("The caller's own tool")
     assert list(offered["painter"]["parameters"]["properties"]) == ["task"]
     assert s.spawned == ["painter"]

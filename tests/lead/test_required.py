@@ -51,7 +51,10 @@ async def test_a_required_tool_choice_answers_a_plain_question_without_delegatin
     assert s.spawned == [] and len(s.server.requests) == 1
 
 
-async def test_without_required_there_is_no_answer_tool_and_a_callers_answer_tool_wins() -> None:
+async def test_the_answer_tool_is_offered_unless_none_and_a_callers_answer_tool_wins() -> None:
+    """A request the client escalates to "required" (after a parse error) must still be able to
+    reply, so the answer tool is offered with any tool_choice but "none" (and is optional then)."""
+
     @tool(name="answer")
     async def own_answer(question: str) -> str:
         """The caller's own tool named answer.
@@ -62,11 +65,17 @@ async def test_without_required_there_is_no_answer_tool_and_a_callers_answer_too
         return f"looked up {question}"
 
     plain, _ = await run_lead([Reply(text="Hi.")], task="hi")
+    none, _ = await run_lead([Reply(text="Hi.")], task="hi", tool_choice="none")
     own, _ = await run_lead(
         [Reply(text="Hi.")], task="hi", tool_choice="required", tools=[own_answer]
     )
     names = [t["function"]["name"] for t in plain.server.requests[0].body["tools"]]
-    assert names == ["send_message"]
+    assert names == ["send_message", "answer"]
+    system = plain.server.requests[0].body["messages"][0]["content"]
+    assert "or call answer(text) when" in system and "You must call a tool" not in system
+    assert [t["function"]["name"] for t in none.server.requests[0].body["tools"]] == [
+        "send_message"
+    ]
     offered = {t["function"]["name"]: t for t in own.server.requests[0].body["tools"]}
     assert offered["answer"]["function"]["description"].startswith("The caller's own tool")
     assert "call answer(text)" not in own.server.requests[0].body["messages"][0]["content"]
