@@ -3,8 +3,9 @@
 Everything between "ask the model" and "here are the calls to run" lives here, so the loop stays a
 short while over steps:
 
-- the session budget is asked before every request (a refusal ends the turn before any request is
-  made) and told the usage after it (a ``budget.updated`` event);
+- the session budget is asked before every request, the client's retries included (a refusal ends
+  the turn before that request is made) and told the usage after the reply (a ``budget.updated``
+  event);
 - the client's retries become ``model.retried`` events, and text a failed attempt showed is taken
   back (``text.retracted``) before the retry streams anew (see :mod:`baton.engine.visible`);
 - a reply cut at the output limit (``finish_reason == "length"``) or stopped as a runaway is not an
@@ -114,6 +115,10 @@ class ModelStep:
         retries = 0
 
         async def on_retry(notice: RetryNotice) -> None:
+            # Every request counts against the budget, a retry too: a refusal raised here leaves
+            # the client unretried (before its wait) and ends the step as ``budget``.
+            if self.spend is not None:
+                await self.spend.reserve(self._agent)
             nonlocal retries
             retries += 1
             await self._emit(
@@ -146,6 +151,10 @@ class ModelStep:
                 usage = estimated_usage(request, exc.text)
                 await self._record(usage)
                 reply, cut = ModelReply(exc.text, (), "length", usage), "runaway"
+            except BudgetExhausted as exc:  # a retry the budget refused (see on_retry)
+                await visible.retract()
+                await self._refused(exc, round_no)
+                return Asked(None, StopReason.BUDGET, exc, retries)
             except ModelError as exc:
                 await visible.retract()
                 await self._failed(exc, round_no)
@@ -244,11 +253,14 @@ class ModelStep:
         try:
             await self.spend.reserve(self._agent)
         except BudgetExhausted as exc:
-            await self._failed(exc, round_no)
-            self._telemetry.loop_outcome("budget")
-            await self._emit(GuardFired(session=self._session, agent=self._agent, outcome="budget"))
+            await self._refused(exc, round_no)
             return exc
         return None
+
+    async def _refused(self, error: BudgetExhausted, round_no: int) -> None:
+        await self._failed(error, round_no)
+        self._telemetry.loop_outcome("budget")
+        await self._emit(GuardFired(session=self._session, agent=self._agent, outcome="budget"))
 
     async def _record(self, usage: Usage | None) -> None:
         if self.spend is None:

@@ -7,7 +7,14 @@ import json
 
 import pytest
 
-from baton.bus.events import BudgetUpdated, ErrorEvent, GuardFired
+from baton.bus.events import (
+    BudgetUpdated,
+    ErrorEvent,
+    GuardFired,
+    ModelRetried,
+    TextDelta,
+    TextRetracted,
+)
 from baton.engine import (
     LoopLimits,
     StopReason,
@@ -18,7 +25,7 @@ from baton.engine import (
 )
 from baton.engine.spend import SpendLimits, SpendTotals
 from baton.errors import BudgetExhausted
-from baton.llm.script import Call, text, tool_calls
+from baton.llm.script import Call, parse_failure, server_error, text, tool_calls
 from baton.llm.types import ToolCall, Usage
 from tests.engine.helpers import harness, tool_messages, user
 
@@ -202,6 +209,36 @@ async def test_a_spent_budget_refuses_the_call_before_the_request() -> None:
     assert len(h.requests) == 1  # the second call was refused before it was made
     assert [g.outcome for g in h.log.of(GuardFired)] == ["budget"]
     assert h.log.of(ErrorEvent)[0].detail["kind"] == "BudgetExhausted"
+
+
+async def test_each_retry_of_the_client_counts_against_the_budget() -> None:
+    spend = CountingSpend(SpendLimits(max_model_calls=10))
+    script = [server_error(), server_error(), text("done")]
+    async with harness(script, [echo], spend=spend, retries=2) as h:
+        result = await h.loop.run_turn(user("go"))
+    assert result.stop is StopReason.ANSWERED and result.retries == 2
+    assert len(h.requests) == 3 and spend.reserved == ["tester"] * 3
+    assert [u.calls for u in h.log.of(BudgetUpdated)] == [3]
+
+
+async def test_a_retry_the_budget_refuses_is_never_sent_and_ends_the_turn() -> None:
+    spend = CountingSpend(SpendLimits(max_model_calls=2))
+    script = [server_error(), parse_failure("Let me ", "think"), text("never sent")]
+    async with harness(script, [echo], spend=spend, retries=5) as h:
+        result = await h.loop.run_turn(user("go"), on_text=_ignore)
+        pending = h.server.script.pending
+    assert result.stop is StopReason.BUDGET and isinstance(result.error, BudgetExhausted)
+    assert len(h.requests) == 2 and pending == 1  # the refusal was not retried by the client
+    assert result.retries == 1 and [r.attempt for r in h.log.of(ModelRetried)] == [1]
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["budget"]
+    assert h.log.of(ErrorEvent)[0].detail["kind"] == "BudgetExhausted"
+    shown = "".join(d.text for d in h.log.of(TextDelta))
+    assert shown == "Let me think"
+    assert [r.chars for r in h.log.of(TextRetracted)] == [len(shown)]  # taken back, once
+
+
+async def _ignore(delta: str) -> None:
+    del delta
 
 
 async def test_registry_replace_swaps_the_schema_the_next_request_offers() -> None:
