@@ -25,7 +25,7 @@ from baton.engine import (
 )
 from baton.engine.spend import SpendLimits, SpendTotals
 from baton.errors import BudgetExhausted
-from baton.llm.script import Call, parse_failure, server_error, text, tool_calls
+from baton.llm.script import Call, ScriptItem, parse_failure, server_error, text, tool_calls
 from baton.llm.types import ToolCall, Usage
 from tests.engine.helpers import harness, tool_messages, user
 
@@ -213,7 +213,7 @@ async def test_a_spent_budget_refuses_the_call_before_the_request() -> None:
 
 async def test_each_retry_of_the_client_counts_against_the_budget() -> None:
     spend = CountingSpend(SpendLimits(max_model_calls=10))
-    script = [server_error(), server_error(), text("done")]
+    script: list[ScriptItem] = [server_error(), server_error(), text("done")]
     async with harness(script, [echo], spend=spend, retries=2) as h:
         result = await h.loop.run_turn(user("go"))
     assert result.stop is StopReason.ANSWERED and result.retries == 2
@@ -223,7 +223,7 @@ async def test_each_retry_of_the_client_counts_against_the_budget() -> None:
 
 async def test_a_retry_the_budget_refuses_is_never_sent_and_ends_the_turn() -> None:
     spend = CountingSpend(SpendLimits(max_model_calls=2))
-    script = [server_error(), parse_failure("Let me ", "think"), text("never sent")]
+    script: list[ScriptItem] = [server_error(), parse_failure("Let me ", "think"), text("never")]
     async with harness(script, [echo], spend=spend, retries=5) as h:
         result = await h.loop.run_turn(user("go"), on_text=_ignore)
         pending = h.server.script.pending
