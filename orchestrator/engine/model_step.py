@@ -165,7 +165,7 @@ class ModelStep:
                     return Asked(await self._settle(reply, visible), retries=retries)
                 cut = "length"
             if second_try:
-                await visible.finish(drop_held=False, retract_shown=False)
+                await visible.finish(drop_held=False)
                 cut_reply = dataclasses.replace(reply, tool_calls=(), finish_reason="length")
                 return Asked(cut_reply, StopReason.TRUNCATED, None, retries)
             await self._cut(cut, reply.text, visible)
@@ -196,15 +196,15 @@ class ModelStep:
     async def _settle(self, reply: ModelReply, visible: VisibleText) -> ModelReply:
         """The reply with its final calls: native ones rewritten, or calls read from its text."""
         if reply.tool_calls:
-            await visible.finish(drop_held=True, retract_shown=False)
+            await visible.finish(drop_held=True)
             return self._rewritten(reply)
         found = None
         if self.tools and self.tool_choice != "none":
             found = parse_text_calls(reply.text, self._resolve)
         if found is None:
-            await visible.finish(drop_held=False, retract_shown=False)
+            await visible.finish(drop_held=False)
             return reply
-        await visible.finish(drop_held=True, retract_shown=True)
+        await visible.keep_only(found.rest)
         log.info(
             "%s/%s wrote %d tool call(s) as text: %s",
             self._session,

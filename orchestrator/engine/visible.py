@@ -5,8 +5,9 @@ bare JSON object, Qwen's ``<tool_call>`` tag), and llama-server streams that lea
 fails the request as unparseable. Shown at once, such text could not be taken back, so
 :class:`VisibleText` holds back leading whitespace and any start that may be a call until the reply
 is clearly prose (then it flows through delta by delta) or the reply ends (then the caller decides:
-a call is never shown, anything else is shown in one piece). What was shown of an attempt that is
-retried or cut is taken back with one ``text.retracted`` event.
+a call is never shown, anything else is shown in one piece). A call that follows prose already
+shown is taken back alone, so the prose stays (:meth:`VisibleText.keep_only`). What was shown of an
+attempt that is retried or cut is taken back with one ``text.retracted`` event.
 
 :class:`RepetitionDetector` watches every streamed character (held or shown) for a runaway: the
 tail of the reply repeating one unit over and over. It ends the stream early by raising
@@ -183,20 +184,34 @@ class VisibleText:
             self._held.clear()
             await self._show(held)
 
-    async def finish(self, *, drop_held: bool, retract_shown: bool) -> None:
-        """The reply ended: show what was held back, unless it is part of a call (``drop_held``);
-        take back what was shown when the whole text turned out to be a call (``retract_shown``).
-        """
+    async def finish(self, *, drop_held: bool) -> None:
+        """The reply ended: show what was held back, unless it is part of a call (``drop_held``)."""
         held = "".join(self._held)
         self._held.clear()
         self._mode = _Mode.PROSE
-        if retract_shown and self.shown:
-            await self._emit(
-                TextRetracted(session=self._session, agent=self._agent, chars=self.shown)
-            )
-            self.shown = 0
         if held and not drop_held:
             await self._show(held)
+
+    async def keep_only(self, rest: str) -> None:
+        """The reply ended and its text held tool calls: observers keep only ``rest``, the prose
+        around the calls (what the history keeps as the reply's text), nothing of the calls.
+
+        When what was shown begins with ``rest`` (prose, then the call), only the characters after
+        it are taken back; otherwise all that was shown is taken back and ``rest`` shown anew.
+        """
+        self._held.clear()
+        self._mode = _Mode.PROSE
+        shown = self.text[: self.shown]
+        lead = len(shown) - len(shown.lstrip())
+        kept = lead + len(rest)
+        if not (rest and shown[lead:kept] == rest):
+            kept = 0
+        dropped = self.shown - kept
+        if dropped:
+            await self._emit(TextRetracted(session=self._session, agent=self._agent, chars=dropped))
+            self.shown = kept
+        if rest and not kept:
+            await self._show(rest)
 
     async def retract(self) -> None:
         """The ``on_retract`` of a model call: take back what this attempt showed, start over."""

@@ -4,8 +4,9 @@ back, replies cut at the output limit or stopped as runaways — through the rea
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
-from baton.bus.events import GuardFired, ModelRetried, TextDelta, TextRetracted
+from baton.bus.events import Event, GuardFired, ModelRetried, TextDelta, TextRetracted
 from baton.engine import StopReason, tool
 from baton.engine.spend import SpendLimits
 from baton.llm.script import Call, Reply, parse_failure, pieces, runaway, text
@@ -22,6 +23,17 @@ def echo(content: str) -> str:
 
 def shown(deltas: list[TextDelta]) -> str:
     return "".join(delta.text for delta in deltas)
+
+
+def seen(events: Sequence[Event]) -> str:
+    """What a view shows in the end: the deltas, less the characters each retraction took back."""
+    view = ""
+    for event in events:
+        if isinstance(event, TextDelta):
+            view += event.text
+        elif isinstance(event, TextRetracted):
+            view = view[: len(view) - event.chars]
+    return view
 
 
 # -- held-back text ---------------------------------------------------------------------------
@@ -107,10 +119,46 @@ async def test_a_profile_name_written_as_text_reaches_the_rewriter() -> None:
         result = await h.loop.run_turn(history)
     assert result.rounds == 1 and list(tool_messages(history).values()) == ["echo: a fox"]
     assert history[2].get("content") == "I will ask the painter."
-    # the prose streamed as it came, then the whole reply was taken back: it turned out a call
-    retracted = h.log.of(TextRetracted)
-    assert [r.chars for r in retracted] == [len(reply)]
+    # the prose streamed as it came; then the call after it was taken back, the prose kept
+    prose = "I will ask the painter."
+    assert [r.chars for r in h.log.of(TextRetracted)] == [len(reply) - len(prose)]
     assert shown(h.log.of(TextDelta)) == reply + "ok"
+    assert seen(h.log.events) == prose + "ok"
+
+
+async def test_prose_before_a_fenced_call_stays_shown_and_only_the_call_is_taken_back() -> None:
+    call = '{"name": "echo", "arguments": {"content": "hi"}}'
+    reply = ["Sure, I will echo it.\n", "```json\n", call, "\n```"]
+    async with harness([text(*reply), text(" Done.")], [echo]) as h:
+        history = user("go")
+        result = await h.loop.run_turn(history)
+    assert result.rounds == 1 and list(tool_messages(history).values()) == ["echo: hi"]
+    assert history[2].get("content") == "Sure, I will echo it."
+    assert seen(h.log.events) == "Sure, I will echo it. Done."
+    kept = len("Sure, I will echo it.")
+    assert [r.chars for r in h.log.of(TextRetracted)] == [len("".join(reply)) - kept]
+
+
+async def test_prose_after_a_held_call_is_shown_once_the_call_is_read() -> None:
+    call = '{"name": "echo", "arguments": {"content": "hi"}}'
+    async with harness([text(call, "\nI asked echo."), text(" Done.")], [echo]) as h:
+        history = user("go")
+        await h.loop.run_turn(history)
+    assert history[2].get("content") == "I asked echo."
+    assert h.log.of(TextRetracted) == []  # the call was held, never shown
+    assert shown(h.log.of(TextDelta)) == "I asked echo. Done."
+
+
+async def test_prose_on_both_sides_of_a_call_is_shown_anew_without_the_call() -> None:
+    call = '{"name": "echo", "arguments": {"content": "hi"}}'
+    reply = f"First this. {call} Then that."
+    async with harness([text(reply), text(" Done.")], [echo]) as h:
+        history = user("go")
+        await h.loop.run_turn(history)
+    rest = history[2].get("content")
+    assert rest == "First this.  Then that."
+    assert [r.chars for r in h.log.of(TextRetracted)] == [len(reply)]
+    assert seen(h.log.events) == f"{rest} Done."
 
 
 # -- retries ----------------------------------------------------------------------------------

@@ -139,8 +139,19 @@ async def test_visible_text_holds_a_possible_call_and_drops_it_when_it_was_one()
     for delta in ["\n", '{"name"', ': "x"}']:
         await visible.feed(delta)
     assert sink.events == [] and visible.text == '\n{"name": "x"}'
-    await visible.finish(drop_held=True, retract_shown=True)
+    await visible.keep_only("")
     assert sink.events == [] and sink.texts == []
+
+
+async def test_keep_only_takes_back_the_call_after_shown_prose_and_keeps_the_prose() -> None:
+    sink = Sink()
+    visible = VisibleText("s", "a", sink, sink.on_text)
+    for delta in ["\n\nI will ", "call it. ", '{"name": "x"}']:
+        await visible.feed(delta)
+    await visible.keep_only("I will call it.")
+    assert isinstance(sink.events[-1], TextRetracted)
+    assert sink.events[-1].chars == len(' {"name": "x"}') and visible.shown == 17
+    assert "".join(sink.texts) == '\n\nI will call it. {"name": "x"}'  # on_text has no take-back
 
 
 async def test_visible_text_retract_reports_what_was_shown_and_starts_over() -> None:
