@@ -318,13 +318,17 @@ class Lead:
     def _wants_final(result: TurnResult) -> bool:
         """A last turn that gave no usable answer: cut, blocked, stopped, or silent."""
         cut = (StopReason.BLOCKED, StopReason.HARD_STOP, StopReason.TRUNCATED)
-        return result.stop in cut or not Lead._reply(result).strip()
+        if result.stop in cut:
+            return True
+        if result.stop is StopReason.TERMINAL and answered_text(result.terminal_call) is None:
+            return False  # a caller's own terminal tool ended the turn: its call is the reply
+        return not Lead._reply(result).strip()
 
     def _final(self, result: TurnResult, final_asked: bool) -> LeadOutcome:
         """The final answer: the last turn's reply; cut again, ``incomplete``; none even when
         asked once more, composed from the sub-agents' results (``incomplete``)."""
         reply = self._reply(result)
-        if not reply.strip():
+        if final_asked and not reply.strip():
             why = "the lead gave no final answer"
             return LeadOutcome("incomplete", composed_answer(why, self.roster), error=why)
         if final_asked and result.stop is StopReason.TRUNCATED:
@@ -341,6 +345,8 @@ class Lead:
     async def _late_answer(self) -> LeadOutcome:
         """Past the session deadline: one short last turn without tools (``late_answer_s``),
         told what is missing; no answer from it, one composed from the results."""
+        if not self._cancelled:  # what arrived while the cut turn ran (one read, no wait)
+            await self._take(await self._collect(anyio.current_time(), lambda _: True))
         missing = ", ".join(self.roster.outstanding)
         waiting = f"; still no result from: {missing}" if missing else ""
         self._add_note(

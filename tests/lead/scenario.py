@@ -20,7 +20,7 @@ from baton.bus.payloads import ResultReport
 from baton.lead.agent import Lead, LeadOutcome
 from baton.llm.script import ScriptItem
 from baton.llm.scripted import ScriptedServer
-from tests.support.models import scripted
+from tests.support.models import llama_like, scripted
 
 SESSION = "s-lead"
 PROFILES = {"painter": "Paints pictures.", "writer": "Writes text.", "helper": "Helps."}
@@ -88,12 +88,15 @@ async def run_lead(
     task: str = "paint a fox",
     timeout: float = 20.0,
     setup: Callable[[Bus], Awaitable[dict[str, Any]]] | None = None,
+    llama: bool = False,
     **options: Any,
 ) -> tuple[Scenario, LeadOutcome]:
     """Run a lead on ``task`` with the scripted ``script`` (no fallback), ``react`` called with
     every event it emits (after it was recorded), ``options`` passed to :class:`Lead`, and the
-    options ``setup(bus)`` returns (for parts that live on the lead's bus)."""
-    server, model = scripted(list(script), fallback=False)
+    options ``setup(bus)`` returns (for parts that live on the lead's bus). ``llama``: the server
+    is as strict about tool calls as llama-server, and the client retries its parse errors."""
+    make = llama_like if llama else scripted
+    server, model = make(list(script), fallback=False)
     async with open_bus() as bus:
         if setup is not None:
             options.update(await setup(bus))

@@ -1,0 +1,263 @@
+"""How the lead's work ends when its model misbehaves: delegation waves capped per request, a
+final answer that is cut, blocked or silent asked for once more (then composed or incomplete),
+URLs only a sub-agent's prose mentions counted as invented, media asked and never made, the
+session deadline bounding every turn, a retried lead turn announced, and the ``answer`` tool
+there when the client escalates to ``required``. Scripted model through the real openai client,
+real bus."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from baton.bus.events import ErrorEvent, Event, ModelRetried, ToolResulted
+from baton.bus.messages import make_envelope
+from baton.compose import media_profiles
+from baton.lead.delegation import DelegationLimits, Waves
+from baton.llm.script import Call, HttpError, Reply
+from baton.settings import load_settings
+from baton.subagents.profiles import builtin_profiles
+from tests.lead.scenario import SESSION, React, Scenario, run_lead
+
+FOX = "https://cdn.example/fox.png"
+CAT = "https://cdn.example/cat.png"
+
+
+def send(to: str, content: str, call_id: str) -> Reply:
+    args = json.dumps({"to": to, "content": content, "type": "task"})
+    return Reply(calls=[Call("send_message", args, id=call_id)])
+
+
+def reports_after(*sends: tuple[str, str, list[str], str]) -> React:
+    """Once the send with call id ``c`` has run, agent ``name`` reports ``content`` (``media``)."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted):
+            for call_id, name, media, content in sends:
+                if event.result.call_id == call_id:
+                    await s.report(name, content, media=media)
+
+    return react
+
+
+def choices(s: Scenario) -> list[object]:
+    return [request.body.get("tool_choice") for request in s.server.requests]
+
+
+# -- delegation waves -------------------------------------------------------------------------
+
+
+async def test_spent_waves_make_the_lead_answer_without_tools() -> None:
+    """The real-model loop: one wave per turn, each with new wording (painter, then helper...).
+    After two waves the next turn is asked with tool_choice "none" and told to answer."""
+    s, outcome = await run_lead(
+        [
+            send("painter", "paint a fox sleeping in the snow", "c1"),
+            Reply(text="The painter is on it."),
+            send("helper", "help paint a fox asleep on snow", "c2"),
+            Reply(text="Asked the helper too."),
+            Reply(text=f"Here is your fox: {FOX}"),
+        ],
+        reports_after(("c1", "painter", [FOX], "a fox"), ("c2", "helper", [], "a sketch")),
+        task="Paint a fox sleeping in the snow",
+    )
+    assert (outcome.status, outcome.answer) == ("completed", f"Here is your fox: {FOX}")
+    assert s.spawned == ["painter", "helper"]
+    assert choices(s) == [None, None, None, None, "none"]
+    note = s.server.requests[4].messages[-1]["content"]
+    assert note.startswith("[note from session] You have delegated enough for this request.")
+    assert FOX in note
+
+
+async def test_a_new_request_from_a_person_starts_the_waves_over() -> None:
+    """Two waves spent, then a person asks for more: the next turn may delegate again."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        await reports_after(("c1", "painter", [FOX], "a fox"))(s, event)
+        if isinstance(event, ToolResulted) and event.result.call_id == "c2":
+            follow_up = make_envelope(
+                session=SESSION, sender="user", recipient="lead", type="task", content="a cat too"
+            )
+            await s.bus.send(follow_up)
+            await s.report("helper", "a sketch")
+        if isinstance(event, ToolResulted) and event.result.call_id == "c3":
+            await s.report("painter-2", "a cat", media=[CAT])
+
+    s, outcome = await run_lead(
+        [
+            send("painter", "paint a fox", "c1"),
+            Reply(text="On it."),
+            send("helper", "sketch a fox", "c2"),
+            Reply(text="Asked the helper."),
+            send("painter", "paint a cat", "c3"),  # the third wave: a new request allows it
+            Reply(text="The cat is coming."),
+            Reply(text=f"A fox: {FOX} and a cat: {CAT}"),
+        ],
+        react,
+    )
+    assert (outcome.status, outcome.answer) == ("completed", f"A fox: {FOX} and a cat: {CAT}")
+    assert s.spawned == ["painter", "helper", "painter-2"]
+    assert choices(s) == [None] * 7  # a third wave, and no tool-less turn: the cat is new work
+
+
+async def test_max_waves_is_configurable() -> None:
+    s, outcome = await run_lead(
+        [send("painter", "a fox", "c1"), Reply(text="On it."), Reply(text=f"Fox: {FOX}")],
+        reports_after(("c1", "painter", [FOX], "a fox")),
+        delegation=DelegationLimits(max_waves=1),
+    )
+    assert outcome.status == "completed"
+    assert choices(s) == [None, None, "none"]
+
+
+def test_waves_count_turns_that_sent_and_start_over_for_a_new_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    waves = Waves(2)
+    waves.count(0)
+    waves.count(3)
+    assert (waves.spent, waves.exhausted) == (1, False)
+    waves.count(1)
+    assert waves.exhausted
+    waves.reset()
+    assert (waves.spent, waves.exhausted) == (0, False)
+    assert DelegationLimits().max_waves == 2
+    monkeypatch.setenv("BATON_MAX_WAVES", "4")
+    delegation = load_settings().delegation()
+    assert delegation is not None and delegation.max_waves == 4
+
+
+# -- the final answer -------------------------------------------------------------------------
+
+
+async def test_a_silent_last_turn_is_asked_once_more_without_tools() -> None:
+    s, outcome = await run_lead(
+        [
+            send("painter", "a fox", "c1"),
+            Reply(text="On it."),
+            Reply(text=""),
+            Reply(text=f"The fox: {FOX}"),
+        ],
+        reports_after(("c1", "painter", [FOX], "a fox")),
+    )
+    assert (outcome.status, outcome.answer) == ("completed", f"The fox: {FOX}")
+    assert choices(s)[-1] == "none"
+    assert (
+        s.server.requests[-1]
+        .messages[-1]["content"]
+        .startswith("[note from session] All delegated work is in, but you gave no final answer.")
+    )
+
+
+async def test_no_answer_even_when_asked_is_composed_from_the_results() -> None:
+    s, outcome = await run_lead(
+        [send("painter", "a fox", "c1"), Reply(text="On it."), Reply(text=""), Reply(text="")],
+        reports_after(("c1", "painter", [FOX], "a fox in the snow")),
+    )
+    assert outcome.status == "incomplete" and outcome.error == "the lead gave no final answer"
+    assert "- painter: a fox in the snow" in outcome.answer
+    assert outcome.answer.endswith(f"Media:\n- {FOX}")
+    assert len(s.server.requests) == 4
+
+
+async def test_a_final_answer_cut_twice_is_incomplete() -> None:
+    cut = Reply(text="the fox " * 20, finish_reason="length")
+    s, outcome = await run_lead(
+        [send("painter", "a fox", "c1"), Reply(text="On it."), cut, cut, cut, cut],
+        reports_after(("c1", "painter", [FOX], "a fox")),
+    )
+    assert outcome.status == "incomplete"
+    assert "cut at the output limit" in outcome.error
+    assert outcome.answer.endswith(f"Media:\n- {FOX}")  # the media still reach the user
+    assert choices(s)[-2:] == ["none", "none"]  # the last turn (and its shorter retry)
+
+
+# -- what counts as produced ------------------------------------------------------------------
+
+
+async def test_a_url_only_a_subagents_prose_mentions_is_invented() -> None:
+    made_up = "https://example.com/fox.png"
+    _, outcome = await run_lead(
+        [send("painter", "a fox", "c1"), Reply(text="On it."), Reply(text=f"Here: {made_up}")],
+        reports_after(("c1", "painter", [], f"here: {made_up}")),
+    )
+    assert outcome.status == "incomplete"
+    assert outcome.invented_urls == [made_up] and outcome.media_urls == []
+
+
+async def test_a_media_profile_asked_and_no_media_is_incomplete() -> None:
+    _, outcome = await run_lead(
+        [send("painter", "a fox", "c1"), Reply(text="On it."), Reply(text="The fox is painted.")],
+        reports_after(("c1", "painter", [], "I painted a fox.")),
+        media_profiles=frozenset({"painter"}),
+    )
+    assert outcome.status == "incomplete"
+    assert outcome.error == "no media was produced though a media-making agent was asked (painter)"
+    delivered, _ = await run_lead(
+        [send("painter", "a fox", "c1"), Reply(text="On it."), Reply(text=f"Fox: {FOX}")],
+        reports_after(("c1", "painter", [FOX], "a fox")),
+        media_profiles=frozenset({"painter"}),
+    )
+    assert delivered.lead.roster.media_urls == [FOX]
+
+
+def test_media_profiles_are_those_with_a_media_tool() -> None:
+    assert media_profiles(builtin_profiles()) == {"painter"}
+
+
+# -- the deadline -----------------------------------------------------------------------------
+
+
+async def test_a_turn_held_past_the_deadline_gets_one_bounded_late_answer() -> None:
+    """The server holds the reply back with no bytes (as llama-server does with output it cannot
+    classify): the deadline cuts the turn, and one last turn without tools answers."""
+    held = Reply(text="never", hold_after=0)
+    s, outcome = await run_lead(
+        [held, Reply(text="Sorry, I ran out of time.")], timeout=10.0, timeout_s=0.3
+    )
+    assert (outcome.status, outcome.answer) == ("timed_out", "Sorry, I ran out of time.")
+    assert choices(s) == [None, "none"]
+    assert "timed out after 0.3 s" in s.server.requests[1].messages[-1]["content"]
+
+
+async def test_a_late_answer_held_too_is_composed_from_the_results() -> None:
+    held = Reply(text="never", hold_after=0)
+    _, outcome = await run_lead(
+        [send("painter", "a fox", "c1"), held, held],
+        reports_after(("c1", "painter", [FOX], "a fox")),
+        timeout=10.0,
+        timeout_s=0.3,
+        late_answer_s=0.3,
+    )
+    assert outcome.status == "timed_out" and "timed out after 0.3 s" in outcome.error
+    assert outcome.answer.startswith("The session timed out before the lead answered")
+    assert outcome.media_urls == [FOX] and outcome.answer.endswith(f"Media:\n- {FOX}")
+
+
+# -- retries and the answer tool --------------------------------------------------------------
+
+
+async def test_a_retried_lead_turn_is_announced() -> None:
+    s, outcome = await run_lead(
+        [HttpError(500, "the model server crashed"), Reply(text="Hello!")],
+        task="hi",
+    )
+    assert (outcome.status, outcome.answer) == ("completed", "Hello!")
+    kinds = [type(e) for e in s.events if isinstance(e, (ErrorEvent, ModelRetried))]
+    assert kinds == [ErrorEvent, ModelRetried]
+    [retried] = [e for e in s.events if isinstance(e, ModelRetried)]
+    assert (retried.agent, retried.attempt) == ("lead", 1)
+    assert retried.reason.startswith("lead turn failed (1 of 2 allowed)")
+
+
+async def test_an_escalated_request_can_still_answer_through_the_answer_tool() -> None:
+    """llama-server rejects a call of a tool it was not offered; the client retries asking for
+    "required", and the lead (tool_choice unset) can still reply: the answer tool is there."""
+    answer = Reply(calls=[Call("answer", json.dumps({"text": "Hello!"}), id="a1")])
+    s, outcome = await run_lead(
+        [Reply(calls=[Call("greet", "{}", id="g1")]), answer], task="hi", llama=True
+    )
+    assert (outcome.status, outcome.answer) == ("completed", "Hello!")
+    assert choices(s) == [None, "required"]
+    assert s.spawned == []
