@@ -49,9 +49,29 @@ def test_real_prose_docs_and_code_never_look_like_a_runaway(path: str) -> None:
     assert not streamed(text)
 
 
-@pytest.mark.parametrize("text", [TABLE, NUMBERED, CODE, "-" * 80 + "\n" + "word " * 100])
+RULED = "".join(
+    f"{'-' * 80}\n{n}. The {animal} is painted in {colour} at {n % 12 + 1} o'clock.\n"
+    for n, (animal, colour) in enumerate(
+        zip(
+            ["fox", "heron", "cat", "owl", "whale", "bee", "crab", "deer", "frog"] * 2,
+            ["red", "grey", "ochre", "blue", "green", "gold"] * 3,
+            strict=True,
+        )
+    )
+)
+"""Long separator lines between varied lines: repetitive characters, no repeating unit."""
+
+
+@pytest.mark.parametrize("text", [TABLE, NUMBERED, CODE, RULED])
 def test_tables_lists_and_repetitive_code_are_not_runaways(text: str) -> None:
+    assert len(text) > 2 * RUN_CHARS  # long enough for the detector to look at all
     assert not streamed(text)
+
+
+def test_one_word_said_for_longer_than_the_run_after_a_separator_is_a_runaway() -> None:
+    # this was once listed as "not a runaway" at 581 characters, too short to be looked at; made
+    # longer than RUN_CHARS, one word said over and over is exactly the loop the detector is for
+    assert streamed("-" * 80 + "\n" + "word " * (2 * RUN_CHARS // 5))
 
 
 @pytest.mark.parametrize(
