@@ -34,12 +34,12 @@ the one bounded late answer. Nothing here imports ``subagents``: profiles arrive
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 
 import anyio
 
 from baton.bus.base import Bus
-from baton.bus.errors import BusError, BusUnreachable, ExitCode
+from baton.bus.errors import BusError, ExitCode
 from baton.bus.events import AnswerChecked, ModelRetried
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
@@ -58,12 +58,14 @@ from baton.engine import (
 from baton.engine.spend import Spend
 from baton.lead import delegation as delegating
 from baton.lead import prompt
-from baton.lead.answer import answer_tool, answered_text
+from baton.lead.answer import answer_tool
 from baton.lead.delegation import DelegationLimits, Waves, delegation_rewriter
 from baton.lead.dispatch import Dispatcher
+from baton.lead.ending import final_outcome, late_outcome, reply_of, wants_final
+from baton.lead.intake import Intake
 from baton.lead.outcome import LeadOutcome as LeadOutcome
 from baton.lead.outcome import LeadStatus as LeadStatus
-from baton.lead.outcome import check_answer, composed_answer, failure_answer
+from baton.lead.outcome import check_answer, failure_answer
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.roster import Roster
 from baton.lead.tools import SEND_MESSAGE, SendKind
@@ -71,8 +73,6 @@ from baton.llm.types import ChatModel, Message, ToolChoice
 
 log = logging.getLogger(__name__)
 
-MAX_WAIT_S = 60.0
-"""One inbox wait; the wait is repeated until the session deadline."""
 LATE_ANSWER_S = 60.0
 """The last turn past the session deadline runs at most this long."""
 FAILURE_BACKOFF_S = 2.0
@@ -173,10 +173,15 @@ class Lead:
             ),
             spend=spend,
         )
-        self.inbox = InboxReader(bus, session, LEAD_NAME)
-        """The lead's inbox, read the way every agent reads its own (through bus blips too)."""
-        self._early: list[Envelope] = []
-        """Read before a send (to keep the roster current), not yet in the context."""
+        self.intake = Intake(
+            InboxReader(bus, session, LEAD_NAME),
+            self.roster,
+            self.dispatch,
+            self.history,
+            cancel=self.cancel,
+            cancelled=lambda: self._cancelled,
+            on_request=self._new_request,
+        )
         self._cancelled = False
 
     @property
@@ -235,7 +240,7 @@ class Lead:
             if result is None:
                 return await self._late_answer()
             if result.stop is StopReason.CANCELLED or self._cancelled:
-                return LeadOutcome("cancelled", self._reply(result))
+                return LeadOutcome("cancelled", reply_of(result))
             if result.stop is StopReason.ERROR and self._retryable(result, failures):
                 failures += 1
                 arrived, late = await self._retry_after(result, failures, deadline)
@@ -243,17 +248,17 @@ class Lead:
                 return await self._failed(result, deadline)
             else:
                 failures = 0
-                arrived, late = await self._gather(deadline)
+                arrived, late = await self.intake.gather(deadline)
                 if not arrived and not late and not self._cancelled:
-                    if final_asked or not self._wants_final(result):
-                        return self._final(result, final_asked)
+                    if final_asked or not wants_final(result):
+                        return final_outcome(result, self.roster, final_asked)
                     final_asked = True  # one more turn, asked for the answer without tools
                     self._add_note(prompt.FINAL_NOTE, final=True)
             if arrived:
                 final_asked = False
-            await self._take(arrived)
+            await self.intake.take(arrived)
             if self._cancelled:
-                return LeadOutcome("cancelled", self._reply(result))
+                return LeadOutcome("cancelled", reply_of(result))
             if late:
                 return await self._late_answer()
 
@@ -284,7 +289,7 @@ class Lead:
                     delay_s=backoff,
                 )
             )
-        return await self._gather_news(deadline, backoff)
+        return await self.intake.gather_news(deadline, backoff)
 
     def _add_note(self, text: str, *, final: bool = False, kind: str = "note") -> None:
         """A note from the session in the context; ``final``: the next turns go without tools
@@ -314,39 +319,11 @@ class Lead:
             self._final_due = False
         return result
 
-    @staticmethod
-    def _wants_final(result: TurnResult) -> bool:
-        """A last turn that gave no usable answer: cut, blocked, stopped, or silent."""
-        cut = (StopReason.BLOCKED, StopReason.HARD_STOP, StopReason.TRUNCATED)
-        if result.stop in cut:
-            return True
-        if result.stop is StopReason.TERMINAL and answered_text(result.terminal_call) is None:
-            return False  # a caller's own terminal tool ended the turn: its call is the reply
-        return not Lead._reply(result).strip()
-
-    def _final(self, result: TurnResult, final_asked: bool) -> LeadOutcome:
-        """The final answer: the last turn's reply; cut again, ``incomplete``; none even when
-        asked once more, composed from the sub-agents' results (``incomplete``)."""
-        reply = self._reply(result)
-        if final_asked and not reply.strip():
-            why = "the lead gave no final answer"
-            return LeadOutcome("incomplete", composed_answer(why, self.roster), error=why)
-        if final_asked and result.stop is StopReason.TRUNCATED:
-            error = "the final answer was cut at the output limit (max_tokens)"
-            return LeadOutcome("incomplete", reply, error=error)
-        return LeadOutcome("completed", reply)
-
-    @staticmethod
-    def _reply(result: TurnResult) -> str:
-        """The turn's reply: its ``answer`` call's text (lead/answer.py), else its last text."""
-        answered = answered_text(result.terminal_call)
-        return result.text if answered is None else answered
-
     async def _late_answer(self) -> LeadOutcome:
         """Past the session deadline: one short last turn without tools (``late_answer_s``),
         told what is missing; no answer from it, one composed from the results."""
         if not self._cancelled:  # what arrived while the cut turn ran (one read, no wait)
-            await self._take(await self._collect(anyio.current_time(), lambda _: True))
+            await self.intake.take(await self.intake.collect(anyio.current_time(), lambda _: True))
         missing = ", ".join(self.roster.outstanding)
         waiting = f"; still no result from: {missing}" if missing else ""
         self._add_note(
@@ -356,14 +333,7 @@ class Lead:
             kind="error",
         )
         result = await self._turn(anyio.current_time() + self.late_answer_s)
-        error = f"the session timed out after {self.timeout_s:g} s"
-        if result is not None and result.stop is StopReason.CANCELLED:
-            return LeadOutcome("cancelled", self._reply(result), error=error)
-        usable = result is not None and result.stop not in (StopReason.ERROR, StopReason.BUDGET)
-        reply = self._reply(result) if result is not None and usable else ""
-        if not reply.strip():
-            reply = composed_answer("The session timed out before the lead answered", self.roster)
-        return LeadOutcome("timed_out", reply, error=error)
+        return late_outcome(result, self.roster, self.timeout_s)
 
     async def _failed(self, result: TurnResult, deadline: float) -> LeadOutcome:
         """The model failed for good (or the budget is spent): the sub-agents' work still counts,
@@ -372,8 +342,8 @@ class Lead:
         log.warning("session %s: the lead's model failed for good: %s", self.session, error)
         if self.roster.outstanding and not self._cancelled:
             until = min(deadline, anyio.current_time() + self.failure_grace_s)
-            arrived = await self._collect(until, lambda _: not self.roster.outstanding)
-            await self._take(arrived)
+            arrived = await self.intake.collect(until, lambda _: not self.roster.outstanding)
+            await self.intake.take(arrived)
         if self._cancelled:
             return LeadOutcome("cancelled", failure_answer(error, self.roster), error=error)
         return LeadOutcome("failed", failure_answer(error, self.roster), error=error)
@@ -403,111 +373,25 @@ class Lead:
                 return str(message.get("content"))
         return ""
 
-    # -- the inbox ------------------------------------------------------------------------------
+    # -- the inbox (lead/intake.py) ---------------------------------------------------------
 
-    async def _gather(self, deadline: float) -> tuple[list[Envelope], bool]:
-        """What arrived, waiting while sub-agents work and nobody asked anything new.
-
-        Returns the envelopes and whether the session deadline passed first.
-        """
-
-        def enough(arrived: list[Envelope]) -> bool:
-            return not self.roster.outstanding or any(self._is_request(e) for e in arrived)
-
-        arrived = await self._collect(deadline, enough)
-        return arrived, not enough(arrived) and anyio.current_time() >= deadline
-
-    async def _gather_news(self, deadline: float, backoff: float) -> tuple[list[Envelope], bool]:
-        """After a failed turn: what is there now; while sub-agents work, whatever arrives
-        first or nothing within ``backoff`` (it grows with each failure in a row; bounded by the
-        deadline). With nothing outstanding there is no news to wait for: the model client has
-        already backed off between its own retries."""
-        until = min(deadline, anyio.current_time() + backoff)
-        arrived = await self._collect(until, bool)
-        return arrived, not arrived and anyio.current_time() >= deadline
-
-    async def _collect(
-        self, until: float, enough: Callable[[list[Envelope]], bool]
-    ) -> list[Envelope]:
-        """Read the inbox (and what a send read early) until ``enough(arrived)`` or ``until``."""
-        arrived, self._early = self._early, []
-
-        async def take(fresh: list[Envelope]) -> bool:
-            arrived.extend(await self._note(fresh))
-            return enough(arrived)
-
-        await self.inbox.collect(take, deadline=until, slice_s=MAX_WAIT_S, stop=self._stop)
-        return arrived
-
-    def _stop(self) -> bool:
-        return self._cancelled
+    @property
+    def inbox(self) -> InboxReader:
+        """The lead's inbox, read the way every agent reads its own (through bus blips too)."""
+        return self.intake.inbox
 
     async def _refresh(self) -> None:
-        """Before a send (the dispatcher's lock held): read the inbox without waiting, so the
-        roster knows who has finished; what was read waits for the next gather."""
-        try:
-            fresh = await self.inbox.read(give_up=self._giving_up)
-        except BusUnreachable as exc:  # only once cancelled: the send meets the same bus
-            log.warning("session %s: could not refresh the roster: %s", self.session, exc)
-            return
-        self._early.extend(await self._note(fresh, locked=True))
+        await self.intake.refresh()
 
-    async def _note(self, fresh: list[Envelope], *, locked: bool = False) -> list[Envelope]:
-        """Reports update the roster as they are read; a shutdown from outside cancels."""
-        for envelope in fresh:
-            if envelope.type == "shutdown" and not self.roster.is_agent(envelope.sender):
-                log.info("session %s: shutdown requested by %s", self.session, envelope.sender)
-                self.cancel()
-            elif self.roster.is_agent(envelope.sender):
-                unseen = self.roster.on_report(envelope)
-                self.dispatch.roster_changed()
-                if unseen:
-                    log.info("session %s: %s left %d message(s) unread; handing them over",
-                             self.session, envelope.sender, len(unseen))  # fmt: skip
-                    if locked:
-                        await self.dispatch.hand_over(envelope.sender, unseen)
-                    else:
-                        async with self.dispatch.lock:
-                            await self.dispatch.hand_over(envelope.sender, unseen)
-        return fresh
-
-    def _is_request(self, envelope: Envelope) -> bool:
-        return not self.roster.is_agent(envelope.sender) and envelope.type != "shutdown"
-
-    async def _take(self, arrived: Sequence[Envelope]) -> None:
-        """Put what arrived into the context (reports first, then requests), then ack it."""
-        if not arrived:
-            return
-        reports = [e for e in arrived if self.roster.is_agent(e.sender)]
-        requests = [e for e in arrived if self._is_request(e)]
-        if requests:
-            self.dispatch.new_request()
-            self.waves.reset()
-            self._waves_noted = False
-        self.history.extend(prompt.inbox_messages(reports, requests))
-        try:
-            await self.inbox.ack([envelope.id for envelope in arrived], give_up=self._giving_up)
-        except BusUnreachable as exc:  # cancelled during an outage: the reader's done set holds
-            log.warning("session %s: left %d message(s) un-acked: %s",
-                        self.session, len(arrived), exc)  # fmt: skip
-
-    # -- stopping -------------------------------------------------------------------------------
+    def _new_request(self) -> None:
+        """A person asked something new: delegation for it starts over."""
+        self.dispatch.new_request()
+        self.waves.reset()
+        self._waves_noted = False
 
     async def stop_agents(self) -> None:
         """``shutdown`` to every outstanding sub-agent, then wait (bounded) for their results."""
-        early, self._early = self._early, []
-        await self._take(early)
-        await self.dispatch.shut_down_running("the session is ending")
-        if not self.roster.outstanding:
-            return
-
-        async def take(fresh: list[Envelope]) -> bool:
-            await self._take(await self._note(fresh))
-            return not self.roster.outstanding
-
-        grace = self.shutdown_grace_s
-        with anyio.move_on_after(grace):
-            await self.inbox.collect(take, deadline=anyio.current_time() + grace, slice_s=grace)
+        await self.intake.stop_agents(self.shutdown_grace_s)
 
     def _giving_up(self) -> bool:
         """Asked by the retry policy after each failure: a cancelled lead stops retrying."""

@@ -145,7 +145,7 @@ async def test_a_hand_over_rides_out_a_redis_restart(redis_server: RedisServer) 
 
         with (
             redis_outage(redis_server) as outage,
-            outage_when_logged(outage, "baton.lead.agent", f"session {SESSION}: painter left"),
+            outage_when_logged(outage, "baton.lead.intake", f"session {SESSION}: painter left"),
             retry_logged(f"{SESSION}: send painter-2") as send_failed,
         ):
             async with anyio.create_task_group() as group:
@@ -178,7 +178,7 @@ async def test_a_cancel_during_an_outage_ends_the_lead(redis_server: RedisServer
         with (
             redis_outage(redis_server) as outage,
             outage_when_logged(
-                outage, "baton.lead.agent", f"session {SESSION}: shutdown requested"
+                outage, "baton.lead.intake", f"session {SESSION}: shutdown requested"
             ),
         ):
             with anyio.fail_after(30):

@@ -1,0 +1,59 @@
+"""How one of the lead's last turns becomes the session's answer.
+
+A small model's last turn is often no answer: cut at ``max_tokens``, stopped by the guards
+(blocked, the hard round limit), or silent (empty text, an empty ``answer`` call). Such a turn is
+not taken as the final answer: the lead asks once more, without tools. What the second try gives
+decides: a reply is the answer; a reply cut again is ``incomplete`` (it says it was cut); nothing
+at all is an answer composed from the sub-agents' results (``incomplete``). A turn cut by the
+session deadline is followed by one short late turn; with no reply from it, the answer is composed
+from the results too (``timed_out``).
+"""
+
+from __future__ import annotations
+
+from baton.engine import StopReason, TurnResult
+from baton.lead.answer import answered_text
+from baton.lead.outcome import LeadOutcome, composed_answer
+from baton.lead.roster import Roster
+
+NO_ANSWER = "the lead gave no final answer"
+CUT = "the final answer was cut at the output limit (max_tokens)"
+
+
+def reply_of(result: TurnResult) -> str:
+    """The turn's reply: its ``answer`` call's text (lead/answer.py), else its last text."""
+    answered = answered_text(result.terminal_call)
+    return result.text if answered is None else answered
+
+
+def wants_final(result: TurnResult) -> bool:
+    """Whether a last turn gave no usable answer: cut, blocked, stopped, or silent."""
+    if result.stop in (StopReason.BLOCKED, StopReason.HARD_STOP, StopReason.TRUNCATED):
+        return True
+    if result.stop is StopReason.TERMINAL and answered_text(result.terminal_call) is None:
+        return False  # a caller's own terminal tool ended the turn: its call is the reply
+    return not reply_of(result).strip()
+
+
+def final_outcome(result: TurnResult, roster: Roster, final_asked: bool) -> LeadOutcome:
+    """The last turn's reply as the answer; once asked again (``final_asked``): cut again,
+    ``incomplete``; still nothing, composed from the sub-agents' results (``incomplete``)."""
+    reply = reply_of(result)
+    if final_asked and not reply.strip():
+        return LeadOutcome("incomplete", composed_answer(NO_ANSWER, roster), error=NO_ANSWER)
+    if final_asked and result.stop is StopReason.TRUNCATED:
+        return LeadOutcome("incomplete", reply, error=CUT)
+    return LeadOutcome("completed", reply)
+
+
+def late_outcome(result: TurnResult | None, roster: Roster, timeout_s: float) -> LeadOutcome:
+    """The late turn's reply (None: it was cut too) as a ``timed_out`` answer, or one composed
+    from the results when it gave none."""
+    error = f"the session timed out after {timeout_s:g} s"
+    if result is not None and result.stop is StopReason.CANCELLED:
+        return LeadOutcome("cancelled", reply_of(result), error=error)
+    failed = result is None or result.stop in (StopReason.ERROR, StopReason.BUDGET)
+    reply = "" if result is None or failed else reply_of(result)
+    if not reply.strip():
+        reply = composed_answer("The session timed out before the lead answered", roster)
+    return LeadOutcome("timed_out", reply, error=error)

@@ -1,0 +1,151 @@
+"""The lead's inbox side: what arrived, put into its context in order, and the roster kept current.
+
+:class:`Intake` reads the lead's inbox the way every agent reads its own (through bus blips too).
+Reports update the roster the moment they are read — also when a send reads the inbox early to
+know who has finished (:meth:`Intake.refresh`) — and a departed agent's unseen messages are handed
+over; what was read goes into the context at the next gather, sub-agents' reports first, then
+people's requests (a new request is announced through ``on_request``), and is acked after.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import anyio
+
+from baton.bus.errors import BusUnreachable
+from baton.bus.inbox import InboxReader
+from baton.bus.messages import Envelope
+from baton.lead import prompt
+from baton.lead.dispatch import Dispatcher
+from baton.lead.roster import Roster
+from baton.llm.types import Message
+
+log = logging.getLogger(__name__)
+
+MAX_WAIT_S = 60.0
+"""One inbox wait; the wait is repeated until the session deadline."""
+
+
+class Intake:
+    """Reads, notes, puts into ``history`` and acks the lead's inbox; see the module docstring."""
+
+    def __init__(
+        self,
+        inbox: InboxReader,
+        roster: Roster,
+        dispatch: Dispatcher,
+        history: list[Message],
+        *,
+        cancel: Callable[[], None],
+        cancelled: Callable[[], bool],
+        on_request: Callable[[], None],
+    ) -> None:
+        self.inbox = inbox
+        self.roster = roster
+        self.dispatch = dispatch
+        self.history = history
+        self.session = dispatch.session
+        self._cancel = cancel
+        self._cancelled = cancelled
+        self._on_request = on_request
+        self._early: list[Envelope] = []
+        """Read before a send (to keep the roster current), not yet in the context."""
+
+    async def gather(self, deadline: float) -> tuple[list[Envelope], bool]:
+        """What arrived, waiting while sub-agents work and nobody asked anything new.
+
+        Returns the envelopes and whether the session deadline passed first.
+        """
+
+        def enough(arrived: list[Envelope]) -> bool:
+            return not self.roster.outstanding or any(self.is_request(e) for e in arrived)
+
+        arrived = await self.collect(deadline, enough)
+        return arrived, not enough(arrived) and anyio.current_time() >= deadline
+
+    async def gather_news(self, deadline: float, backoff: float) -> tuple[list[Envelope], bool]:
+        """After a failed turn: what is there now; while sub-agents work, whatever arrives
+        first or nothing within ``backoff`` (it grows with each failure in a row; bounded by the
+        deadline). With nothing outstanding there is no news to wait for: the model client has
+        already backed off between its own retries."""
+        until = min(deadline, anyio.current_time() + backoff)
+        arrived = await self.collect(until, bool)
+        return arrived, not arrived and anyio.current_time() >= deadline
+
+    async def collect(
+        self, until: float, enough: Callable[[list[Envelope]], bool]
+    ) -> list[Envelope]:
+        """Read the inbox (and what a send read early) until ``enough(arrived)`` or ``until``
+        (one read at least, even when ``until`` has passed)."""
+        arrived, self._early = self._early, []
+
+        async def take(fresh: list[Envelope]) -> bool:
+            arrived.extend(await self.note(fresh))
+            return enough(arrived)
+
+        await self.inbox.collect(take, deadline=until, slice_s=MAX_WAIT_S, stop=self._cancelled)
+        return arrived
+
+    async def refresh(self) -> None:
+        """Before a send (the dispatcher's lock held): read the inbox without waiting, so the
+        roster knows who has finished; what was read waits for the next gather."""
+        try:
+            fresh = await self.inbox.read(give_up=self._cancelled)
+        except BusUnreachable as exc:  # only once cancelled: the send meets the same bus
+            log.warning("session %s: could not refresh the roster: %s", self.session, exc)
+            return
+        self._early.extend(await self.note(fresh, locked=True))
+
+    async def note(self, fresh: list[Envelope], *, locked: bool = False) -> list[Envelope]:
+        """Reports update the roster as they are read; a shutdown from outside cancels."""
+        for envelope in fresh:
+            if envelope.type == "shutdown" and not self.roster.is_agent(envelope.sender):
+                log.info("session %s: shutdown requested by %s", self.session, envelope.sender)
+                self._cancel()
+            elif self.roster.is_agent(envelope.sender):
+                unseen = self.roster.on_report(envelope)
+                self.dispatch.roster_changed()
+                if unseen:
+                    log.info("session %s: %s left %d message(s) unread; handing them over",
+                             self.session, envelope.sender, len(unseen))  # fmt: skip
+                    if locked:
+                        await self.dispatch.hand_over(envelope.sender, unseen)
+                    else:
+                        async with self.dispatch.lock:
+                            await self.dispatch.hand_over(envelope.sender, unseen)
+        return fresh
+
+    def is_request(self, envelope: Envelope) -> bool:
+        return not self.roster.is_agent(envelope.sender) and envelope.type != "shutdown"
+
+    async def take(self, arrived: Sequence[Envelope]) -> None:
+        """Put what arrived into the context (reports first, then requests), then ack it."""
+        if not arrived:
+            return
+        reports = [e for e in arrived if self.roster.is_agent(e.sender)]
+        requests = [e for e in arrived if self.is_request(e)]
+        if requests:
+            self._on_request()
+        self.history.extend(prompt.inbox_messages(reports, requests))
+        try:
+            await self.inbox.ack([envelope.id for envelope in arrived], give_up=self._cancelled)
+        except BusUnreachable as exc:  # cancelled during an outage: the reader's done set holds
+            log.warning("session %s: left %d message(s) un-acked: %s",
+                        self.session, len(arrived), exc)  # fmt: skip
+
+    async def stop_agents(self, grace: float) -> None:
+        """``shutdown`` to every outstanding sub-agent, then wait (``grace``) for their results."""
+        early, self._early = self._early, []
+        await self.take(early)
+        await self.dispatch.shut_down_running("the session is ending")
+        if not self.roster.outstanding:
+            return
+
+        async def take(fresh: list[Envelope]) -> bool:
+            await self.take(await self.note(fresh))
+            return not self.roster.outstanding
+
+        with anyio.move_on_after(grace):
+            await self.inbox.collect(take, deadline=anyio.current_time() + grace, slice_s=grace)
