@@ -85,11 +85,15 @@ class Lead:
     ``cancel()`` (from any task of the same event loop) ends the current turn and any inbox wait at
     once; ``run`` then shuts the sub-agents down and returns ``cancelled``.
 
-    ``tool_choice`` goes with every request that offers tools (``"required"`` also offers the
-    terminal ``answer`` tool, lead/answer.py, so the lead can still reply); ``delegation`` caps
-    the sends of one turn; ``spend`` is the session's shared budget; ``model_failures_allowed``
-    failed turns in a row are retried; ``failure_grace_s`` bounds the wait for the sub-agents once
-    the model has failed for good; ``profile_tools`` also offers one delegation tool per profile.
+    ``tool_choice`` goes with every request that offers tools (unless it is ``"none"``, the
+    terminal ``answer`` tool, lead/answer.py, is offered too, so the lead can still reply when a
+    request requires a call: ``"required"``, or the client's retry after a parse error);
+    ``delegation`` caps the sends of one turn and the delegating turns (waves) of one request;
+    ``spend`` is the session's shared budget; ``model_failures_allowed`` failed turns in a row are
+    retried; ``failure_grace_s`` bounds the wait for the sub-agents once the model has failed for
+    good; ``profile_tools`` also offers one delegation tool per profile; ``media_profiles`` are
+    the profiles whose tools make media (asked and no media: ``incomplete``); ``late_answer_s``
+    bounds the one turn past the session deadline.
     """
 
     def __init__(

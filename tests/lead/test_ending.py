@@ -8,9 +8,12 @@ real bus."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from baton.api import Session, SessionConfig
+from baton.bus.connect import open_bus
 from baton.bus.events import ErrorEvent, Event, ModelRetried, ToolResulted
 from baton.bus.messages import make_envelope
 from baton.compose import media_profiles
@@ -19,6 +22,7 @@ from baton.llm.script import Call, HttpError, Reply
 from baton.settings import load_settings
 from baton.subagents.profiles import builtin_profiles
 from tests.lead.scenario import SESSION, React, Scenario, run_lead
+from tests.support.models import call, scripted
 
 FOX = "https://cdn.example/fox.png"
 CAT = "https://cdn.example/cat.png"
@@ -261,3 +265,22 @@ async def test_an_escalated_request_can_still_answer_through_the_answer_tool() -
     assert (outcome.status, outcome.answer) == ("completed", "Hello!")
     assert choices(s) == [None, "required"]
     assert s.spawned == []
+
+
+async def test_a_session_whose_painter_made_no_picture_is_incomplete(tmp_path: Path) -> None:
+    """The session derives the media profiles from the tools (generate_image makes media): a
+    painter that reports without painting leaves the session incomplete, not completed."""
+    _, painter_model = scripted(
+        [call("send_message", content="I painted a fox.", type="result")], fallback=False
+    )
+    _, lead_model = scripted()  # the offline lead: delegates, then sums the results up
+    config = SessionConfig(
+        task="paint a fox", profiles=[builtin_profiles()["painter"]], media_dir=tmp_path
+    )
+    async with open_bus() as bus:
+        async with Session(
+            config, bus=bus, model=lead_model, subagent_models=lambda _: painter_model
+        ) as session:
+            result = await session.run()
+    assert result.status == "incomplete" and result.media_urls == []
+    assert result.error == "no media was produced though a media-making agent was asked (painter)"
