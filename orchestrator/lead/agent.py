@@ -319,7 +319,9 @@ class Lead:
             else:
                 result = await self._engine.run_turn(self.history)
         self.waves.count(self.dispatch.sends.sends)
-        if result is not None and result.stop not in (StopReason.ERROR, StopReason.BUDGET):
+        if result is None:
+            log.warning("session %s: the lead's turn was cut by the session deadline", self.session)
+        elif result.stop not in (StopReason.ERROR, StopReason.BUDGET):
             self._final_due = False
         return result
 
