@@ -77,7 +77,9 @@ async def test_an_identical_call_repeated_too_often_is_short_circuited() -> None
     async with harness(script, [lookup], observed=observed) as h:
         result = await h.loop.run_turn(user("look a up"))
         counts = observed.counts("chat.tool.loop")
-    assert ran == ["lookup:a", "lookup:a", "lookup:a", "lookup:b"]
+    # The third round's two calls run concurrently, so only the first two and the multiset are fixed.
+    assert ran[:2] == ["lookup:a", "lookup:a"]
+    assert sorted(ran) == ["lookup:a", "lookup:a", "lookup:a", "lookup:b"]
     answer = tool_messages(result.messages)["r4"]
     assert answer.startswith("lookup did not run: it was already called 3 times this turn")
     assert "Do not retry it this turn; answer with what you have." in answer
