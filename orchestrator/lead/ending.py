@@ -15,15 +15,18 @@ from baton.engine import StopReason, TurnResult
 from baton.lead.answer import answered_text
 from baton.lead.outcome import LeadOutcome, composed_answer
 from baton.lead.roster import Roster
+from baton.llm.correction import echoes_correction
 
 NO_ANSWER = "the lead gave no final answer"
 CUT = "the final answer was cut at the output limit (max_tokens)"
 
 
 def reply_of(result: TurnResult) -> str:
-    """The turn's reply: its ``answer`` call's text (lead/answer.py), else its last text."""
+    """The turn's reply: its ``answer`` call's text (lead/answer.py), else its last text. A reply
+    that parrots the client's parse-error correction is no reply (counted as silent)."""
     answered = answered_text(result.terminal_call)
-    return result.text if answered is None else answered
+    reply = result.text if answered is None else answered
+    return "" if echoes_correction(reply) else reply
 
 
 def wants_final(result: TurnResult) -> bool:

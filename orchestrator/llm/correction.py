@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from baton.llm.types import ToolChoice, ToolSchema
 
 _DETAIL_CHARS = 200
+# How every correction opens; a reply that repeats it is the model parroting the correction
+# (a 1.5B lead "answered" with it), never an answer: see :func:`echoes_correction`.
+CORRECTION_OPENING = "Your last reply could not be used"
 
 
 def tool_names(tools: Sequence[ToolSchema]) -> list[str]:
@@ -33,7 +36,7 @@ def retry_tool_choice(tool_choice: ToolChoice | None, *, escalate: bool) -> Tool
 def correction_message(detail: str, names: Sequence[str], *, required: bool) -> str:
     """The user message appended to a retry after the server could not parse the output."""
     said = detail.strip()[:_DETAIL_CHARS]
-    problem = "Your last reply could not be used: the server could not parse it"
+    problem = f"{CORRECTION_OPENING}: the server could not parse it"
     problem += f" ({said})." if said else "."
     if not names:
         return f"{problem} No tools are available here: answer in plain text."
@@ -46,3 +49,9 @@ def correction_message(detail: str, names: Sequence[str], *, required: bool) -> 
     if not required:
         ask += " If no tool is needed, answer in plain text instead."
     return f"{problem} {ask}"
+
+
+def echoes_correction(text: str) -> bool:
+    """Whether ``text`` repeats a correction message: small models parrot the last user message
+    when confused, and such a reply must not reach anyone as an answer or a result."""
+    return CORRECTION_OPENING.casefold() in text.casefold()

@@ -267,6 +267,26 @@ async def test_an_escalated_request_can_still_answer_through_the_answer_tool() -
     assert s.spawned == []
 
 
+async def test_a_reply_that_parrots_the_correction_is_no_answer() -> None:
+    """A 1.5B lead, corrected after a call the server could not parse, "answered" with the
+    correction itself: that is no answer, so the lead is asked once more without tools."""
+    parrot = (
+        "Your last reply could not be used: the server could not parse it. The only tools you "
+        "can call are: send_message, answer."
+    )
+    s, outcome = await run_lead(
+        [
+            Reply(calls=[Call("greet", "{}", id="g1")]),
+            Reply(calls=[Call("answer", json.dumps({"text": parrot}), id="a1")]),
+            Reply(text="Hello!"),
+        ],
+        task="hi",
+        llama=True,
+    )
+    assert (outcome.status, outcome.answer) == ("completed", "Hello!")
+    assert choices(s) == [None, "required", "none"]
+
+
 async def test_a_session_whose_painter_made_no_picture_is_incomplete(tmp_path: Path) -> None:
     """The session derives the media profiles from the tools (generate_image makes media): a
     painter that reports without painting leaves the session incomplete, not completed."""
