@@ -18,6 +18,7 @@ from pydantic import Field
 
 from baton.bus.events import TextDelta
 from baton.engine import EventSink, Tool
+from baton.engine.textcalls import parse_text_calls
 from baton.lead.prompt import LEAD_NAME
 from baton.llm.types import ToolCall
 
@@ -60,3 +61,16 @@ def answered_text(call: ToolCall | None) -> str | None:
         return None
     text = args.get("text") if isinstance(args, dict) else None
     return text if isinstance(text, str) else None
+
+
+def text_answer(text: str) -> str | None:
+    """The text of an ``answer`` call written out as text (``{"name": "answer", "arguments":
+    {"text": ...}}``, fenced or bare), as a 1.5B lead wrote its final reply when asked without
+    tools; None when ``text`` is not one such call."""
+    found = parse_text_calls(text, lambda call: call if call.name == ANSWER else None)
+    if found is None or len(found.calls) != 1:
+        return None
+    answered = answered_text(found.calls[0])
+    if answered is None:
+        return None
+    return f"{found.rest}\n\n{answered}" if found.rest else answered

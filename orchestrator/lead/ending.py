@@ -12,7 +12,7 @@ from the results too (``timed_out``).
 from __future__ import annotations
 
 from baton.engine import StopReason, TurnResult
-from baton.lead.answer import answered_text
+from baton.lead.answer import answered_text, text_answer
 from baton.lead.outcome import LeadOutcome, composed_answer
 from baton.lead.roster import Roster
 from baton.llm.correction import echoes_correction
@@ -22,9 +22,12 @@ CUT = "the final answer was cut at the output limit (max_tokens)"
 
 
 def reply_of(result: TurnResult) -> str:
-    """The turn's reply: its ``answer`` call's text (lead/answer.py), else its last text. A reply
+    """The turn's reply: its ``answer`` call's text (lead/answer.py; also when written out as
+    text), else its last text. A reply
     that parrots the client's parse-error correction is no reply (counted as silent)."""
     answered = answered_text(result.terminal_call)
+    if answered is None:
+        answered = text_answer(result.text)
     reply = result.text if answered is None else answered
     return "" if echoes_correction(reply) else reply
 

@@ -287,6 +287,17 @@ async def test_a_reply_that_parrots_the_correction_is_no_answer() -> None:
     assert choices(s) == [None, "required", "none"]
 
 
+async def test_an_answer_call_written_as_text_is_the_answer() -> None:
+    """Asked without tools, a 1.5B lead wrote its answer as an ``answer`` call in JSON text: the
+    user gets the text of the call, not the JSON."""
+    written = json.dumps({"name": "answer", "arguments": {"text": f"The fox: {FOX}"}})
+    _, outcome = await run_lead(
+        [send("painter", "a fox", "c1"), Reply(text="On it."), Reply(text=""), Reply(text=written)],
+        reports_after(("c1", "painter", [FOX], "a fox")),
+    )
+    assert (outcome.status, outcome.answer) == ("completed", f"The fox: {FOX}")
+
+
 async def test_a_session_whose_painter_made_no_picture_is_incomplete(tmp_path: Path) -> None:
     """The session derives the media profiles from the tools (generate_image makes media): a
     painter that reports without painting leaves the session incomplete, not completed."""
