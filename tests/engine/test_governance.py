@@ -77,7 +77,7 @@ async def test_an_identical_call_repeated_too_often_is_short_circuited() -> None
     async with harness(script, [lookup], observed=observed) as h:
         result = await h.loop.run_turn(user("look a up"))
         counts = observed.counts("chat.tool.loop")
-    # The third round's two calls run concurrently, so only the first two and the multiset are fixed.
+    # Round three runs its two calls concurrently: only the first two and the multiset are fixed.
     assert ran[:2] == ["lookup:a", "lookup:a"]
     assert sorted(ran) == ["lookup:a", "lookup:a", "lookup:a", "lookup:b"]
     answer = tool_messages(result.messages)["r4"]
