@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
@@ -25,9 +25,13 @@ from baton.bus.events import ErrorEvent, Event
 from baton.bus.ids import new_id
 from baton.bus.messages import (
     DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_POOL,
+    LOCAL_POOL,
     DeadLetter,
     Envelope,
     SpawnRequest,
+    check_addressed,
+    check_pool,
     parse_envelope,
 )
 from baton.bus.spend import SpendLimits, SpendTotals
@@ -50,10 +54,64 @@ class LoggedEvent:
 
 @dataclass(frozen=True, slots=True)
 class SpawnClaim:
-    """A spawn request this worker now owns; ``receipt`` renews, acks or releases it."""
+    """A spawn request this worker now owns; ``receipt`` renews, acks or releases it.
+
+    A receipt is opaque to callers; on both backends it names the request's stream too
+    (``<entry id>@<stream>``), so it alone says where to renew, ack or release.
+    """
 
     receipt: str
     request: SpawnRequest
+
+
+def spawn_receipt(stream: str, entry_id: str) -> str:
+    """A claim's receipt on either backend: its entry and the stream it sits in."""
+    return f"{entry_id}@{stream}"
+
+
+def spawn_receipts_by_stream(receipts: Sequence[str]) -> dict[str, list[str]]:
+    """Receipts grouped by their stream: stream → entry ids (an entry id holds no ``@``)."""
+    grouped: dict[str, list[str]] = {}
+    for receipt in receipts:
+        entry_id, at, stream = receipt.partition("@")
+        if not at or not entry_id or not stream:
+            raise ValueError(f"{receipt!r} is not a spawn receipt (<entry id>@<stream>)")
+        grouped.setdefault(stream, []).append(entry_id)
+    return grouped
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnQueue:
+    """What a worker claims from: one session's own spawn requests (``session`` set: the worker
+    inside that session), or those routed to ``pool`` for the ``profiles`` it knows.
+
+    A worker never sees a request outside its queue, so it never answers one another worker
+    could serve (``docs/protocol.md``, *Spawn requests and worker pools*).
+    """
+
+    pool: str = DEFAULT_POOL
+    profiles: frozenset[str] = frozenset()
+    session: str | None = None
+
+    @classmethod
+    def of_session(cls, session: str) -> SpawnQueue:
+        """The requests of ``session`` routed to its own worker (``pool`` = ``local``)."""
+        return cls(pool=LOCAL_POOL, session=session)
+
+    @classmethod
+    def of_pool(cls, pool: str, profiles: Iterable[str]) -> SpawnQueue:
+        """The requests routed to ``pool`` for one of ``profiles``; raises ``ValueError`` for a
+        malformed pool name or the reserved ``local``."""
+        return cls(pool=check_pool(pool), profiles=frozenset(profiles))
+
+    @property
+    def local(self) -> bool:
+        return self.session is not None
+
+    def __str__(self) -> str:
+        if self.session is not None:
+            return f"session {self.session}'s own queue"
+        return f"pool {self.pool} ({', '.join(sorted(self.profiles)) or 'no profiles'})"
 
 
 @dataclass(slots=True)
@@ -240,14 +298,23 @@ class Bus(ABC):
 
     @abstractmethod
     async def submit_spawn(self, request: SpawnRequest) -> str:
-        """Queue a request to start a sub-agent; returns its receipt."""
+        """Queue a request to start a sub-agent where its ``pool`` routes it; returns its
+        receipt."""
 
     @abstractmethod
-    async def claim_spawn(self, *, timeout: float = 0.0) -> SpawnClaim | None:
-        """Claim one request for this worker (or one a dead worker's lease let go), or None.
+    async def claim_spawn(self, queue: SpawnQueue, *, timeout: float = 0.0) -> SpawnClaim | None:
+        """Claim one request of ``queue`` for this worker (or one a dead worker's lease let go),
+        or None.
 
-        Each request goes to exactly one claimant. Waits up to ``timeout`` for one to arrive.
+        Each request goes to exactly one claimant, and only to a claimant whose queue holds it.
+        Waits up to ``timeout`` for one to arrive.
         """
+
+    @abstractmethod
+    async def leave_spawn(self, queue: SpawnQueue) -> None:
+        """The worker of a session's own queue stopped: stop watching its wake-ups and forget
+        it (a server hosting many sessions would otherwise collect them). A pool's queue may be
+        shared by several workers of this process, and is kept."""
 
     @abstractmethod
     async def renew_spawn(self, receipts: Sequence[str]) -> list[str]:
@@ -329,7 +396,8 @@ class Bus(ABC):
         entries: Sequence[tuple[str, str]],
         source: str,
     ) -> tuple[list[Envelope], list[str]]:
-        """Validate what a read returned: dead-letter the malformed and drop duplicates.
+        """Validate what a read returned: dead-letter the malformed (text that is not UTF-8, an
+        envelope addressed to another inbox included) and drop duplicates.
 
         Returns the envelopes to hand out and the receipts to remove from the inbox now.
         """
@@ -338,6 +406,7 @@ class Bus(ABC):
         for receipt, raw in entries:
             try:
                 envelope = parse_envelope(raw, max_bytes=self.options.max_message_bytes)
+                check_addressed(envelope, session, agent)
             except InvalidEnvelope as exc:
                 await self._dead_letter(exc, source=source, session=session, raw=raw)
                 drop.append(receipt)
@@ -370,7 +439,7 @@ class Bus(ABC):
                 ErrorEvent(
                     session=session,
                     agent="bus",
-                    message=f"a malformed message was moved to the dead letters: {error.reason}",
+                    message=f"a malformed message was moved to the dead letters: {letter.reason}",
                     detail={"dead_letter": letter.id, "source": source},
                 )
             )

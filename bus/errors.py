@@ -64,6 +64,23 @@ class BusUnreachable(BusError):
         self.reason = reason
 
 
+class BusOutage(BusUnreachable):
+    """The bus stayed unreachable longer than the caller's outage bound (``bus_outage_s``).
+
+    Raised instead of retrying on: the message says "bus unreachable", for how long, and the last
+    fault, so a command that ends with it (exit 3) tells the user what to fix.
+    """
+
+    def __init__(self, last: BusUnreachable, waited_s: float, bound_s: float) -> None:
+        super().__init__(
+            last.url,
+            f"bus unreachable for {waited_s:.1f} s, past the bus outage bound of {bound_s:g} s "
+            f"(--bus-outage); last error: {last.reason}",
+        )
+        self.waited_s = waited_s
+        self.bound_s = bound_s
+
+
 class BusClosed(BusError):
     """The bus was used after ``aclose()``; open a new one instead."""
 

@@ -1,4 +1,5 @@
-"""Time-ordered unique ids for envelopes (UUIDv7, RFC 9562).
+"""Ids: time-ordered unique ids for envelopes (UUIDv7, RFC 9562), and the one rule for the names
+(session ids, agent names) that address them.
 
 Python 3.11 has no ``uuid.uuid7``; this small generator keeps ids strictly increasing within a
 process (a counter in the random bits breaks ties inside one millisecond), so sorting by id sorts by
@@ -8,6 +9,7 @@ creation time, and the id doubles as the idempotency key consumers dedupe on.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 
@@ -34,3 +36,30 @@ def new_id() -> str:
     value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | seq << 64 | 0b10 << 62 | rand
     h = f"{value:032x}"  # formatted by hand: uuid.UUID costs several times more
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+NAME_PATTERN = r"^[A-Za-z0-9_.\-]+$"
+"""The one rule for session ids and agent names, wherever they come from (an envelope, a spawn
+request, an HTTP path or body). They become parts of Redis keys (``baton:{S}:inbox:A``), so no
+``:`` (it separates a key's parts), no ``{``/``}`` (the session's hash tag), no space or slash."""
+NAME_MAX = 200
+NAME_RULE = f"1 to {NAME_MAX} characters of A-Z a-z 0-9 _ . -"
+"""The rule in words, for error messages."""
+
+_NAME = re.compile(NAME_PATTERN)
+
+
+def name_problem(value: str, what: str) -> str | None:
+    """Why ``value`` cannot be a session id or agent name (``what`` says which), or None."""
+    if len(value) <= NAME_MAX and _NAME.fullmatch(value):
+        return None
+    return f"{what} {value[:80]!r} is not valid: it must be {NAME_RULE}"
+
+
+def check_name(value: str, what: str) -> str:
+    """``value`` when it can be a session id or agent name; else ``ValueError`` saying why (a
+    pydantic validator turns it into its own error, keeping the words)."""
+    problem = name_problem(value, what)
+    if problem is not None:
+        raise ValueError(problem)
+    return value

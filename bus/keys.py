@@ -1,12 +1,19 @@
 """Every Redis key and channel name baton uses, in one place (DESIGN §2).
 
 The session id is wrapped in a hash tag (``{S}``) so all of one session's keys land in one Redis
-Cluster slot, which is what lets ``send`` be a single atomic script.
+Cluster slot, which is what lets ``send`` be a single atomic script. Spawn requests are routed by
+key: a session's own stream, or one stream per pool and profile (:meth:`Keys.spawn_stream`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from baton.bus.messages import LOCAL_POOL, SpawnRequest
+
+if TYPE_CHECKING:
+    from baton.bus.base import SpawnQueue
 
 INBOX_GROUP = "agents"
 SPAWN_GROUP = "workers"
@@ -33,10 +40,43 @@ class Keys:
         """The session's budget: a hash of calls, tokens and their caps (``scripts/spend.lua``)."""
         return f"{self.prefix}:{{{session}}}:spend"
 
-    @property
-    def spawn(self) -> str:
-        """The spawn queue (a stream); the same name is its wake-up channel."""
-        return f"{self.prefix}:spawn"
+    def spawn_local(self, session: str) -> str:
+        """The session's own spawn queue (a stream), read only by the worker inside the session;
+        the same name is its wake-up channel."""
+        return f"{self.prefix}:{{{session}}}:spawn"
+
+    def spawn_pool(self, pool: str, profile: str) -> str:
+        """A pool's spawn queue for one profile (a stream). The pool is the hash tag: a claim
+        over several of one pool's streams is one script, in one Redis Cluster slot."""
+        return f"{self.spawn_wake(pool)}:{profile}"
+
+    def spawn_wake(self, pool: str) -> str:
+        """The wake-up channel of a pool's workers (every profile of the pool)."""
+        return f"{self.prefix}:spawn:{{{pool}}}"
+
+    def spawn_stream(self, request: SpawnRequest) -> str:
+        """The stream a request belongs in: the whole routing rule (``docs/protocol.md``)."""
+        if request.pool == LOCAL_POOL:
+            return self.spawn_local(request.session)
+        return self.spawn_pool(request.pool, request.profile)
+
+    def spawn_queue(self, queue: SpawnQueue) -> tuple[tuple[str, ...], str]:
+        """The streams a worker of ``queue`` reads (a pool's in profile order) and the one
+        channel that wakes it."""
+        if queue.session is not None:
+            own = self.spawn_local(queue.session)
+            return (own,), own
+        streams = tuple(self.spawn_pool(queue.pool, profile) for profile in sorted(queue.profiles))
+        return streams, self.spawn_wake(queue.pool)
+
+    def spawn_channel(self, stream: str) -> str:
+        """The wake-up channel of a spawn stream: a pool's streams share their pool's, a
+        session's own stream is its own channel. Pool and session names carry no braces, so the
+        first ``}`` closes the pool's hash tag."""
+        pool_part = f"{self.prefix}:spawn:{{"
+        if stream.startswith(pool_part):
+            return stream[: stream.index("}", len(pool_part)) + 1]
+        return stream
 
     @property
     def dead(self) -> str:

@@ -16,9 +16,18 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
-from baton.bus.base import Bus, BusOptions, LoggedEvent, SpawnClaim
+from baton.bus.base import (
+    Bus,
+    BusOptions,
+    LoggedEvent,
+    SpawnClaim,
+    SpawnQueue,
+    spawn_receipt,
+    spawn_receipts_by_stream,
+)
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.events import Event, dump_event, parse_event
+from baton.bus.keys import Keys
 from baton.bus.messages import (
     DeadLetter,
     Envelope,
@@ -28,6 +37,9 @@ from baton.bus.messages import (
 )
 from baton.bus.spend import SpendLimits, SpendRefused, SpendTotals
 from baton.bus.wake import WakeHub
+
+_KEYS = Keys()
+"""Stream names as on Redis: the spawn queues route by name, and both backends route alike."""
 
 
 @dataclass(slots=True)
@@ -107,7 +119,7 @@ class _Broker:
         self.logs: dict[str, _EventLog] = {}
         self.event_log_cap = event_log_cap
         self.session_touch: dict[str, int] = {}
-        self.spawn = _Stream()
+        self.spawn: dict[str, _Stream] = {}  # stream name (as on Redis) → its requests
         self.agents: dict[tuple[str, str], dict[str, str]] = {}
         self.dead: deque[DeadLetter] = deque(maxlen=10_000)
         self.spend: dict[str, SpendTotals] = {}
@@ -130,6 +142,7 @@ class MemoryBus(Bus):
         super().__init__(options)
         self.url = url
         self._broker = _broker or _Broker(self.options.event_log_cap)
+        self._spawn_turns: dict[SpawnQueue, int] = {}  # which stream a claim looks at first
 
     def peer(self, consumer: str | None = None) -> MemoryBus:
         """Another handle on this bus's state, as a separate consumer."""
@@ -200,8 +213,9 @@ class MemoryBus(Bus):
     async def release_inbox(self, session: str, agent: str, *, consumer: str | None = None) -> None:
         self._check_open()
         me = consumer or self.consumer
-        stream = self._inbox(session, agent)
-        stream.release([i for i, (owner, _) in stream.pending.items() if owner == me])
+        stream = self._broker.inboxes.get((session, agent))
+        if stream is not None:  # an inbox never written nor read has nothing to hand back
+            stream.release([i for i, (owner, _) in stream.pending.items() if owner == me])
         self._forget_ledgers(session, agent)
         self._broker.hub.wake(self._channel(session, agent))
 
@@ -247,52 +261,102 @@ class MemoryBus(Bus):
             self._broker.session_touch, key=self._broker.session_touch.__getitem__, reverse=True
         )
 
-    # -- spawn queue -----------------------------------------------------------------------
+    # -- spawn queues (routed by stream name, as on Redis: docs/protocol.md) ---------------
+
+    def _spawn_stream(self, stream: str) -> _Stream:
+        queue = self._broker.spawn.get(stream)
+        if queue is None:
+            queue = self._broker.spawn[stream] = _Stream()
+        return queue
+
+    @staticmethod
+    def _spawn_channel(stream: str) -> str:
+        return f"\x00spawn\x00{_KEYS.spawn_channel(stream)}"
 
     async def submit_spawn(self, request: SpawnRequest) -> str:
         self._check_open()
-        receipt = next(self._broker.seq)
-        self._broker.spawn.add(receipt, request.model_dump_json())
-        self._broker.hub.wake("\x00spawn")
-        return str(receipt)
+        stream = _KEYS.spawn_stream(request)
+        entry_id = next(self._broker.seq)
+        self._spawn_stream(stream).add(entry_id, request.model_dump_json())
+        self._broker.hub.wake(self._spawn_channel(stream))
+        return spawn_receipt(stream, str(entry_id))
 
-    async def claim_spawn(self, *, timeout: float = 0.0) -> SpawnClaim | None:
+    async def claim_spawn(self, queue: SpawnQueue, *, timeout: float = 0.0) -> SpawnClaim | None:
         self._check_open()
-        watch = self._broker.hub.add("\x00spawn")
-        with anyio.move_on_after(timeout):
-            while True:
-                mark = watch.generation
-                for entry_id, raw in self._broker.spawn.take(
-                    self.consumer, 1, self.options.lease_s
-                ):
-                    try:
-                        return SpawnClaim(str(entry_id), parse_spawn_request(raw))
-                    except InvalidEnvelope as exc:
-                        self._broker.spawn.done([entry_id])
-                        await self._dead_letter(exc, source="spawn", session=None, raw=raw)
-                if timeout <= 0:
-                    return None
-                # Expired leases free up without a wake-up: look again at least once a lease.
-                await watch.wait(min(timeout, self.options.lease_s), since=mark)
-                self._check_open()
+        streams, _ = _KEYS.spawn_queue(queue)
+        if not streams:  # a pool worker that knows no profile: nothing is ever for it
+            await anyio.sleep(max(timeout, 0.0))
+            return None
+        watch = self._broker.hub.add(self._spawn_channel(streams[0]))
+        deadline = anyio.current_time() + timeout  # bounds the waiting, as on Redis
+        while True:
+            mark = watch.generation
+            claim = await self._claim_from(queue, streams)
+            if claim is not None:
+                return claim
+            left = deadline - anyio.current_time()
+            if left <= 0:
+                return None
+            # Expired leases free up without a wake-up: look again at least once a lease.
+            await watch.wait(min(left, self.options.lease_s), since=mark)
+            self._check_open()
+
+    async def _claim_from(self, queue: SpawnQueue, streams: tuple[str, ...]) -> SpawnClaim | None:
+        """The first valid request of the queue's streams, starting at a rotating one; what
+        is not a request, or sits in a stream it does not belong in, goes to the dead letters."""
+        first = self._spawn_turns.get(queue, 0) % len(streams)
+        self._spawn_turns[queue] = first + 1
+        for stream in streams[first:] + streams[:first]:
+            source = self._spawn_stream(stream)
+            while taken := source.take(self.consumer, 1, self.options.lease_s):
+                ((entry_id, raw),) = taken
+                try:
+                    request = parse_spawn_request(raw)
+                    belongs = _KEYS.spawn_stream(request)
+                    if belongs != stream:
+                        raise InvalidEnvelope(
+                            f"misrouted spawn request: its session, pool and profile put it in "
+                            f"{belongs!r}, but it sits in {stream!r} ({queue})",
+                            raw,
+                        )
+                except InvalidEnvelope as exc:
+                    source.done([entry_id])
+                    await self._dead_letter(exc, source=stream, session=None, raw=raw)
+                    continue
+                return SpawnClaim(spawn_receipt(stream, str(entry_id)), request)
         return None
+
+    async def leave_spawn(self, queue: SpawnQueue) -> None:
+        if queue.session is not None:
+            streams, _ = _KEYS.spawn_queue(queue)
+            self._broker.hub.remove(self._spawn_channel(streams[0]))
+            self._spawn_turns.pop(queue, None)
+
+    def _spawn_entries(self, receipts: Sequence[str]) -> list[tuple[str, _Stream, list[int]]]:
+        return [
+            (name, self._spawn_stream(name), [int(i) for i in ids])
+            for name, ids in spawn_receipts_by_stream(receipts).items()
+        ]
 
     async def renew_spawn(self, receipts: Sequence[str]) -> list[str]:
         now = anyio.current_time()
         held: list[str] = []
-        for receipt in receipts:
-            owner = self._broker.spawn.pending.get(int(receipt))
-            if owner is not None and owner[0] == self.consumer:
-                self._broker.spawn.pending[int(receipt)] = (owner[0], now)
-                held.append(receipt)
+        for name, stream, entry_ids in self._spawn_entries(receipts):
+            for entry_id in entry_ids:
+                owner = stream.pending.get(entry_id)
+                if owner is not None and owner[0] == self.consumer:
+                    stream.pending[entry_id] = (owner[0], now)
+                    held.append(spawn_receipt(name, str(entry_id)))
         return held
 
     async def ack_spawn(self, receipts: Sequence[str]) -> None:
-        self._broker.spawn.done([int(r) for r in receipts])
+        for _, stream, entry_ids in self._spawn_entries(receipts):
+            stream.done(entry_ids)
 
     async def release_spawn(self, receipts: Sequence[str]) -> None:
-        self._broker.spawn.release([int(r) for r in receipts])
-        self._broker.hub.wake("\x00spawn")
+        for name, stream, entry_ids in self._spawn_entries(receipts):
+            stream.release(entry_ids)
+            self._broker.hub.wake(self._spawn_channel(name))
 
     # -- the session's budget (no await between a check and its update: atomic) -----------
 

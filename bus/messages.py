@@ -8,6 +8,7 @@ serialisation bug shows up without Redis.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -22,7 +23,8 @@ from pydantic import (
 
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.events import utc_now
-from baton.bus.ids import new_id
+from baton.bus.ids import NAME_MAX, NAME_PATTERN, new_id
+from baton.bus.utf8 import not_utf8, printable, utf8_problem
 
 WIRE_VERSION: Literal[1] = 1
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024
@@ -40,8 +42,8 @@ def _check_media_url(url: str) -> str:
 
 
 MediaUrl = Annotated[str, AfterValidator(_check_media_url)]
-AgentName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.\-]+$")]
-SessionId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.\-]+$")]
+AgentName = Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN)]
+SessionId = Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN)]
 
 
 class Envelope(BaseModel):
@@ -74,13 +76,21 @@ def describe_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_envelope(raw: str | bytes, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Envelope:
-    """Validate one envelope from its JSON text.
+def parse_envelope(
+    raw: str | bytes, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, field: str = "msg"
+) -> Envelope:
+    """Validate one envelope from its JSON text (the stream entry's ``field``).
 
-    Raises ``InvalidEnvelope`` with a one-line reason: too large, not JSON, wrong types, unknown
-    ``type``, a media URL with a scheme other than http/https/data/file.
+    Raises ``InvalidEnvelope`` with a one-line reason: not UTF-8, too large, not JSON, wrong
+    types, unknown ``type``, a media URL with a scheme other than http/https/data/file.
     """
-    size = len(raw) if isinstance(raw, bytes) else len(raw.encode())
+    if isinstance(raw, bytes) or raw.isascii():  # isascii is O(1): no second pass
+        size = len(raw)
+    else:
+        try:  # the size in bytes, and the UTF-8 check of text read from Redis, in one pass
+            size = len(raw.encode())
+        except UnicodeEncodeError as exc:
+            raise not_utf8(raw, field, exc) from None
     if size > max_bytes:
         raise InvalidEnvelope(f"message is {size} bytes, over the limit of {max_bytes}", raw)
     try:
@@ -114,8 +124,40 @@ def make_envelope(**fields: Any) -> Envelope:
         raise InvalidEnvelope(f"invalid envelope: {describe_error(exc)}") from exc
 
 
+DEFAULT_POOL = "default"
+"""The pool of ``baton worker``s and of sessions without local workers unless told otherwise."""
+LOCAL_POOL = "local"
+"""A request's ``pool`` when the session hosts its sub-agents itself: only the worker inside that
+session claims it (``docs/protocol.md``); no worker pool may take this name."""
+POOL_MAX = 100
+PoolName = Annotated[str, Field(min_length=1, max_length=POOL_MAX, pattern=NAME_PATTERN)]
+"""Like a session id: it becomes part of Redis keys (``baton:spawn:{P}:...``)."""
+
+
+def check_pool(name: str) -> str:
+    """A pool name a worker may serve or a session may send to: well-formed and not ``local``.
+
+    Raises ``ValueError`` with the reason (pydantic validators turn it into their own error).
+    """
+    if len(name) > POOL_MAX or not re.fullmatch(NAME_PATTERN, name):
+        raise ValueError(
+            f"pool {name[:80]!r} is not valid: it must be 1 to {POOL_MAX} characters of "
+            "A-Z a-z 0-9 _ . -"
+        )
+    if name == LOCAL_POOL:
+        raise ValueError(
+            f"pool {LOCAL_POOL!r} is reserved for a session's own in-process worker; "
+            "name the pool of external workers otherwise"
+        )
+    return name
+
+
 class SpawnRequest(BaseModel):
-    """A request to start a sub-agent from a profile; claimed by exactly one worker."""
+    """A request to start a sub-agent from a profile; claimed by exactly one worker.
+
+    ``pool`` routes it (``docs/protocol.md``): :data:`LOCAL_POOL` to the session's own worker,
+    any other name to the workers of that pool that know ``profile``.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -125,27 +167,54 @@ class SpawnRequest(BaseModel):
     agent: AgentName
     profile: str = Field(min_length=1, max_length=200)
     parent: AgentName = "lead"
+    pool: PoolName = DEFAULT_POOL
     created_at: datetime = Field(default_factory=utc_now)
     meta: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-def parse_spawn_request(raw: str | bytes) -> SpawnRequest:
-    """Validate a spawn request; raises ``InvalidEnvelope`` with the reason."""
+def parse_spawn_request(raw: str | bytes, *, field: str = "req") -> SpawnRequest:
+    """Validate a spawn request (the stream entry's ``field``); raises ``InvalidEnvelope`` with
+    the reason."""
     try:
         return SpawnRequest.model_validate_json(raw)
     except ValidationError as exc:
+        if isinstance(raw, str) and utf8_problem(raw) is not None:  # checked only on failure
+            raise not_utf8(raw, field) from None
         if any(e["type"] == "json_invalid" for e in exc.errors()):
             raise InvalidEnvelope(f"not valid JSON: {exc.errors()[0]['msg']}", raw) from exc
         raise InvalidEnvelope(f"invalid spawn request: {describe_error(exc)}", raw) from exc
 
 
+def check_addressed(envelope: Envelope, session: str, agent: str) -> None:
+    """Raise ``InvalidEnvelope`` unless the envelope is addressed to the inbox it was read from.
+
+    A producer that writes to a stream by hand (``redis-cli XADD``, a bridge) can put an
+    envelope in the wrong inbox; handing it out would make its reader act on another session's
+    or another agent's message.
+    """
+    if envelope.session != session or envelope.recipient != agent:
+        raise InvalidEnvelope(
+            f"misaddressed envelope: it is for {envelope.recipient!r} in session "
+            f"{envelope.session!r} but sits in the inbox of {agent!r} in session {session!r}",
+            envelope.to_json(),
+        )
+
+
+Printable = Annotated[str, AfterValidator(printable)]
+
+
 class DeadLetter(BaseModel):
-    """A message that could not be delivered, with why and where it came from."""
+    """A message that could not be delivered, with why and where it came from.
+
+    ``raw`` keeps what was read, with any byte that was not UTF-8 written as a ``\\xNN`` escape:
+    a dead letter must itself be safe to print, serialise and store (it would otherwise poison
+    the dead-letter stream and whoever lists it).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
-    reason: str
-    source: str
-    session: str | None = None
-    raw: str
+    reason: Printable
+    source: Printable
+    session: Printable | None = None
+    raw: Printable

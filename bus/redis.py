@@ -4,7 +4,7 @@
 
 - :mod:`baton.bus.redis_core` — connections, retries and fault epochs, scripts, wake-ups (the
   lifecycle, a :class:`baton.bus.lifecycle.Service`);
-- :mod:`baton.bus.redis_inbox` — agent inboxes; :mod:`baton.bus.redis_spawn` — the spawn queue;
+- :mod:`baton.bus.redis_inbox` — agent inboxes; :mod:`baton.bus.redis_spawn` — the spawn queues;
   :mod:`baton.bus.redis_events` — session event logs; :mod:`baton.bus.redis_spend` — the
   session's budget;
 - :mod:`baton.bus.redis_batch` — automatic pipelining; :mod:`baton.bus.redis_wake` — the pub/sub
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any
 
-from baton.bus.base import Bus, BusOptions, LoggedEvent, SpawnClaim
+from baton.bus.base import Bus, BusOptions, LoggedEvent, SpawnClaim, SpawnQueue
 from baton.bus.events import Event
 from baton.bus.lifecycle import Phase
 from baton.bus.messages import DeadLetter, Envelope, SpawnRequest
@@ -144,8 +144,13 @@ class RedisBus(Bus):
     def submit_spawn(self, request: SpawnRequest) -> Coroutine[Any, Any, str]:
         return self._spawn.submit(request)
 
-    def claim_spawn(self, *, timeout: float = 0.0) -> Coroutine[Any, Any, SpawnClaim | None]:
-        return self._spawn.claim(timeout=timeout)
+    def claim_spawn(
+        self, queue: SpawnQueue, *, timeout: float = 0.0
+    ) -> Coroutine[Any, Any, SpawnClaim | None]:
+        return self._spawn.claim(queue, timeout=timeout)
+
+    def leave_spawn(self, queue: SpawnQueue) -> Coroutine[Any, Any, None]:
+        return self._spawn.leave(queue)
 
     def renew_spawn(self, receipts: Sequence[str]) -> Coroutine[Any, Any, list[str]]:
         return self._spawn.renew(receipts)

@@ -9,6 +9,9 @@ for the codes it has classes for, and that list grows). No other module touches 
 ``tests/bus/test_redis_adapter.py`` checks this one at the oldest redis-py ``pyproject.toml``
 allows (``.ci/redis-floor``) as well as at the installed one.
 
+Replies are decoded as UTF-8 with ``surrogateescape``: a byte that is not UTF-8 never raises here
+(see :mod:`baton.bus.utf8` for how the readers refuse it).
+
 Error replies are mapped here, once, from their RESP code (the reply's first word) to typed
 exceptions, so callers branch on a type (:class:`NoGroup`, :class:`BusyGroup`, :class:`NoScript`)
 and never on a message's wording.
@@ -82,6 +85,11 @@ def refusal(error: ResponseError) -> RedisRefused:
 def _options(client_name: str, socket_timeout: float | None) -> dict[str, Any]:
     return {
         "decode_responses": True,
+        # Anyone can XADD or PUBLISH any bytes. Strict decoding would raise UnicodeDecodeError
+        # out of the parser, failing every command of the round trip (and the pub/sub reader);
+        # with surrogateescape a byte that is not UTF-8 arrives as a lone surrogate that the
+        # readers refuse as a malformed entry (baton.bus.utf8), and packs back to the same byte.
+        "encoding_errors": "surrogateescape",
         "protocol": 2,  # the raw replies the bus parses are RESP2-shaped
         "socket_connect_timeout": 2.0,
         "socket_timeout": socket_timeout,

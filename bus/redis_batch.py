@@ -24,17 +24,22 @@ from baton.bus.redis_adapter import CommandPool, RawConnection
 Command = Sequence[str | int | float | bytes]
 
 
-def pack(commands: Sequence[Command]) -> bytes:
+def pack(commands: Sequence[Command], errors: str = "strict") -> bytes:
     """RESP-encode commands (arrays of bulk strings). redis-py's packer re-encodes every argument
     through its encoder on each call; this is the protocol itself, with pre-encoded ``bytes``
-    (e.g. a Lua script) passed through untouched."""
+    (e.g. a Lua script) passed through untouched.
+
+    ``errors="surrogateescape"`` writes text read from Redis that was not UTF-8 back as the bytes
+    it was read from (replies are decoded that way, see :mod:`baton.bus.redis_adapter`).
+    """
+    strict = errors == "strict"
     out: list[bytes] = []
     append = out.append
     for command in commands:
         append(b"*%d\r\n" % len(command))
         for arg in command:
             if isinstance(arg, str):
-                data = arg.encode()
+                data = arg.encode() if strict else arg.encode("utf-8", errors)
             elif isinstance(arg, bytes):
                 data = arg
             elif isinstance(arg, int):
@@ -55,6 +60,23 @@ class _Op:
         self.done = anyio.Event()
         self.replies: list[Any] = []
         self.error: BaseException | None = None
+
+
+def _pack_each(batch: list[_Op]) -> tuple[list[_Op], bytes]:
+    """Pack a batch op by op after packing it whole failed: an op whose arguments cannot be
+    encoded gets its own error, the others go ahead. Text that was read from Redis and was not
+    UTF-8 (lone surrogates) goes back as its original bytes."""
+    ready: list[_Op] = []
+    parts: list[bytes] = []
+    for op in batch:
+        try:
+            parts.append(pack(op.commands, errors="surrogateescape"))
+        except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+            op.error = exc
+            op.done.set()
+            continue
+        ready.append(op)
+    return ready, b"".join(parts)
 
 
 class CommandBatcher:
@@ -138,6 +160,12 @@ class CommandBatcher:
                 self._ready.set()
 
     async def _round_trip(self, batch: list[_Op], shield: bool) -> None:
+        try:
+            packed = pack([command for op in batch for command in op.commands])
+        except (TypeError, ValueError):  # an argument that cannot be sent: that op fails alone
+            batch, packed = _pack_each(batch)
+            if not batch:
+                return
         # Connections are taken from the pool once and kept: the pool's per-checkout health
         # check costs a syscall per round trip, and we never leave unread replies behind (a
         # fault disconnects, and redis-py reconnects on the next send).
@@ -146,7 +174,7 @@ class CommandBatcher:
             # One deadline for the whole batch instead of one timer per reply; a timeout is a
             # fault like any other (TimeoutError is an OSError).
             with anyio.fail_after(self._round_trip_timeout, shield=shield):
-                await connection.send(pack([command for op in batch for command in op.commands]))
+                await connection.send(packed)
                 for op in batch:
                     op.replies, op.error = await connection.read_replies(len(op.commands))
                     op.done.set()

@@ -11,10 +11,17 @@ and every fault bumps an *epoch*. A reader that last looked at its own pending e
 older epoch looks again (``XREADGROUP ... 0``), because a reply lost to a fault leaves entries
 delivered to us that ``>`` will never return. Retried writes can duplicate an entry; readers drop
 duplicates by envelope id. No pickle anywhere: every value is JSON text.
+
+Data loss: a Redis that comes back empty (``FLUSHALL``, a restart without persistence) leaves
+streams without their consumer groups. Every reader makes its group again (inboxes on ``NOGROUP``,
+the spawn claim script by itself), and the core reports the loss once, as one line
+(:meth:`RedisCore.report_lost`): a group counts as lost only if this bus had met it before.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, Protocol
@@ -39,6 +46,12 @@ from baton.bus.redis_wake import WakeDispatcher
 from baton.bus.wake import WakeHub, Watch
 
 Entry = tuple[str, dict[str, str] | None]
+
+log = logging.getLogger(__name__)
+
+LOSS_QUIET_S = 60.0
+"""After reporting that Redis lost baton's data, further findings within this long are part of
+the same loss (each stream is found gone by its own reader) and are not reported again."""
 
 
 class DeadLetterSink(Protocol):
@@ -99,6 +112,7 @@ class RedisCore(Service):
             self._pubsub_client, self.hub, url=url, on_fault=self._fault
         )
         self._groups_ready: set[str] = set()
+        self._loss_reported_at = float("-inf")
         self._background_scopes: list[anyio.CancelScope] = []
         self._stopped = False
 
@@ -229,8 +243,37 @@ class RedisCore(Service):
         self._groups_ready.add(key)
 
     def forget_group(self, key: str) -> None:
-        """The group is gone (NOGROUP): the next ``ensure_group`` creates it again."""
-        self._groups_ready.discard(key)
+        """The group is gone (NOGROUP): the next ``ensure_group`` creates it again. If this bus
+        had met it before, Redis lost it: reported (:meth:`report_lost`)."""
+        if key in self._groups_ready:
+            self._groups_ready.discard(key)
+            self.report_lost([key])
+
+    def groups_made(self, looked: Sequence[str], created: Sequence[str]) -> None:
+        """A script made sure ``looked`` have their groups, creating those of ``created``:
+        the created ones this bus had met before were lost, and are reported."""
+        lost = [key for key in created if key in self._groups_ready]
+        self._groups_ready.update(looked)
+        if lost:
+            self.report_lost(lost)
+
+    def report_lost(self, keys: Sequence[str]) -> None:
+        """Redis no longer has streams and groups this bus used (a ``FLUSHALL``, or a restart
+        without persistence); they were made again. One WARNING line per episode — the first
+        finding — and DEBUG for more within ``LOSS_QUIET_S``: every reader finds the loss on its
+        own, and a thousand agents must not log a thousand lines (nor any a traceback)."""
+        now = time.monotonic()
+        shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        if now - self._loss_reported_at < LOSS_QUIET_S:
+            log.debug("Redis lost %s as well; made again", shown)
+            return
+        self._loss_reported_at = now
+        log.warning(
+            "Redis at %s came back without baton's data (FLUSHALL, or a restart without "
+            "persistence): made %s again; whatever was queued there before is gone",
+            self.url,
+            shown,
+        )
 
     async def own_pending(self, key: str, group: str, consumer: str) -> list[Entry]:
         """Entries delivered to us whose reply we may never have seen (``XREADGROUP ... 0``)."""

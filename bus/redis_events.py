@@ -7,17 +7,24 @@ watched thousands of sessions does not stay subscribed to them all.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator
+
+from pydantic import ValidationError
 
 from baton.bus.base import LoggedEvent
 from baton.bus.errors import ConfigError, InvalidEnvelope
 from baton.bus.events import Event, dump_event, parse_event
+from baton.bus.messages import describe_error
 from baton.bus.redis_adapter import RedisRefused
 from baton.bus.redis_batch import Command
 from baton.bus.redis_core import DeadLetterSink, RedisCore, stream_entries
 from baton.bus.redis_scripts import APPEND_AND_WAKE
+from baton.bus.utf8 import not_utf8, printable, utf8_problem
 from baton.bus.wake import Watch
+
+log = logging.getLogger(__name__)
 
 # A tail looks at its stream again this often even without a wake-up (pub/sub is only a hint).
 _TAIL_RECHECK_S = 5.0
@@ -89,14 +96,9 @@ class RedisEventLog:
             for entry_id, fields in batch:
                 cursor = entry_id
                 try:
-                    event = parse_event((fields or {}).get("event", ""))
-                except ValueError as exc:
-                    await self._dead_letter(
-                        InvalidEnvelope(f"malformed event: {exc}"),
-                        source=key,
-                        session=None,
-                        raw=str(fields),
-                    )
+                    event = logged_event(fields)
+                except InvalidEnvelope as exc:
+                    await self._set_aside(key, entry_id, exc)
                     continue
                 yield LoggedEvent(entry_id, event)
             if batch:
@@ -106,6 +108,43 @@ class RedisEventLog:
             await watch.wait(_TAIL_RECHECK_S, since=mark)
             core.check_open()
 
+    async def _set_aside(self, key: str, entry_id: str, error: InvalidEnvelope) -> None:
+        """Move a malformed entry out of the log into the dead letters, exactly once.
+
+        The log is read again and again (every tail, ``baton watch``, ``baton sessions``, each
+        SSE client, from the start), by many processes at once. The entry is deleted first, and
+        only the reader whose XDEL removed it dead-letters it: the others, and every later read,
+        no longer meet it. (A reader that dies between the two commands loses the copy of an
+        entry nobody could read anyway; the reverse order would report it once per reader.)
+        """
+        if await self._core.one("XDEL", key, entry_id):
+            await self._dead_letter(error, source=key, session=None, raw=error.raw or "")
+        else:
+            log.debug("bad event %s of %s was set aside by another reader", entry_id, key)
+
     async def sessions(self) -> list[str]:
         result = await self._core.one("ZREVRANGE", self._core.keys.sessions, 0, -1)
-        return [str(s) for s in result]
+        names: list[str] = []
+        for name in result:
+            problem = utf8_problem(name)
+            if problem is None:
+                names.append(name)
+            else:  # written by hand: no session of baton's has it, and it cannot be printed
+                log.warning("skipping session name that is not UTF-8 (%s): %s", problem,
+                            printable(name))  # fmt: skip
+        return names
+
+
+def logged_event(fields: dict[str, str] | None) -> Event:
+    """The event of one log entry; ``InvalidEnvelope`` with a one-line reason when malformed."""
+    text = (fields or {}).get("event")
+    if text is None:
+        reason = f"event-log entry has no 'event' field (fields: {sorted(fields or {})[:5]})"
+        raise InvalidEnvelope(printable(reason), printable(str(fields)))
+    try:
+        return parse_event(text)
+    except ValueError as exc:
+        if utf8_problem(text) is not None:
+            raise not_utf8(text, "event") from None
+        why = describe_error(exc) if isinstance(exc, ValidationError) else str(exc)
+        raise InvalidEnvelope(f"malformed event: {why}", text) from exc

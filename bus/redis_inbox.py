@@ -167,17 +167,27 @@ class RedisInboxes:
     async def release_inbox(self, session: str, agent: str, *, consumer: str | None) -> None:
         core = self._core
         key, me = core.keys.inbox(session, agent), consumer or core.consumer
+        try:
+            await self._hand_back_pending(key, me)
+        except NoGroup:
+            # No group (the agent was given back before its first read) or no stream (deleted,
+            # or a server that came back empty): nothing was delivered to us, nothing to hand
+            # back. The next read creates the group again.
+            core.forget_group(key)
+        self._bus._forget_ledgers(session, agent)
+        await core.one("PUBLISH", core.keys.wake(session, agent), RELEASED)
+
+    async def _hand_back_pending(self, key: str, me: str) -> None:
+        """Claim every entry pending for ``me`` to a consumer name nobody reads with, "idle for
+        years": the next reader's XAUTOCLAIM takes them at once."""
+        core = self._core
         while True:
             pending = await core.one("XPENDING", key, INBOX_GROUP, "-", "+", 500, me)
             ids = [row[0] for row in pending or ()]
             if not ids:
-                break
+                return
             idle = ("IDLE", RELEASED_IDLE_MS, "JUSTID")
-            # Claimed to a consumer name nobody reads with, "idle for years": the next reader's
-            # XAUTOCLAIM takes them at once.
             await core.one("XCLAIM", key, INBOX_GROUP, f"{me}:released", 0, *ids, *idle)
-        self._bus._forget_ledgers(session, agent)
-        await core.one("PUBLISH", core.keys.wake(session, agent), RELEASED)
 
     async def release(self, session: str, agent: str) -> None:
         self._bus._forget_ledgers(session, agent)

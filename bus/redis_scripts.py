@@ -7,6 +7,7 @@ as the Lua it is; the files ship as package data of ``baton.bus``.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from importlib.resources import files
 
 
@@ -25,6 +26,10 @@ class Script:
         """The command that runs the script on one key."""
         return ("EVALSHA", self.sha, 1, key, *args)
 
+    def call_keys(self, keys: Sequence[str], *args: str | int) -> tuple[str | int, ...]:
+        """The command that runs the script on several keys (one Cluster slot: a hash tag)."""
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
+
     def load(self) -> tuple[str, str, bytes]:
         """The command that teaches the server the script."""
         return ("SCRIPT", "LOAD", self.body)
@@ -33,5 +38,6 @@ class Script:
 APPEND_AND_WAKE = Script("append_and_wake")
 ACK_AND_DELETE = Script("ack_and_delete")
 RENEW_IF_MINE = Script("renew_if_mine")
+CLAIM_SPAWN = Script("claim_spawn")
 SPEND = Script("spend")
-SCRIPTS = (APPEND_AND_WAKE, ACK_AND_DELETE, RENEW_IF_MINE, SPEND)
+SCRIPTS = (APPEND_AND_WAKE, ACK_AND_DELETE, RENEW_IF_MINE, CLAIM_SPAWN, SPEND)

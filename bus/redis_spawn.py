@@ -1,27 +1,50 @@
-"""The spawn queue on Redis: one stream (``baton:spawn``) with one consumer group of workers.
+"""The spawn queues on Redis: one stream per route, each with one consumer group of workers.
 
-A claim is a delivery to this worker; its lease is renewed while the agent runs (only where it is
-still ours: :file:`scripts/renew_if_mine.lua`), acked when the agent is done for good, and handed
-back at once on a graceful drain. The stream's name is also the wake-up channel idle workers
-wait on.
+Routing is by key (``docs/protocol.md``, *Spawn requests and worker pools*): a session's own
+stream ``baton:{S}:spawn``, read only by the worker inside that session, and a stream per pool and
+profile ``baton:spawn:{P}:<profile>``, read only by that pool's workers that know the profile. So
+no worker is ever handed a request it must not or cannot serve.
+
+A claim is one script (:file:`scripts/claim_spawn.lua`) over the worker's streams, starting at a
+rotating one; it also makes any missing consumer group, so a Redis that came back empty never
+stops a worker (the loss is reported once, by the core). A claim is a delivery to this worker; its
+lease is renewed while the agent runs (only where it is still ours:
+:file:`scripts/renew_if_mine.lua`), acked when the agent is done for good, and handed back at once
+on a graceful drain. A receipt is ``<entry id>@<stream>``: it alone says where to do each.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import anyio
 
-from baton.bus.base import SpawnClaim
+from baton.bus.base import SpawnClaim, SpawnQueue, spawn_receipt, spawn_receipts_by_stream
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.keys import SPAWN_GROUP
 from baton.bus.messages import SpawnRequest, parse_spawn_request
-from baton.bus.redis_batch import Command
-from baton.bus.redis_core import DeadLetterSink, Entry, RedisCore, read_entries, stream_entries
+from baton.bus.redis_adapter import NoGroup
+from baton.bus.redis_core import DeadLetterSink, RedisCore, entry_fields
 from baton.bus.redis_inbox import RELEASED_IDLE_MS
-from baton.bus.redis_scripts import RENEW_IF_MINE
+from baton.bus.redis_scripts import ACK_AND_DELETE, CLAIM_SPAWN, RENEW_IF_MINE
 from baton.bus.wake import RELEASED
+
+_Found = tuple[str, str, dict[str, str] | None]
+"""A delivered entry: its stream, its id and its fields (None: deleted meanwhile)."""
+
+
+@dataclass(slots=True)
+class _Claiming:
+    """What this bus remembers about claiming from one queue."""
+
+    streams: tuple[str, ...]
+    channel: str
+    epoch: int = -1  # the fault epoch in which we last re-read our own pending claims
+    expiry_checked_at: float = float("-inf")
+    releases_seen: int = 0
+    turn: int = 0  # which stream the next claim looks at first
 
 
 class RedisSpawnQueue:
@@ -30,115 +53,189 @@ class RedisSpawnQueue:
     def __init__(self, core: RedisCore, dead_letter: DeadLetterSink) -> None:
         self._core = core
         self._dead_letter = dead_letter
-        self._epoch = -1  # the fault epoch in which we last re-read our own pending claims
+        self._queues: dict[SpawnQueue, _Claiming] = {}
         self._held: set[str] = set()
-        self._expiry_checked_at = float("-inf")
-        self._releases_seen = 0
 
     async def submit(self, request: SpawnRequest) -> str:
-        key = self._core.keys.spawn
-        return await self._core.append(key, "req", request.model_dump_json(), key)
+        keys = self._core.keys
+        stream = keys.spawn_stream(request)
+        entry_id = await self._core.append(
+            stream, "req", request.model_dump_json(), keys.spawn_channel(stream)
+        )
+        return spawn_receipt(stream, entry_id)
 
-    async def claim(self, *, timeout: float) -> SpawnClaim | None:
+    def _claiming(self, queue: SpawnQueue) -> _Claiming:
+        state = self._queues.get(queue)
+        if state is None:
+            streams, channel = self._core.keys.spawn_queue(queue)
+            state = self._queues[queue] = _Claiming(streams, channel)
+        return state
+
+    async def claim(self, queue: SpawnQueue, *, timeout: float) -> SpawnClaim | None:
         core = self._core
-        key = core.keys.spawn
-        watch = await core.watch(key)
-        await core.ensure_group(key, SPAWN_GROUP)
-        with anyio.move_on_after(timeout):
-            while True:
-                mark = watch.generation
-                if watch.releases != self._releases_seen:  # someone handed work back
-                    self._releases_seen = watch.releases
-                    self._expiry_checked_at = float("-inf")
-                claim = await self._claim_one(key)
-                if claim is not None:
-                    return claim
-                if timeout <= 0:
-                    return None
-                # Expired leases free up without a wake-up: look again at least once a lease.
-                await watch.wait(min(timeout, core.options.lease_s), since=mark)
-                core.check_open()
-        return None
-
-    async def _claim_one(self, key: str) -> SpawnClaim | None:
-        """The next valid request; malformed ones met on the way go to the dead letters."""
+        core.check_open()
+        state = self._claiming(queue)
+        watch = await core.watch(state.channel)
+        # The deadline bounds only the waiting: a claim cut off in flight would leave its request
+        # pending to us until our next look at our own pending entries.
+        deadline = anyio.current_time() + timeout
         while True:
-            claim, rejected = await self._claim_round(key)
-            if claim is not None or not rejected:
+            mark = watch.generation
+            if watch.releases != state.releases_seen:  # someone handed work back
+                state.releases_seen = watch.releases
+                state.expiry_checked_at = float("-inf")
+            claim = await self._claim_one(queue, state) if state.streams else None
+            if claim is not None:
+                return claim
+            left = deadline - anyio.current_time()
+            if left <= 0:
+                return None
+            # Expired leases free up without a wake-up: look again at least once a lease.
+            await watch.wait(min(left, core.options.lease_s), since=mark)
+            core.check_open()
+
+    async def _claim_one(self, queue: SpawnQueue, state: _Claiming) -> SpawnClaim | None:
+        """The next valid request; malformed or misrouted ones met on the way are set aside."""
+        while True:
+            try:
+                found = await self._own_pending(state) or await self._take(state)
+            except BaseException:
+                state.epoch = -1  # the reply may be lost: look at our own pending next time
+                raise
+            if not found:
+                return None
+            claim = await self._screen(queue, found)
+            if claim is not None:
                 return claim
 
-    async def _claim_round(self, key: str) -> tuple[SpawnClaim | None, bool]:
+    async def _own_pending(self, state: _Claiming) -> list[_Found]:
+        """After a fault, what was delivered to us and never handed out (a lost reply)."""
         core = self._core
-        rejected = False
-        entries: list[Entry] = []
-        if self._epoch != core.epoch:
-            self._epoch = core.epoch
-            mine = await core.own_pending(key, SPAWN_GROUP, core.consumer)
-            entries = [e for e in mine if e[0] not in self._held]
-        if not entries:
-            entries = await self._take(key)
-        for entry_id, fields in entries:
-            raw = (fields or {}).get("req")
+        if state.epoch == core.epoch:
+            return []
+        state.epoch = core.epoch
+        found: list[_Found] = []
+        for stream in state.streams:
             try:
-                if raw is None:
-                    raise InvalidEnvelope("spawn entry has no 'req' field")
-                request = parse_spawn_request(raw)
-            except InvalidEnvelope as exc:
-                await self._dead_letter(exc, source=key, session=None, raw=raw or str(fields))
-                await core.ack(key, SPAWN_GROUP, [entry_id])
-                rejected = True
-                continue
-            self._held.add(entry_id)
-            return SpawnClaim(entry_id, request), rejected
-        return None, rejected
+                mine = await core.own_pending(stream, SPAWN_GROUP, core.consumer)
+            except NoGroup:
+                continue  # nothing is pending on a group that is gone; the claim makes it again
+            found.extend(
+                (stream, entry_id, fields)
+                for entry_id, fields in mine
+                if spawn_receipt(stream, entry_id) not in self._held
+            )
+        return found
 
-    async def _take(self, key: str) -> list[Entry]:
+    async def _take(self, state: _Claiming) -> list[_Found]:
         """One request whose claimant's lease expired, else one nobody has claimed yet.
 
-        The spawn queue's pending list holds a claim for every agent running anywhere, so a
-        cursor walk of it per claim (XAUTOCLAIM) would make starting n agents cost n². Instead
-        Redis finds an expired one itself (XPENDING ... IDLE), at most every quarter lease
-        while none turns up, and XCLAIM with the same minimum idle time takes it only if it is
-        still expired.
+        The pending list holds a claim for every agent running anywhere, so a walk of it per
+        claim would make starting n agents cost n². The script looks for an expired one
+        (XPENDING ... IDLE) only when asked: at most every quarter lease while none turns up,
+        and at once after a hand-back.
         """
         core = self._core
-        lease_ms = int(core.options.lease_s * 1000)
+        lease_s = core.options.lease_s
         now = time.monotonic()
-        while now - self._expiry_checked_at >= core.options.lease_s / 4:
-            idle = await core.one("XPENDING", key, SPAWN_GROUP, "IDLE", lease_ms, "-", "+", 1)
-            if not idle:
-                self._expiry_checked_at = now
-                break
-            reply = await core.one("XCLAIM", key, SPAWN_GROUP, core.consumer, lease_ms, idle[0][0])
-            taken = [e for e in stream_entries(reply) if e[1] is not None]
-            if taken:
-                return taken
-        read: Command = ("XREADGROUP", "GROUP", SPAWN_GROUP, core.consumer, "COUNT", 1)
-        return read_entries(await core.one(*read, "STREAMS", key, ">"))
+        look = now - state.expiry_checked_at >= lease_s / 4
+        first = state.turn % len(state.streams)
+        state.turn = first + 1
+        order = state.streams[first:] + state.streams[:first]
+        flag = "1" if look else "0"
+        script = CLAIM_SPAWN.call_keys(order, SPAWN_GROUP, core.consumer, int(lease_s * 1000), flag)
+        created, looked, stream, entry_id, flat, how = await core.one(*script)
+        core.groups_made(order[: int(looked)], [str(key) for key in created or ()])
+        if look and how != "expired":
+            state.expiry_checked_at = now
+        if not stream:
+            return []
+        return [(str(stream), str(entry_id), entry_fields(flat))]
+
+    async def _screen(self, queue: SpawnQueue, found: list[_Found]) -> SpawnClaim | None:
+        """The first usable request of ``found``; the rest of ``found`` stays pending to us and
+        comes back with our own pending after the next fault or lease. What cannot be run (not
+        a request, or one that does not belong in the stream it sits in) goes to the dead
+        letters."""
+        core = self._core
+        for stream, entry_id, fields in found:
+            if fields is None:  # delivered, then deleted: nothing left to run
+                await core.ack(stream, SPAWN_GROUP, [entry_id])
+                continue
+            raw = fields.get("req")
+            try:
+                if raw is None:
+                    raise InvalidEnvelope(
+                        f"spawn entry has no 'req' field (fields: {sorted(fields)[:5]})"
+                    )
+                request = parse_spawn_request(raw)
+                belongs = core.keys.spawn_stream(request)
+                if belongs != stream:
+                    raise InvalidEnvelope(
+                        f"misrouted spawn request: its session, pool and profile put it in "
+                        f"{belongs!r}, but it sits in {stream!r} ({queue})",
+                        raw,
+                    )
+            except InvalidEnvelope as exc:
+                await self._dead_letter(exc, source=stream, session=None, raw=raw or str(fields))
+                await core.ack(stream, SPAWN_GROUP, [entry_id])
+                continue
+            receipt = spawn_receipt(stream, entry_id)
+            self._held.add(receipt)
+            return SpawnClaim(receipt, request)
+        return None
 
     async def renew(self, receipts: Sequence[str]) -> list[str]:
         if not receipts:
             return []
         core = self._core
-        command = RENEW_IF_MINE.call(core.keys.spawn, SPAWN_GROUP, core.consumer, *receipts)
-        held = [str(r) for r in await core.one(*command)]
+        grouped = spawn_receipts_by_stream(receipts)
+        replies = await core.call(
+            *(
+                RENEW_IF_MINE.call(stream, SPAWN_GROUP, core.consumer, *ids)
+                for stream, ids in grouped.items()
+            )
+        )
+        held: list[str] = []
+        for stream, reply in zip(grouped, replies, strict=True):
+            if reply is None:  # the group is gone: so is the request, nobody can take it over
+                core.forget_group(stream)
+                continue
+            held.extend(spawn_receipt(stream, str(entry_id)) for entry_id in reply)
         self._held.difference_update(set(receipts) - set(held))
         return held
 
     async def ack(self, receipts: Sequence[str]) -> None:
-        if receipts:
-            await self._core.ack(self._core.keys.spawn, SPAWN_GROUP, receipts)
-            self._held.difference_update(receipts)
+        if not receipts:
+            return
+        await self._core.call(
+            *(
+                ACK_AND_DELETE.call(stream, SPAWN_GROUP, *ids)
+                for stream, ids in spawn_receipts_by_stream(receipts).items()
+            )
+        )
+        self._held.difference_update(receipts)
 
     async def release(self, receipts: Sequence[str]) -> None:
         if not receipts:
             return
         core = self._core
-        key = core.keys.spawn
         idle = ("IDLE", RELEASED_IDLE_MS, "JUSTID")
-        await core.call(
-            ("XCLAIM", key, SPAWN_GROUP, core.consumer, 0, *receipts, *idle),
-            ("PUBLISH", key, RELEASED),
-        )
+        for stream, ids in spawn_receipts_by_stream(receipts).items():
+            try:
+                await core.call(
+                    ("XCLAIM", stream, SPAWN_GROUP, core.consumer, 0, *ids, *idle),
+                    ("PUBLISH", core.keys.spawn_channel(stream), RELEASED),
+                )
+            except NoGroup:  # the requests went with their group: nothing to hand back
+                core.forget_group(stream)
         self._held.difference_update(receipts)
-        self._expiry_checked_at = float("-inf")
+        for state in self._queues.values():
+            state.expiry_checked_at = float("-inf")
+
+    async def leave(self, queue: SpawnQueue) -> None:
+        if queue.session is None:
+            return  # a pool's channel may serve other workers of this process
+        state = self._queues.pop(queue, None)
+        if state is not None:
+            await self._core.unwatch(state.channel)

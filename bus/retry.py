@@ -9,6 +9,12 @@ jittered exponential backoff. Living at the bus layer lets every layer above sha
 Cancellation still ends the wait at once (it is never retried); callers that must not be
 cancelled shield the call and bound it with their own deadline. ``give_up`` lets a caller that
 was asked to stop (a lead cancelled during an outage) end the retries with the last error.
+
+``outage_s`` bounds how long one operation keeps failing before it stops retrying with
+:class:`~baton.bus.errors.BusOutage` ("bus unreachable for N s"): a worker rides out any outage,
+but a session someone waits on (``baton run``, ``baton watch``, a server's feeds) must end, and
+say why, once the bus has been gone longer than its ``bus_outage_s`` (:data:`DEFAULT_OUTAGE_S`).
+The clock starts at the operation's first failure, so a long healthy wait never counts.
 """
 
 from __future__ import annotations
@@ -19,26 +25,38 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_never
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_never
 
-from baton.bus.errors import BusUnreachable
+from baton.bus.errors import BusOutage, BusUnreachable
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 INITIAL_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 2.0
+DEFAULT_OUTAGE_S = 120.0
+"""The outage a session, ``baton watch`` and ``baton serve`` ride out by default
+(``bus_outage_s``): twice the 60 s a Redis restart or failover is planned to take."""
 
 
-def _backoff(max_backoff_s: float) -> Callable[[RetryCallState], float]:
+def _backoff(max_backoff_s: float, until: float | None = None) -> Callable[[RetryCallState], float]:
     """Doubling from ``INITIAL_BACKOFF_S`` up to the cap, each sleep jittered by ±50 % so that
-    thousands of agents that lost the bus together do not come back in lockstep."""
+    thousands of agents that lost the bus together do not come back in lockstep. No sleep goes
+    past ``until`` (the outage bound, on the anyio clock): the last try is made at the bound."""
 
     def wait(state: RetryCallState) -> float:
         delay = min(INITIAL_BACKOFF_S * 2.0 ** (state.attempt_number - 1), max_backoff_s)
-        return delay * (0.5 + random.random())
+        delay *= 0.5 + random.random()
+        if until is not None:
+            delay = min(delay, max(0.0, until - anyio.current_time()))
+        return delay
 
     return wait
+
+
+def _is_blip(exc: BaseException) -> bool:
+    """What is worth another try: a fault, unless a nested bounded call has already given up."""
+    return isinstance(exc, BusUnreachable) and not isinstance(exc, BusOutage)
 
 
 def _log_retry(what: str) -> Callable[[RetryCallState], None]:
@@ -58,27 +76,36 @@ async def persist(
     *,
     max_backoff_s: float = MAX_BACKOFF_S,
     give_up: Callable[[], bool] | None = None,
+    outage_s: float | None = None,
 ) -> T:
     """Run ``operation``; on ``BusUnreachable`` back off and retry, for as long as it takes.
 
     ``what`` names the operation in the log. ``give_up`` is asked after each failure; when it
-    says so, the last ``BusUnreachable`` is raised instead of retrying again.
+    says so, the last ``BusUnreachable`` is raised instead of retrying again. With ``outage_s``,
+    an operation still failing that long after its first failure raises ``BusOutage``.
     """
 
     try:
         return await operation()  # the common case, without building any retry machinery
     except BusUnreachable as exc:
-        if give_up is not None and give_up():
-            raise
+        if isinstance(exc, BusOutage) or (give_up is not None and give_up()):
+            raise  # an outage a nested call already outlasted is a verdict, not a blip
         first_failure: BusUnreachable | None = exc
+    failing_since = anyio.current_time()
+    until = None if outage_s is None else failing_since + outage_s
+    outlasted = False
 
     def stop(state: RetryCallState) -> bool:
-        return give_up is not None and give_up()
+        nonlocal outlasted
+        if give_up is not None and give_up():
+            return True
+        outlasted = until is not None and anyio.current_time() >= until
+        return outlasted
 
     retrying = AsyncRetrying(
-        retry=retry_if_exception_type(BusUnreachable),
-        stop=stop if give_up is not None else stop_never,
-        wait=_backoff(max_backoff_s),
+        retry=retry_if_exception(_is_blip),
+        stop=stop if give_up is not None or until is not None else stop_never,
+        wait=_backoff(max_backoff_s, until),
         sleep=anyio.sleep,
         before_sleep=_log_retry(what),
         reraise=True,
@@ -93,6 +120,11 @@ async def persist(
             raise failure
         return await operation()
 
-    result: T = await retrying(attempt)
+    try:
+        result: T = await retrying(attempt)
+    except BusUnreachable as exc:
+        if outlasted and outage_s is not None:
+            raise BusOutage(exc, anyio.current_time() - failing_since, outage_s) from exc
+        raise
     log.info("%s: bus reachable again after %d retries", what, attempts - 1)
     return result

@@ -8,12 +8,15 @@ from contextlib import AsyncExitStack
 import anyio
 import pytest
 
-from baton.bus.base import Bus
+from baton.bus.base import Bus, SpawnQueue
 from baton.bus.connect import open_bus
 from baton.bus.errors import BusClosed, ConfigError, InvalidEnvelope
 from baton.bus.events import AgentProgress, ErrorEvent, SessionStarted
-from baton.bus.messages import Envelope, SpawnRequest, make_envelope
+from baton.bus.messages import DEFAULT_POOL, Envelope, SpawnRequest, make_envelope
 from tests.conftest import BusFactory
+
+P = SpawnQueue.of_pool(DEFAULT_POOL, ["p"])
+"""The default pool's queue for the profile these tests spawn."""
 
 
 def task(session: str, to: str, content: str, **extra: object) -> Envelope:
@@ -163,7 +166,7 @@ async def test_spawn_queue_each_request_to_exactly_one_worker(make_bus: BusFacto
         claims: dict[str, list[str]] = {}
 
         async def work(bus: Bus) -> None:
-            while (claim := await bus.claim_spawn(timeout=0.5)) is not None:
+            while (claim := await bus.claim_spawn(P, timeout=0.5)) is not None:
                 claims.setdefault(claim.request.agent, []).append(bus.consumer)
                 await bus.ack_spawn([claim.receipt])
                 await anyio.lowlevel.checkpoint()
@@ -183,10 +186,10 @@ async def test_spawn_claim_moves_on_when_lease_expires(make_bus: BusFactory) -> 
         make_bus(lease_s=0.3, consumer="heir") as heir,
     ):
         await dead.submit_spawn(SpawnRequest(session="s1", agent="a", profile="p"))
-        first = await dead.claim_spawn(timeout=5)
+        first = await dead.claim_spawn(P, timeout=5)
         assert first is not None
-        assert await heir.claim_spawn(timeout=0) is None
-        second = await heir.claim_spawn(timeout=10)
+        assert await heir.claim_spawn(P, timeout=0) is None
+        second = await heir.claim_spawn(P, timeout=10)
         assert second is not None and second.request == first.request
 
 
@@ -196,12 +199,12 @@ async def test_spawn_release_hands_over_at_once(make_bus: BusFactory) -> None:
         make_bus(lease_s=60, consumer="staying") as staying,
     ):
         await leaving.submit_spawn(SpawnRequest(session="s1", agent="a", profile="p"))
-        claim = await leaving.claim_spawn(timeout=5)
+        claim = await leaving.claim_spawn(P, timeout=5)
         assert claim is not None
         await leaving.renew_spawn([claim.receipt])
-        assert await staying.claim_spawn(timeout=0) is None
+        assert await staying.claim_spawn(P, timeout=0) is None
         await leaving.release_spawn([claim.receipt])
-        taken = await staying.claim_spawn(timeout=5)
+        taken = await staying.claim_spawn(P, timeout=5)
         assert taken is not None and taken.request.agent == "a"
 
 
@@ -305,10 +308,10 @@ async def test_renewal_never_takes_a_request_back(make_bus: BusFactory) -> None:
         make_bus(lease_s=0.3, consumer="heir") as heir,
     ):
         await stalled.submit_spawn(SpawnRequest(session="s1", agent="a", profile="p"))
-        mine = await stalled.claim_spawn(timeout=5)
+        mine = await stalled.claim_spawn(P, timeout=5)
         assert mine is not None
         assert await stalled.renew_spawn([mine.receipt]) == [mine.receipt]
-        taken = await heir.claim_spawn(timeout=10)  # the stalled worker's lease lapses
+        taken = await heir.claim_spawn(P, timeout=10)  # the stalled worker's lease lapses
         assert taken is not None and taken.receipt == mine.receipt
         assert await stalled.renew_spawn([mine.receipt]) == []  # too late: it is the heir's
         assert await heir.renew_spawn([taken.receipt]) == [taken.receipt]

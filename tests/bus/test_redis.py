@@ -13,10 +13,10 @@ import anyio
 import pytest
 from redis.asyncio import Redis
 
-from baton.bus.base import BusOptions
+from baton.bus.base import BusOptions, SpawnQueue
 from baton.bus.errors import BusClosed, BusUnreachable, ConfigError
 from baton.bus.events import SessionStarted
-from baton.bus.messages import Envelope, SpawnRequest, make_envelope
+from baton.bus.messages import DEFAULT_POOL, Envelope, SpawnRequest, make_envelope
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer, free_port, redis_cli
 
@@ -156,10 +156,10 @@ async def test_protocol_doc_redis_cli_example_wakes_the_agent(redis_server: Redi
 async def test_malformed_spawn_request_goes_to_dead_letters(redis_server: RedisServer) -> None:
     async with RedisBus(redis_server.url, prefix="badspawn") as bus:
         async with Redis.from_url(redis_server.url) as admin:
-            await admin.xadd("badspawn:spawn", {"req": '{"v":1,"session":"s"}'})
-            await admin.xadd("badspawn:spawn", {"other": "x"})
+            await admin.xadd("badspawn:spawn:{default}:p", {"req": '{"v":1,"session":"s"}'})
+            await admin.xadd("badspawn:spawn:{default}:p", {"other": "x"})
         good = await bus.submit_spawn(SpawnRequest(session="s", agent="a", profile="p"))
-        claim = await bus.claim_spawn(timeout=5)
+        claim = await bus.claim_spawn(SpawnQueue.of_pool(DEFAULT_POOL, ["p"]), timeout=5)
         assert claim is not None and claim.receipt == good  # the bad ones were set aside
         reasons = [letter.reason for letter in await bus.dead_letters()]
         assert any("invalid spawn request" in r for r in reasons)

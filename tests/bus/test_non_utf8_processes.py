@@ -1,0 +1,186 @@
+"""One byte that is not UTF-8 takes nothing down: the processes that read it, on a real Redis.
+
+As reported, ``printf '\\377' | redis-cli -x XADD <spawn stream> '*' req`` made each ``baton
+worker`` that claimed the entry exit 1 (and the next one after the lease, and the next); the same
+byte failed a session from its lead's inbox, ended a sub-agent with ``error`` and left its inbox
+stuck, and made ``baton watch`` and ``baton sessions`` print a traceback. Here each process meets
+the byte and goes on: the worker serves the next request, the agent finishes, the session
+completes, the commands print the rest of the log.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+from redis.asyncio import Redis
+
+from baton.bus.events import (
+    AgentExited,
+    AgentSpawned,
+    RoundStarted,
+    SessionFinished,
+    SessionStarted,
+)
+from baton.bus.keys import Keys
+from baton.bus.messages import SpawnRequest
+from baton.bus.redis import RedisBus
+from baton.llm.offline import offline_reply
+from baton.session import SessionConfig, open_session
+from baton.testing import RedisServer
+from tests.cli.helpers import clean_env, run_baton
+from tests.subagents.helpers import SESSION, Lead, task
+from tests.subagents.test_processes import Cluster, cluster
+from tests.support.events import wait_for_event
+
+BAD = b"\xff"
+_prefixes = itertools.count()
+
+
+def keys(c: Cluster) -> Keys:
+    return Keys(c.args[c.args.index("--prefix") + 1])
+
+
+def admin(server: RedisServer) -> Redis:
+    """A client that writes and reads raw bytes, as a foreign producer would."""
+    return Redis.from_url(server.url, decode_responses=False)
+
+
+async def xadd_with_redis_cli(url: str, key: str, field: str) -> None:
+    """``printf '\\377' | redis-cli -u URL -x XADD KEY '*' FIELD``, as in the report."""
+    await anyio.run_process(["redis-cli", "-u", url, "-x", "XADD", key, "*", field], input=BAD)
+
+
+async def test_a_worker_survives_a_non_utf8_spawn_request_and_serves_the_next(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    async with cluster(redis_server, tmp_path, offline_reply) as c, admin(redis_server) as raw:
+        worker = await c.start_worker()
+        lead = Lead(c.bus)
+        first = SpawnRequest(session=SESSION, agent="a1", profile="crash")
+        await c.bus.send(task("a1", "paint a heron"))
+        await c.bus.submit_spawn(first)
+        await lead.until_results(1, timeout=60)
+        key = keys(c).spawn_stream(first)  # the stream the worker claims "crash" requests from
+        await xadd_with_redis_cli(redis_server.url, key, "req")
+
+        await c.bus.send(task("a2", "paint a pike"))
+        await c.bus.submit_spawn(SpawnRequest(session=SESSION, agent="a2", profile="crash"))
+        results = await lead.until_results(2, timeout=60)
+
+        assert sorted(r.sender for r in results) == ["a1", "a2"]
+        assert worker.proc.poll() is None  # still running
+        [letter] = await c.bus.dead_letters()
+        assert letter.reason == "not UTF-8: field 'req' has byte 0xff at character 0"
+        assert letter.source == key
+        assert await raw.xlen(key) == 0  # acked: no worker takes it over after the lease
+        worker.proc.send_signal(signal.SIGTERM)
+        assert await worker.exit_code() == 0
+        assert "Traceback" not in "".join(worker.log)
+
+
+async def test_an_agent_whose_inbox_holds_a_non_utf8_entry_finishes_and_leaves_it_empty(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    async with cluster(redis_server, tmp_path, offline_reply) as c, admin(redis_server) as raw:
+        worker = await c.start_worker()
+        inbox = keys(c).inbox(SESSION, "a1")
+        await xadd_with_redis_cli(redis_server.url, inbox, "msg")
+        await c.bus.send(task("a1", "paint a heron"))
+        await c.bus.submit_spawn(SpawnRequest(session=SESSION, agent="a1", profile="crash"))
+        exited = await wait_for_event(
+            c.bus, SESSION, lambda e: isinstance(e, AgentExited) and e.agent == "a1", timeout=60
+        )
+
+        assert isinstance(exited, AgentExited) and exited.reason == "finished"
+        [result] = await Lead(c.bus).until_results(1)
+        assert "Done: paint a heron" in result.content
+        assert await raw.xlen(inbox) == 0  # nothing stuck
+        assert (await raw.xpending(inbox, "agents"))["pending"] == 0
+        [letter] = await c.bus.dead_letters()
+        assert letter.reason == "not UTF-8: field 'msg' has byte 0xff at character 0"
+        assert worker.proc.poll() is None
+
+
+async def test_a_session_completes_with_non_utf8_entries_in_its_leads_inbox(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """One entry waits in the lead's inbox before it starts, another arrives while its
+    sub-agent works."""
+    prefix = f"utf-lead{next(_prefixes)}"
+    session_id = "s-poisoned-lead"
+    config = SessionConfig(
+        task="paint a fox",
+        session_id=session_id,
+        bus_url=redis_server.url,
+        bus_prefix=prefix,
+        media_dir=tmp_path / "media",
+        timeout_s=60,
+    )
+    async with RedisBus(redis_server.url, prefix=prefix) as bus, admin(redis_server) as raw:
+        inbox = bus.keys.inbox(session_id, "lead")
+        await raw.xadd(inbox, {b"msg": BAD})
+        outcome: list[str] = []
+
+        async def run() -> None:
+            async with open_session(config) as session:
+                outcome.append((await session.run()).status)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await wait_for_event(bus, session_id, AgentSpawned, timeout=60)
+            await raw.xadd(inbox, {b"msg": b'{"v":1,"content":"' + BAD + b'"}'})
+
+        assert outcome == ["completed"]
+        reasons = [letter.reason for letter in await bus.dead_letters()]
+        assert reasons[0] == "not UTF-8: field 'msg' has byte 0xff at character 0"
+        assert len(reasons) == 2 and all(r.startswith("not UTF-8: field 'msg'") for r in reasons)
+        assert await raw.xlen(inbox) == 0
+
+
+async def test_watch_and_sessions_skip_a_non_utf8_event_without_a_traceback(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    prefix = f"utf-cli{next(_prefixes)}"
+    session_id = "s-poisoned-log"
+    async with RedisBus(redis_server.url, prefix=prefix) as bus:
+        log = bus.keys.events(session_id)
+        await bus.emit(SessionStarted(session=session_id, agent="lead", task="paint a fox"))
+        await xadd_with_redis_cli(redis_server.url, log, "event")
+        await bus.emit(RoundStarted(session=session_id, agent="lead", round=1))
+        await bus.emit(SessionFinished(session=session_id, agent="lead", status="completed"))
+    # Diagnostics are off by default (the views are what a user reads): ask for warnings.
+    env = clean_env(
+        tmp_path, BATON_PREFIX=prefix, BATON_BUS=redis_server.url, BATON_LOG_LEVEL="WARNING"
+    )
+
+    def baton(*args: str) -> tuple[int, str, str]:
+        return run_baton(*args, env=env)
+
+    code, out, err = await anyio.to_thread.run_sync(
+        baton, "watch", session_id, "--from-start", "--json"
+    )
+    assert code == 0, err
+    assert [json.loads(line)["type"] for line in out.splitlines()] == [
+        "session.started",
+        "round.started",
+        "session.finished",
+    ]
+    assert "Traceback" not in err
+    assert "not UTF-8: field 'event' has byte 0xff" in err  # said, as a warning
+
+    await xadd_with_redis_cli(redis_server.url, log, "event")  # again, for `sessions`
+    code, out, err = await anyio.to_thread.run_sync(baton, "sessions", "--json")
+    assert code == 0, err
+    [row] = [json.loads(line) for line in out.splitlines()]
+    assert row["task"] == "paint a fox" and row["state"] == "completed"
+    assert "Traceback" not in err and "not UTF-8: field 'event'" in err
+
+    code, out, err = await anyio.to_thread.run_sync(baton, "sessions", "--json")
+    assert code == 0 and "not UTF-8" not in err  # set aside: not reported again
+    async with RedisBus(redis_server.url, prefix=prefix) as bus:
+        assert len(await bus.dead_letters()) == 2  # one per bad entry, however often read

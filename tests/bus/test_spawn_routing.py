@@ -1,0 +1,176 @@
+"""Spawn requests go where their route says, on both backends: a session's own queue to that
+session's worker alone, a pool's to that pool's workers that know the profile (``docs/protocol.md``,
+*Spawn requests and worker pools*)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+from redis.asyncio import Redis
+
+from baton.bus.base import SpawnQueue
+from baton.bus.messages import DEFAULT_POOL, LOCAL_POOL, SpawnRequest
+from baton.bus.redis import RedisBus
+from baton.testing import RedisServer
+from tests.conftest import BusFactory
+
+
+def local(session: str, agent: str, profile: str = "painter") -> SpawnRequest:
+    return SpawnRequest(session=session, agent=agent, profile=profile, pool=LOCAL_POOL)
+
+
+def pooled(agent: str, profile: str = "painter", pool: str = DEFAULT_POOL) -> SpawnRequest:
+    return SpawnRequest(session="s1", agent=agent, profile=profile, pool=pool)
+
+
+async def test_a_sessions_own_requests_go_to_its_worker_alone(make_bus: BusFactory) -> None:
+    async with make_bus(consumer="host") as bus:
+        for agent in ("a1", "a2"):
+            await bus.submit_spawn(local("s1", agent))
+            await bus.submit_spawn(local("s2", agent))
+        anyone = SpawnQueue.of_pool(DEFAULT_POOL, ["painter"])
+        assert await bus.claim_spawn(anyone, timeout=0) is None  # no pool worker sees them
+
+        for session in ("s1", "s2"):
+            own = SpawnQueue.of_session(session)
+            claims = [await bus.claim_spawn(own, timeout=0) for _ in range(3)]
+            assert claims[2] is None
+            got = [(c.request.session, c.request.agent) for c in claims if c is not None]
+            assert got == [(session, "a1"), (session, "a2")]
+
+
+async def test_a_pool_worker_claims_only_its_pool(make_bus: BusFactory) -> None:
+    async with make_bus(consumer="gpu") as gpu_bus, make_bus(consumer="cpu") as cpu_bus:
+        await gpu_bus.submit_spawn(pooled("p1", pool="gpu"))
+        await gpu_bus.submit_spawn(pooled("d1"))
+        gpu = SpawnQueue.of_pool("gpu", ["painter", "writer"])
+        cpu = SpawnQueue.of_pool(DEFAULT_POOL, ["painter", "writer"])
+
+        on_gpu = await gpu_bus.claim_spawn(gpu, timeout=5)
+        assert on_gpu is not None and on_gpu.request.agent == "p1"
+        assert await gpu_bus.claim_spawn(gpu, timeout=0) is None  # d1 is not the gpu pool's
+        on_cpu = await cpu_bus.claim_spawn(cpu, timeout=5)
+        assert on_cpu is not None and on_cpu.request.agent == "d1"
+        assert await cpu_bus.claim_spawn(cpu, timeout=0) is None
+
+
+async def test_an_unknown_profile_stays_queued_for_a_worker_that_knows_it(
+    make_bus: BusFactory,
+) -> None:
+    async with make_bus(consumer="painters") as painters, make_bus(consumer="writers") as writers:
+        await painters.submit_spawn(pooled("w1", "writer"))
+        await painters.submit_spawn(pooled("p1", "painter"))
+        knows_painter = SpawnQueue.of_pool(DEFAULT_POOL, ["painter"])
+        mine = await painters.claim_spawn(knows_painter, timeout=5)
+        assert mine is not None and mine.request.agent == "p1"  # w1, queued first, was passed by
+        assert await painters.claim_spawn(knows_painter, timeout=0) is None
+
+        theirs = await writers.claim_spawn(SpawnQueue.of_pool(DEFAULT_POOL, ["writer"]), timeout=5)
+        assert theirs is not None and theirs.request.agent == "w1"
+
+
+async def test_claims_take_turns_over_the_profiles(make_bus: BusFactory) -> None:
+    """A long queue of one profile does not starve another's."""
+    async with make_bus() as bus:
+        for n in range(6):
+            await bus.submit_spawn(pooled(f"p{n}", "painter"))
+        await bus.submit_spawn(pooled("w0", "writer"))
+        both = SpawnQueue.of_pool(DEFAULT_POOL, ["painter", "writer"])
+        first_two = [await bus.claim_spawn(both, timeout=5) for _ in range(2)]
+        assert sorted(c.request.agent for c in first_two if c is not None) == ["p0", "w0"]
+
+
+async def test_receipts_of_several_streams_renew_ack_and_release_together(
+    make_bus: BusFactory,
+) -> None:
+    async with make_bus(lease_s=60, consumer="w") as bus, make_bus(lease_s=60) as other:
+        await bus.submit_spawn(pooled("p1", "painter"))
+        await bus.submit_spawn(pooled("w1", "writer"))
+        await bus.submit_spawn(local("s9", "l1"))
+        both = SpawnQueue.of_pool(DEFAULT_POOL, ["painter", "writer"])
+        claims = [await bus.claim_spawn(both, timeout=5), await bus.claim_spawn(both, timeout=5)]
+        own = await bus.claim_spawn(SpawnQueue.of_session("s9"), timeout=5)
+        receipts = [c.receipt for c in (*claims, own) if c is not None]
+        assert len(set(receipts)) == 3
+        assert sorted(await bus.renew_spawn(receipts)) == sorted(receipts)
+
+        await bus.release_spawn(receipts[:2])  # both pool streams, at once
+        taken = [await other.claim_spawn(both, timeout=5) for _ in range(2)]
+        assert sorted(c.request.agent for c in taken if c is not None) == ["p1", "w1"]
+        assert await bus.renew_spawn(receipts) == [receipts[2]]  # the others are other's now
+        await bus.ack_spawn(receipts[2:])
+        assert await other.claim_spawn(SpawnQueue.of_session("s9"), timeout=0) is None
+
+
+def test_a_pool_cannot_be_named_local() -> None:
+    with pytest.raises(ValueError, match="reserved"):
+        SpawnQueue.of_pool(LOCAL_POOL, ["painter"])
+    with pytest.raises(ValueError, match="not valid"):
+        SpawnQueue.of_pool("gpu:1", ["painter"])
+
+
+# -- Redis only: what a foreign producer can put in a stream, and the wake-up subscriptions -----
+
+
+async def test_a_request_in_the_wrong_stream_is_dead_lettered(redis_server: RedisServer) -> None:
+    async with RedisBus(redis_server.url, prefix="misroute") as bus:
+        own = bus.keys.spawn_local("s1")
+        async with Redis.from_url(redis_server.url) as admin:
+            # Another session's request, and a writer in the painters' stream: never run.
+            await admin.xadd(own, {"req": local("s2", "intruder").model_dump_json()})
+            painters = bus.keys.spawn_pool(DEFAULT_POOL, "painter")
+            await admin.xadd(painters, {"req": pooled("w1", "writer").model_dump_json()})
+        await bus.submit_spawn(local("s1", "a1"))
+        claim = await bus.claim_spawn(SpawnQueue.of_session("s1"), timeout=5)
+        assert claim is not None and claim.request.agent == "a1"
+        assert await bus.claim_spawn(SpawnQueue.of_pool(DEFAULT_POOL, ["painter"])) is None
+
+        letters = await bus.dead_letters()
+        assert sorted(letter.source for letter in letters) == sorted([own, painters])
+        assert all(letter.reason.startswith("misrouted spawn request") for letter in letters)
+        async with Redis.from_url(redis_server.url) as admin:
+            assert await admin.xlen(painters) == 0 and await admin.xlen(own) == 1  # a1's
+
+
+async def test_a_sessions_worker_leaving_unsubscribes(redis_server: RedisServer) -> None:
+    async with RedisBus(redis_server.url, prefix="leave") as bus:
+        own = SpawnQueue.of_session("s1")
+        pool = SpawnQueue.of_pool(DEFAULT_POOL, ["painter"])
+        assert await bus.claim_spawn(own, timeout=0) is None
+        assert await bus.claim_spawn(pool, timeout=0) is None
+        channels = [bus.keys.spawn_local("s1"), bus.keys.spawn_wake(DEFAULT_POOL)]
+        async with Redis.from_url(redis_server.url, decode_responses=True) as admin:
+            assert [n for _, n in await admin.pubsub_numsub(*channels)] == [1, 1]
+            await bus.leave_spawn(own)
+            await bus.leave_spawn(pool)  # a pool's channel stays: other workers may share it
+            assert [n for _, n in await admin.pubsub_numsub(*channels)] == [0, 1]
+
+
+def _doc_example() -> str:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
+    match = re.search(r"<!-- example: spawn-gpu -->\s*```sh\n(.*?)```", text, re.DOTALL)
+    assert match, "docs/protocol.md lost its spawn-gpu example"
+    return match.group(1)
+
+
+async def test_protocol_doc_spawn_example_reaches_a_gpu_worker() -> None:
+    example = _doc_example()
+    with RedisServer() as server:
+        async with RedisBus(server.url) as bus:  # the default prefix, as in the doc
+            gpu = SpawnQueue.of_pool("gpu", ["painter"])
+            assert await bus.claim_spawn(gpu, timeout=0) is None  # subscribed, groups made
+            done = await anyio.run_process(
+                ["bash", "-euo", "pipefail", "-c", example],
+                env={**os.environ, "REDIS_URL": server.url},
+                check=False,
+                stderr=subprocess.STDOUT,
+            )
+            assert done.returncode == 0, done.stdout.decode()
+            claim = await bus.claim_spawn(gpu, timeout=10)
+            assert claim is not None
+            assert (claim.request.session, claim.request.agent) == ("demo", "painter")
