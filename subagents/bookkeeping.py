@@ -18,7 +18,8 @@ behind for the next owner to carry on, and the lead still gets exactly one final
   the same envelope id (which the lead dedupes), never as a second, different report.
 
 The final steps run shielded (a cancelled agent still reports) but bounded
-(:data:`FINAL_BOOKKEEPING_S`), so a bus outage cannot hold a stopping worker: what is left
+(:data:`FINAL_BOOKKEEPING_S`, and cut at a stopping worker's deadline:
+:mod:`~baton.subagents.stopping`), so a bus outage cannot hold a stopping worker: what is left
 undone stays recorded and the next owner finishes it. The bookkeeper knows nothing of the loop's
 phases; it says how each final step went (:class:`Delivery`) and the agent moves accordingly.
 """
@@ -29,8 +30,6 @@ import enum
 import logging
 from functools import partial
 from typing import NamedTuple
-
-import anyio
 
 from baton.bus.base import Bus
 from baton.bus.events import AgentExited, AgentResult
@@ -50,6 +49,7 @@ from baton.subagents.state import (
     load_checkpoint,
     load_final,
 )
+from baton.subagents.stopping import shielded
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ class Bookkeeper:
     async def finish(self, outcome: Outcome) -> Delivery:
         """Decide the final report, record it, deliver it; shielded and bounded."""
         final = self._decide(outcome)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(FINAL_BOOKKEEPING_S) as bound:
+        with shielded(FINAL_BOOKKEEPING_S) as bound:
             try:
                 await self._write(
                     {
@@ -211,11 +211,27 @@ class Bookkeeper:
         )
 
     async def deliver(self, final: FinalReport) -> Delivery:
-        """Send the report (same id on every attempt), emit the events, mark exited, ack all;
+        """Emit the events, send the report (same id on every attempt), mark exited, ack all;
         shielded and bounded. Unless DELIVERED, the ``finishing`` state stays for another worker
-        to deliver the same report."""
+        to deliver the same report.
+
+        The events go out before the report: a lead ends its session once every report is in, and
+        its ``session.finished`` must come after everything its agents logged (a viewer stops
+        reading there). A worker dying between the two makes the next owner log them again: an
+        observer may see an agent's exit twice, never not at all.
+        """
         bus, session, name = self._where()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(FINAL_BOOKKEEPING_S) as bound:
+        with shielded(FINAL_BOOKKEEPING_S) as bound:
+            for event in (
+                AgentResult(
+                    session=session,
+                    agent=name,
+                    content=final.content,
+                    media_urls=final.media,
+                ),
+                AgentExited(session=session, agent=name, reason=final.reason),
+            ):
+                await persist(partial(bus.emit, event), "exit events")
             envelope = Envelope(
                 id=final.id,
                 session=session,
@@ -228,19 +244,8 @@ class Bookkeeper:
                 meta=ResultReport(reason=final.reason, steps=final.steps).to_meta(),
             )
             await persist(lambda: bus.send(envelope), "final result")
-            # Recorded before the events go out, so an observer of AgentExited reads "exited".
             done = {"status": "exited"}
             await persist(lambda: bus.set_agent_state(session, name, done), "exit")
-            for event in (
-                AgentResult(
-                    session=session,
-                    agent=name,
-                    content=final.content,
-                    media_urls=final.media,
-                ),
-                AgentExited(session=session, agent=name, reason=final.reason),
-            ):
-                await persist(partial(bus.emit, event), "exit events")
             await self._inbox.ack_pending()
             await persist(lambda: bus.release(session, name), "release inbox")
         if bound.cancelled_caught:
@@ -251,7 +256,7 @@ class Bookkeeper:
         """Hand the inbox back unfinished (its un-acked messages go to the next owner);
         shielded and bounded, since only a stopping worker calls it."""
         bus, session, name = self._where()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(FINAL_BOOKKEEPING_S):
+        with shielded(FINAL_BOOKKEEPING_S):
             await persist(lambda: bus.release(session, name), "release inbox")
 
     def _where(self) -> tuple[Bus, str, str]:

@@ -5,10 +5,12 @@ one round (model → tools → model … until it answers). This module runs the
 written out so every way out is visible::
 
     while step < max_steps:
-        batch = read the inbox; empty → wait for a wake-up; still empty at the idle timeout → idle
+        batch = what the last round read ahead + the inbox; empty → wait for a wake-up; still
+            empty at the idle timeout → idle
         shutdown in the batch → shutdown
         progress to the lead ("round N: received K messages: ...")
-        run one engine turn on the batch, with the agent's memory, tools, tool choice and governance
+        run one engine turn on the batch, with the agent's memory, tools, tool choice and
+            governance, watching the inbox meanwhile: a shutdown read stops the turn → shutdown
         model error, reply cut twice, every call blocked twice → error
         the session's budget spent → budget; the turn's hard limit of tool rounds → round_limit
         collect media URLs; checkpoint memory + processed ids; ack the batch
@@ -16,12 +18,15 @@ written out so every way out is visible::
     → max_steps
     always: one final ``result`` to the lead with every media URL, AgentResult + AgentExited events
 
-Cancellation from outside ends it with reason ``cancelled`` (still one final result, sent under a
-shield). :meth:`SubAgent.drain` and :meth:`SubAgent.give_back_now` are different: a stopping worker
-gives the agent back unfinished, so it stops (at the next safe point, or at once) *without* a final
-result and another worker resumes it from the checkpoint. Giving back also cuts short the start
-(announcing the agent, restoring its state), which in a bus outage would otherwise retry for as long
-as the outage lasts; every shielded step after it is bounded.
+A ``shutdown`` reaches the agent mid-round too (:mod:`~baton.subagents.interrupt`): its model
+request and tools are cancelled and it leaves with reason ``shutdown``, so a session that ends
+leaves no sub-agent working on. Cancellation from outside ends it with reason ``cancelled`` (still
+one final result, sent under a shield). :meth:`SubAgent.drain` and :meth:`SubAgent.give_back_now`
+are different: a stopping worker gives the agent back unfinished, so it stops (at the next safe
+point, or at once) *without* a final result and another worker resumes it from the checkpoint.
+Giving back also cuts short the start (announcing the agent, restoring its state), which in a bus
+outage would otherwise retry for as long as the outage lasts; every shielded step after it is
+bounded.
 
 What must outlive a worker — restoring from the checkpoint, checkpointing each round before its
 messages are acked, recording the final report before delivering it, so that the lead gets exactly
@@ -53,9 +58,11 @@ from baton.llm.types import ChatModel, Message
 from baton.subagents.bookkeeping import Bookkeeper, Delivery, Restored
 from baton.subagents.context import AgentContext, enter_agent
 from baton.subagents.errors import LostOwnership
+from baton.subagents.interrupt import RoundWatch
 from baton.subagents.phases import NEXT, AgentPhase, Outcome
 from baton.subagents.profiles import Profile
 from baton.subagents.state import Checkpoint, ExitKind, FinalReport, format_inbox
+from baton.subagents.stopping import shielded
 
 __all__ = ["RoundHook", "SubAgent"]
 
@@ -109,6 +116,10 @@ class SubAgent:
         self._scope = anyio.CancelScope()
         self._starting: anyio.CancelScope | None = None
         """Only while it starts (see :meth:`_start`): a give-back ends the start too."""
+        self._ahead: list[Envelope] = []
+        """Messages the last round's :class:`RoundWatch` read: the start of the next batch."""
+        self._shut_down = False
+        """Whether a ``shutdown`` read mid-round stopped the last round."""
 
     # -- where it stands ------------------------------------------------------------------------
 
@@ -231,6 +242,8 @@ class SubAgent:
                 self.on_round(self, batch)
             await self._report(self._describe_round(batch))
             result = await self._round(batch)
+            if self._shut_down and result.stop is StopReason.CANCELLED:
+                return Outcome("shutdown")  # read mid-round; acked with what is pending
             outcome = _outcome_of(result)
             if outcome is not None:
                 return outcome
@@ -245,11 +258,11 @@ class SubAgent:
         # resumed agent at least once a lease, since its un-acked messages come back only once
         # the dead owner's lease expires, with no wake-up.
         slice_s = min(self.bus.options.lease_s, DEFAULT_WAIT_S) if self.resumed else DEFAULT_WAIT_S
-        batch: list[Envelope] = []
+        batch, self._ahead = self._ahead, []  # read during the last round, still un-acked
 
         async def take(fresh: list[Envelope]) -> bool:
             batch.extend(fresh)  # ids already in the checkpoint were acked by the reader
-            return bool(fresh)
+            return bool(batch)
 
         ending = await self.inbox.collect(
             take,
@@ -289,27 +302,37 @@ class SubAgent:
 
     async def _run_turn(self, engine: AgentLoop, memory: list[Message]) -> TurnResult:
         """Run the turn in a shielded child task, so that a cancellation from outside becomes
-        ``engine.cancel()``: the turn then ends cleanly and its media are still counted."""
+        the turn's ``cancel()``: the turn then ends cleanly and its media are still counted.
+        Meanwhile a :class:`RoundWatch` reads the inbox when woken, and a ``shutdown`` there
+        cancels the turn the same way."""
+        turn = engine.new_turn()  # made first, so a cancel before the turn starts still counts
+        watch = RoundWatch(self.inbox)
         box: list[TurnResult] = []
         done = anyio.Event()
 
-        async def turn() -> None:
+        async def run() -> None:
             try:
-                with anyio.CancelScope(shield=True):
-                    result = await engine.run_turn(memory)
+                with shielded():  # a stopping worker's deadline still cuts it
+                    result = await engine.run_turn(memory, turn=turn)
                     media = [*self.state.media, *result.media_urls]
                     self.state.media = list(dict.fromkeys(media))
                     box.append(result)
             finally:
+                watch.end()
                 done.set()
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(turn)
-            try:
-                await done.wait()
-            except anyio.get_cancelled_exc_class():
-                engine.cancel()
-                raise
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(run)
+                group.start_soon(watch.watch, turn.cancel)
+                try:
+                    await done.wait()
+                except anyio.get_cancelled_exc_class():
+                    turn.cancel()
+                    raise
+        finally:  # kept even when cancelled: what was read stays pending, acked or given back
+            self._ahead.extend(watch.ahead)
+            self._shut_down = watch.shutdown
         return box[0]
 
     # -- the bookkeeping ------------------------------------------------------------------------

@@ -13,6 +13,11 @@ environment by itself, so ``OPENAI_API_KEY`` reaches the agents only through a f
 each profile may override them, down to another endpoint). Each agent asks its profile's
 ``tool_choice`` and, when the session has a budget on the bus, counts every model call against it.
 
+What it claims (:attr:`Worker.queue`): with ``session=`` only that session's own requests (the
+worker a session starts for itself), else the requests routed to its ``pool`` (default
+``default``) for the profiles it knows: a request for a profile it lacks stays queued for a worker
+that has it (``docs/protocol.md``, *Spawn requests and worker pools*).
+
 What it guarantees:
 
 - each hosted agent holds a lease on its spawn request, renewed every ``lease_s / 3``; a worker
@@ -20,16 +25,19 @@ What it guarantees:
   from its checkpoint (see :mod:`baton.subagents.bookkeeping`);
 - at most ``concurrency`` agents are hosted at once (a :class:`anyio.CapacityLimiter`); it claims
   no more until one leaves;
-- :meth:`Worker.drain`: stop claiming, let running rounds finish within ``shutdown_timeout_s``,
-  then give the rest back (``release_spawn``) so another worker resumes them at once;
-  :meth:`Worker.give_back_now` (also after a drain began) gives everything back immediately.
-  Cancelling :meth:`run` from outside is ``give_back_now()``: agents are given back, never
-  reported as finished;
+- :meth:`Worker.drain`: stop claiming, let running rounds finish, give the rest back
+  (``release_spawn``) so another worker resumes them at once, and be stopped within
+  ``shutdown_timeout_s`` (the last :data:`GIVE_BACK_GRACE_S` of it, at most half, is for giving
+  back); :meth:`Worker.give_back_now` (also after a drain began) gives everything back
+  immediately and stops within :data:`GIVE_BACK_GRACE_S`. Cancelling :meth:`run` from outside is
+  ``give_back_now()``: agents are given back, never reported as finished;
 - bus faults are ridden out with backoff (:func:`~baton.bus.retry.persist`); a failed
   heartbeat keeps every agent and renews at the next beat (a lease spans several beats);
-- stopping ends even while the bus is out: giving back cuts an agent's start short, and every
-  shielded step after it (a final report, acking or giving back a request) has a time bound; a
-  request left un-acked is claimed again later, and its next owner only finishes what is recorded.
+- stopping ends on time whatever the bus does: giving back cuts an agent's start short, every
+  shielded step after it (a turn's last events, a final report, acking or giving back a request)
+  has a time bound, and at the stop's deadline the worker cuts whatever is still open
+  (:mod:`baton.subagents.stopping`); a request left un-acked is claimed again once its lease
+  lapses, and its next owner only finishes what is recorded.
 """
 
 from __future__ import annotations
@@ -44,18 +52,18 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from baton.bus.base import Bus, SpawnClaim
-from baton.bus.errors import BusClosed, BusError
+from baton.bus.base import Bus, SpawnClaim, SpawnQueue
+from baton.bus.errors import BusClosed, BusError, BusUnreachable
 from baton.bus.events import AgentExited, AgentResult, AgentSpawned
 from baton.bus.lifecycle import Service
-from baton.bus.messages import Envelope, SpawnRequest
+from baton.bus.messages import DEFAULT_POOL, Envelope, SpawnRequest
 from baton.bus.payloads import ResultReport
 from baton.bus.retry import persist
 from baton.engine import Telemetry, ToolRegistry
-from baton.subagents.bookkeeping import FINAL_BOOKKEEPING_S
 from baton.subagents.loop import RoundHook, SubAgent
 from baton.subagents.models import EnvModels, ModelFactory, offline_models
 from baton.subagents.profiles import Profile, builtin_profiles
+from baton.subagents.stopping import Shields, StopClock
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +71,16 @@ GIVE_BACK_S = 10.0
 """Bound on each piece of a worker's own bookkeeping (giving a spawn request back, acking it,
 refusing it): the bus may be down, and a request left un-acked is simply claimed again later."""
 
-LEAVE_S = 2 * FINAL_BOOKKEEPING_S + 2 * GIVE_BACK_S
-"""How long a stopping worker waits for given-back agents to leave: the longest their bounded
-bookkeeping can take (an agent's final report, recorded then delivered, or its inbox released;
-then the worker's own)."""
+CLAIM_REFUSED_S = 1.0
+"""How long a worker waits before claiming again after the bus refused a claim."""
+
+GIVE_BACK_GRACE_S = 2.0
+"""How long giving back may take before a stopping worker cuts what is still open: on a healthy
+bus a give-back takes milliseconds; on a bus that is down nothing would come of waiting longer,
+and what was not handed back is recovered from its lease."""
+
+UNWIND_S = 1.0
+"""How long a cut stop waits for its agents' tasks to unwind before cancelling them."""
 
 
 class Serving(enum.Enum):
@@ -75,7 +89,8 @@ class Serving(enum.Enum):
     CLAIMING = "claiming"
     """Claims spawn requests and hosts their agents."""
     DRAINING = "draining"
-    """Claims no more; running rounds get ``shutdown_timeout_s``, then the rest is given back."""
+    """Claims no more; running rounds may finish, the rest is given back in time to be stopped
+    within ``shutdown_timeout_s``."""
     GIVING_BACK = "giving back"
     """Claims no more and gives every agent back at once, including one it is just starting."""
 
@@ -100,11 +115,20 @@ class Worker(Service):
         claim_timeout_s: float = 5.0,
         heartbeat_s: float | None = None,
         on_round: RoundHook | None = None,
+        pool: str = DEFAULT_POOL,
+        session: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         self.bus = bus
         self.profiles = dict(profiles) if profiles is not None else builtin_profiles()
+        self.queue = (
+            SpawnQueue.of_session(session)
+            if session is not None
+            else SpawnQueue.of_pool(pool, self.profiles)
+        )
+        """What it claims: ``session``'s own requests (the worker inside a session), else those
+        routed to ``pool`` for its profiles (a ``ValueError`` for a malformed pool name)."""
         super().__init__()
         self._owned_models: EnvModels | None = None
         if model_factory is None:  # the offline model, closed with the worker
@@ -127,6 +151,8 @@ class Worker(Service):
         self._agents: TaskGroup | None = None
         self._all_done = anyio.Event()
         self._change: anyio.Event | None = None
+        self._shields = Shields()
+        self._clock = StopClock()
         self.claimed = 0
         self.finished = 0
 
@@ -160,19 +186,24 @@ class Worker(Service):
         await group.start(self.run)
 
     def drain(self) -> None:
-        """Stop claiming; running rounds may finish within ``shutdown_timeout_s``, then the rest
-        is given back. Does nothing once stopping: :meth:`give_back_now` hurries a drain."""
+        """Stop claiming; running rounds may finish, then the rest is given back, all within
+        ``shutdown_timeout_s``. Does nothing once stopping: :meth:`give_back_now` hurries a
+        drain."""
         if self._serving is Serving.CLAIMING:
             self._serving = Serving.DRAINING
             self._stop_claiming()
+            total = self.shutdown_timeout_s
+            self._clock.set(give_back_in=total - min(GIVE_BACK_GRACE_S, total / 2), cut_in=total)
 
     def give_back_now(self) -> None:
         """Stop claiming and give every agent back at once, unfinished (a drain in progress
-        too); another worker resumes each from its checkpoint."""
+        too); another worker resumes each from its checkpoint. Stopped within
+        :data:`GIVE_BACK_GRACE_S` whatever the bus does."""
         self._serving = Serving.GIVING_BACK
         for agent in list(self._hosted.values()):
             agent.give_back_now()
         self._stop_claiming()
+        self._clock.set(give_back_in=0.0, cut_in=GIVE_BACK_GRACE_S)
 
     def _stop_claiming(self) -> None:
         if self._claim_scope is not None:
@@ -181,15 +212,20 @@ class Worker(Service):
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Claim and host until :meth:`drain` or :meth:`give_back_now` (or cancellation), then
         drain."""
-        async with anyio.create_task_group() as outer:
-            await outer.start(self._host_agents)
-            try:
-                log.info("worker %s serving (concurrency %d)", self.name, self.concurrency)
-                task_status.started()
-                await self._claim_loop()
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await self._drain()
+        shields = self._shields.enter()  # every agent started from here on finds them
+        try:
+            async with anyio.create_task_group() as outer:
+                await outer.start(self._host_agents)
+                try:
+                    log.info("worker %s serving %s (concurrency %d)",
+                             self.name, self.queue, self.concurrency)  # fmt: skip
+                    task_status.started()
+                    await self._claim_loop()
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await self._drain()
+        finally:
+            self._shields.leave(shields)
 
     async def _host_agents(self, *, task_status: TaskStatus[None]) -> None:
         """Own the agents' task group, shielded: only the worker decides how agents stop."""
@@ -197,6 +233,7 @@ class Worker(Service):
             async with anyio.create_task_group() as agents:
                 self._agents = agents
                 agents.start_soon(self._heartbeat)
+                agents.start_soon(self._clock.run, self.give_back_now, self._cut)
                 task_status.started()
                 await self._all_done.wait()
                 agents.cancel_scope.cancel()  # the heartbeat; every agent is gone by now
@@ -206,26 +243,33 @@ class Worker(Service):
             self.give_back_now()
         for agent in list(self._hosted.values()):
             agent.drain()
-        if not await self._until_empty(self.shutdown_timeout_s):
-            self.give_back_now()  # the rest, and any agent whose hosting is still starting
-            if not await self._until_empty(LEAVE_S):
-                # Every bus call they wait on is bounded or cancellable: the agents' task group,
-                # cancelled once the worker is stopped, ends what is left.
-                log.error(
-                    "worker %s: %d agents still leaving after %.0f s; cancelling them",
-                    self.name,
-                    len(self._hosted),
-                    LEAVE_S,
-                )
-        self._all_done.set()
+        # The stop clock gives back what still runs, then cuts what is left (see drain()).
+        while self._hosted and not self._shields.is_cut:
+            await self._changed().wait()
+        if self._hosted:  # cut: every shield is cancelled, so their tasks unwind at once
+            with anyio.move_on_after(UNWIND_S):
+                while self._hosted:
+                    await self._changed().wait()
+            if self._hosted:
+                log.error("worker %s: %d agents did not unwind within %.0f s; cancelling them",
+                          self.name, len(self._hosted), UNWIND_S)  # fmt: skip
+        self._all_done.set()  # the agents' task group is cancelled next
         log.info("worker %s stopped (%d agents finished here)", self.name, self.finished)
 
-    async def _until_empty(self, timeout_s: float) -> bool:
-        """Wait until no agent is hosted, at most ``timeout_s``; whether none is."""
-        with anyio.move_on_after(timeout_s):
-            while self._hosted:
-                await self._changed().wait()
-        return not self._hosted
+    def _cut(self) -> None:
+        """The stop's deadline: cancel every shielded step still open (a turn's last events, a
+        report, a give-back waiting on the bus). What the bus did not confirm stays recorded,
+        and another worker resumes each agent once its lease lapses."""
+        left = [f"{agent.session}/{agent.name}" for agent in self._hosted.values()]
+        if left:
+            named = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if left[10:] else "")
+            log.warning(
+                "worker %s: stop deadline reached; left for another worker, which resumes them "
+                "once their leases lapse (within %.0f s): %s",
+                self.name, self.bus.options.lease_s, named,
+            )  # fmt: skip
+        self._shields.cut()
+        self._notify()
 
     def _changed(self) -> anyio.Event:
         if self._change is None:
@@ -240,6 +284,16 @@ class Worker(Service):
     # -- claiming -------------------------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
+        try:
+            await self._claim_requests()
+        finally:
+            with self._shields.shield(GIVE_BACK_S):  # cut at a stop's deadline
+                try:
+                    await self.bus.leave_spawn(self.queue)
+                except BusError as exc:  # only wake-ups are at stake
+                    log.debug("worker %s: leaving %s: %s", self.name, self.queue, exc)
+
+    async def _claim_requests(self) -> None:
         while not self.stopping:
             token = object()
             claim: SpawnClaim | None = None
@@ -249,8 +303,17 @@ class Worker(Service):
                 await self._limiter.acquire_on_behalf_of(token)
                 try:
                     claim = await persist(
-                        partial(self.bus.claim_spawn, timeout=self.claim_timeout_s), "claim"
+                        partial(self.bus.claim_spawn, self.queue, timeout=self.claim_timeout_s),
+                        "claim",
                     )
+                except (BusClosed, BusUnreachable):
+                    raise
+                except BusError as exc:
+                    # A refusal (LOADING while a restarted Redis reads its data back, READONLY
+                    # during a failover) passes: the worker asks again, it never dies of one.
+                    log.warning("worker %s: claim refused: %s; asking again in %.0f s",
+                                self.name, exc, CLAIM_REFUSED_S)  # fmt: skip
+                    await anyio.sleep(CLAIM_REFUSED_S)
                 finally:
                     if claim is None:
                         self._limiter.release_on_behalf_of(token)
@@ -327,6 +390,11 @@ class Worker(Service):
             elif self._serving is Serving.DRAINING:
                 agent.drain()
             await self._run_agent(claim, agent)
+        except Exception:
+            # One agent's failure stays that agent's: its host (a server with other sessions)
+            # and the other agents carry on, and its request is claimed again once its lease
+            # lapses.
+            log.exception("hosting %s/%s failed; it will be claimed again", *key)
         finally:
             self._hosted.pop(claim.receipt, None)
             if self._by_agent.get(key) == claim.receipt:
@@ -368,17 +436,26 @@ class Worker(Service):
         self, request: SpawnRequest | None, what: str, *steps: Callable[[], Awaitable[object]]
     ) -> bool:
         """The worker's own bookkeeping on the bus: each step retried through blips, all of them
-        shielded (a stopping worker still does it) and together bounded by ``GIVE_BACK_S`` (the
-        bus may be down; a request left as it is is claimed again later). False once logged that
-        the bound was hit."""
-        with anyio.CancelScope(shield=True), anyio.move_on_after(GIVE_BACK_S) as bound:
-            for step in steps:
-                await persist(step, what)
+        shielded (a stopping worker still does it) and together bounded by ``GIVE_BACK_S`` and by
+        the stop's deadline (the bus may be down; a request left as it is is claimed again later).
+        False once logged that a bound was hit."""
+        whose = f" of {request.session}/{request.agent}" if request is not None else ""
+        with self._shields.shield(GIVE_BACK_S) as bound:
+            try:
+                for step in steps:
+                    await persist(step, what)
+            except BusError as exc:
+                # A refusal (NOGROUP from a Redis that came back empty, READONLY, a closed bus)
+                # is this agent's problem, never its host's: its lease lapses and another worker
+                # claims it again, as after a timeout.
+                log.warning("%s%s failed: %s; it will be claimed again", what, whose, exc)
+                return False
         if not bound.cancelled_caught:
             return True
-        whose = f" of {request.session}/{request.agent}" if request is not None else ""
-        log.warning("%s%s not done within %.0f s; it will be claimed again",
-                    what, whose, GIVE_BACK_S)  # fmt: skip
+        within = f"within {GIVE_BACK_S:.0f} s"
+        if self._shields.is_cut:
+            within = "before the stop's deadline"
+        log.warning("%s%s not done %s; it will be claimed again", what, whose, within)
         return False
 
     async def _refuse(self, claim: SpawnClaim, problem: str) -> None:

@@ -24,10 +24,10 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from baton.bus.base import Bus, BusOptions
+from baton.bus.base import Bus, BusOptions, SpawnQueue
 from baton.bus.connect import open_bus
 from baton.bus.events import AgentExited, AgentSpawned, ToolCalled
-from baton.bus.messages import SpawnRequest
+from baton.bus.messages import DEFAULT_POOL, SpawnRequest
 from baton.llm import ScriptedServer
 from baton.llm.offline import offline_reply
 from baton.llm.script import Json, Reply, ScriptItem
@@ -209,10 +209,11 @@ async def test_kill_9_mid_round_resumes_on_the_other_worker(
         final = lead.results_from("v")[0]
         assert "Done: paint the VICTIM fox" in final.content
         assert len(final.media_urls) == 1 and read_png(file_path(final.media_urls[0]))
-        # The report goes out before the agent records that it exited: wait for that too.
-        await wait_for_event(
-            c.bus, SESSION, lambda e: isinstance(e, AgentExited) and e.agent == "v", timeout=60
-        )
+        # The report goes out before the agent records that it exited: wait for that too (the
+        # worker says so once it has).
+        await survivor.expect(f"{SESSION}/v exited: finished", timeout=60)
+        exits = [e async for e in _exits(c.bus, "v")]
+        assert exits == ["finished"]  # logged before the report went out, once
         state = await c.bus.get_agent_state(SESSION, "v")
         assert state["status"] == "exited" and state["owner"].startswith(survivor.name + "/")
         checkpoint = load_checkpoint(state["checkpoint"])
@@ -222,9 +223,16 @@ async def test_kill_9_mid_round_resumes_on_the_other_worker(
             if isinstance(logged.event, AgentSpawned) and logged.event.agent == "v":
                 spawned.append(logged.event.worker)
         assert spawned[-1] == survivor.name and victim.name in spawned
-        assert await c.bus.claim_spawn() is None  # every spawn request was acked
+        every = SpawnQueue.of_pool(DEFAULT_POOL, ["crash"])
+        assert await c.bus.claim_spawn(every) is None  # every spawn request was acked
         survivor.proc.send_signal(signal.SIGTERM)
         assert await survivor.exit_code() == 0
+
+
+async def _exits(bus: Bus, agent: str) -> AsyncIterator[str]:
+    async for logged in bus.events(SESSION, follow=False):
+        if isinstance(logged.event, AgentExited) and logged.event.agent == agent:
+            yield logged.event.reason
 
 
 class Drain:

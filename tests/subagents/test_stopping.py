@@ -86,5 +86,5 @@ async def test_give_back_now_reaches_an_agent_starting_in_an_outage(
             finally:
                 bus.down = False  # a stop that hung ends now, so the failure is reported
         assert worker.claimed == 1 and worker.finished == 0 and worker.hosted == 0
-        claim = await lead_bus.claim_spawn()  # given back: claimable at once, not after a lease
+        claim = await lead_bus.claim_spawn(worker.queue)  # given back: at once, not after a lease
         assert claim is not None and claim.request.agent == "a1"

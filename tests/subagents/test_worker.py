@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from baton.bus.events import RoundEnded
-from baton.bus.messages import Envelope, SpawnRequest
+from baton.bus.messages import LOCAL_POOL, Envelope, SpawnRequest
 from baton.llm.offline import offline_reply
 from baton.llm.script import Json, Reply, ScriptItem
 from baton.subagents.loop import SubAgent
@@ -55,14 +55,17 @@ async def test_hosts_many_agents_under_the_concurrency_limit(
         assert all(len(r.media_urls) == 1 for r in results)
         assert most <= 2 and len(live) == 6
         assert worker.finished == 6 and worker.hosted == 0
-        assert await lead_bus.claim_spawn() is None  # every request was acked
+        assert await lead_bus.claim_spawn(worker.queue) is None  # every request was acked
 
 
 async def test_unknown_profile_gets_one_error_result(make_bus: BusFactory, tmp_path: Path) -> None:
+    """In a session's own queue, whose one reader is the session's worker; a pool worker leaves
+    it queued instead (tests/subagents/test_worker_pools.py)."""
     _, model = scripted()
     async with make_bus() as bus, make_bus() as lead_bus, model:
-        async with Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path):
-            await lead_bus.submit_spawn(spawn("x1", "juggler"))
+        async with Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, session=SESSION):
+            juggler = SpawnRequest(session=SESSION, agent="x1", profile="juggler", pool=LOCAL_POOL)
+            await lead_bus.submit_spawn(juggler)
             (result,) = await Lead(lead_bus).until_results(1)
         assert result.sender == "x1" and result.meta["reason"] == "error"
         assert "unknown profile 'juggler'" in result.content and "painter" in result.content
