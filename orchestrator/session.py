@@ -17,8 +17,18 @@ in-process bus, an in-process worker for the sub-agents and the offline model ar
 ``session.cancel()`` (shutdown to every sub-agent, then ``SessionFinished(status="cancelled")``).
 
 With ``bus_url="redis://..."`` the session runs on Redis; with ``local_workers=False`` external
-``baton worker`` processes host the sub-agents. Every event also goes to the session's event log
-(lead text coalesced every ``text_flush_s``), where ``baton watch`` and others read it.
+``baton worker`` processes of its ``pool`` host the sub-agents. A session's own worker hosts only
+that session's sub-agents (its spawn requests are routed to it alone: ``docs/protocol.md``).
+Every event also goes to the session's event log (lead text coalesced every ``text_flush_s``),
+where ``baton watch`` and others read it.
+
+Bus outages: every part of a session rides out a bus that went away (a Redis restart or
+failover) and carries on where it was once it is back, for up to ``bus_outage_s`` (120 s by
+default). The session's tail of its own event log doubles as its pulse on the bus: it touches the
+bus every few seconds whatever the lead is doing, so once the bus has been gone longer than that,
+the tail fails the session (status ``failed``, ``Session.error`` a
+:class:`~baton.bus.errors.BusOutage`: "bus unreachable for N s") and the lead, whose own bus calls
+wait for as long as it takes, is cancelled; ``baton run`` then exits 3.
 
 Lifecycle: leaving the ``async with`` block cancels a session still running (gracefully: the
 sub-agents are told to shut down; a session that has not ended after a bounded wait is then
@@ -34,19 +44,28 @@ from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
 from types import TracebackType
+from typing import Annotated
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from baton.bus.base import Bus
 from baton.bus.connect import open_bus
-from baton.bus.errors import ConfigError
+from baton.bus.errors import BusOutage, ConfigError
 from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
 from baton.bus.ids import new_id
 from baton.bus.lifecycle import Service
-from baton.bus.messages import MessageType, SessionId, make_envelope
-from baton.bus.retry import persist
+from baton.bus.messages import (
+    DEFAULT_POOL,
+    LOCAL_POOL,
+    MessageType,
+    SessionId,
+    check_pool,
+    make_envelope,
+)
+from baton.bus.retry import DEFAULT_OUTAGE_S, persist
+from baton.bus.tail import tail_events
 from baton.compose import descriptions, lead_model, media_profiles, resolve_profiles
 from baton.defaults import ApproveMode
 from baton.engine import InteractionChannel, LoopLimits, PolicyChannel, Tool
@@ -88,6 +107,10 @@ class SessionConfig(BaseModel):
     ``profiles`` are Python profiles, a TOML path, or None for the built-in demo profiles
     (each profile carries its sub-agents' own ``tool_choice`` and model overrides).
 
+    ``local_workers`` (the default) hosts the sub-agents in the session's own worker, which takes
+    this session's spawn requests and no other; without it they go to the ``baton worker``s of
+    ``pool`` (``default`` unless set; ``local`` is reserved) that know their profiles.
+
     ``tool_choice`` is the lead's (None: not sent); ``budget`` caps the model calls and tokens of
     the lead and every sub-agent together, wherever they run (it is written to the bus before
     the lead starts, so remote workers see it); ``delegation`` caps the lead's sends per turn;
@@ -106,6 +129,9 @@ class SessionConfig(BaseModel):
     profiles: list[Profile] | dict[str, Profile] | Path | None = None
     approve: ApproveMode = "ask"
     local_workers: bool = True
+    pool: Annotated[str, AfterValidator(check_pool)] = Field(
+        DEFAULT_POOL, description="the worker pool that hosts the sub-agents without local workers"
+    )
     worker_concurrency: int = Field(100, ge=1)
     timeout_s: float = Field(600.0, gt=0, description="the whole session, waits included")
     media_dir: Path = Path("media")
@@ -119,6 +145,9 @@ class SessionConfig(BaseModel):
     profile_tools: bool = False
     model_failures_allowed: int = Field(2, ge=0, description="failed lead turns retried")
     failure_grace_s: float = Field(120.0, ge=0, description="wait for results after a failure")
+    bus_outage_s: float = Field(
+        DEFAULT_OUTAGE_S, gt=0, description="seconds of bus outage the session rides out"
+    )
 
 
 class SessionResult(BaseModel):
@@ -166,6 +195,7 @@ class Session(Service):
         self._tail_done = anyio.Event()
         self._result: SessionResult | None = None
         self._error: BaseException | None = None
+        self._bus_lost: BusOutage | None = None
 
     @property
     def id(self) -> str:
@@ -181,6 +211,13 @@ class Session(Service):
     def result(self) -> SessionResult | None:
         """The result once the session has finished, else None."""
         return self._result
+
+    @property
+    def error(self) -> BaseException | None:
+        """What stopped the session before it reached an outcome of its own (a ``BusOutage``
+        when the bus was gone longer than ``bus_outage_s``); None otherwise. :meth:`run`
+        raises it."""
+        return self._error
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -204,7 +241,12 @@ class Session(Service):
             owned.check(profiles.values())  # a profile's missing key: a ConfigError, now
             subagent_models = owned
         self._router = EventRouter(
-            bus, self._fanout, flush_s=config.text_flush_s, give_up=self._cancelling
+            bus,
+            self._fanout,
+            flush_s=config.text_flush_s,
+            give_up=self._cancelling,
+            outage_s=config.bus_outage_s,
+            on_outage=self._lose_bus,
         )
         self._lead = Lead(
             bus,
@@ -225,6 +267,7 @@ class Session(Service):
             failure_grace_s=config.failure_grace_s,
             profile_tools=config.profile_tools,
             media_profiles=media_profiles(profiles),
+            spawn_pool=LOCAL_POOL if config.local_workers else config.pool,
         )
         self._group = await stack.enter_async_context(anyio.create_task_group())
         stack.push_async_exit(self._stop)  # unwound first: end the session, then its parts
@@ -237,6 +280,7 @@ class Session(Service):
                 concurrency=config.worker_concurrency,
                 media_dir=config.media_dir,
                 name=f"{self.id}-local",
+                session=self.id,  # its own sub-agents only, never another session's
             )
             await self._group.start(self._worker.run)
 
@@ -268,6 +312,14 @@ class Session(Service):
     def _cancelling(self) -> bool:
         """Whether the lead was cancelled: the event log's writes then stop retrying the bus."""
         return self._lead is not None and self._lead.cancelled
+
+    def _lose_bus(self, exc: BusOutage) -> None:
+        """The bus has been gone longer than ``bus_outage_s``: the session fails with that
+        (the first report wins), and the lead, still waiting for the bus, is cancelled."""
+        if self._bus_lost is None:
+            log.error("session %s: %s", self.id, exc)
+            self._bus_lost = exc
+        self.cancel()
 
     def _channel(self) -> InteractionChannel:
         mode = self.config.approve
@@ -344,15 +396,28 @@ class Session(Service):
             )
             if self.config.budget is not None:  # before the first spawn, for every worker
                 write = partial(self.bus.set_spend_limits, self.id, self.config.budget)
-                await persist(write, "the session's budget", give_up=self._cancelling)
+                await persist(
+                    write,
+                    "the session's budget",
+                    give_up=self._cancelling,
+                    outage_s=self.config.bus_outage_s,
+                )
             cursor = await router.emit(started)
+            if self._bus_lost is not None:
+                raise self._bus_lost
             await self._group.start(self._tail, cursor)
             outcome = await lead.run(self.config.task)
+            if self._bus_lost is not None:  # the lead was cancelled for it
+                raise self._bus_lost
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._stop_worker()
                 await self._finish(LeadOutcome("cancelled", "", lead.roster.media_urls))
             raise
+        except BusOutage as exc:  # met by the start, the tail or the lead's event log
+            self._lose_bus(exc)
+            self._error = self._bus_lost
+            outcome = LeadOutcome("failed", "", lead.roster.media_urls, f"{self._bus_lost}")
         except Exception as exc:
             log.exception("session %s failed", self.id)
             self._error = exc
@@ -409,10 +474,11 @@ class Session(Service):
 
         The session's own events reach the viewers directly (the lead's text token by token), so
         they are skipped here: anything from ``lead``, and the lead's ``AgentSpawned`` (which has
-        no worker yet; the worker's own has one).
+        no worker yet; the worker's own has one). The tail resumes at its cursor after a bus
+        outage; one longer than ``bus_outage_s`` fails the session (see the module docstring).
         """
         task_status.started()
-        events = self.bus.events(self.id, after=after)
+        events = tail_events(self.bus, self.id, after=after, outage_s=self.config.bus_outage_s)
         try:
             async for logged in events:
                 event = logged.event
@@ -423,12 +489,12 @@ class Session(Service):
                 ):
                     continue
                 await self._fanout.publish(event)
+        except BusOutage as exc:
+            self._lose_bus(exc)
         finally:
             self._tail_done.set()
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                with anyio.CancelScope(shield=True):
-                    await aclose()
+            with anyio.CancelScope(shield=True):
+                await events.aclose()
 
 
 async def _close_model(model: ChatModel) -> None:

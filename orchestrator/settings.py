@@ -11,6 +11,7 @@ from ``--config`` or ``BATON_CONFIG``::
     # baton.toml
     bus = "redis://localhost:6379/0"
     prefix = "baton"
+    pool = "default"             # the pool `baton worker` serves, `run --no-local-workers` uses
     model = "gpt-4o-mini"
     openai_base_url = "http://localhost:11434/v1"
     profiles = "profiles.toml"
@@ -22,18 +23,20 @@ from ``--config`` or ``BATON_CONFIG``::
     tool_choice = "required"     # the lead's; sub-agents take theirs from their profile
     budget_tokens = 200000       # the whole session: every agent's tokens and model calls
     budget_calls = 100
+    bus_outage = 120             # seconds of bus outage run, watch and serve ride out (then exit 3)
 
     [extra_body]                 # the one key that may be a table: merged into every request
     cache_prompt = true
 
 Environment variables: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``BATON_MODEL``, ``BATON_BUS`` (or
 ``REDIS_URL``), ``BATON_PROFILES``, ``BATON_MEDIA_DIR``, ``BATON_APPROVE``, ``BATON_PREFIX``,
-``BATON_SESSION_TIMEOUT``, ``BATON_LOG_LEVEL``, ``BATON_CONFIG``, and ``BATON_`` + the upper-cased
-name of each model and session setting (``BATON_TEMPERATURE``, ``BATON_TOP_P``,
-``BATON_MAX_TOKENS``, ``BATON_MODEL_TIMEOUT``, ``BATON_MODEL_RETRIES``, ``BATON_TOOL_CHOICE``,
-``BATON_PARALLEL_TOOL_CALLS``, ``BATON_EXTRA_BODY`` (a JSON object), ``BATON_BUDGET_TOKENS``,
-``BATON_BUDGET_CALLS``, ``BATON_PROFILE_TOOLS``, ``BATON_MAX_SENDS_PER_TURN``,
-``BATON_MAX_NEW_AGENTS_PER_PROFILE``, ``BATON_MAX_SENDS_PER_AGENT``, ``BATON_MAX_WAVES``).
+``BATON_POOL``, ``BATON_SESSION_TIMEOUT``, ``BATON_BUS_OUTAGE``, ``BATON_LOG_LEVEL``,
+``BATON_CONFIG``, and ``BATON_`` + the upper-cased name of each model and session setting
+(``BATON_TEMPERATURE``, ``BATON_TOP_P``, ``BATON_MAX_TOKENS``, ``BATON_MODEL_TIMEOUT``,
+``BATON_MODEL_RETRIES``, ``BATON_TOOL_CHOICE``, ``BATON_PARALLEL_TOOL_CALLS``, ``BATON_EXTRA_BODY``
+(a JSON object), ``BATON_BUDGET_TOKENS``, ``BATON_BUDGET_CALLS``, ``BATON_PROFILE_TOOLS``,
+``BATON_MAX_SENDS_PER_TURN``, ``BATON_MAX_NEW_AGENTS_PER_PROFILE``, ``BATON_MAX_SENDS_PER_AGENT``,
+``BATON_MAX_WAVES``).
 
 Every problem — an unreadable or invalid file, an unknown key, a value of the wrong kind — is one
 :class:`~baton.bus.errors.ConfigError` whose message names the source and the key, because the CLI
@@ -59,6 +62,8 @@ from pydantic_settings import (
 )
 
 from baton.bus.errors import ConfigError
+from baton.bus.messages import DEFAULT_POOL, check_pool
+from baton.bus.retry import DEFAULT_OUTAGE_S
 from baton.defaults import DEFAULT_MODEL, ApproveMode
 
 if TYPE_CHECKING:
@@ -98,10 +103,21 @@ class BatonSettings(BaseSettings):
         description="memory:// (in-process) or redis://HOST:PORT/DB",
     )
     prefix: str = Field("baton", min_length=1, description="Redis key prefix")
+    pool: str = Field(
+        DEFAULT_POOL,
+        description="worker pool: the spawn requests `baton worker` claims, and where `baton run "
+        "--no-local-workers` sends its sub-agents",
+    )
     profiles: Path | None = Field(None, description="TOML file of sub-agent profiles")
     media_dir: Path = Field(Path("media"), description="where sub-agent tools write media")
     approve: ApproveMode = Field("ask", description="how approvals are answered in `baton run`")
     session_timeout: float = Field(600.0, gt=0, description="seconds a session may run")
+    bus_outage: float = Field(
+        DEFAULT_OUTAGE_S,
+        gt=0,
+        description="seconds of bus outage a session, `baton watch` and `baton serve`'s feeds "
+        "ride out; past it they stop with 'bus unreachable' (exit 3)",
+    )
     log_level: str = Field(
         "CRITICAL",
         description="diagnostic logging on stderr (e.g. INFO); off by default, since the views "
@@ -147,6 +163,11 @@ class BatonSettings(BaseSettings):
     max_waves: int | None = Field(
         None, ge=1, description="lead turns that delegate per request (default 2)"
     )
+
+    @field_validator("pool")
+    @classmethod
+    def _pool_name(cls, value: str) -> str:
+        return check_pool(value)
 
     @field_validator("extra_body", mode="before")
     @classmethod

@@ -17,6 +17,7 @@ from baton.cli.options import (
     BudgetCallsOpt,
     BudgetTokensOpt,
     BusOpt,
+    BusOutageOpt,
     ConfigOpt,
     ExtraBodyOpt,
     JsonOpt,
@@ -25,6 +26,7 @@ from baton.cli.options import (
     ModelRetriesOpt,
     ModelTimeoutOpt,
     ParallelToolCallsOpt,
+    PoolOpt,
     PrefixOpt,
     ProfilesOpt,
     ProfileToolsOpt,
@@ -56,6 +58,7 @@ RUN_EXAMPLES = """Examples:
   OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_API_KEY=ollama BATON_MODEL=llama3.1 \\
       baton run "paint a fox"
   baton run --bus redis://localhost:6379/0 --no-local-workers "paint a fox"
+  baton run --bus redis://localhost:6379/0 --no-local-workers --pool gpu "paint a fox"
   baton run --tool-choice required --max-tokens 512 --budget-tokens 100000 "paint a fox"
 
 Exit codes: 0 completed, 1 the session failed or timed out, 2 usage or configuration error,
@@ -97,6 +100,7 @@ def run(
             help="host sub-agents here; --no-local-workers leaves them to `baton worker`s",
         ),
     ] = True,
+    pool: PoolOpt = None,
     session: Annotated[
         str | None, typer.Option("--session", help="session id (default: a new one)")
     ] = None,
@@ -115,6 +119,7 @@ def run(
     budget_tokens: BudgetTokensOpt = None,
     budget_calls: BudgetCallsOpt = None,
     profile_tools: ProfileToolsOpt = None,
+    bus_outage: BusOutageOpt = None,
 ) -> None:
     """Run a whole session: the lead streams its answer and delegates to sub-agents.
 
@@ -126,6 +131,7 @@ def run(
         "run",
         bus=bus,
         prefix=prefix,
+        pool=pool,
         model=model,
         openai_base_url=base_url,
         profiles=profiles,
@@ -143,6 +149,7 @@ def run(
         budget_tokens=budget_tokens,
         budget_calls=budget_calls,
         profile_tools=profile_tools,
+        bus_outage=bus_outage,
     )
     from baton.cli.run import RunOptions, run_session
 
@@ -195,7 +202,10 @@ WATCH_EXAMPLES = """Examples:
 \b
   baton watch s-123                 # live view from now on, until the session finishes
   baton watch s-123 --from-start    # replay everything, then follow
-  baton watch s-123 --json | jq -c 'select(.type == "agent.result")'"""
+  baton watch s-123 --json | jq -c 'select(.type == "agent.result")'
+
+Rides out a bus outage of up to --bus-outage seconds. Exit codes: 0 the session finished,
+3 bus unreachable."""
 
 
 @app.command(epilog=WATCH_EXAMPLES)
@@ -208,9 +218,10 @@ def watch(
     bus: BusOpt = None,
     config: ConfigOpt = None,
     prefix: PrefixOpt = None,
+    bus_outage: BusOutageOpt = None,
 ) -> None:
     """Tail a session's events live, from any process, until the session finishes."""
-    settings = settings_from(config, "watch", bus=bus, prefix=prefix)
+    settings = settings_from(config, "watch", bus=bus, prefix=prefix, bus_outage=bus_outage)
     from baton.cli.busops import watch as do_watch
 
     raise typer.Exit(run_async(do_watch, settings, session, as_json, from_start,

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 
 from baton.bus.base import Bus, LoggedEvent
 from baton.bus.connect import open_bus
 from baton.bus.errors import ConfigError
 from baton.bus.events import SessionFinished, SessionStarted
 from baton.bus.messages import MessageType, make_envelope
+from baton.bus.tail import tail_events
 from baton.cli.exits import is_tty
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
 from baton.settings import BatonSettings
@@ -67,7 +68,13 @@ async def last_cursor(bus: Bus, session: str) -> tuple[str | None, LoggedEvent |
 
 
 async def watch(settings: BatonSettings, session: str, as_json: bool, from_start: bool) -> int:
-    """Tail a session's events until it finishes; from now on, or from its first event."""
+    """Tail a session's events until it finishes; from now on, or from its first event.
+
+    The tail rides out a bus outage of up to ``bus_outage`` seconds, then carries on at its
+    cursor; a longer one ends it with ``BusOutage`` (exit 3, "bus unreachable")."""
+    from baton.cli.run import configure_logging
+
+    configure_logging(settings.log_level)  # as in ``baton run``: its retries log alike
     renderer: Renderer = JsonRenderer() if as_json else _plain_or_live()
     try:
         async with shared_bus(settings) as bus:
@@ -81,10 +88,12 @@ async def watch(settings: BatonSettings, session: str, as_json: bool, from_start
                         file=sys.stderr,
                     )
                     return 0
-            async for logged in bus.events(session, after=after):
-                renderer.show(logged.event)
-                if isinstance(logged.event, SessionFinished):
-                    break
+            events = tail_events(bus, session, after=after, outage_s=settings.bus_outage)
+            async with aclosing(events):
+                async for logged in events:
+                    renderer.show(logged.event)
+                    if isinstance(logged.event, SessionFinished):
+                        break
     finally:
         renderer.close()
     return 0

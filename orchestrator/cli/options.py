@@ -35,6 +35,12 @@ PrefixOpt = Annotated[
     typer.Option("--prefix", help="Redis key prefix (or BATON_PREFIX; default baton)",
                  show_default=False),
 ]  # fmt: skip
+PoolOpt = Annotated[
+    str | None,
+    typer.Option("--pool", help="worker pool: the one `baton worker` serves, or where `baton run "
+                 "--no-local-workers` sends sub-agents (or BATON_POOL; default default)",
+                 show_default=False),
+]  # fmt: skip
 ProfilesOpt = Annotated[
     Path | None,
     typer.Option("--profiles", help="TOML file of sub-agent profiles (or BATON_PROFILES)",
@@ -46,6 +52,12 @@ MediaDirOpt = Annotated[
                  show_default=False),
 ]  # fmt: skip
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON Lines on stdout, nothing else")]
+BusOutageOpt = Annotated[
+    float | None,
+    typer.Option("--bus-outage", min=0.001,
+                 help="seconds of bus outage to ride out before stopping with 'bus unreachable' "
+                      "(exit 3) (or BATON_BUS_OUTAGE; default 120)", show_default=False),
+]  # fmt: skip
 
 
 def settings_from(config: Path | None, command: str, **flags: object) -> BatonSettings:

@@ -7,6 +7,9 @@ session ends ``cancelled`` — and the command exits 130; a second one stops at 
 
 Approval questions are answered in their own task, so a person thinking about one does not stop
 the view (or other sub-agents' events) from being read.
+
+A bus outage longer than ``--bus-outage`` fails the session with a ``BusOutage``; the command
+then ends as any command the bus failed: one line saying "bus unreachable", exit 3.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import ValidationError
 
-from baton.bus.errors import ConfigError, ExitCode
+from baton.bus.errors import BusUnreachable, ConfigError, ExitCode
 from baton.bus.events import ApprovalRequested, SessionFinished, ToolCallInfo
 from baton.cli.exits import is_tty
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
@@ -60,8 +63,10 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
         "profiles": select_profiles(settings, options.only),
         "approve": settings.approve,
         "local_workers": options.local_workers,
+        "pool": settings.pool,
         "timeout_s": settings.session_timeout,
         "media_dir": settings.media_dir,
+        "bus_outage_s": settings.bus_outage,
         **session_settings(settings),
     }
     if options.session:
@@ -89,6 +94,8 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
         renderer.close()
     if signals.interrupted:
         return ExitCode.INTERRUPTED
+    if isinstance(session.error, BusUnreachable):  # the bus failed, not the work: exit 3
+        raise session.error
     return exit_for(finished, session.result)
 
 

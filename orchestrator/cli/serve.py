@@ -16,6 +16,7 @@ from baton.cli.options import (
     BudgetCallsOpt,
     BudgetTokensOpt,
     BusOpt,
+    BusOutageOpt,
     ConfigOpt,
     ExtraBodyOpt,
     MaxTokensOpt,
@@ -43,8 +44,9 @@ SERVE_EXAMPLES = """Examples:
 Binding to anything but loopback needs a token (--token or BATON_TOKEN); with a token, every
 request needs it: 'Authorization: Bearer TOKEN', or ?token=TOKEN on a page or EventSource URL.
 
-Exit codes: 0 stopped by a signal, 2 usage or configuration error (e.g. no token off loopback),
-3 bus unreachable."""
+Sessions and event streams ride out a bus outage of up to --bus-outage seconds (a session then
+fails; the server keeps running). Exit codes: 0 stopped by a signal, 2 usage or configuration
+error (e.g. no token off loopback), 3 bus unreachable at start."""
 
 
 def serve_command(
@@ -79,6 +81,7 @@ def serve_command(
     budget_tokens: BudgetTokensOpt = None,
     budget_calls: BudgetCallsOpt = None,
     profile_tools: ProfileToolsOpt = None,
+    bus_outage: BusOutageOpt = None,
 ) -> None:
     """Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."""
     from baton.cli.exits import fail, run_async
@@ -102,6 +105,7 @@ def serve_command(
         budget_tokens=budget_tokens,
         budget_calls=budget_calls,
         profile_tools=profile_tools,
+        bus_outage=bus_outage,
     )
     from baton.bus.errors import ConfigError
     from baton.server import ServerConfig, serve
@@ -126,6 +130,7 @@ def serve_command(
             media_dir=settings.media_dir,
             cors_origins=tuple(cors_origin or ()),
             session_timeout_s=settings.session_timeout,
+            bus_outage_s=settings.bus_outage,
             log_level=settings.log_level.lower()
             if settings.log_level != "CRITICAL"
             else "critical",

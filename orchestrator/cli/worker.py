@@ -3,10 +3,17 @@
 The worker reads the same settings as every other command (:func:`~baton.cli.options.
 settings_from`: ``--bus``/``BATON_BUS``/``REDIS_URL``, ``--prefix``/``BATON_PREFIX``, the model
 and its request settings (``--temperature``, ``--max-tokens``, …), profiles and media directory,
-``--config``/``BATON_CONFIG``), so a ``baton run`` and the
-workers started beside it meet on the same bus and keys. Only its own knobs (concurrency,
+``--config``/``BATON_CONFIG``, ``--pool``/``BATON_POOL``), so a ``baton run`` and the
+workers started beside it meet on the same bus and keys. A worker claims only the spawn requests
+routed to its pool (default ``default``) for the profiles it knows; the rest stay queued for a
+worker that knows them. Only its own knobs (concurrency,
 leases, the drain timeout, ``--check``) are flags of this command alone. The sub-agent machinery
 (~1.5 s of imports) loads when the command runs, so ``baton worker --help`` stays fast.
+
+Stopping: the first SIGTERM/SIGINT drains (running rounds finish, the rest is given back to the
+bus) and the process ends within ``--shutdown-timeout`` whatever the bus does; a second one gives
+every agent back at once and ends it within :data:`~baton.subagents.worker.GIVE_BACK_GRACE_S`.
+What a worker could not hand back (the bus was down) another worker resumes once its lease lapses.
 
 Exit codes (:class:`~baton.bus.errors.ExitCode`): 0 after a clean stop (first SIGTERM/SIGINT:
 drain) or a passing ``--check``; 1 after a forced stop (second signal); 2 for a bad option,
@@ -33,6 +40,7 @@ from baton.cli.options import (
     ModelRetriesOpt,
     ModelTimeoutOpt,
     ParallelToolCallsOpt,
+    PoolOpt,
     PrefixOpt,
     ProfilesOpt,
     TemperatureOpt,
@@ -59,6 +67,7 @@ WORKER_EXAMPLES = """Examples:
 
 \b
   baton worker --bus redis://localhost:6379/0 --concurrency 200
+  baton worker --bus redis://localhost:6379/0 --pool gpu --profiles gpu.toml
   baton worker --bus redis://localhost:6379/0 --check      # health check: exit 0 or 3
   REDIS_URL=redis://redis:6379/0 BATON_PREFIX=team-a baton worker   # meets `baton run` there
 
@@ -79,6 +88,7 @@ def worker_command(
     bus: BusOpt = None,
     config: ConfigOpt = None,
     prefix: PrefixOpt = None,
+    pool: PoolOpt = None,
     profiles: ProfilesOpt = None,
     media_dir: MediaDirOpt = None,
     concurrency: Annotated[
@@ -86,7 +96,12 @@ def worker_command(
     ] = 100,
     shutdown_timeout: Annotated[
         float,
-        typer.Option("--shutdown-timeout", min=0, help="seconds running rounds get on SIGTERM"),
+        typer.Option(
+            "--shutdown-timeout",
+            min=0,
+            help="seconds a stop on SIGTERM may take, whatever the bus does: running rounds "
+            "finish, the rest is given back",
+        ),
     ] = 30.0,
     check: Annotated[
         bool, typer.Option("--check", help="exit 0 if the bus is reachable, else 3")
@@ -116,6 +131,7 @@ def worker_command(
         "worker",
         bus=bus,
         prefix=prefix,
+        pool=pool,
         profiles=profiles,
         media_dir=media_dir,
         log_level=log_level,
@@ -201,13 +217,15 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
             concurrency=options.concurrency,
             media_dir=settings.media_dir,
             shutdown_timeout_s=options.shutdown_timeout_s,
+            pool=settings.pool,
         )
         forced = False
         async with anyio.create_task_group() as group:
             await group.start(worker.run)
             typer.echo(
                 f"baton worker {worker.name} ready: bus={settings.bus} "
-                f"prefix={settings.prefix} concurrency={options.concurrency} "
+                f"prefix={settings.prefix} pool={settings.pool} "
+                f"concurrency={options.concurrency} "
                 f"profiles={','.join(profiles)} model={models.label}",
                 err=True,
             )

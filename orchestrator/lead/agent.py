@@ -42,7 +42,7 @@ from baton.bus.base import Bus
 from baton.bus.errors import BusError, ExitCode
 from baton.bus.events import AnswerChecked, ModelRetried
 from baton.bus.inbox import InboxReader
-from baton.bus.messages import Envelope
+from baton.bus.messages import DEFAULT_POOL, Envelope
 from baton.engine import (
     AgentLoop,
     EventSink,
@@ -93,7 +93,8 @@ class Lead:
     retried; ``failure_grace_s`` bounds the wait for the sub-agents once the model has failed for
     good; ``profile_tools`` also offers one delegation tool per profile; ``media_profiles`` are
     the profiles whose tools make media (asked and no media: ``incomplete``); ``late_answer_s``
-    bounds the one turn past the session deadline.
+    bounds the one turn past the session deadline; ``spawn_pool`` is where its spawn requests go
+    (``local``: the session's own worker; else a pool of workers).
     """
 
     def __init__(
@@ -120,6 +121,7 @@ class Lead:
         failure_backoff_s: float = FAILURE_BACKOFF_S,
         media_profiles: Collection[str] = frozenset(),
         late_answer_s: float = LATE_ANSWER_S,
+        spawn_pool: str = DEFAULT_POOL,
     ) -> None:
         self.bus = bus
         self.session = session
@@ -146,6 +148,7 @@ class Lead:
             events=events,
             give_up=self._giving_up,
             refresh=self._refresh,
+            pool=spawn_pool,
         )
         registry = ToolRegistry([self.dispatch.send_tool(), *tools])
         answer = answer_tool(session, events, registry.names) if tool_choice != "none" else None

@@ -24,7 +24,7 @@ import anyio
 from baton.bus.base import Bus
 from baton.bus.errors import BusUnreachable, InvalidEnvelope
 from baton.bus.events import AgentSpawned, GuardFired
-from baton.bus.messages import Envelope, SpawnRequest, make_envelope
+from baton.bus.messages import DEFAULT_POOL, Envelope, SpawnRequest, make_envelope
 from baton.bus.retry import persist
 from baton.engine import EventSink, Tool, ToolRegistry, ToolResult
 from baton.engine.turn import normalise_text
@@ -62,9 +62,12 @@ class Dispatcher:
         events: EventSink | None,
         give_up: Callable[[], bool],
         refresh: Callable[[], Awaitable[None]],
+        pool: str = DEFAULT_POOL,
     ) -> None:
         self.bus = bus
         self.session = session
+        self.pool = pool
+        """Where its spawn requests go: ``local`` (the session's own worker) or a worker pool."""
         self.roster = roster
         self.sends = TurnSends(limits)
         self.lock = anyio.Lock()
@@ -162,14 +165,17 @@ class Dispatcher:
         return f"Asked {name} to shut down; its final result will still arrive."
 
     async def shut_down_running(self, why: str) -> None:
-        """``shutdown`` to every running sub-agent (the session is ending)."""
+        """``shutdown`` to every running sub-agent (the session is ending). Once one send met a
+        bus that stays away, the rest are not tried: each would wait out the same outage."""
+        reachable = True
         for name in self.roster.running:
-            try:
-                await self.send(name, "shutdown", why)
-            except BusUnreachable as exc:  # cancelled during an outage: it ends at its idle timeout
-                log.warning(
-                    "session %s: could not tell %s to shut down: %s", self.session, name, exc
-                )
+            if reachable:
+                try:
+                    await self.send(name, "shutdown", why)
+                except BusUnreachable as exc:  # cancelled during an outage: idle timeouts end them
+                    log.warning("session %s: could not tell %s (nor the agents after it) to "
+                                "shut down: %s", self.session, name, exc)  # fmt: skip
+                    reachable = False
             self.roster.stopping(name)
         self.roster_changed()
 
@@ -194,7 +200,7 @@ class Dispatcher:
         name, profile = route.name, route.profile
         self.roster.started(name, profile, succeeds=route.succeeds)
         self.roster_changed()
-        request = SpawnRequest(session=self.session, agent=name, profile=profile)
+        request = SpawnRequest(session=self.session, agent=name, profile=profile, pool=self.pool)
         await self.persist(partial(self.bus.submit_spawn, request), f"spawn {name}")
         if self._emit is not None:
             await self._emit(AgentSpawned(session=self.session, agent=name, profile=profile))

@@ -14,7 +14,9 @@ that closes its stream is dropped.
 Every bus write goes through the one retry policy (:func:`~baton.bus.retry.persist`), so a Redis
 blip stalls the lead's events instead of failing the session; once ``give_up()`` says so (the
 session is being cancelled) a write that still fails is dropped with a warning (the viewers
-already had the event), and the flusher never takes the session's task group down.
+already had the event), and the flusher never takes the session's task group down. A write still
+failing after ``outage_s`` is dropped too, and reported to ``on_outage`` (the session then fails:
+the bus has been gone longer than it rides out).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from baton.bus.base import Bus
-from baton.bus.errors import BusError, BusUnreachable
+from baton.bus.errors import BusError, BusOutage, BusUnreachable
 from baton.bus.events import Event, TextDelta
 from baton.bus.retry import persist
 
@@ -125,9 +127,13 @@ class EventRouter:
         *,
         flush_s: float = DEFAULT_FLUSH_S,
         give_up: Callable[[], bool] | None = None,
+        outage_s: float | None = None,
+        on_outage: Callable[[BusOutage], None] | None = None,
     ) -> None:
         self.bus = bus
         self.give_up = give_up
+        self.outage_s = outage_s
+        self.on_outage = on_outage
         self.fanout = fanout
         self.flush_s = flush_s
         self._lock = anyio.Lock()
@@ -182,12 +188,18 @@ class EventRouter:
         await self._write(head.model_copy(update={"text": "".join(pieces)}))
 
     async def _write(self, event: Event) -> str | None:
-        """Log one event, through bus blips; None if dropped because ``give_up()`` said so."""
+        """Log one event, through bus blips; None if dropped because ``give_up()`` said so or
+        the bus stayed away past ``outage_s``."""
         try:
             return await persist(
-                partial(self.bus.emit, event), f"log {event.type}", give_up=self.give_up
+                partial(self.bus.emit, event),
+                f"log {event.type}",
+                give_up=self.give_up,
+                outage_s=self.outage_s,
             )
         except BusUnreachable as exc:
+            if isinstance(exc, BusOutage) and self.on_outage is not None:
+                self.on_outage(exc)
             log.warning(
                 "session %s: dropped %s from the event log: %s", event.session, event.type, exc
             )

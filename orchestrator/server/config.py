@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baton.bus.errors import ConfigError
+from baton.bus.retry import DEFAULT_OUTAGE_S
 from baton.engine.spend import SpendLimits
 from baton.lead.delegation import DelegationLimits
 from baton.llm import ModelSettings
@@ -66,6 +67,7 @@ class ServerConfig:
     when ``host`` is not loopback, and enforced on every route whenever it is set — including on
     loopback, where it is optional. ``model=None`` runs sessions on the offline model;
     ``session_defaults`` are the lead's tool choice, the budget and the like for every session.
+    ``bus_outage_s`` is how long the sessions and the SSE feeds ride out a bus outage.
     """
 
     host: str = DEFAULT_HOST
@@ -82,6 +84,7 @@ class ServerConfig:
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
     retry_ms: int = DEFAULT_RETRY_MS
     session_timeout_s: float = 600.0
+    bus_outage_s: float = DEFAULT_OUTAGE_S
     max_session_timeout_s: float = MAX_SESSION_TIMEOUT_S
     log_level: str = "warning"
 

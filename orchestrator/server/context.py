@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,13 +9,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from baton.bus.base import Bus
+from baton.bus.ids import name_problem
 from baton.llm import ModelSettings
 from baton.server.config import ServerConfig
 from baton.server.feeds import Feeds
 from baton.server.host import SessionHost
-from baton.server.schemas import NAME_PATTERN
-
-_NAME = re.compile(NAME_PATTERN)
 
 
 @dataclass(slots=True)
@@ -35,8 +32,14 @@ class ServerContext:
 
     @staticmethod
     def session_id(request: Request) -> str:
-        """The ``{id}`` path parameter, or 404 for one no session could have."""
+        """The ``{id}`` path parameter, or 404 for one no session could have.
+
+        Checked against the bus's one rule for session ids (:func:`baton.bus.ids.name_problem`):
+        the route matches any path segment, and an id the envelope refuses would otherwise
+        fail deep inside a route as a 500.
+        """
         session = str(request.path_params["id"])
-        if not _NAME.match(session):
-            raise HTTPException(404, f"no session {session[:80]!r}: not a session id")
+        problem = name_problem(session, "session id")
+        if problem is not None:
+            raise HTTPException(404, f"no session {session[:80]!r}: {problem}")
         return session

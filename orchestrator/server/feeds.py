@@ -5,6 +5,8 @@ thousand ``XRANGE`` loops on Redis, a thousand JSON validations per event). A :c
 the log once, encodes each event once as an SSE frame (``id`` = its cursor, ``event`` = its type,
 ``data`` = its JSON), and keeps the frames; each client only walks the list from its own position.
 The list is bounded by the bus's event-log cap, and a feed is dropped when its last client leaves.
+A feed rides out a bus outage (up to ``outage_s``) and carries on at its cursor; past that it
+fails, which ends its streams (clients then resume by cursor).
 
 Resumption is exact because positions are cursors: a client that says ``Last-Event-ID: C`` starts
 at the first frame whose cursor is greater than ``C`` (cursors are ordered integers on the memory
@@ -23,6 +25,7 @@ from anyio.abc import TaskGroup
 
 from baton.bus.base import Bus, LoggedEvent
 from baton.bus.events import SessionFinished, dump_event
+from baton.bus.tail import tail_events
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +47,10 @@ def encode_frame(cursor: str, kind: str, data: str) -> bytes:
 class Feed:
     """The frames of one session's log so far, and a way to wait for more."""
 
-    def __init__(self, bus: Bus, session: str) -> None:
+    def __init__(self, bus: Bus, session: str, *, outage_s: float | None = None) -> None:
         self.bus = bus
         self.session = session
+        self.outage_s = outage_s
         self.frames: list[bytes] = []
         self.keys: list[tuple[int, ...]] = []
         self.finished_at: int | None = None
@@ -93,7 +97,9 @@ class Feed:
                 self._notify()
 
     async def _read(self, after: str | None, *, follow: bool) -> str | None:
-        events = self.bus.events(self.session, after=after, follow=follow)
+        events = tail_events(
+            self.bus, self.session, after=after, follow=follow, outage_s=self.outage_s
+        )
         try:
             async for logged in events:
                 event = logged.event
@@ -122,9 +128,10 @@ async def _aclose(events: AsyncIterator[LoggedEvent]) -> None:
 class Feeds:
     """The live feeds of a server, one per watched session, run in the server's task group."""
 
-    def __init__(self, bus: Bus, group: TaskGroup) -> None:
+    def __init__(self, bus: Bus, group: TaskGroup, *, outage_s: float | None = None) -> None:
         self.bus = bus
         self.group = group
+        self.outage_s = outage_s
         self._feeds: dict[str, Feed] = {}
         self._closed = False
 
@@ -132,7 +139,7 @@ class Feeds:
         """The session's feed (started if needed); pair every call with :meth:`release`."""
         feed = self._feeds.get(session)
         if feed is None or feed.failed:
-            feed = self._feeds[session] = Feed(self.bus, session)
+            feed = self._feeds[session] = Feed(self.bus, session, outage_s=self.outage_s)
             if self._closed:
                 feed.close()
                 feed.caught_up.set()

@@ -26,7 +26,7 @@ STOP_GRACE_S = 5.0
 
 class SessionHost:
     """Starts sessions in ``group`` and keeps the running ones by id (for ``cancel``), each with
-    the server's ``defaults`` where its config does not say otherwise."""
+    the server's ``defaults`` (and ``bus_outage_s``) where its config does not say otherwise."""
 
     def __init__(
         self,
@@ -34,11 +34,14 @@ class SessionHost:
         group: TaskGroup,
         profiles: Mapping[str, Profile],
         defaults: SessionDefaults | None = None,
+        *,
+        bus_outage_s: float | None = None,
     ) -> None:
         self.bus = bus
         self.group = group
         self.profiles = dict(profiles)
         self.defaults = defaults or SessionDefaults()
+        self.bus_outage_s = bus_outage_s
         self._running: dict[str, Session] = {}
         self._all_done = anyio.Event()
         self._all_done.set()
@@ -49,10 +52,11 @@ class SessionHost:
 
     async def start(self, config: SessionConfig) -> str:
         """Open the session and start it; returns once it is running (its id is usable)."""
+        defaults = self.defaults.fields()
+        if self.bus_outage_s is not None:
+            defaults["bus_outage_s"] = self.bus_outage_s
         unset = {
-            name: value
-            for name, value in self.defaults.fields().items()
-            if name not in config.model_fields_set
+            name: value for name, value in defaults.items() if name not in config.model_fields_set
         }
         if unset:
             config = config.model_copy(update=unset)

@@ -94,8 +94,10 @@ class BatonServer(Service):
         media_root = config.media_dir.resolve()
         media_root.mkdir(parents=True, exist_ok=True)
         group = await stack.enter_async_context(anyio.create_task_group())
-        feeds = Feeds(bus, group)
-        host = SessionHost(bus, group, profiles, config.session_defaults)
+        feeds = Feeds(bus, group, outage_s=config.bus_outage_s)
+        host = SessionHost(
+            bus, group, profiles, config.session_defaults, bus_outage_s=config.bus_outage_s
+        )
         self.ctx = ServerContext(config, bus, feeds, host, media_root, config.model)
         sock = bind(config.host, config.port)
         self.port = sock.getsockname()[1]
