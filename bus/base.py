@@ -114,6 +114,16 @@ class SpawnQueue:
         return f"pool {self.pool} ({', '.join(sorted(self.profiles)) or 'no profiles'})"
 
 
+@dataclass(frozen=True, slots=True)
+class LeadLease:
+    """How :meth:`Bus.hold_lead` went: ``held`` (the fields were written), or the lead that
+    holds the lease instead (``holder``) and how long it still has (``ttl_s``)."""
+
+    held: bool
+    holder: str = ""
+    ttl_s: float = 0.0
+
+
 @dataclass(slots=True)
 class BusOptions:
     """Tunables shared by both backends."""
@@ -333,6 +343,19 @@ class Bus(ABC):
     async def release_spawn(self, receipts: Sequence[str]) -> None:
         """Give requests back at once (graceful drain) so another worker resumes them."""
 
+    @abstractmethod
+    async def withdraw_spawn(self, receipts: Sequence[str]) -> list[str]:
+        """Take back the requests (``submit_spawn``'s receipts) that no worker has claimed yet:
+        their session is ending. Each is deleted in one step with that check, so it is never
+        claimed, and its agent's inbox goes with it (the agent never ran, nothing will read
+        it). Returns the receipts withdrawn; a request already claimed is left as it is."""
+
+    @abstractmethod
+    async def drop_spawn_queue(self, session: str) -> int:
+        """The session ended: delete its own spawn queue with whatever is left in it (requests
+        of agents given back unfinished, which nobody will resume). Returns how many requests
+        it held."""
+
     # -- agent state -----------------------------------------------------------------------
 
     @abstractmethod
@@ -342,6 +365,23 @@ class Bus(ABC):
     @abstractmethod
     async def get_agent_state(self, session: str, agent: str) -> dict[str, str]:
         """The agent's state record; empty when it has none."""
+
+    # -- the session's lead ----------------------------------------------------------------
+
+    @abstractmethod
+    async def hold_lead(
+        self, session: str, holder: str, lease_s: float, fields: Mapping[str, str] | None = None
+    ) -> LeadLease:
+        """Take or renew the session's lead lease for ``holder`` and merge ``fields`` into the
+        lead's record, in one step; when another holder's lease is live, write nothing.
+
+        ``lease_s`` 0 writes, then gives the lease up (a lead that finished). The lease lets one
+        lead run a session and fences its checkpoints (``docs/protocol.md``).
+        """
+
+    @abstractmethod
+    async def lead_record(self, session: str) -> dict[str, str]:
+        """The lead's record (status, setup, checkpoint...); empty when it has none."""
 
     # -- the session's budget --------------------------------------------------------------
 

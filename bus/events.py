@@ -54,6 +54,8 @@ class SessionStarted(_Event):
     task: str
     model: str = ""
     offline: bool = False
+    resumed: bool = False
+    """A lead that died was resumed (``baton resume``): the session goes on from its checkpoint."""
 
 
 class SessionFinished(_Event):
@@ -121,10 +123,13 @@ class ApprovalRequested(_Event):
 
 
 class ApprovalDecided(_Event):
+    """``policy`` is the session's policy when it decided (nobody was asked), else None."""
+
     type: Literal["approval.decided"] = "approval.decided"
     call_id: str
     approved: bool
     reason: str = ""
+    policy: Literal["auto", "deny"] | None = None
 
 
 class AgentSpawned(_Event):

@@ -38,22 +38,31 @@ def new_id() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-NAME_PATTERN = r"^[A-Za-z0-9_.\-]+$"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 """The one rule for session ids and agent names, wherever they come from (an envelope, a spawn
 request, an HTTP path or body). They become parts of Redis keys (``baton:{S}:inbox:A``), so no
-``:`` (it separates a key's parts), no ``{``/``}`` (the session's hash tag), no space or slash."""
+``:`` (it separates a key's parts), no ``{``/``}`` (the session's hash tag), no space or slash;
+and path segments (a session's media folder), so they start with a letter or digit: never ``.``,
+``..`` or a hidden name."""
 NAME_MAX = 200
-NAME_RULE = f"1 to {NAME_MAX} characters of A-Z a-z 0-9 _ . -"
-"""The rule in words, for error messages."""
+
+
+def name_rule(max_len: int = NAME_MAX) -> str:
+    """The rule in words, for error messages."""
+    return f"1 to {max_len} characters of A-Z a-z 0-9 _ . -, starting with a letter or digit"
+
+
+NAME_RULE = name_rule()
 
 _NAME = re.compile(NAME_PATTERN)
 
 
-def name_problem(value: str, what: str) -> str | None:
-    """Why ``value`` cannot be a session id or agent name (``what`` says which), or None."""
-    if len(value) <= NAME_MAX and _NAME.fullmatch(value):
+def name_problem(value: str, what: str, *, max_len: int = NAME_MAX) -> str | None:
+    """Why ``value`` cannot be a session id or agent name (``what`` says which; a pool name
+    follows the same rule with its own ``max_len``), or None."""
+    if len(value) <= max_len and _NAME.fullmatch(value):
         return None
-    return f"{what} {value[:80]!r} is not valid: it must be {NAME_RULE}"
+    return f"{what} {value[:80]!r} is not valid: it must be {name_rule(max_len)}"
 
 
 def check_name(value: str, what: str) -> str:

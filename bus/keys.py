@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from baton.bus.errors import InvalidEnvelope
 from baton.bus.messages import LOCAL_POOL, SpawnRequest
 
 if TYPE_CHECKING:
@@ -36,6 +37,14 @@ class Keys:
     def agent(self, session: str, agent: str) -> str:
         return f"{self.prefix}:{{{session}}}:agent:{agent}"
 
+    def lead(self, session: str) -> str:
+        """The lead's record and checkpoint (a hash; ``docs/protocol.md``)."""
+        return f"{self.prefix}:{{{session}}}:lead"
+
+    def lead_lease(self, session: str) -> str:
+        """The lead's lease: a string holding its holder's name, with a TTL."""
+        return f"{self.prefix}:{{{session}}}:lead:lease"
+
     def spend(self, session: str) -> str:
         """The session's budget: a hash of calls, tokens and their caps (``scripts/spend.lua``)."""
         return f"{self.prefix}:{{{session}}}:spend"
@@ -59,6 +68,20 @@ class Keys:
         if request.pool == LOCAL_POOL:
             return self.spawn_local(request.session)
         return self.spawn_pool(request.pool, request.profile)
+
+    def check_spawn_stream(
+        self, request: SpawnRequest, stream: str, queue: SpawnQueue, raw: str
+    ) -> None:
+        """Raise ``InvalidEnvelope`` unless ``request`` belongs in ``stream``, where a worker of
+        ``queue`` met it (``raw``): a producer writing by hand can put a request where another
+        session's worker, or a worker lacking its profile, would run it."""
+        belongs = self.spawn_stream(request)
+        if belongs != stream:
+            raise InvalidEnvelope(
+                f"misrouted spawn request: its session, pool and profile put it in "
+                f"{belongs!r}, but it sits in {stream!r} ({queue})",
+                raw,
+            )
 
     def spawn_queue(self, queue: SpawnQueue) -> tuple[tuple[str, ...], str]:
         """The streams a worker of ``queue`` reads (a pool's in profile order) and the one

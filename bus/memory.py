@@ -19,6 +19,7 @@ import anyio
 from baton.bus.base import (
     Bus,
     BusOptions,
+    LeadLease,
     LoggedEvent,
     SpawnClaim,
     SpawnQueue,
@@ -97,6 +98,15 @@ class _Stream:
             self.pending.pop(entry_id, None)
             self.entries.pop(entry_id, None)
 
+    def withdraw(self, entry_id: int) -> str | None:
+        """Delete an entry never delivered to anyone; its text, or None when it was delivered
+        (or is gone)."""
+        if entry_id in self.pending or entry_id not in self.entries:
+            return None
+        if entry_id in self.undelivered:
+            self.undelivered.remove(entry_id)
+        return self.entries.pop(entry_id)
+
 
 @dataclass(slots=True)
 class _EventLog:
@@ -123,6 +133,8 @@ class _Broker:
         self.agents: dict[tuple[str, str], dict[str, str]] = {}
         self.dead: deque[DeadLetter] = deque(maxlen=10_000)
         self.spend: dict[str, SpendTotals] = {}
+        self.leads: dict[str, dict[str, str]] = {}
+        self.lead_leases: dict[str, tuple[str, float]] = {}  # session → (holder, ends at)
 
 
 class MemoryBus(Bus):
@@ -312,13 +324,7 @@ class MemoryBus(Bus):
                 ((entry_id, raw),) = taken
                 try:
                     request = parse_spawn_request(raw)
-                    belongs = _KEYS.spawn_stream(request)
-                    if belongs != stream:
-                        raise InvalidEnvelope(
-                            f"misrouted spawn request: its session, pool and profile put it in "
-                            f"{belongs!r}, but it sits in {stream!r} ({queue})",
-                            raw,
-                        )
+                    _KEYS.check_spawn_stream(request, stream, queue, raw)
                 except InvalidEnvelope as exc:
                     source.done([entry_id])
                     await self._dead_letter(exc, source=stream, session=None, raw=raw)
@@ -358,6 +364,28 @@ class MemoryBus(Bus):
             stream.release(entry_ids)
             self._broker.hub.wake(self._spawn_channel(name))
 
+    async def withdraw_spawn(self, receipts: Sequence[str]) -> list[str]:
+        self._check_open()
+        withdrawn: list[str] = []
+        for name, stream, entry_ids in self._spawn_entries(receipts):
+            for entry_id in entry_ids:
+                raw = stream.withdraw(entry_id)
+                if raw is None:
+                    continue
+                withdrawn.append(spawn_receipt(name, str(entry_id)))
+                try:
+                    request = parse_spawn_request(raw)
+                except InvalidEnvelope:  # not a request: no inbox of an agent goes with it
+                    continue
+                self._broker.inboxes.pop((request.session, request.agent), None)
+                self._forget_ledgers(request.session, request.agent)
+        return withdrawn
+
+    async def drop_spawn_queue(self, session: str) -> int:
+        self._check_open()
+        stream = self._broker.spawn.pop(_KEYS.spawn_local(session), None)
+        return 0 if stream is None else len(stream.entries)
+
     # -- the session's budget (no await between a check and its update: atomic) -----------
 
     async def set_spend_limits(self, session: str, limits: SpendLimits) -> None:
@@ -385,6 +413,28 @@ class MemoryBus(Bus):
     async def spend(self, session: str) -> SpendTotals:
         self._check_open()
         return self._broker.spend.get(session, SpendTotals())
+
+    # -- the session's lead ----------------------------------------------------------------
+
+    async def hold_lead(
+        self, session: str, holder: str, lease_s: float, fields: Mapping[str, str] | None = None
+    ) -> LeadLease:
+        self._check_open()
+        now = anyio.current_time()
+        current = self._broker.lead_leases.get(session)
+        if current is not None and current[0] != holder and current[1] > now:
+            return LeadLease(held=False, holder=current[0], ttl_s=current[1] - now)
+        if fields:
+            self._broker.leads.setdefault(session, {}).update(fields)
+        if lease_s > 0:
+            self._broker.lead_leases[session] = (holder, now + lease_s)
+        else:
+            self._broker.lead_leases.pop(session, None)
+        return LeadLease(held=True)
+
+    async def lead_record(self, session: str) -> dict[str, str]:
+        self._check_open()
+        return dict(self._broker.leads.get(session, {}))
 
     # -- agent state, dead letters, health -------------------------------------------------
 

@@ -8,7 +8,6 @@ serialisation bug shows up without Redis.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -23,7 +22,7 @@ from pydantic import (
 
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.events import utc_now
-from baton.bus.ids import NAME_MAX, NAME_PATTERN, new_id
+from baton.bus.ids import NAME_MAX, NAME_PATTERN, name_problem, new_id
 from baton.bus.utf8 import not_utf8, printable, utf8_problem
 
 WIRE_VERSION: Literal[1] = 1
@@ -42,6 +41,8 @@ def _check_media_url(url: str) -> str:
 
 
 MediaUrl = Annotated[str, AfterValidator(_check_media_url)]
+ID_MAX = 100
+"""The longest envelope or spawn-request id."""
 AgentName = Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN)]
 SessionId = Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN)]
 
@@ -52,7 +53,7 @@ class Envelope(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     v: Literal[1] = WIRE_VERSION
-    id: str = Field(default_factory=new_id, min_length=1, max_length=100)
+    id: str = Field(default_factory=new_id, min_length=1, max_length=ID_MAX)
     session: SessionId
     sender: AgentName
     recipient: AgentName
@@ -139,11 +140,9 @@ def check_pool(name: str) -> str:
 
     Raises ``ValueError`` with the reason (pydantic validators turn it into their own error).
     """
-    if len(name) > POOL_MAX or not re.fullmatch(NAME_PATTERN, name):
-        raise ValueError(
-            f"pool {name[:80]!r} is not valid: it must be 1 to {POOL_MAX} characters of "
-            "A-Z a-z 0-9 _ . -"
-        )
+    problem = name_problem(name, "pool", max_len=POOL_MAX)
+    if problem is not None:
+        raise ValueError(problem)
     if name == LOCAL_POOL:
         raise ValueError(
             f"pool {LOCAL_POOL!r} is reserved for a session's own in-process worker; "
@@ -152,24 +151,51 @@ def check_pool(name: str) -> str:
     return name
 
 
+ApprovePolicy = Literal["ask", "auto", "deny"]
+"""A session's approval policy as its spawn requests carry it (``meta.approve``): the same words
+as ``baton.defaults.ApproveMode``, which this layer cannot import."""
+APPROVE_POLICIES: tuple[ApprovePolicy, ...] = ("ask", "auto", "deny")
+APPROVE_KEY = "approve"
+
+
+def _check_spawn_meta(meta: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Refuse a request whose ``meta.approve`` is no policy: guessing could approve a call that
+    the session meant to deny (docs/protocol.md, *Approvals*)."""
+    value = meta.get(APPROVE_KEY, "ask")
+    if not isinstance(value, str) or value not in APPROVE_POLICIES:
+        raise ValueError(
+            f"meta.approve must be 'ask', 'auto' or 'deny', not {printable(repr(value)[:80])}"
+        )
+    return meta
+
+
 class SpawnRequest(BaseModel):
     """A request to start a sub-agent from a profile; claimed by exactly one worker.
 
     ``pool`` routes it (``docs/protocol.md``): :data:`LOCAL_POOL` to the session's own worker,
-    any other name to the workers of that pool that know ``profile``.
+    any other name to the workers of that pool that know ``profile``. ``meta.approve`` carries
+    the session's approval policy to whichever worker hosts the agent (:attr:`approve`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     v: Literal[1] = WIRE_VERSION
-    id: str = Field(default_factory=new_id, min_length=1, max_length=100)
+    id: str = Field(default_factory=new_id, min_length=1, max_length=ID_MAX)
     session: SessionId
     agent: AgentName
     profile: str = Field(min_length=1, max_length=200)
     parent: AgentName = "lead"
     pool: PoolName = DEFAULT_POOL
     created_at: datetime = Field(default_factory=utc_now)
-    meta: dict[str, JsonValue] = Field(default_factory=dict)
+    meta: Annotated[dict[str, JsonValue], AfterValidator(_check_spawn_meta)] = Field(
+        default_factory=dict
+    )
+
+    @property
+    def approve(self) -> ApprovePolicy:
+        """The session's approval policy for this agent; ``ask`` when the request has none."""
+        value = self.meta.get(APPROVE_KEY)
+        return "auto" if value == "auto" else "deny" if value == "deny" else "ask"
 
 
 def parse_spawn_request(raw: str | bytes, *, field: str = "req") -> SpawnRequest:

@@ -11,7 +11,8 @@
   connection; :mod:`baton.bus.redis_adapter` — the only use of redis-py below its client API;
   :mod:`baton.bus.redis_scripts` — the Lua scripts (``bus/scripts/*.lua``).
 
-Agent state records and dead letters, a few plain commands each, are kept here.
+Agent state records, the lead's lease and record, and dead letters, a command each, are kept
+here.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any
 
-from baton.bus.base import Bus, BusOptions, LoggedEvent, SpawnClaim, SpawnQueue
+from baton.bus.base import Bus, BusOptions, LeadLease, LoggedEvent, SpawnClaim, SpawnQueue
 from baton.bus.events import Event
 from baton.bus.lifecycle import Phase
 from baton.bus.messages import DeadLetter, Envelope, SpawnRequest
 from baton.bus.redis_core import RedisCore, entry_fields, stream_entries
 from baton.bus.redis_events import RedisEventLog
 from baton.bus.redis_inbox import RedisInboxes
+from baton.bus.redis_scripts import HOLD_LEAD
 from baton.bus.redis_spawn import RedisSpawnQueue
 from baton.bus.redis_spend import RedisSpend
 from baton.bus.spend import SpendLimits, SpendTotals
@@ -161,6 +163,12 @@ class RedisBus(Bus):
     def release_spawn(self, receipts: Sequence[str]) -> Coroutine[Any, Any, None]:
         return self._spawn.release(receipts)
 
+    def withdraw_spawn(self, receipts: Sequence[str]) -> Coroutine[Any, Any, list[str]]:
+        return self._spawn.withdraw(receipts)
+
+    def drop_spawn_queue(self, session: str) -> Coroutine[Any, Any, int]:
+        return self._spawn.drop_local(session)
+
     # -- the session's budget --------------------------------------------------------------
 
     def set_spend_limits(self, session: str, limits: SpendLimits) -> Coroutine[Any, Any, None]:
@@ -174,6 +182,23 @@ class RedisBus(Bus):
 
     def spend(self, session: str) -> Coroutine[Any, Any, SpendTotals]:
         return self._spend.read(session)
+
+    # -- the session's lead ----------------------------------------------------------------
+
+    async def hold_lead(
+        self, session: str, holder: str, lease_s: float, fields: Mapping[str, str] | None = None
+    ) -> LeadLease:
+        keys = (self.keys.lead_lease(session), self.keys.lead(session))
+        flat = [item for pair in (fields or {}).items() for item in pair]
+        lease_ms = max(1, round(lease_s * 1000)) if lease_s > 0 else 0
+        command = HOLD_LEAD.call_keys(keys, holder, lease_ms, *flat)
+        held, other, ttl_ms = await self._core.one(*command)
+        if int(held):
+            return LeadLease(held=True)
+        return LeadLease(held=False, holder=str(other), ttl_s=max(0, int(ttl_ms)) / 1000)
+
+    async def lead_record(self, session: str) -> dict[str, str]:
+        return entry_fields(await self._core.one("HGETALL", self.keys.lead(session))) or {}
 
     # -- agent state, dead letters ---------------------------------------------------------
 

@@ -249,6 +249,10 @@ class RedisCore(Service):
             self._groups_ready.discard(key)
             self.report_lost([key])
 
+    def groups_deleted(self, keys: Sequence[str]) -> None:
+        """Streams deleted on purpose: forgotten, and not reported as lost if made again."""
+        self._groups_ready.difference_update(keys)
+
     def groups_made(self, looked: Sequence[str], created: Sequence[str]) -> None:
         """A script made sure ``looked`` have their groups, creating those of ``created``:
         the created ones this bus had met before were lost, and are reported."""

@@ -123,16 +123,24 @@ class RedisEventLog:
             log.debug("bad event %s of %s was set aside by another reader", entry_id, key)
 
     async def sessions(self) -> list[str]:
-        result = await self._core.one("ZREVRANGE", self._core.keys.sessions, 0, -1)
+        key = self._core.keys.sessions
+        result = await self._core.one("ZREVRANGE", key, 0, -1)
         names: list[str] = []
         for name in result:
             problem = utf8_problem(name)
             if problem is None:
                 names.append(name)
             else:  # written by hand: no session of baton's has it, and it cannot be printed
-                log.warning("skipping session name that is not UTF-8 (%s): %s", problem,
-                            printable(name))  # fmt: skip
+                await self._set_aside_session(key, name, problem)
         return names
+
+    async def _set_aside_session(self, key: str, name: str, problem: str) -> None:
+        """Take a session name that is not UTF-8 out of the list, dead-lettered once: only the
+        reader whose ZREM removed it reports it (as :meth:`_set_aside` does for log entries),
+        so listing the sessions does not warn about it again and again."""
+        if await self._core.one("ZREM", key, name):
+            error = InvalidEnvelope(f"session name is not UTF-8 ({problem})", printable(name))
+            await self._dead_letter(error, source=key, session=None, raw=error.raw or "")
 
 
 def logged_event(fields: dict[str, str] | None) -> Event:

@@ -39,5 +39,15 @@ APPEND_AND_WAKE = Script("append_and_wake")
 ACK_AND_DELETE = Script("ack_and_delete")
 RENEW_IF_MINE = Script("renew_if_mine")
 CLAIM_SPAWN = Script("claim_spawn")
+WITHDRAW_SPAWN = Script("withdraw_spawn")
 SPEND = Script("spend")
-SCRIPTS = (APPEND_AND_WAKE, ACK_AND_DELETE, RENEW_IF_MINE, CLAIM_SPAWN, SPEND)
+HOLD_LEAD = Script("hold_lead")
+SCRIPTS = (
+    APPEND_AND_WAKE,
+    ACK_AND_DELETE,
+    RENEW_IF_MINE,
+    CLAIM_SPAWN,
+    WITHDRAW_SPAWN,
+    SPEND,
+    HOLD_LEAD,
+)

@@ -15,6 +15,7 @@ on a graceful drain. A receipt is ``<entry id>@<stream>``: it alone says where t
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,11 +26,14 @@ from baton.bus.base import SpawnClaim, SpawnQueue, spawn_receipt, spawn_receipts
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.keys import SPAWN_GROUP
 from baton.bus.messages import SpawnRequest, parse_spawn_request
-from baton.bus.redis_adapter import NoGroup
+from baton.bus.redis_adapter import NoGroup, RedisRefused
 from baton.bus.redis_core import DeadLetterSink, RedisCore, entry_fields
 from baton.bus.redis_inbox import RELEASED_IDLE_MS
-from baton.bus.redis_scripts import ACK_AND_DELETE, CLAIM_SPAWN, RENEW_IF_MINE
+from baton.bus.redis_scripts import ACK_AND_DELETE, CLAIM_SPAWN, RENEW_IF_MINE, WITHDRAW_SPAWN
+from baton.bus.utf8 import printable
 from baton.bus.wake import RELEASED
+
+log = logging.getLogger(__name__)
 
 _Found = tuple[str, str, dict[str, str] | None]
 """A delivered entry: its stream, its id and its fields (None: deleted meanwhile)."""
@@ -55,6 +59,8 @@ class RedisSpawnQueue:
         self._dead_letter = dead_letter
         self._queues: dict[SpawnQueue, _Claiming] = {}
         self._held: set[str] = set()
+        self._broken: set[str] = set()
+        """Streams a claim skips because they refuse to be read (reported once each)."""
 
     async def submit(self, request: SpawnRequest) -> str:
         keys = self._core.keys
@@ -120,6 +126,9 @@ class RedisSpawnQueue:
                 mine = await core.own_pending(stream, SPAWN_GROUP, core.consumer)
             except NoGroup:
                 continue  # nothing is pending on a group that is gone; the claim makes it again
+            except RedisRefused as exc:  # not a stream (WRONGTYPE): the others still count
+                self._note_broken([], {stream: str(exc)})
+                continue
             found.extend(
                 (stream, entry_id, fields)
                 for entry_id, fields in mine
@@ -144,13 +153,32 @@ class RedisSpawnQueue:
         order = state.streams[first:] + state.streams[:first]
         flag = "1" if look else "0"
         script = CLAIM_SPAWN.call_keys(order, SPAWN_GROUP, core.consumer, int(lease_s * 1000), flag)
-        created, looked, stream, entry_id, flat, how = await core.one(*script)
-        core.groups_made(order[: int(looked)], [str(key) for key in created or ()])
+        created, looked, stream, entry_id, flat, how, failed = await core.one(*script)
+        skipped = dict(zip(failed[::2], failed[1::2], strict=True)) if failed else {}
+        seen = [key for key in order[: int(looked)] if key not in skipped]
+        core.groups_made(seen, [str(key) for key in created or ()])
+        self._note_broken(seen, skipped)
         if look and how != "expired":
             state.expiry_checked_at = now
         if not stream:
             return []
         return [(str(stream), str(entry_id), entry_fields(flat))]
+
+    def _note_broken(self, read: Sequence[str], broken: dict[str, str]) -> None:
+        """Report once each stream a claim had to skip (a key that is no stream, because
+        someone wrote another type there: WRONGTYPE), and once when it reads again (``read``).
+        Claims go on from the other streams meanwhile: one broken profile never stops a pool."""
+        for key, error in broken.items():
+            if key not in self._broken:
+                self._broken.add(key)
+                log.warning(
+                    "spawn queue %s cannot be read (%s): its requests wait until the key is a "
+                    "stream again; the other queues are served",
+                    key, printable(str(error))[:200],
+                )  # fmt: skip
+        for key in self._broken.intersection(read):
+            self._broken.discard(key)
+            log.info("spawn queue %s can be read again", key)
 
     async def _screen(self, queue: SpawnQueue, found: list[_Found]) -> SpawnClaim | None:
         """The first usable request of ``found``; the rest of ``found`` stays pending to us and
@@ -169,13 +197,7 @@ class RedisSpawnQueue:
                         f"spawn entry has no 'req' field (fields: {sorted(fields)[:5]})"
                     )
                 request = parse_spawn_request(raw)
-                belongs = core.keys.spawn_stream(request)
-                if belongs != stream:
-                    raise InvalidEnvelope(
-                        f"misrouted spawn request: its session, pool and profile put it in "
-                        f"{belongs!r}, but it sits in {stream!r} ({queue})",
-                        raw,
-                    )
+                core.keys.check_spawn_stream(request, stream, queue, raw)
             except InvalidEnvelope as exc:
                 await self._dead_letter(exc, source=stream, session=None, raw=raw or str(fields))
                 await core.ack(stream, SPAWN_GROUP, [entry_id])
@@ -208,30 +230,68 @@ class RedisSpawnQueue:
     async def ack(self, receipts: Sequence[str]) -> None:
         if not receipts:
             return
-        await self._core.call(
-            *(
-                ACK_AND_DELETE.call(stream, SPAWN_GROUP, *ids)
-                for stream, ids in spawn_receipts_by_stream(receipts).items()
+        try:
+            await self._core.call(
+                *(
+                    ACK_AND_DELETE.call(stream, SPAWN_GROUP, *ids)
+                    for stream, ids in spawn_receipts_by_stream(receipts).items()
+                )
             )
-        )
-        self._held.difference_update(receipts)
+        finally:
+            # Forgotten whatever the bus said: the worker is done with them either way. One
+            # still pending to us after a failed ack comes back with our own pending, and its
+            # next host finds the agent exited and only acks it.
+            self._held.difference_update(receipts)
 
     async def release(self, receipts: Sequence[str]) -> None:
         if not receipts:
             return
         core = self._core
         idle = ("IDLE", RELEASED_IDLE_MS, "JUSTID")
-        for stream, ids in spawn_receipts_by_stream(receipts).items():
-            try:
-                await core.call(
-                    ("XCLAIM", stream, SPAWN_GROUP, core.consumer, 0, *ids, *idle),
-                    ("PUBLISH", core.keys.spawn_channel(stream), RELEASED),
-                )
-            except NoGroup:  # the requests went with their group: nothing to hand back
-                core.forget_group(stream)
-        self._held.difference_update(receipts)
+        try:
+            for stream, ids in spawn_receipts_by_stream(receipts).items():
+                try:
+                    await core.call(
+                        ("XCLAIM", stream, SPAWN_GROUP, core.consumer, 0, *ids, *idle),
+                        ("PUBLISH", core.keys.spawn_channel(stream), RELEASED),
+                    )
+                except NoGroup:  # the requests went with their group: nothing to hand back
+                    core.forget_group(stream)
+        finally:  # not ours to run any more, handed back or not (as after ack)
+            self._held.difference_update(receipts)
         for state in self._queues.values():
             state.expiry_checked_at = float("-inf")
+
+    async def withdraw(self, receipts: Sequence[str]) -> list[str]:
+        if not receipts:
+            return []
+        core = self._core
+        grouped = spawn_receipts_by_stream(receipts)
+        replies = await core.call(
+            *(WITHDRAW_SPAWN.call(stream, SPAWN_GROUP, *ids) for stream, ids in grouped.items())
+        )
+        withdrawn: list[str] = []
+        inboxes: list[str] = []
+        for stream, reply in zip(grouped, replies, strict=True):
+            for entry_id, flat in zip(reply[::2], reply[1::2], strict=True):
+                withdrawn.append(spawn_receipt(stream, str(entry_id)))
+                raw = (entry_fields(flat) or {}).get("req")
+                try:
+                    request = parse_spawn_request(raw or "")
+                except InvalidEnvelope:  # not a request: no inbox of an agent goes with it
+                    continue
+                inboxes.append(core.keys.inbox(request.session, request.agent))
+        if inboxes:  # the agents never ran: what was sent to them goes too
+            await core.call(*(("DEL", key) for key in inboxes))
+            core.groups_deleted(inboxes)
+        return withdrawn
+
+    async def drop_local(self, session: str) -> int:
+        core = self._core
+        key = core.keys.spawn_local(session)
+        held, _ = await core.call(("XLEN", key), ("DEL", key))
+        core.groups_deleted([key])
+        return int(held)
 
     async def leave(self, queue: SpawnQueue) -> None:
         if queue.session is None:

@@ -30,6 +30,18 @@ the tail fails the session (status ``failed``, ``Session.error`` a
 :class:`~baton.bus.errors.BusOutage`: "bus unreachable for N s") and the lead, whose own bus calls
 wait for as long as it takes, is cancelled; ``baton run`` then exits 3.
 
+Durable lead: while it runs, the lead holds a lease on the bus and checkpoints itself at every step
+(its conversation, its sub-agents, what it took from its inbox); a session whose lead process died
+(``kill -9``) is continued by ``Session.resume(session_id, bus_url="redis://...")`` (or
+``baton resume``) with the results that arrived meanwhile, and ends with one final answer
+(``docs/protocol.md``, *The lead's checkpoint and resuming a session*)::
+
+    async with Session.resume("s-123", bus_url="redis://localhost:6379/0") as session:
+        result = await session.run()
+
+A session that finished, one whose lead is alive, and any on a ``memory://`` bus are refused
+(:class:`~baton.lead.keeper.ResumeRefused`, a ``ConfigError``).
+
 Lifecycle: leaving the ``async with`` block cancels a session still running (gracefully: the
 sub-agents are told to shut down; a session that has not ended after a bounded wait is then
 cancelled outright, with a warning) and stops everything the session started; cancelling the task
@@ -38,21 +50,30 @@ that runs it does the same and re-raises the cancellation.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Annotated
+from typing import Annotated, Self
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from baton.bus.base import Bus
 from baton.bus.connect import open_bus
-from baton.bus.errors import BusOutage, ConfigError
+from baton.bus.errors import BusError, BusOutage, ConfigError
 from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
 from baton.bus.ids import new_id
 from baton.bus.lifecycle import Service
@@ -68,12 +89,14 @@ from baton.bus.retry import DEFAULT_OUTAGE_S, persist
 from baton.bus.tail import tail_events
 from baton.compose import descriptions, lead_model, media_profiles, resolve_profiles
 from baton.defaults import ApproveMode
-from baton.engine import InteractionChannel, LoopLimits, PolicyChannel, Tool
+from baton.engine import InteractionChannel, LoopLimits, Tool
 from baton.engine.bus_channel import BusInteractionChannel, answer_approval
+from baton.engine.channels import policy_channel
 from baton.engine.spend import BusSpend, SpendLimits
 from baton.errors import describe_validation
 from baton.lead.agent import Lead, LeadOutcome, LeadStatus
 from baton.lead.delegation import DelegationLimits
+from baton.lead.keeper import LEAD_LEASE_S, LeadKeeper, LeadRecord, LeadTakenOver, ResumeRefused
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.stream import DEFAULT_FLUSH_S, EventFanout, EventRouter, EventStream
 from baton.llm import ModelSettings
@@ -89,6 +112,8 @@ WORKER_STOP_S = 5.0
 """Bound on stopping the in-process worker at the end of a session."""
 TAIL_DRAIN_S = 2.0
 """How long the end of a session waits for the event tail to catch up with the log."""
+DROP_QUEUE_S = 1.0
+"""Bound on deleting the session's own spawn queue as it ends."""
 CANCEL_SLACK_S = 5.0
 """Leaving the block of a running session waits for its graceful end at most the shutdown grace,
 the worker's and the tail's bounds and this much more (the bus's own retries of the last writes);
@@ -111,17 +136,26 @@ class SessionConfig(BaseModel):
     this session's spawn requests and no other; without it they go to the ``baton worker``s of
     ``pool`` (``default`` unless set; ``local`` is reserved) that know their profiles.
 
-    ``tool_choice`` is the lead's (None: not sent); ``budget`` caps the model calls and tokens of
-    the lead and every sub-agent together, wherever they run (it is written to the bus before
-    the lead starts, so remote workers see it); ``delegation`` caps the lead's sends per turn;
-    ``profile_tools`` also offers the lead one delegation tool per profile. A failed lead turn is
-    retried ``model_failures_allowed`` times; after the last, the session waits up to
-    ``failure_grace_s`` for its sub-agents' results before it ends ``failed`` with them.
+    ``approve`` answers the approvals of every agent of the session, wherever it runs: ``ask``
+    a person (``Session.answer``, ``baton approve``, the HTTP API), or ``auto``/``deny`` at once
+    by policy (the lead's own channel, and each sub-agent's spawn request carries it).
+
+    ``resume`` continues the session ``session_id`` whose lead died, from the lead's checkpoint:
+    its ``task`` and settings come from there (see :meth:`Session.resume`); ``lead_lease_s`` is
+    the lead's lease, the longest a resume waits to learn that a lead died.
+
+    ``tool_choice`` is the lead's (``required`` unless set; None: not sent); ``budget`` caps the
+    model calls and tokens of the lead and every sub-agent together, wherever they run (it is
+    written to the bus before the lead starts, so remote workers see it); ``delegation`` caps the
+    lead's sends per turn; ``profile_tools`` also offers the lead one delegation tool per
+    profile. A failed lead turn is retried ``model_failures_allowed`` times; after the last, the
+    session waits up to ``failure_grace_s`` for its sub-agents' results before it ends
+    ``failed`` with them.
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
 
-    task: str = Field(min_length=1)
+    task: str = Field("", description="what the lead should get done (a resumed session's own)")
     session_id: SessionId = Field(default_factory=new_session_id)
     bus_url: str = "memory://"
     bus_prefix: str = Field("baton", min_length=1, description="Redis key prefix of the bus")
@@ -139,7 +173,9 @@ class SessionConfig(BaseModel):
     limits: LoopLimits | None = None
     text_flush_s: float = Field(DEFAULT_FLUSH_S, gt=0)
     shutdown_grace_s: float = Field(1.0, ge=0, description="wait for sub-agents on cancel")
-    tool_choice: ToolChoice | None = Field(None, description="the lead's tool_choice")
+    tool_choice: ToolChoice | None = Field(
+        "required", description="the lead's tool_choice (None: not sent); see settings.py"
+    )
     budget: SpendLimits | None = Field(None, description="model calls and tokens, all agents")
     delegation: DelegationLimits = Field(default_factory=DelegationLimits)
     profile_tools: bool = False
@@ -148,6 +184,67 @@ class SessionConfig(BaseModel):
     bus_outage_s: float = Field(
         DEFAULT_OUTAGE_S, gt=0, description="seconds of bus outage the session rides out"
     )
+    lead_lease_s: float = Field(
+        LEAD_LEASE_S, gt=0, description="the lead's lease: how long a resume waits for it"
+    )
+    resume: bool = Field(False, description="continue session_id, whose lead died")
+
+    @model_validator(mode="after")
+    def _task_or_resume(self) -> Self:
+        if not self.resume and not self.task:
+            raise ValueError("task: a new session needs a task (resume=True continues one)")
+        if self.resume and "session_id" not in self.model_fields_set:
+            raise ValueError("session_id: resume=True needs the id of the session to continue")
+        return self
+
+
+PROCESS_FIELDS = frozenset({"bus_url", "bus_prefix", "model", "profiles", "resume", "session_id"})
+"""What a session's stored setup never holds: it belongs to the process that runs the session
+(the model's endpoint and key above all, and the profiles' code)."""
+FIXED_FIELDS = ("task", "local_workers", "pool")
+"""What a resume cannot change: the work, and where its sub-agents' spawn requests went."""
+
+
+def _setup_of(config: SessionConfig, profiles: Iterable[str], model: str) -> str:
+    """The session's settings as its lead's record keeps them (``setup``)."""
+    stored = config.model_dump(mode="json", exclude=set(PROCESS_FIELDS))
+    stored["media_dir"] = str(config.media_dir.absolute())  # the resumer's cwd may differ
+    setup = {"config": stored, "profiles": list(profiles), "model": model}
+    return json.dumps({**setup, "started_at": time.time()}, ensure_ascii=False)
+
+
+def _resumed_config(
+    config: SessionConfig, record: LeadRecord
+) -> tuple[SessionConfig, list[str], float]:
+    """A resumed session's config (its stored setup, what the resumer set and may change, and
+    the process's own fields), the profiles its lead was offered, and the time it has left
+    (what was left of its own timeout, or a new ``timeout_s`` from now)."""
+    session = config.session_id
+    try:
+        setup = json.loads(record.setup)
+        stored, offered = dict(setup["config"]), [str(p) for p in setup["profiles"]]
+        started_at = float(setup["started_at"])
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ResumeRefused(f"session {session}: its setup cannot be read: {exc!r}") from exc
+    given = {name: getattr(config, name) for name in config.model_fields_set}
+    for name in FIXED_FIELDS:
+        if given.get(name) not in (None, "", stored.get(name)):
+            raise ConfigError(
+                f"session {session} ran with {name}={stored.get(name)!r}; a resume cannot "
+                f"change it (got {given[name]!r})"
+            )
+    fields = {k: v for k, v in stored.items() if k in SessionConfig.model_fields}
+    fields.update({k: v for k, v in given.items() if k not in FIXED_FIELDS})
+    fields.update({name: getattr(config, name) for name in PROCESS_FIELDS})
+    try:
+        resumed = SessionConfig.model_validate(fields)
+    except ValidationError as exc:
+        raise ResumeRefused(
+            f"session {session}: its setup does not fit: {describe_validation(exc)}"
+        ) from exc
+    if "timeout_s" in given:
+        return resumed, offered, resumed.timeout_s
+    return resumed, offered, max(0.0, started_at + resumed.timeout_s - time.time())
 
 
 class SessionResult(BaseModel):
@@ -196,6 +293,39 @@ class Session(Service):
         self._result: SessionResult | None = None
         self._error: BaseException | None = None
         self._bus_lost: BusOutage | None = None
+        self._keeper: LeadKeeper | None = None
+        self._resumed: LeadRecord | None = None
+        """The dead lead's record, when this session resumes one."""
+        self._time_left: float | None = None
+        self._setup = ""
+
+    @classmethod
+    def resume(
+        cls,
+        session_id: str,
+        *,
+        bus: Bus | None = None,
+        model: ChatModel | None = None,
+        tools: Sequence[Tool] = (),
+        subagent_models: ModelFactory | None = None,
+        **settings: object,
+    ) -> Session:
+        """The session ``session_id``, whose lead died, continued from its checkpoint (open it
+        with ``async with``; :meth:`run` then carries it to its end).
+
+        ``settings`` are :class:`SessionConfig` fields, validated alike: the bus (``bus_url``,
+        ``bus_prefix``, or a ``bus``), the model endpoint and the profiles must be given again
+        (they are never stored: the key, the profiles' code); ``approve``, ``media_dir`` and
+        ``timeout_s`` (from now) may change; the rest comes from the session's setup. Opening
+        raises :class:`~baton.lead.keeper.ResumeRefused` for a session that finished, one whose
+        lead is alive, one the bus has no record of, and one on a ``memory://`` URL.
+        """
+        fields = {**settings, "session_id": session_id, "resume": True}
+        try:
+            config = SessionConfig.model_validate(fields)
+        except ValidationError as exc:
+            raise ConfigError(f"bad session setting: {describe_validation(exc)}") from exc
+        return cls(config, bus=bus, model=model, tools=tools, subagent_models=subagent_models)
 
     @property
     def id(self) -> str:
@@ -226,14 +356,36 @@ class Session(Service):
         stack.callback(self._fanout.close_viewers)  # unwound last, whatever failed before it
         bus = self._given_bus
         if bus is None:
+            if config.resume and config.bus_url.startswith("memory:"):
+                raise ResumeRefused(
+                    f"session {self.id} cannot be resumed from a memory:// bus: an in-process "
+                    "bus ends with its process; run sessions on Redis (--bus redis://...) to "
+                    "resume them"
+                )
             opened = open_bus(config.bus_url, prefix=config.bus_prefix)
             bus = await stack.enter_async_context(opened)
         self._bus = bus
-        profiles = resolve_profiles(config.profiles)
+        keeper = self._keeper = LeadKeeper(
+            bus,
+            self.id,
+            lease_s=config.lead_lease_s,
+            outage_s=config.bus_outage_s,
+            give_up=self._cancelling,
+        )
+        stack.push_async_callback(keeper.let_go)  # a session that did not end gives it up
+        offered: list[str] | None = None
+        if config.resume:
+            self._resumed = await keeper.take_over()
+            config, offered, self._time_left = _resumed_config(config, self._resumed)
+            self.config = config
+        else:
+            await keeper.claim()
+        profiles = _offered(self.id, resolve_profiles(config.profiles), offered)
         model = self._given_model or lead_model(config.model)
         if self._given_model is None:
             stack.push_async_callback(_close_model, model)
         self._model_name = model.model
+        self._setup = _setup_of(config, profiles, model.model)
         subagent_models = self._subagent_models
         if subagent_models is None and config.local_workers:
             owned = ProfileModels(config.model)
@@ -268,10 +420,17 @@ class Session(Service):
             profile_tools=config.profile_tools,
             media_profiles=media_profiles(profiles),
             spawn_pool=LOCAL_POOL if config.local_workers else config.pool,
+            spawn_approve=config.approve,
+            checkpoints=keeper,
         )
+        resumed = self._resumed
+        if resumed is not None and resumed.restorable:
+            assert resumed.history is not None and resumed.checkpoint is not None
+            self._lead.restore(resumed.history, resumed.checkpoint)
         self._group = await stack.enter_async_context(anyio.create_task_group())
         stack.push_async_exit(self._stop)  # unwound first: end the session, then its parts
         await self._group.start(self._router.run_flusher)
+        await self._group.start(partial(keeper.keep, on_lost=self._taken_over))
         if config.local_workers:
             self._worker = Worker(
                 bus,
@@ -309,6 +468,13 @@ class Session(Service):
             self._fanout.close()
         return False
 
+    def _taken_over(self, exc: LeadTakenOver) -> None:
+        """Another lead took the session's lease: this one stops and leaves the session alone."""
+        log.error("%s", exc)
+        self._error = exc
+        if self._lead is not None:
+            self._lead.abandon(exc)
+
     def _cancelling(self) -> bool:
         """Whether the lead was cancelled: the event log's writes then stop retrying the bus."""
         return self._lead is not None and self._lead.cancelled
@@ -322,12 +488,10 @@ class Session(Service):
         self.cancel()
 
     def _channel(self) -> InteractionChannel:
-        mode = self.config.approve
-        if mode == "auto":
-            return PolicyChannel.auto_approve()
-        if mode == "deny":
-            return PolicyChannel.auto_deny()
-        return BusInteractionChannel(self.bus, self.id, LEAD_NAME)
+        """The lead's approvals: by the session's policy, else asked over the bus. Sub-agents
+        get the policy in their spawn requests (``spawn_approve``)."""
+        by_policy = policy_channel(self.config.approve)
+        return by_policy or BusInteractionChannel(self.bus, self.id, LEAD_NAME)
 
     # -- the public surface ---------------------------------------------------------------------
 
@@ -386,6 +550,7 @@ class Session(Service):
         assert self._lead is not None and self._router is not None and self._group is not None
         lead, router = self._lead, self._router
         outcome = LeadOutcome("failed", "")
+        resumed = self._resumed
         try:
             started = SessionStarted(
                 session=self.id,
@@ -393,8 +558,13 @@ class Session(Service):
                 task=self.config.task,
                 model=self._model_name,
                 offline=self._model_name == OFFLINE_MODEL_NAME,
+                resumed=resumed is not None,
             )
-            if self.config.budget is not None:  # before the first spawn, for every worker
+            if resumed is not None:
+                await self._take_inbox(resumed)
+            else:
+                await self._keeper_of().begin(self._setup)
+            if self.config.budget is not None and resumed is None:  # before the first spawn
                 write = partial(self.bus.set_spend_limits, self.id, self.config.budget)
                 await persist(
                     write,
@@ -406,10 +576,23 @@ class Session(Service):
             if self._bus_lost is not None:
                 raise self._bus_lost
             await self._group.start(self._tail, cursor)
-            outcome = await lead.run(self.config.task)
+            if resumed is not None and resumed.outcome is not None:
+                outcome = resumed.outcome  # decided before the lead died: logged now, once
+            elif resumed is not None and resumed.restorable:
+                outcome = await lead.run(None, time_left=self._time_left)
+            else:
+                outcome = await lead.run(self.config.task, time_left=self._time_left)
             if self._bus_lost is not None:  # the lead was cancelled for it
                 raise self._bus_lost
+        except LeadTakenOver as exc:  # another lead runs the session now: leave it alone
+            with anyio.CancelScope(shield=True):
+                await self._stop_worker()
+            self._leave(exc)
+            return
         except anyio.get_cancelled_exc_class():
+            if isinstance(self._error, LeadTakenOver):
+                self._leave(self._error)
+                raise
             with anyio.CancelScope(shield=True):
                 await self._stop_worker()
                 await self._finish(LeadOutcome("cancelled", "", lead.roster.media_urls))
@@ -425,6 +608,29 @@ class Session(Service):
         with anyio.CancelScope(shield=True):
             await self._stop_worker()
             await self._finish(outcome)
+
+    async def _take_inbox(self, resumed: LeadRecord) -> None:
+        """A resumed lead reads the dead one's inbox: what was delivered to it and not acked is
+        handed back (claimable at once, not a lease later), then the record names our consumer."""
+        if resumed.consumer:
+            release = partial(self.bus.release_inbox, self.id, LEAD_NAME, consumer=resumed.consumer)
+            await persist(
+                release,
+                "hand back the dead lead's inbox",
+                give_up=self._cancelling,
+                outage_s=self.config.bus_outage_s,
+            )
+        await self._keeper_of().adopt_inbox()
+
+    def _keeper_of(self) -> LeadKeeper:
+        assert self._keeper is not None
+        return self._keeper
+
+    def _leave(self, exc: LeadTakenOver) -> None:
+        """End this copy of a session taken over: no last event (the session is another's)."""
+        self._error = exc
+        self._fanout.close()
+        self._done.set()
 
     async def _stop_worker(self) -> None:
         """Stop the in-process worker before the last event, so ``SessionFinished`` is last.
@@ -457,17 +663,35 @@ class Session(Service):
             media_urls=result.media_urls,
             invented_urls=result.invented_urls,
         )
-        assert self._router is not None
+        assert self._router is not None and self._keeper is not None
         try:
             with anyio.fail_after(TAIL_DRAIN_S):
+                await self._keeper.decided(outcome)  # a resume after this logs this same end
                 await self._router.emit(finished, publish=False)
+                await self._keeper.ended()
                 await self._tail_done.wait()
         except Exception as exc:  # the bus is gone: viewers still get the end of the story
             log.warning("session %s: could not log its end: %s", self.id, exc)
+        await self._drop_spawn_queue()
         await self._fanout.publish(finished)
         self._fanout.close()
         self._done.set()
         log.info("session %s %s", self.id, result.status)
+
+    async def _drop_spawn_queue(self) -> None:
+        """The session's own spawn queue ends with it (once its end is recorded): what is left
+        there, agents given back unfinished that nobody resumes now, would stay on the bus for
+        ever. Never for a session taken over by another lead: that one goes on with it."""
+        if self._worker is None or self._bus_lost is not None:
+            return
+        with anyio.move_on_after(DROP_QUEUE_S):
+            try:
+                left = await self.bus.drop_spawn_queue(self.id)
+            except BusError as exc:
+                log.warning("session %s: could not delete its spawn queue: %s", self.id, exc)
+                return
+            if left:
+                log.info("session %s: deleted %d spawn request(s) left in its queue", self.id, left)
 
     async def _tail(self, after: str | None, *, task_status: TaskStatus[None]) -> None:
         """Forward other agents' logged events to the viewers, until ``SessionFinished``.
@@ -497,6 +721,22 @@ class Session(Service):
                 await events.aclose()
 
 
+def _offered(
+    session: str, profiles: dict[str, Profile], offered: list[str] | None
+) -> dict[str, Profile]:
+    """A resumed session's profiles: those its lead was offered, each of which the resumer must
+    have (``offered`` None: a new session's, as given)."""
+    if offered is None:
+        return profiles
+    missing = [name for name in offered if name not in profiles]
+    if missing:
+        raise ResumeRefused(
+            f"session {session}: its lead was offered the profiles {', '.join(missing)}, which "
+            "the given profiles lack; give the profiles it ran with (--profiles)"
+        )
+    return {name: profiles[name] for name in offered}
+
+
 async def _close_model(model: ChatModel) -> None:
     aclose = getattr(model, "aclose", None)
     if aclose is not None:
@@ -522,8 +762,10 @@ def open_session(
         return Session(config, bus=bus, model=model, tools=tools, subagent_models=subagent_models)
     if isinstance(config, str):
         fields: dict[str, object] = {"task": config}
-    else:  # every field as it is (a new session id would be drawn otherwise), then the keywords
-        fields = {name: getattr(config, name) for name in SessionConfig.model_fields}
+    else:  # the fields it was given (and its id: a new one would be drawn), then the keywords;
+        # only those count as set, which a resume's config relies on (_resumed_config)
+        given = config.model_fields_set | {"session_id"}
+        fields = {name: getattr(config, name) for name in given}
     try:
         config = SessionConfig.model_validate({**fields, **settings})
     except ValidationError as exc:

@@ -110,7 +110,9 @@ class BatonSettings(BaseSettings):
     )
     profiles: Path | None = Field(None, description="TOML file of sub-agent profiles")
     media_dir: Path = Field(Path("media"), description="where sub-agent tools write media")
-    approve: ApproveMode = Field("ask", description="how approvals are answered in `baton run`")
+    approve: ApproveMode = Field(
+        "ask", description="how `baton run` answers the approvals of every agent of its session"
+    )
     session_timeout: float = Field(600.0, gt=0, description="seconds a session may run")
     bus_outage: float = Field(
         DEFAULT_OUTAGE_S,
@@ -131,8 +133,12 @@ class BatonSettings(BaseSettings):
     )
     model_timeout: float = Field(60.0, gt=0, description="seconds a model request may read nothing")
     model_retries: int = Field(3, ge=0, description="retries of a failed model request")
-    tool_choice: ToolChoiceSetting | None = Field(
-        None, description="the lead's tool_choice (auto, required, none); unset: not sent"
+    tool_choice: ToolChoiceSetting = Field(
+        "required",
+        description=(
+            "the lead's tool_choice (auto, required, none); required by default: measured on a "
+            "1.5B model, it delegated with pictures in 4 of 10 sessions against 1 of 10 with auto"
+        ),
     )
     parallel_tool_calls: bool | None = Field(
         None, description="ask for (or forbid) several tool calls in one reply; unset: not sent"

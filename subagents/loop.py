@@ -5,8 +5,8 @@ one round (model → tools → model … until it answers). This module runs the
 written out so every way out is visible::
 
     while step < max_steps:
-        batch = what the last round read ahead + the inbox; empty → wait for a wake-up; still
-            empty at the idle timeout → idle
+        batch = what the last round read ahead, else the inbox; empty → wait for a wake-up;
+            still empty at the idle timeout → idle
         shutdown in the batch → shutdown
         progress to the lead ("round N: received K messages: ...")
         run one engine turn on the batch, with the agent's memory, tools, tool choice and
@@ -51,8 +51,17 @@ from baton.bus.events import AgentProgress, Event, TextDelta
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
 from baton.bus.retry import persist
-from baton.engine import AgentLoop, StopReason, Telemetry, ToolRegistry, TurnResult
+from baton.defaults import ApproveMode
+from baton.engine import (
+    AgentLoop,
+    InteractionChannel,
+    StopReason,
+    Telemetry,
+    ToolRegistry,
+    TurnResult,
+)
 from baton.engine.bus_channel import BusInteractionChannel
+from baton.engine.channels import policy_channel
 from baton.engine.spend import BusSpend, Spend
 from baton.llm.types import ChatModel, Message
 from baton.subagents.bookkeeping import Bookkeeper, Delivery, Restored
@@ -78,6 +87,8 @@ class SubAgent:
     check). ``on_round`` is called as each round starts (benchmarks time dispatch with it).
     ``spend`` is the session's budget; None looks on the bus as the agent starts and uses the
     session's budget there if it has caps (a session writes them before its first spawn).
+    ``approve`` is the session's approval policy (from the spawn request): ``ask`` asks over the
+    bus, ``auto``/``deny`` decide at once, here, without a round trip.
     """
 
     def __init__(
@@ -96,6 +107,7 @@ class SubAgent:
         telemetry: Telemetry | None = None,
         on_round: RoundHook | None = None,
         spend: Spend | None = None,
+        approve: ApproveMode = "ask",
     ) -> None:
         self.bus = bus
         self.profile = profile
@@ -108,6 +120,7 @@ class SubAgent:
         self.telemetry = telemetry
         self.on_round = on_round
         self.spend = spend
+        self.approve: ApproveMode = approve
         self._phase = AgentPhase.RUNNING
         self._reason: ExitKind | None = None
         self.inbox = InboxReader(bus, session, name)
@@ -259,6 +272,11 @@ class SubAgent:
         # the dead owner's lease expires, with no wake-up.
         slice_s = min(self.bus.options.lease_s, DEFAULT_WAIT_S) if self.resumed else DEFAULT_WAIT_S
         batch, self._ahead = self._ahead, []  # read during the last round, still un-acked
+        if batch:
+            # Already read and handed out, so they are the next round as they are: a read first
+            # could fail until the idle deadline, and the agent would leave "idle" and ack them
+            # unprocessed on its way out. What arrives meanwhile is the round after.
+            return None if self._phase.stopping_unfinished else batch
 
         async def take(fresh: list[Envelope]) -> bool:
             batch.extend(fresh)  # ids already in the checkpoint were acked by the reader
@@ -288,9 +306,7 @@ class SubAgent:
             telemetry=self.telemetry,
             tool_choice=self.profile.tool_choice,
             spend=self.spend,
-            # Approvals are asked over the bus, so `baton approve`, the HTTP API or a Session in
-            # another process can answer them; without a channel every approval fails closed.
-            channel=BusInteractionChannel(self.bus, self.session, self.name),
+            channel=self._channel(),
         )
         result = await self._run_turn(engine, memory)
         self.state.last_text = result.text or self.state.last_text
@@ -299,6 +315,13 @@ class SubAgent:
             return result
         await self._books.complete_round([envelope.id for envelope in batch])
         return result
+
+    def _channel(self) -> InteractionChannel:
+        """The session's policy decides at once; under ``ask``, approvals are asked over the bus,
+        so ``baton approve``, the HTTP API or a Session in another process can answer them."""
+        return policy_channel(self.approve) or BusInteractionChannel(
+            self.bus, self.session, self.name
+        )
 
     async def _run_turn(self, engine: AgentLoop, memory: list[Message]) -> TurnResult:
         """Run the turn in a shielded child task, so that a cancellation from outside becomes

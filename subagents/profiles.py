@@ -303,7 +303,8 @@ def _resolve_tool(
 
 
 def builtin_profiles() -> dict[str, Profile]:
-    """Demo profiles that work with the offline model (no API key needed)."""
+    """Demo profiles that work with the offline model (no API key needed); ``publisher``'s tool
+    needs a person's approval, so ``baton run "publish a haiku"`` shows the approval flow."""
     catalogue = builtin_tools()
     painter = Profile(
         name="painter",
@@ -329,7 +330,20 @@ def builtin_profiles() -> dict[str, Profile]:
         description="Answers a question directly, without tools.",
         system_prompt=f"{SUBAGENT_MARKER} You answer the lead's question briefly and directly.",
     )
-    return {p.name: p for p in (painter, writer, helper)}
+    publisher = Profile(
+        name="publisher",
+        description=(
+            "Publishes a text (a demo: saves it as a file under the media directory); "
+            "a person must approve each publication."
+        ),
+        system_prompt=(
+            f"{SUBAGENT_MARKER} You are a publisher working for a lead agent. Call publish with "
+            "the text to publish (it runs only once a person approves it), then call "
+            "send_message(type='result') saying whether it was published and where."
+        ),
+        tools=(catalogue["publish"],),
+    )
+    return {p.name: p for p in (painter, writer, helper, publisher)}
 
 
 def merge_profiles(*groups: Iterable[Profile] | Mapping[str, Profile]) -> dict[str, Profile]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar, Token
 
 import anyio
@@ -78,21 +78,11 @@ _current: ContextVar[Shields | None] = ContextVar("baton_worker_shields", defaul
 """The shields of the worker hosting the current task's agent; None outside a worker."""
 
 
-@contextmanager
-def shielded(bound_s: float | None = None) -> Iterator[anyio.CancelScope]:
+def shielded(bound_s: float | None = None) -> AbstractContextManager[anyio.CancelScope]:
     """A scope shielded from outside cancellation and bounded by ``bound_s`` (if given); inside a
-    worker also cancelled when the worker cuts its stop short. ``cancelled_caught`` on the scope
-    says whether either ended it."""
-    shields = _current.get()
-    if shields is not None:
-        with shields.shield(bound_s) as scope:
-            yield scope
-        return
-    scope = anyio.CancelScope(shield=True)
-    if bound_s is not None:
-        scope.deadline = anyio.current_time() + bound_s
-    with scope:
-        yield scope
+    worker also cancelled when the worker cuts its stop short (outside one, shields of its own
+    that nothing cuts). ``cancelled_caught`` on the scope says whether either ended it."""
+    return (_current.get() or Shields()).shield(bound_s)
 
 
 class StopClock:

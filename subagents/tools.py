@@ -1,4 +1,5 @@
-"""The built-in tool catalogue of sub-agents: how they report, and demo tools for the offline model.
+"""The built-in tool catalogue of sub-agents: how they report, and demo tools for the offline model
+(``publish`` is the one that needs a person's approval).
 
 Every tool is built once and shared by all agents; what differs per agent comes from
 :func:`~baton.subagents.context.current_agent`. Profiles name tools from a catalogue (a mapping of
@@ -69,9 +70,31 @@ async def summarise(text: str) -> str:
     return f"Summary: {first[:200]} ({len(text.split())} words)"
 
 
+@tool(needs_approval=True)
+async def publish(text: str) -> ToolResult:
+    """Publish a text for everyone to read; returns the URL of the published text.
+
+    Args:
+        text: what to publish
+    """
+    # The demo of a tool a person must approve (the built-in publisher profile): what it does
+    # is harmless — it writes the text to a file under the media directory — but it happens
+    # only once the call is approved, so an approval flow can be tried with the offline model.
+    agent = current_agent()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    directory = agent.media_dir / agent.session
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{agent.agent}-{digest}.txt"
+    partial = path.with_suffix(".txt.part")
+    partial.write_text(text + "\n", encoding="utf-8")
+    partial.replace(path)  # a re-run after a crash writes the same file
+    url = path.resolve().as_uri()
+    return ToolResult(f"Published the text: {url}", [url])
+
+
 def builtin_tools() -> dict[str, Tool]:
     """The catalogue profiles draw from by name."""
-    return {t.name: t for t in (send_message, generate_image, summarise)}
+    return {t.name: t for t in (send_message, generate_image, summarise, publish)}
 
 
 def import_tool(path: str) -> Tool:

@@ -43,6 +43,7 @@ What it guarantees:
 from __future__ import annotations
 
 import enum
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -53,10 +54,10 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from baton.bus.base import Bus, SpawnClaim, SpawnQueue
-from baton.bus.errors import BusClosed, BusError, BusUnreachable
+from baton.bus.errors import BusClosed, BusError, BusUnreachable, InvalidEnvelope
 from baton.bus.events import AgentExited, AgentResult, AgentSpawned
 from baton.bus.lifecycle import Service
-from baton.bus.messages import DEFAULT_POOL, Envelope, SpawnRequest
+from baton.bus.messages import DEFAULT_POOL, ID_MAX, Envelope, SpawnRequest
 from baton.bus.payloads import ResultReport
 from baton.bus.retry import persist
 from baton.engine import Telemetry, ToolRegistry
@@ -359,48 +360,81 @@ class Worker(Service):
         """Run one agent to its end, then ack (done for good) or give back (unfinished)."""
         request = claim.request
         key = (request.session, request.agent)
+        hosting = False
         try:
-            profile = self.profiles.get(request.profile)
-            if profile is None:
-                await self._refuse(claim, f"unknown profile {request.profile!r}")
+            agent = await self._admit(claim)
+            if agent is None:
                 return
-            if key in self._by_agent:  # already running here: it reads the same inbox
-                log.info("duplicate spawn of %s/%s; already hosted", *key)
-                await persist(partial(self.bus.ack_spawn, [claim.receipt]), "ack duplicate")
-                return
-            agent = SubAgent(
-                self.bus,
-                profile,
-                self.models(profile),
-                session=request.session,
-                name=request.agent,
-                lead=request.parent,
-                media_dir=self.media_dir,
-                spawn_id=request.id,
-                owner=f"{self.name}/{claim.receipt}",
-                tools=self._tools[profile.name],
-                telemetry=self.telemetry,
-                on_round=self.on_round,
-            )
             self._hosted[claim.receipt] = agent
             self._by_agent[key] = claim.receipt
+            hosting = True
             # A drain that began while this task was queued did not see the agent: stop it now.
             if self._serving is Serving.GIVING_BACK:
                 agent.give_back_now()
             elif self._serving is Serving.DRAINING:
                 agent.drain()
             await self._run_agent(claim, agent)
-        except Exception:
-            # One agent's failure stays that agent's: its host (a server with other sessions)
-            # and the other agents carry on, and its request is claimed again once its lease
-            # lapses.
-            log.exception("hosting %s/%s failed; it will be claimed again", *key)
+        except Exception as exc:
+            if hosting:
+                # One agent's failure stays that agent's: its host (a server with other
+                # sessions) and the other agents carry on, and its request is claimed again once
+                # its lease lapses (its next owner finishes only what is recorded).
+                log.exception("hosting %s/%s failed; it will be claimed again", *key)
+            else:
+                # Before the agent ran (even its refusal failed): the same on every claim, so
+                # the request is set aside rather than coming back every lease for ever.
+                log.exception("cannot host %s/%s; setting its request aside", *key)
+                await self._set_aside(claim, f"it could not be hosted: {_why(exc)}")
         finally:
             self._hosted.pop(claim.receipt, None)
             if self._by_agent.get(key) == claim.receipt:
                 del self._by_agent[key]
             self._limiter.release_on_behalf_of(token)
             self._notify()
+
+    async def _admit(self, claim: SpawnClaim) -> SubAgent | None:
+        """The agent to host for ``claim``, or None once the request is settled here instead:
+        refused with an error result (a profile this worker lacks, an agent it cannot set up)
+        or acked (a duplicate of one it hosts)."""
+        request = claim.request
+        key = (request.session, request.agent)
+        profile = self.profiles.get(request.profile)
+        if profile is None:
+            await self._refuse(claim, f"unknown profile {request.profile!r}")
+            return None
+        if key in self._by_agent:  # already running here: it reads the same inbox
+            log.info("duplicate spawn of %s/%s; already hosted", *key)
+            await self._settle(
+                request, "ack duplicate", partial(self.bus.ack_spawn, [claim.receipt])
+            )
+            return None
+        try:
+            return self._agent(claim, profile)
+        except Exception as exc:
+            # Its model or its tools cannot be set up here (a profile's endpoint settings, a
+            # bug): the same on every claim, so the lead gets an error result at once instead
+            # of waiting to its timeout while the request comes back every lease.
+            log.exception("cannot start %s/%s", *key)
+            await self._refuse(claim, f"it could not be set up here: {_why(exc)}")
+            return None
+
+    def _agent(self, claim: SpawnClaim, profile: Profile) -> SubAgent:
+        request = claim.request
+        return SubAgent(
+            self.bus,
+            profile,
+            self.models(profile),
+            session=request.session,
+            name=request.agent,
+            lead=request.parent,
+            media_dir=self.media_dir,
+            spawn_id=request.id,
+            owner=f"{self.name}/{claim.receipt}",
+            tools=self._tools[profile.name],
+            telemetry=self.telemetry,
+            on_round=self.on_round,
+            approve=request.approve,  # the session's policy, wherever this worker runs
+        )
 
     async def _run_agent(self, claim: SpawnClaim, agent: SubAgent) -> None:
         request = claim.request
@@ -459,21 +493,26 @@ class Worker(Service):
         return False
 
     async def _refuse(self, claim: SpawnClaim, problem: str) -> None:
-        """A request no profile here can serve still gets one final result (an error)."""
+        """A request this worker cannot serve still gets one final result (an error), then is
+        acked; if no result can be made of it, it is dead-lettered and acked instead."""
         request = claim.request
         known = ", ".join(sorted(self.profiles)) or "none"
         content = f"Cannot start {request.agent}: {problem} (this worker knows: {known})."
         log.error("%s", content)
-        envelope = Envelope(
-            id=f"refused-{request.id}",
-            session=request.session,
-            sender=request.agent,
-            recipient=request.parent,
-            type="result",
-            content=content,
-            meta=ResultReport(reason="error", steps=0).to_meta(),
-        )
         s, a = request.session, request.agent
+        try:
+            envelope = Envelope(
+                id=refusal_id(request.id),
+                session=s,
+                sender=a,
+                recipient=request.parent,
+                type="result",
+                content=content,
+                meta=ResultReport(reason="error", steps=0).to_meta(),
+            )
+        except ValueError as exc:  # a pydantic ValidationError: nothing to send the lead
+            await self._set_aside(claim, f"{content} No result could be sent: {_why(exc)}")
+            return
         # If this times out, the same refusal (same id) goes out again on the next claim.
         await self._settle(
             request,
@@ -483,3 +522,37 @@ class Worker(Service):
             partial(self.bus.emit, AgentExited(session=s, agent=a, reason="error")),
             partial(self.bus.ack_spawn, [claim.receipt]),
         )
+
+    async def _set_aside(self, claim: SpawnClaim, reason: str) -> None:
+        """Set a request aside for good: it is never run, and the dead letters say why. Never
+        raises: it is the last thing a failed claim does."""
+        request = claim.request
+        raw = request.model_dump_json()
+        _, _, stream = claim.receipt.partition("@")
+        dead = partial(self.bus._dead_letter, InvalidEnvelope(reason, raw),
+                       source=stream or "spawn", session=request.session, raw=raw)  # fmt: skip
+        try:
+            await self._settle(
+                request, "dead letter", dead, partial(self.bus.ack_spawn, [claim.receipt])
+            )
+        except Exception:
+            log.exception("could not set %s/%s aside", request.session, request.agent)
+
+
+REFUSAL_PREFIX = "refused-"
+
+
+def refusal_id(request_id: str) -> str:
+    """The refusal's envelope id: the same on every claim (the lead dedupes a repeat), and
+    within the envelope's 100 characters whatever the request's id (a hash when it would not
+    fit)."""
+    readable = f"{REFUSAL_PREFIX}{request_id}"
+    if len(readable) <= ID_MAX:
+        return readable
+    return f"{REFUSAL_PREFIX}{hashlib.sha256(request_id.encode()).hexdigest()[:40]}"
+
+
+def _why(exc: BaseException) -> str:
+    """An exception in one line, short enough for a result's content."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= 500 else f"{text[:497]}..."

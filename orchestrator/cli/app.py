@@ -53,7 +53,8 @@ RUN_EXAMPLES = """Examples:
 \b
   baton run "paint a fox and a heron, then write a haiku"
   baton run --json "paint a fox" > events.jsonl
-  baton run --approve auto --profiles my_profiles.toml "publish the report"
+  baton run --approve auto "publish a haiku"          # the demo tool that needs approval
+  baton run --profiles my_profiles.toml "publish the report"   # docs/profiles.md
   OPENAI_API_KEY=sk-... BATON_MODEL=gpt-4o-mini baton run "paint a fox"
   OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_API_KEY=ollama BATON_MODEL=llama3.1 \\
       baton run "paint a fox"
@@ -88,7 +89,9 @@ def run(
         str | None,
         typer.Option(
             "--approve",
-            help="approvals: ask (inline, on a terminal), auto (approve all), deny (decline all)",
+            help="approvals of the lead and every sub-agent, wherever it runs: ask (inline on a "
+            "terminal; else `baton approve`, which needs a shared bus), auto (approve all), "
+            "deny (decline all)",
             show_default=False,
         ),
     ] = None,
@@ -161,6 +164,90 @@ def run(
         only=tuple(only or ()),
     )
     raise typer.Exit(run_async(run_session, settings, options, command="baton run"))
+
+
+RESUME_EXAMPLES = """Examples:
+
+\b
+  baton resume s-123 --bus redis://localhost:6379/0
+  baton resume s-123 --bus redis://localhost:6379/0 --profiles my_profiles.toml --json
+  baton resume s-123 --bus redis://localhost:6379/0 --timeout 300   # 300 s more, from now
+
+Continues a session whose `baton run` process died (kill -9, a lost host) from its lead's
+checkpoint on the bus: its task and settings are the session's own; give the same bus, model and
+profiles. Refused (exit 2) for a session that finished, one whose lead is alive (known within its
+10 s lease), one the bus has no record of, and any on a memory:// bus. Otherwise exit codes as
+for `baton run`."""
+
+
+@app.command(epilog=RESUME_EXAMPLES)
+def resume(
+    session: Annotated[str, typer.Argument(help="the id of the session whose lead died")],
+    bus: BusOpt = None,
+    config: ConfigOpt = None,
+    prefix: PrefixOpt = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="model name (or BATON_MODEL)", show_default=False)
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)"),
+    ] = None,
+    profiles: ProfilesOpt = None,
+    approve: Annotated[
+        str | None,
+        typer.Option(
+            "--approve",
+            help="approvals from now on: ask, auto, deny (default: the session's own)",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    media_dir: MediaDirOpt = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            help="seconds the session may still run, from now (default: what is left of its own)",
+            min=0.001,
+            show_default=False,
+        ),
+    ] = None,
+    temperature: TemperatureOpt = None,
+    top_p: TopPOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    model_timeout: ModelTimeoutOpt = None,
+    model_retries: ModelRetriesOpt = None,
+    parallel_tool_calls: ParallelToolCallsOpt = None,
+    extra_body: ExtraBodyOpt = None,
+    bus_outage: BusOutageOpt = None,
+) -> None:
+    """Resume a session whose lead process died: pick up the results that arrived meanwhile
+    and carry it on to one final answer."""
+    settings = settings_from(
+        config,
+        "resume",
+        bus=bus,
+        prefix=prefix,
+        model=model,
+        openai_base_url=base_url,
+        profiles=profiles,
+        approve=approve,
+        media_dir=media_dir,
+        session_timeout=timeout,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        model_timeout=model_timeout,
+        model_retries=model_retries,
+        parallel_tool_calls=parallel_tool_calls,
+        extra_body=extra_body,
+        bus_outage=bus_outage,
+    )
+    from baton.cli.resume import ResumeOptions, resume_session
+
+    options = ResumeOptions(session=session, as_json=as_json)
+    raise typer.Exit(run_async(resume_session, settings, options, command="baton resume"))
 
 
 POST_EXAMPLES = """Examples:

@@ -122,7 +122,7 @@ ToolChoiceOpt = Annotated[
     str | None,
     typer.Option("--tool-choice",
                  help="the lead's tool_choice: auto, required (it then answers through an "
-                      "answer tool) or none (or BATON_TOOL_CHOICE; default: not sent); "
+                      "answer tool; the default) or none (or BATON_TOOL_CHOICE); "
                       "sub-agents take theirs from their profile", show_default=False),
 ]  # fmt: skip
 BudgetTokensOpt = Annotated[

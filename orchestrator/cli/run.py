@@ -1,7 +1,8 @@
 """``baton run``: one whole session through the :class:`~baton.session.Session` API.
 
 The command is a viewer of the session's event stream, plus two duties a viewer cannot leave to
-anyone else: answering approvals when asked to (``--approve ask`` on a terminal), and Ctrl-C. The
+anyone else: answering approvals when asked to (``--approve ask``: inline on a terminal, else
+as :mod:`baton.cli.approvals` says), and Ctrl-C. The
 first Ctrl-C cancels the session gracefully — the lead tells every sub-agent to shut down and the
 session ends ``cancelled`` — and the command exits 130; a second one stops at once.
 
@@ -27,6 +28,13 @@ from pydantic import ValidationError
 
 from baton.bus.errors import BusUnreachable, ConfigError, ExitCode
 from baton.bus.events import ApprovalRequested, SessionFinished, ToolCallInfo
+from baton.cli.approvals import (
+    Route,
+    approval_route,
+    decline_unanswerable,
+    hint_remote,
+    stdin_is_tty,
+)
 from baton.cli.exits import is_tty
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
 from baton.errors import describe_validation
@@ -83,12 +91,13 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
         with signals.scope:
             async with Session(config) as session, anyio.create_task_group() as group:
                 questions_send, questions = anyio.create_memory_object_stream[ApprovalRequested](64)
-                if settings.approve == "ask" and sys.stdin.isatty() and not options.as_json:
+                route = approval_route(settings, as_json=options.as_json, stdin_tty=stdin_is_tty())
+                if route == "inline":
                     group.start_soon(answer_questions, session, renderer, questions)
                 else:
                     questions.close()
                 group.start_soon(signals.run, session)
-                finished = await show_events(session, renderer, questions_send, settings)
+                finished = await show_events(session, renderer, questions_send, route)
                 group.cancel_scope.cancel()
     finally:
         renderer.close()
@@ -103,38 +112,39 @@ async def show_events(
     session: Session,
     renderer: Renderer,
     questions: MemoryObjectSendStream[ApprovalRequested],
-    settings: BatonSettings,
+    route: Route,
 ) -> SessionFinished | None:
-    """Feed the session's events to the renderer; hand approval requests to the asker."""
+    """Feed the session's events to the renderer; route approval requests (cli/approvals.py)."""
     finished: SessionFinished | None = None
-    hint_given = False
     with session.events() as events:
         async with questions:
             async for event in events:
                 renderer.show(event)
                 if isinstance(event, ApprovalRequested):
-                    hint_given = _hand_over(event, questions, session.id, hint_given, settings)
+                    await _route(event, route, session, questions)
                 elif isinstance(event, SessionFinished):
                     finished = event
     return finished
 
 
-def _hand_over(
+async def _route(
     event: ApprovalRequested,
+    route: Route,
+    session: Session,
     questions: MemoryObjectSendStream[ApprovalRequested],
-    session: str,
-    hint_given: bool,
-    settings: BatonSettings,
-) -> bool:
-    """Pass a request to the asker; without one, say once how to answer from elsewhere."""
-    try:
-        questions.send_nowait(event)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.WouldBlock):
-        if settings.approve == "ask" and not hint_given:
-            answer = f"baton approve {session} {event.calls[0].call_id} --yes|--no"
-            print(f"baton run: {event.agent} waits for approval: {answer}", file=sys.stderr)
-            return True
-    return hint_given
+) -> None:
+    """Hand a request to whoever answers it: the asker here, another process, or nobody (then
+    it is declined at once); under a policy the agent has decided it already."""
+    if route == "inline":
+        try:
+            questions.send_nowait(event)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.WouldBlock):
+            log.warning("cannot ask about %s's approval here; it waits for `baton approve`",
+                        event.agent)  # fmt: skip
+    elif route == "remote":
+        hint_remote(session.id, event)
+    elif route == "nobody":
+        await decline_unanswerable(session, event)
 
 
 async def answer_questions(

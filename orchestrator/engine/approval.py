@@ -58,16 +58,22 @@ class HumanApproval:
         decisions, failure = await _ask(ctx, question)
         answers: dict[str, Answer] = {}
         for call in gated:
+            policy = None
             if failure is not None:
                 ctx.telemetry.hitl_decision("ask-failed")
                 approved, reason = False, failure
                 answers[call.id] = Answer(messages.approval_failed(call.name, failure))
             else:
                 decision = decisions.get(call.id, _NO_DECISION)
-                approved, reason = decision.approved, decision.reason
+                approved, reason, policy = decision.approved, decision.reason, decision.policy
                 ctx.telemetry.hitl_decision("approved" if approved else "declined")
                 if not approved:
-                    answers[call.id] = Answer(messages.approval_declined(call.name, reason))
+                    said = (
+                        messages.approval_denied_by_policy(call.name)
+                        if policy == "deny"
+                        else messages.approval_declined(call.name, reason)
+                    )
+                    answers[call.id] = Answer(said)
             if not approved:
                 ctx.turn.decline(call.name)
             await ctx.emit(
@@ -77,6 +83,7 @@ class HumanApproval:
                     call_id=call.id,
                     approved=approved,
                     reason=reason,
+                    policy=policy,
                 )
             )
         return answers

@@ -6,7 +6,8 @@ and answers by question id. When a question stops waiting without an answer — 
 withdrawn — a :class:`QuestionClosed` follows on the same stream so an open dialog can be closed.
 
 :class:`PolicyChannel` answers at once from a fixed policy (auto-approve or auto-deny), for
-unattended runs where no one could answer anyway.
+unattended runs where no one could answer anyway; :func:`policy_channel` picks it for a session's
+``approve`` setting, for the lead and for every sub-agent (whose spawn request carries it).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from baton.defaults import ApproveMode
 from baton.engine.errors import InteractionCancelled, InteractionUnavailable
 from baton.engine.interaction import (
     ApprovalDecision,
@@ -173,7 +175,11 @@ class MemoryChannel:
 
 
 class PolicyChannel:
-    """Answers every question at once from a fixed policy; never waits for anyone."""
+    """Answers every question at once from a fixed policy; never waits for anyone.
+
+    Its decisions carry the policy (``ApprovalDecision.policy``), so the ``approval.decided``
+    event says that no person was asked.
+    """
 
     def __init__(
         self,
@@ -184,7 +190,10 @@ class PolicyChannel:
         image: ProvidedMedia | None = None,
     ) -> None:
         self.approve = approve
-        self.reason = reason or ("approved by policy" if approve else "declined by policy")
+        self.policy: Literal["auto", "deny"] = "auto" if approve else "deny"
+        self.reason = reason or (
+            f"{'approved' if approve else 'declined'} by policy (approve={self.policy})"
+        )
         self.upload = upload
         self.image = image
 
@@ -197,7 +206,7 @@ class PolicyChannel:
         return cls(approve=False)
 
     async def ask_approval(self, question: ApprovalQuestion) -> Mapping[str, ApprovalDecision]:
-        decision = ApprovalDecision(approved=self.approve, reason=self.reason)
+        decision = ApprovalDecision(approved=self.approve, reason=self.reason, policy=self.policy)
         return {call.call_id: decision for call in question.calls}
 
     async def request_upload(self, question: UploadQuestion) -> ProvidedMedia | None:
@@ -208,3 +217,13 @@ class PolicyChannel:
 
     def cancel_pending(self) -> None:
         """Nothing ever waits here."""
+
+
+def policy_channel(mode: ApproveMode) -> PolicyChannel | None:
+    """The channel that answers for a session's approval policy: None for ``ask`` (a person
+    answers, over whatever channel the agent has)."""
+    if mode == "auto":
+        return PolicyChannel.auto_approve()
+    if mode == "deny":
+        return PolicyChannel.auto_deny()
+    return None

@@ -66,12 +66,13 @@ class QuestionClosed(BaseModel):
 
 
 class ApprovalDecision(BaseModel):
-    """A human's decision on one gated call."""
+    """A decision on one gated call: a person's, or (``policy`` set) the session's policy's."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     approved: bool
     reason: str = ""
+    policy: Literal["auto", "deny"] | None = None
 
 
 class ProvidedMedia(BaseModel):

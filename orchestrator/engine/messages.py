@@ -84,6 +84,14 @@ def approval_declined(tool: str, reason: str) -> str:
     return f"{tool} did not run: the user declined it.{why} {DO_NOT_RETRY}"
 
 
+def approval_denied_by_policy(tool: str) -> str:
+    """The session declines every call that needs approval (``approve=deny``): nobody was asked."""
+    return (
+        f"{tool} did not run: this session declines every call that needs approval "
+        f"(approve=deny), so no one was asked. {DO_NOT_RETRY}"
+    )
+
+
 def approval_failed(tool: str, why: str) -> str:
     """The approval question could not be answered (timeout, error): fail closed."""
     return (

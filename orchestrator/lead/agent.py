@@ -42,7 +42,7 @@ from baton.bus.base import Bus
 from baton.bus.errors import BusError, ExitCode
 from baton.bus.events import AnswerChecked, ModelRetried
 from baton.bus.inbox import InboxReader
-from baton.bus.messages import DEFAULT_POOL, Envelope
+from baton.bus.messages import DEFAULT_POOL, ApprovePolicy, Envelope
 from baton.engine import (
     AgentLoop,
     EventSink,
@@ -59,10 +59,21 @@ from baton.engine.spend import Spend
 from baton.lead import delegation as delegating
 from baton.lead import prompt
 from baton.lead.answer import answer_tool
+from baton.lead.checkpoint import (
+    TAKEN_KEEP,
+    CheckpointSink,
+    LastTurn,
+    LeadCheckpoint,
+    Progress,
+    restore_roster,
+    roster_state,
+    turn_messages,
+)
 from baton.lead.delegation import DelegationLimits, Waves, delegation_rewriter
 from baton.lead.dispatch import Dispatcher
-from baton.lead.ending import final_outcome, late_outcome, reply_of, wants_final
+from baton.lead.ending import final_outcome, last_turn, late_outcome, reply_of
 from baton.lead.intake import Intake
+from baton.lead.keeper import LeadTakenOver
 from baton.lead.outcome import LeadOutcome as LeadOutcome
 from baton.lead.outcome import LeadStatus as LeadStatus
 from baton.lead.outcome import check_answer, failure_answer
@@ -94,7 +105,10 @@ class Lead:
     good; ``profile_tools`` also offers one delegation tool per profile; ``media_profiles`` are
     the profiles whose tools make media (asked and no media: ``incomplete``); ``late_answer_s``
     bounds the one turn past the session deadline; ``spawn_pool`` is where its spawn requests go
-    (``local``: the session's own worker; else a pool of workers).
+    (``local``: the session's own worker; else a pool of workers); ``spawn_approve`` is the
+    session's approval policy, which every spawn request carries to its sub-agent;
+    ``checkpoints`` receives the lead's checkpoint at each step and each send
+    (lead/checkpoint.py), and :meth:`restore` puts one back before ``run``.
     """
 
     def __init__(
@@ -122,6 +136,8 @@ class Lead:
         media_profiles: Collection[str] = frozenset(),
         late_answer_s: float = LATE_ANSWER_S,
         spawn_pool: str = DEFAULT_POOL,
+        spawn_approve: ApprovePolicy = "ask",
+        checkpoints: CheckpointSink | None = None,
     ) -> None:
         self.bus = bus
         self.session = session
@@ -137,9 +153,12 @@ class Lead:
         delegation = delegation or DelegationLimits()
         self.waves = Waves(delegation.max_waves)
         """Turns of this request that delegated; once spent, the lead answers without tools."""
-        self._waves_noted = False
-        self._final_due = False
-        """The next turn must give the final answer: asked without tools."""
+        self.progress = Progress()
+        """Where the macro-loop stands (checkpointed with the rest)."""
+        self._checkpoints = checkpoints
+        self._taken: list[str] = []
+        """Ids of the last inbox messages put into the context (for the checkpoint)."""
+        self._abandoned: LeadTakenOver | None = None
         self.dispatch = Dispatcher(
             bus,
             session,
@@ -149,6 +168,8 @@ class Lead:
             give_up=self._giving_up,
             refresh=self._refresh,
             pool=spawn_pool,
+            approve=spawn_approve,
+            on_send=self._save_mid_turn,
         )
         registry = ToolRegistry([self.dispatch.send_tool(), *tools])
         answer = answer_tool(session, events, registry.names) if tool_choice != "none" else None
@@ -188,6 +209,7 @@ class Lead:
             cancel=self.cancel,
             cancelled=lambda: self._cancelled,
             on_request=self._new_request,
+            before_ack=self._save_taken,
         )
         self._cancelled = False
 
@@ -201,6 +223,12 @@ class Lead:
         self._engine.cancel()
         self.inbox.interrupt()
 
+    def abandon(self, taken_over: LeadTakenOver) -> None:
+        """Another lead took the session over: stop now, leave the sub-agents alone (they are
+        its successor's), and let ``run`` raise ``taken_over``."""
+        self._abandoned = taken_over
+        self.cancel()
+
     async def deliver(self, to: str, content: str, kind: SendKind) -> str | ToolResult:
         """``send_message`` (see :class:`~baton.lead.dispatch.Dispatcher`)."""
         return await self.dispatch.deliver(to, content, kind)
@@ -211,15 +239,26 @@ class Lead:
 
     # -- the macro-loop -------------------------------------------------------------------------
 
-    async def run(self, task: str) -> LeadOutcome:
-        """Work on ``task`` until answered with nothing outstanding, cancelled, failed or late."""
-        self.history.append({"role": "user", "content": task})
-        deadline = anyio.current_time() + self.timeout_s
+    async def run(self, task: str | None, *, time_left: float | None = None) -> LeadOutcome:
+        """Work on ``task`` until answered with nothing outstanding, cancelled, failed or late.
+
+        ``task`` None carries on from the checkpoint put back by :meth:`restore`;
+        ``time_left`` (default ``timeout_s``) is how long the session may still run.
+        """
+        if task is not None:
+            self.history.append({"role": "user", "content": task})
+        deadline = anyio.current_time() + (self.timeout_s if time_left is None else time_left)
         try:
+            if task is not None:
+                await self._save()
             outcome = await self._loop(deadline)
+            if self._abandoned is not None:
+                raise self._abandoned
             if outcome.status in ("completed", "incomplete", "timed_out"):
                 outcome = await self._checked(outcome)
         except anyio.get_cancelled_exc_class():
+            if self._abandoned is not None:
+                raise
             self.cancel()  # so the shielded shutdown below gives up on a bus that stays away
             with anyio.CancelScope(shield=True):
                 try:
@@ -238,36 +277,67 @@ class Lead:
         )
 
     async def _loop(self, deadline: float) -> LeadOutcome:
-        failures = 0
-        final_asked = False
+        """Turn, gather, turn ... in phases (:class:`~baton.lead.checkpoint.Progress`), so a
+        resumed lead picks up at the phase its checkpoint says."""
         while True:
+            progress = self.progress
             if self._cancelled:
                 return LeadOutcome("cancelled", self._last_text())
+            if progress.phase == "failed":
+                return await self._failed(progress.error, deadline)
+            if progress.phase == "gather":
+                ended = await self._gather(deadline)
+                if ended is not None:
+                    return ended
+                continue
             result = await self._turn(deadline)
             if result is None:
                 return await self._late_answer()
             if result.stop is StopReason.CANCELLED or self._cancelled:
                 return LeadOutcome("cancelled", reply_of(result))
-            if result.stop is StopReason.ERROR and self._retryable(result, failures):
-                failures += 1
-                arrived, late = await self._retry_after(result, failures, deadline)
+            if result.stop is StopReason.ERROR and self._retryable(result, progress.failures):
+                progress.failures += 1
+                await self._save()
+                arrived, late = await self._retry_after(result, progress.failures, deadline)
+                ended = await self._take_news(arrived, late, reply_of(result))
+                if ended is not None:
+                    return ended
             elif result.stop in (StopReason.ERROR, StopReason.BUDGET):
-                return await self._failed(result, deadline)
+                progress.phase, progress.error = "failed", str(result.error or "model error")
+                await self._save()
             else:
-                failures = 0
-                arrived, late = await self.intake.gather(deadline)
-                if not arrived and not late and not self._cancelled:
-                    if final_asked or not wants_final(result):
-                        return final_outcome(result, self.roster, final_asked)
-                    final_asked = True  # one more turn, asked for the answer without tools
-                    self._add_note(prompt.FINAL_NOTE, final=True)
-            if arrived:
-                final_asked = False
-            await self.intake.take(arrived)
-            if self._cancelled:
-                return LeadOutcome("cancelled", reply_of(result))
-            if late:
-                return await self._late_answer()
+                progress.failures = 0
+                progress.phase, progress.last = "gather", last_turn(result)
+                await self._save()
+
+    async def _gather(self, deadline: float) -> LeadOutcome | None:
+        """Wait for news while sub-agents work; with none and nothing outstanding, the last
+        turn's reply is the answer (or the answer is asked for once more, without tools)."""
+        progress = self.progress
+        arrived, late = await self.intake.gather(deadline)
+        if not arrived and not late and not self._cancelled:
+            if progress.final_asked or not progress.last.wants_final:
+                return final_outcome(progress.last, self.roster, progress.final_asked)
+            progress.final_asked = True  # one more turn, asked for the answer without tools
+            self._add_note(prompt.FINAL_NOTE, final=True)
+        progress.phase = "turn"
+        if not arrived:
+            await self._save()
+        return await self._take_news(arrived, late, progress.last.reply)
+
+    async def _take_news(
+        self, arrived: list[Envelope], late: bool, reply: str
+    ) -> LeadOutcome | None:
+        """Put what arrived into the context (checkpointed before it is acked); the outcome if
+        the lead was cancelled meanwhile or the deadline passed."""
+        if arrived:
+            self.progress.final_asked = False
+        await self.intake.take(arrived)
+        if self._cancelled:
+            return LeadOutcome("cancelled", reply)
+        if late:
+            return await self._late_answer()
+        return None
 
     def _retryable(self, result: TurnResult, failures: int) -> bool:
         """A failed turn is tried again unless it failed too often or its configuration was
@@ -302,7 +372,7 @@ class Lead:
         """A note from the session in the context; ``final``: the next turns go without tools
         until one answers."""
         self.history.append(prompt.note_block(kind, text))
-        self._final_due = self._final_due or final
+        self.progress.final_due = self.progress.final_due or final
 
     async def _turn(self, deadline: float) -> TurnResult | None:
         """One engine turn under the session deadline (None: the deadline cut it).
@@ -310,11 +380,12 @@ class Lead:
         It is asked without tools (``tool_choice="none"``) once the delegation waves of this
         request are spent (with a note saying so, once) or the final answer is due.
         """
-        if self.waves.exhausted and not self._waves_noted:
-            self._waves_noted = True
+        if self.waves.exhausted and not self.progress.waves_noted:
+            self.progress.waves_noted = True
             self._add_note(prompt.waves_note(self.roster.media_urls, self.roster.outstanding))
         self.dispatch.sends.reset()
-        none = self._final_due or self.waves.exhausted
+        self.dispatch.turn_sends.clear()
+        none = self.progress.final_due or self.waves.exhausted
         result: TurnResult | None = None
         with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
             if none:
@@ -325,7 +396,8 @@ class Lead:
         if result is None:
             log.warning("session %s: the lead's turn was cut by the session deadline", self.session)
         elif result.stop not in (StopReason.ERROR, StopReason.BUDGET):
-            self._final_due = False
+            self.progress.final_due = False
+        self.dispatch.turn_sends.clear()
         return result
 
     async def _late_answer(self) -> LeadOutcome:
@@ -344,10 +416,9 @@ class Lead:
         result = await self._turn(anyio.current_time() + self.late_answer_s)
         return late_outcome(result, self.roster, self.timeout_s)
 
-    async def _failed(self, result: TurnResult, deadline: float) -> LeadOutcome:
+    async def _failed(self, error: str, deadline: float) -> LeadOutcome:
         """The model failed for good (or the budget is spent): the sub-agents' work still counts,
         so wait (bounded) for what is outstanding and answer with what they reported."""
-        error = str(result.error or "model error")
         log.warning("session %s: the lead's model failed for good: %s", self.session, error)
         if self.roster.outstanding and not self._cancelled:
             until = min(deadline, anyio.current_time() + self.failure_grace_s)
@@ -396,7 +467,62 @@ class Lead:
         """A person asked something new: delegation for it starts over."""
         self.dispatch.new_request()
         self.waves.reset()
-        self._waves_noted = False
+        self.progress.waves_noted = False
+
+    # -- the checkpoint (lead/checkpoint.py) ----------------------------------------------------
+
+    def checkpoint(self, *, mid_turn: bool = False) -> LeadCheckpoint:
+        """Everything of the lead but its conversation, as it stands now."""
+        agents, successors = roster_state(self.roster)
+        return LeadCheckpoint(
+            agents=agents,
+            successors=successors,
+            tasks=self.dispatch.tasks,
+            waves_spent=self.waves.spent,
+            progress=self.progress.model_copy(deep=True),
+            taken=list(self._taken),
+            mid_turn=mid_turn,
+            turn_sends=list(self.dispatch.turn_sends) if mid_turn else [],
+        )
+
+    def restore(self, history: list[Message], checkpoint: LeadCheckpoint) -> None:
+        """Put a checkpoint back (before ``run(None)``): the conversation, the roster and where
+        the loop stood. A turn cut off after it delegated is not run again: its sends go into the
+        context as the calls they were, and the lead waits for their results."""
+        self.history[:] = history
+        restore_roster(self.roster, checkpoint)
+        self.dispatch.restore(checkpoint.tasks)
+        self.waves.spent = checkpoint.waves_spent
+        self.progress = checkpoint.progress.model_copy(deep=True)
+        self._taken = list(checkpoint.taken)
+        self.inbox.remember(checkpoint.taken)
+        if checkpoint.mid_turn and checkpoint.turn_sends:
+            self.history.extend(turn_messages(checkpoint.turn_sends))
+            self.waves.count(len(checkpoint.turn_sends))
+            self.progress.phase, self.progress.last = "gather", LastTurn()
+            self.progress.final_due = False
+        self.dispatch.roster_changed()
+
+    async def _save(self) -> None:
+        """A checkpoint at a step: the whole conversation and the rest."""
+        if self._checkpoints is not None:
+            await self._checkpoints.save(self.checkpoint(), self.history)
+
+    async def _save_mid_turn(self) -> None:
+        """A checkpoint during a turn (a send): the rest, with the turn's sends so far. It runs
+        inside a tool call, whose errors the engine hands to the model: a lead taken over stops
+        here instead (``run`` raises it)."""
+        if self._checkpoints is None:
+            return
+        try:
+            await self._checkpoints.save(self.checkpoint(mid_turn=True), None)
+        except LeadTakenOver as exc:
+            self.abandon(exc)
+
+    async def _save_taken(self, ids: list[str]) -> None:
+        """Inbox news went into the context and is about to be acked: checkpoint it first."""
+        self._taken = [*self._taken, *ids][-TAKEN_KEEP:]
+        await self._save()
 
     async def stop_agents(self) -> None:
         """``shutdown`` to every outstanding sub-agent, then wait (bounded) for their results."""

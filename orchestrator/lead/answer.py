@@ -63,14 +63,14 @@ def answered_text(call: ToolCall | None) -> str | None:
     return text if isinstance(text, str) else None
 
 
-def text_answer(text: str) -> str | None:
-    """The text of an ``answer`` call written out as text (``{"name": "answer", "arguments":
-    {"text": ...}}``, fenced or bare), as a 1.5B lead wrote its final reply when asked without
-    tools; None when ``text`` is not one such call."""
-    found = parse_text_calls(text, lambda call: call if call.name == ANSWER else None)
-    if found is None or len(found.calls) != 1:
-        return None
-    answered = answered_text(found.calls[0])
-    if answered is None:
-        return None
-    return f"{found.rest}\n\n{answered}" if found.rest else answered
+def text_answer(text: str) -> str:
+    """``text`` as a reply a person can read: an ``answer`` call written out as text (``{"name":
+    "answer", "arguments": {"text": ...}}``, fenced or bare) becomes its text, as a 1.5B lead
+    wrote its final reply when asked without tools; calls of other tools written out as text
+    (a ``send_message`` after the work was done) are no reply and are dropped."""
+    found = parse_text_calls(text, lambda call: call)
+    if found is None:
+        return text
+    answers = [answered_text(call) for call in found.calls if call.name == ANSWER]
+    said = [answer for answer in answers if answer]
+    return "\n\n".join(part for part in (found.rest, *said) if part)

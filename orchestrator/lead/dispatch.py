@@ -22,12 +22,20 @@ from typing import Literal, TypeVar
 import anyio
 
 from baton.bus.base import Bus
-from baton.bus.errors import BusUnreachable, InvalidEnvelope
-from baton.bus.events import AgentSpawned, GuardFired
-from baton.bus.messages import DEFAULT_POOL, Envelope, SpawnRequest, make_envelope
+from baton.bus.errors import BusError, BusUnreachable, InvalidEnvelope
+from baton.bus.events import AgentExited, AgentSpawned, GuardFired
+from baton.bus.messages import (
+    APPROVE_KEY,
+    DEFAULT_POOL,
+    ApprovePolicy,
+    Envelope,
+    SpawnRequest,
+    make_envelope,
+)
 from baton.bus.retry import persist
 from baton.engine import EventSink, Tool, ToolRegistry, ToolResult
 from baton.engine.turn import normalise_text
+from baton.lead.checkpoint import TurnSend
 from baton.lead.delegation import DelegationLimits, TurnSends
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.roster import Roster, Route, Sent
@@ -63,11 +71,16 @@ class Dispatcher:
         give_up: Callable[[], bool],
         refresh: Callable[[], Awaitable[None]],
         pool: str = DEFAULT_POOL,
+        approve: ApprovePolicy = "ask",
+        on_send: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.bus = bus
         self.session = session
         self.pool = pool
         """Where its spawn requests go: ``local`` (the session's own worker) or a worker pool."""
+        self.approve: ApprovePolicy = approve
+        """The session's approval policy, carried by every spawn request (``meta.approve``) to
+        the worker that hosts the agent, wherever it runs (docs/protocol.md, *Approvals*)."""
         self.roster = roster
         self.sends = TurnSends(limits)
         self.lock = anyio.Lock()
@@ -79,6 +92,11 @@ class Dispatcher:
         self._offered: tuple[str, ...] = ()
         self._tasks: dict[str, str] = {}
         """The tasks sent for the current request (normalised content -> the agent that got it)."""
+        self.turn_sends: list[TurnSend] = []
+        """What the running turn sent (the lead clears it at each turn), for its checkpoint."""
+        self._on_send = on_send
+        self._spawned: dict[str, str] = {}
+        """Agent -> its spawn request's receipt, to withdraw it unclaimed at the session's end."""
 
     # -- the tool -------------------------------------------------------------------------------
 
@@ -127,7 +145,28 @@ class Dispatcher:
             self.sends.count(route.name, route.profile, route.start)
             if kind == "task":
                 self._tasks[normalise_text(content)] = route.name
-        return f"{_what(to, route)}. {WAIT_HINT}"
+            reply = f"{_what(to, route)}. {WAIT_HINT}"
+            await self._sent(TurnSend(to=to, content=content, type=kind, reply=reply), route)
+        return reply
+
+    @property
+    def tasks(self) -> dict[str, str]:
+        """The tasks sent for the current request: normalised content -> the agent."""
+        return dict(self._tasks)
+
+    def restore(self, tasks: dict[str, str]) -> None:
+        """The tasks of the current request, from the lead's checkpoint."""
+        self._tasks = dict(tasks)
+
+    async def _sent(self, send: TurnSend | None, route: Route | None = None) -> None:
+        """A send went out: note it for the turn, let the lead checkpoint, and only then log the
+        start of a new agent (a viewer that saw it start can count on a resumed lead knowing it)."""
+        if send is not None:
+            self.turn_sends.append(send)
+        if self._on_send is not None:
+            await self._on_send()
+        if route is not None and route.start:
+            await self._announce(route)
 
     def new_request(self) -> None:
         """A new request from a person reached the lead: a task sent before may be wanted again."""
@@ -159,15 +198,20 @@ class Dispatcher:
         name = self.roster.current(to) if to in self.roster.agents else to
         if not self.roster.is_running(name):
             return f"{to} is not running; nothing to shut down."
-        await self.send(name, "shutdown", "the lead asked you to stop")
+        why = "the lead asked you to stop"
+        await self.send(name, "shutdown", why)
         self.roster.stopping(name)
         self.roster_changed()
-        return f"Asked {name} to shut down; its final result will still arrive."
+        reply = f"Asked {name} to shut down; its final result will still arrive."
+        await self._sent(TurnSend(to=to, content=why, type="shutdown", reply=reply))
+        return reply
 
     async def shut_down_running(self, why: str) -> None:
-        """``shutdown`` to every running sub-agent (the session is ending). Once one send met a
-        bus that stays away, the rest are not tried: each would wait out the same outage."""
-        reachable = True
+        """``shutdown`` to every running sub-agent (the session is ending); one whose spawn
+        request no worker has claimed yet is withdrawn instead, so it never starts. Once one
+        send met a bus that stays away, the rest are not tried: each would wait out the same
+        outage."""
+        reachable = await self._withdraw_unclaimed()
         for name in self.roster.running:
             if reachable:
                 try:
@@ -178,6 +222,35 @@ class Dispatcher:
                     reachable = False
             self.roster.stopping(name)
         self.roster_changed()
+
+    async def _withdraw_unclaimed(self) -> bool:
+        """Take back the spawn requests of running agents that no worker has claimed yet: left
+        queued, a worker would start them after the session ended, to log events after its end
+        and send results nobody reads (and a session's own queue would keep them for ever).
+        Each withdrawn agent's inbox goes with it, and its exit is logged (``shutdown``) for
+        the views. False when the bus stayed away (the session is being cancelled)."""
+        receipts = {self._spawned[n]: n for n in self.roster.running if n in self._spawned}
+        if not receipts:
+            return True
+        try:
+            withdrawn = await self.persist(
+                partial(self.bus.withdraw_spawn, list(receipts)), "withdraw unclaimed spawns"
+            )
+            for receipt in withdrawn:
+                name = receipts[receipt]
+                self.roster.withdrawn(name)
+                del self._spawned[name]
+                log.info("session %s: withdrew %s before any worker claimed it", self.session, name)
+                exited = AgentExited(session=self.session, agent=name, reason="shutdown")
+                await self.persist(partial(self.bus.emit, exited), f"log {name}'s exit")
+        except BusUnreachable as exc:  # cancelled during an outage: left for a worker to end
+            log.warning("session %s: could not withdraw the unclaimed spawn requests: %s",
+                        self.session, exc)  # fmt: skip
+            return False
+        except BusError as exc:  # refused: they get their shutdown like the others
+            log.warning("session %s: withdrawing the unclaimed spawn requests failed: %s",
+                        self.session, exc)  # fmt: skip
+        return True
 
     async def _guard(self, outcome: Literal["send-cap", "repeated"]) -> None:
         if self._emit is not None:
@@ -200,11 +273,22 @@ class Dispatcher:
         name, profile = route.name, route.profile
         self.roster.started(name, profile, succeeds=route.succeeds)
         self.roster_changed()
-        request = SpawnRequest(session=self.session, agent=name, profile=profile, pool=self.pool)
-        await self.persist(partial(self.bus.submit_spawn, request), f"spawn {name}")
-        if self._emit is not None:
-            await self._emit(AgentSpawned(session=self.session, agent=name, profile=profile))
+        request = SpawnRequest(
+            session=self.session,
+            agent=name,
+            profile=profile,
+            pool=self.pool,
+            meta={APPROVE_KEY: self.approve},
+        )
+        receipt = await self.persist(partial(self.bus.submit_spawn, request), f"spawn {name}")
+        self._spawned[name] = receipt
         log.info("session %s: spawning %s from profile %s", self.session, name, profile)
+
+    async def _announce(self, route: Route) -> None:
+        """Log a started agent's ``agent.spawned`` (once the lead's checkpoint has it)."""
+        if self._emit is not None:
+            event = AgentSpawned(session=self.session, agent=route.name, profile=route.profile)
+            await self._emit(event)
 
     async def hand_over(self, name: str, unseen: Sequence[Sent]) -> None:
         """``name`` left before reading ``unseen``: its successor gets them (started once).
@@ -217,10 +301,12 @@ class Dispatcher:
         try:
             for message in unseen:
                 envelope = await self.send(route.name, message.type, message.content)
+                started = route
                 if route.start:
                     await self.start(route)
                     route = Route(route.name, route.profile, start=False)
                 self.roster.sent(route.name, Sent(envelope.id, message.type, message.content))
+                await self._sent(None, started)
         except BusUnreachable as exc:  # only once cancelled: the session is ending anyway
             log.warning("session %s: hand-over to %s abandoned: %s", self.session, route.name, exc)
 

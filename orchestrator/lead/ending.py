@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from baton.engine import StopReason, TurnResult
 from baton.lead.answer import answered_text, text_answer
+from baton.lead.checkpoint import LastTurn
 from baton.lead.outcome import LeadOutcome, composed_answer
+from baton.lead.prompt import echoes_note
 from baton.lead.roster import Roster
 from baton.llm.correction import echoes_correction
 
@@ -23,13 +25,11 @@ CUT = "the final answer was cut at the output limit (max_tokens)"
 
 def reply_of(result: TurnResult) -> str:
     """The turn's reply: its ``answer`` call's text (lead/answer.py; also when written out as
-    text), else its last text. A reply
-    that parrots the client's parse-error correction is no reply (counted as silent)."""
+    text), else its last text without calls written out as text. A reply that parrots the
+    client's parse-error correction or a session note is no reply (counted as silent)."""
     answered = answered_text(result.terminal_call)
-    if answered is None:
-        answered = text_answer(result.text)
-    reply = result.text if answered is None else answered
-    return "" if echoes_correction(reply) else reply
+    reply = text_answer(result.text) if answered is None else answered
+    return "" if echoes_correction(reply) or echoes_note(reply) else reply
 
 
 def wants_final(result: TurnResult) -> bool:
@@ -41,13 +41,23 @@ def wants_final(result: TurnResult) -> bool:
     return not reply_of(result).strip()
 
 
-def final_outcome(result: TurnResult, roster: Roster, final_asked: bool) -> LeadOutcome:
+def last_turn(result: TurnResult) -> LastTurn:
+    """What the final answer needs of a turn that ended normally (it is checkpointed: a resumed
+    lead whose sub-agents are all in answers from it)."""
+    return LastTurn(
+        reply=reply_of(result),
+        wants_final=wants_final(result),
+        truncated=result.stop is StopReason.TRUNCATED,
+    )
+
+
+def final_outcome(last: LastTurn, roster: Roster, final_asked: bool) -> LeadOutcome:
     """The last turn's reply as the answer; once asked again (``final_asked``): cut again,
     ``incomplete``; still nothing, composed from the sub-agents' results (``incomplete``)."""
-    reply = reply_of(result)
+    reply = last.reply
     if final_asked and not reply.strip():
         return LeadOutcome("incomplete", composed_answer(NO_ANSWER, roster), error=NO_ANSWER)
-    if final_asked and result.stop is StopReason.TRUNCATED:
+    if final_asked and last.truncated:
         return LeadOutcome("incomplete", reply, error=CUT)
     return LeadOutcome("completed", reply)
 

@@ -4,13 +4,14 @@
 Reports update the roster the moment they are read — also when a send reads the inbox early to
 know who has finished (:meth:`Intake.refresh`) — and a departed agent's unseen messages are handed
 over; what was read goes into the context at the next gather, sub-agents' reports first, then
-people's requests (a new request is announced through ``on_request``), and is acked after.
+people's requests (a new request is announced through ``on_request``), and is acked after the
+lead's checkpoint has it (``before_ack``), so a lead that dies in between gets it again.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
@@ -41,6 +42,7 @@ class Intake:
         cancel: Callable[[], None],
         cancelled: Callable[[], bool],
         on_request: Callable[[], None],
+        before_ack: Callable[[list[str]], Awaitable[None]] | None = None,
     ) -> None:
         self.inbox = inbox
         self.roster = roster
@@ -50,6 +52,7 @@ class Intake:
         self._cancel = cancel
         self._cancelled = cancelled
         self._on_request = on_request
+        self._before_ack = before_ack
         self._early: list[Envelope] = []
         """Read before a send (to keep the roster current), not yet in the context."""
 
@@ -129,8 +132,11 @@ class Intake:
         if requests:
             self._on_request()
         self.history.extend(prompt.inbox_messages(reports, requests))
+        ids = [envelope.id for envelope in arrived]
+        if self._before_ack is not None:  # the lead's checkpoint: a crash now re-delivers them
+            await self._before_ack(ids)
         try:
-            await self.inbox.ack([envelope.id for envelope in arrived], give_up=self._cancelled)
+            await self.inbox.ack(ids, give_up=self._cancelled)
         except BusUnreachable as exc:  # cancelled during an outage: the reader's done set holds
             log.warning("session %s: left %d message(s) un-acked: %s",
                         self.session, len(arrived), exc)  # fmt: skip

@@ -112,3 +112,13 @@ def inbox_messages(reports: Sequence[Envelope], requests: Sequence[Envelope]) ->
 def note_block(kind: str, text: str) -> Message:
     """A note from the session itself (a timeout, say), in the same block format."""
     return {"role": "user", "content": f"[{kind} from session] {text}"}
+
+
+_NOTE_OPENING = re.compile(r"\s*\[\w+ from session\]")
+
+
+def echoes_note(text: str) -> bool:
+    """Whether ``text`` opens like a :func:`note_block`: a small model that repeats the
+    session's note (a 1.5B lead "answered" with "[note from session] All delegated work is in")
+    has not answered."""
+    return _NOTE_OPENING.match(text) is not None

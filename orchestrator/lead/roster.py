@@ -71,6 +71,9 @@ class SubAgentRecord:
     results: list[str] = field(default_factory=list)
     media_urls: list[str] = field(default_factory=list)
     exit_reason: str = ""
+    noted: list[str] = field(default_factory=list)
+    """The envelope ids of its results taken in: one delivered again (a resumed lead reads what
+    its predecessor had read and not acked) counts once."""
 
 
 class Roster:
@@ -165,6 +168,14 @@ class Roster:
         if record is not None and record.state == "running":
             record.state = "stopping"
 
+    def withdrawn(self, name: str) -> None:
+        """Its spawn request was taken back before any worker claimed it: it never ran, and no
+        result will come."""
+        record = self.agents.get(name)
+        if record is not None:
+            record.state = "done"
+            record.exit_reason = "withdrawn"
+
     def on_report(self, envelope: Envelope) -> list[Sent]:
         """Take a ``result`` or ``progress`` envelope from a sub-agent.
 
@@ -172,8 +183,9 @@ class Roster:
         result of an agent that finished normally): the caller hands them to a fresh agent.
         """
         record = self.agents.get(envelope.sender)
-        if record is None or envelope.type != "result":
+        if record is None or envelope.type != "result" or envelope.id in record.noted:
             return []
+        record.noted.append(envelope.id)
         record.results.append(envelope.content)
         record.media_urls.extend(u for u in envelope.media_urls if u not in record.media_urls)
         report = result_report(envelope)  # the inbox reader dead-letters one that misfits

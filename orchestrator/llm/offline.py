@@ -19,9 +19,10 @@ wherever the offline model is in use.
 * Nothing answered since the request: split it into sub-tasks (on newlines, ``;``, ``,``, and the
   words "and"/"then") and call ``send_message(to=<agent>, content=<sub-task>, type="task")`` once
   per sub-task, all in parallel, to the agent whose name the sub-task's words start like ("paint
-  a fox" → ``painter``), else round-robin from the ``to`` parameter's ``enum`` (``"lead"``/
-  ``"user"`` left out) or ``"worker"`` when there is none. No ``send_message`` tool:
-  it answers with text.
+  a fox" → ``painter``, "publish a haiku" → ``publisher``), else round-robin from the ``to``
+  parameter's ``enum`` (``"lead"``/``"user"`` left out, and agents only a name reaches:
+  :data:`BY_NAME_ONLY`) or ``"worker"`` when there is none. No ``send_message`` tool: it
+  answers with text.
 * Delegated, no results yet: "Delegated N tasks (…); waiting for results."
 * Results in the context since the request: a summary naming each agent that reported and listing
   every media URL found, saying which delegated agents are still outstanding, if any.
@@ -39,7 +40,8 @@ line; its first line is ``[<type> from <sender>]`` followed by the content, and 
 ``[task from lead]`` is stripped). It calls, in parallel, every offered tool other than
 ``send_message`` that takes a single string parameter, with the task text; once their results are
 back it calls ``send_message(to="lead", type="result", content=<summary with every URL found in the
-tool results>)``; after that, or with no such tools, it answers with text.
+tool results>)``, or saying what did not run and why when a call was refused (a declined
+approval); after that, or with no such tools, it answers with text.
 """
 
 from __future__ import annotations
@@ -63,6 +65,10 @@ _INBOX_HEADER = re.compile(r"^\[(?P<type>[\w-]+) from (?P<sender>[^\]]+)\]\s*", 
 _URL = re.compile(r"(?:https?|file)://[^\s<>\"'()\[\],]+|data:[\w.+-]+/[\w.+-]+;base64,[\w+/=]+")
 _SPLIT = re.compile(r"\s*(?:\n|;|,|\band\b|\bthen\b)\s*", re.IGNORECASE)
 _ARG_PIECE = 16
+BY_NAME_ONLY = ("publisher",)
+"""Agents whose work a person must approve (the built-in ``publisher``): they get a task only
+when its words name them ("publish a haiku"), never one dealt round-robin, which would end up
+waiting for an approval the user never meant to be asked."""
 
 
 def offline_model(*, chunk_delay: float = 0.0) -> OpenAIChatModel:
@@ -147,9 +153,10 @@ def _lead(messages: list[Json], tools: list[Json]) -> Reply:
 def _delegate(request: str, agents: list[str], turn: int) -> Reply:
     tasks = [part.strip(" .") for part in _SPLIT.split(request)]
     tasks = [task for task in tasks if task] or [request or "(empty request)"]
+    anyone = [agent for agent in agents if not agent.startswith(BY_NAME_ONLY)] or agents
     calls = []
     for number, task in enumerate(tasks):
-        agent = _named_in(task, agents) or agents[number % len(agents)]
+        agent = _named_in(task, agents) or anyone[number % len(anyone)]
         args = json.dumps({"to": agent, "content": task, "type": "task"})
         calls.append(
             Call("send_message", pieces(args, _ARG_PIECE), id=f"call_lead_{turn}_{number}")
@@ -247,9 +254,20 @@ def _subagent(messages: list[Json], tools: list[Json]) -> Reply:
 def _result_text(task: str, outputs: list[str]) -> str:
     urls = list(dict.fromkeys(url for output in outputs for url in _urls(output)))
     text = f"Done: {task}." if task else "Done."
+    refused = [_first_sentence(output) for output in outputs if _NOT_RUN in output]
+    if refused:  # a declined approval, a guard: say so instead of claiming it done
+        text = f"Not done: {task}. " + " ".join(refused) if task else " ".join(refused)
     if urls:
         text += "\nmedia: " + " ".join(urls)
     return text
+
+
+_NOT_RUN = " did not run: "
+"""How the engine's answer to a call that never ran begins (``<tool> did not run: <why>``)."""
+
+
+def _first_sentence(text: str) -> str:
+    return text.strip().split(". ")[0].rstrip(".") + "."
 
 
 def _string_tools(tools: list[Json]) -> list[tuple[str, str]]:

@@ -15,7 +15,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from baton.bus.errors import InvalidEnvelope
 from baton.server import media, pages, routes, sse
 from baton.server.context import ServerContext
 from baton.server.openapi import openapi_document
@@ -35,13 +34,6 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _invalid(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, BodyInvalid)
     return JSONResponse({"detail": exc.detail, "errors": exc.errors}, status_code=422)
-
-
-async def _refused(request: Request, exc: Exception) -> Response:
-    """The bus refused a message a route built from the request (an address or a size it does
-    not accept): the client's input, so a 422 with the bus's reason, never a 500."""
-    assert isinstance(exc, InvalidEnvelope)
-    return JSONResponse({"detail": exc.reason, "errors": []}, status_code=422)
 
 
 def create_app(ctx: ServerContext) -> Starlette:
@@ -80,7 +72,6 @@ def create_app(ctx: ServerContext) -> Starlette:
         exception_handlers={
             HTTPException: _http_error,
             BodyInvalid: _invalid,
-            InvalidEnvelope: _refused,
         },
     )
     app.state.baton = ctx

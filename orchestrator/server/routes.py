@@ -8,11 +8,15 @@ this server runs can be cancelled here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from baton.bus.errors import InvalidEnvelope
 from baton.bus.messages import make_envelope
 from baton.engine.bus_channel import ApprovalNotFound, answer_approval
 from baton.server.context import ServerContext
@@ -92,13 +96,26 @@ async def get_state(request: Request) -> Response:
     return _json(state)
 
 
+@contextmanager
+def _refused_input() -> Iterator[None]:
+    """The bus refused a message built from the request (an address or a size it does not
+    accept): the client's input, so a 422 with the bus's reason, never a 500. Only around such
+    a message: an ``InvalidEnvelope`` from anywhere else is the server's fault."""
+    try:
+        yield
+    except InvalidEnvelope as exc:
+        raise HTTPException(422, exc.reason) from exc
+
+
 async def post_message(request: Request) -> Response:
     ctx = ServerContext.of(request)
     session = ctx.session_id(request)
     body = await read_model(request, PostMessage, ctx.config.max_body_bytes)
-    envelope = make_envelope(session=session, sender="user", recipient=body.to, type=body.type,
-                             content=body.content)  # fmt: skip
-    return _json(Posted(id=await ctx.bus.send(envelope)), 202)
+    with _refused_input():
+        envelope = make_envelope(session=session, sender="user", recipient=body.to,
+                                 type=body.type, content=body.content)  # fmt: skip
+        posted = await ctx.bus.send(envelope)
+    return _json(Posted(id=posted), 202)
 
 
 async def decide(request: Request) -> Response:
@@ -107,7 +124,8 @@ async def decide(request: Request) -> Response:
     call_id = str(request.path_params["call_id"])
     body = await read_model(request, Decision, ctx.config.max_body_bytes)
     try:
-        agent = await answer_approval(ctx.bus, session, call_id, body.approved, body.reason)
+        with _refused_input():  # the answer is built from the call id and reason given
+            agent = await answer_approval(ctx.bus, session, call_id, body.approved, body.reason)
     except ApprovalNotFound as exc:
         status = 409 if "already decided" in str(exc) else 404
         raise HTTPException(status, str(exc)) from exc

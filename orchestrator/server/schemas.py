@@ -30,8 +30,8 @@ class StartSession(_Body):
     )
     approve: ApproveMode = Field(
         "ask",
-        description="the lead's own approvals: ask (answered over the API), auto, deny; "
-        "sub-agents always ask",
+        description="the approvals of the lead and every sub-agent: ask (answered over the "
+        "API), auto, deny",
     )
     timeout_s: float | None = Field(
         None, gt=0, description="seconds the session may run (capped by the server)"

@@ -4,6 +4,7 @@ session's worker alone, a pool's to that pool's workers that know the profile (`
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 from redis.asyncio import Redis
 
 from baton.bus.base import SpawnQueue
-from baton.bus.messages import DEFAULT_POOL, LOCAL_POOL, SpawnRequest
+from baton.bus.messages import DEFAULT_POOL, LOCAL_POOL, Envelope, SpawnRequest
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
@@ -26,6 +27,10 @@ def local(session: str, agent: str, profile: str = "painter") -> SpawnRequest:
 
 def pooled(agent: str, profile: str = "painter", pool: str = DEFAULT_POOL) -> SpawnRequest:
     return SpawnRequest(session="s1", agent=agent, profile=profile, pool=pool)
+
+
+def task(agent: str, content: str) -> Envelope:
+    return Envelope(session="s1", sender="lead", recipient=agent, type="task", content=content)
 
 
 async def test_a_sessions_own_requests_go_to_its_worker_alone(make_bus: BusFactory) -> None:
@@ -107,6 +112,45 @@ async def test_receipts_of_several_streams_renew_ack_and_release_together(
         assert await other.claim_spawn(SpawnQueue.of_session("s9"), timeout=0) is None
 
 
+async def test_withdrawing_takes_back_only_what_no_worker_claimed(make_bus: BusFactory) -> None:
+    """A session that ends withdraws its requests nobody claimed: never delivered afterwards,
+    the agent's inbox gone with it; one a worker claimed stays that worker's."""
+    async with make_bus(consumer="lead") as lead_bus, make_bus(consumer="w") as worker_bus:
+        receipts: dict[str, str] = {}
+        for agent in ("a1", "a2"):
+            await lead_bus.send(task(agent, f"paint for {agent}"))
+            receipts[agent] = await lead_bus.submit_spawn(pooled(agent))
+        queue = SpawnQueue.of_pool(DEFAULT_POOL, ["painter"])
+        claim = await worker_bus.claim_spawn(queue, timeout=5)
+        assert claim is not None and claim.receipt == receipts["a1"]
+
+        assert await lead_bus.withdraw_spawn(list(receipts.values())) == [receipts["a2"]]
+        assert await worker_bus.claim_spawn(queue, timeout=0) is None  # a2: never delivered
+        assert await worker_bus.read_inbox("s1", "a2") == []  # its task went with it
+        kept = await worker_bus.read_inbox("s1", "a1")
+        assert [e.content for e in kept] == ["paint for a1"]
+        assert await worker_bus.renew_spawn([claim.receipt]) == [claim.receipt]  # still a1's
+        await worker_bus.ack_spawn([claim.receipt])
+        assert await lead_bus.withdraw_spawn(list(receipts.values())) == []  # nothing left
+
+
+async def test_a_sessions_own_queue_is_dropped_with_what_is_left(make_bus: BusFactory) -> None:
+    async with make_bus() as bus:
+        for agent in ("a1", "a2"):
+            await bus.submit_spawn(local("s1", agent))
+        await bus.submit_spawn(local("s2", "b1"))
+        own = SpawnQueue.of_session("s1")
+        claim = await bus.claim_spawn(own, timeout=5)
+        assert claim is not None
+        await bus.release_spawn([claim.receipt])  # given back unfinished as the session ended
+
+        assert await bus.drop_spawn_queue("s1") == 2
+        assert await bus.claim_spawn(own, timeout=0) is None
+        assert await bus.drop_spawn_queue("s1") == 0
+        other = await bus.claim_spawn(SpawnQueue.of_session("s2"), timeout=0)
+        assert other is not None and other.request.agent == "b1"  # another session's: kept
+
+
 def test_a_pool_cannot_be_named_local() -> None:
     with pytest.raises(ValueError, match="reserved"):
         SpawnQueue.of_pool(LOCAL_POOL, ["painter"])
@@ -135,6 +179,34 @@ async def test_a_request_in_the_wrong_stream_is_dead_lettered(redis_server: Redi
         assert all(letter.reason.startswith("misrouted spawn request") for letter in letters)
         async with Redis.from_url(redis_server.url) as admin:
             assert await admin.xlen(painters) == 0 and await admin.xlen(own) == 1  # a1's
+
+
+async def test_a_profile_stream_of_the_wrong_type_does_not_stop_the_others(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``SET baton:spawn:{P}:writer x`` used to make every claim of pool P fail (WRONGTYPE
+    aborted the whole claim script) and its workers log "claim refused" every second for ever.
+    Now that stream is skipped, reported once, and read again once it is a stream."""
+    caplog.set_level(logging.INFO, logger="baton.bus.redis_spawn")
+    queue = SpawnQueue.of_pool(DEFAULT_POOL, ["painter", "writer"])
+    async with RedisBus(redis_server.url, prefix="wrongtype") as bus:
+        writers = bus.keys.spawn_pool(DEFAULT_POOL, "writer")
+        async with Redis.from_url(redis_server.url) as admin:
+            await admin.set(writers, "x")
+            claims = []
+            for n in range(3):  # each claim starts at another stream: the broken one too
+                await bus.submit_spawn(pooled(f"p{n}", "painter"))
+                claims.append(await bus.claim_spawn(queue, timeout=5))
+            assert [c.request.agent for c in claims if c is not None] == ["p0", "p1", "p2"]
+            assert await bus.claim_spawn(queue, timeout=0) is None  # nothing else, no error
+            reports = [r for r in caplog.records if writers in r.getMessage()]
+            assert len(reports) == 1 and "WRONGTYPE" in reports[0].getMessage(), reports
+
+            await admin.delete(writers)  # mended: its requests are served again
+            await bus.submit_spawn(pooled("w1", "writer"))
+            claim = await bus.claim_spawn(queue, timeout=5)
+            assert claim is not None and claim.request.agent == "w1"
+            assert any("can be read again" in r.getMessage() for r in caplog.records)
 
 
 async def test_a_sessions_worker_leaving_unsubscribes(redis_server: RedisServer) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -44,12 +44,10 @@ def test_sigint_on_run_interrupts_busy_remote_tools_and_leaves_nothing(
         env=env,
     )  # fmt: skip
     run.expect_event("tool.call", agent="sleeper")  # ponder: 300 s unless interrupted
-    sent = time.monotonic()
+    sent = datetime.now(UTC)
     run.proc.send_signal(signal.SIGINT)
     assert run.wait(timeout=10) == 130, run.transcript()
     exited = worker.expect(f"{SESSION}/sleeper exited", stream="err", timeout=10)
-    elapsed = time.monotonic() - sent
-    assert elapsed < INTERRUPT_S, f"the remote agent took {elapsed:.2f} s to stop"
     assert exited.rstrip().endswith("exited: shutdown"), exited
 
     client = redis.Redis.from_url(redis_url, decode_responses=True)
@@ -60,6 +58,11 @@ def test_sigint_on_run_interrupts_busy_remote_tools_and_leaves_nothing(
         assert events[-1]["status"] == "cancelled"
         exits = {e["agent"]: e["reason"] for e in events if e["type"] == "agent.exited"}
         assert set(exits.values()) == {"shutdown"}, exits
+        # the bound is on the agent itself, from the signal to its exit (logged by the remote
+        # worker as it left), whatever baton run then took to end
+        (left,) = [e for e in events if e["type"] == "agent.exited" and e["agent"] == "sleeper"]
+        elapsed = (datetime.fromisoformat(left["ts"]) - sent).total_seconds()
+        assert 0 < elapsed < INTERRUPT_S, f"the remote agent took {elapsed:.2f} s to stop"
         # the running call was cut, not run to its end
         cut = [
             result

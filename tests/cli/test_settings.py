@@ -74,7 +74,8 @@ def test_defaults_bound_every_reply_and_leave_the_rest_to_the_server(
     assert model.max_tokens == 1024 and (model.timeout, model.max_retries) == (60, 3)
     assert (model.temperature, model.top_p, model.parallel_tool_calls) == (None, None, None)
     assert model.extra_body == {}
-    assert settings.budget() is None and session_settings(settings) == {}
+    assert settings.budget() is None
+    assert session_settings(settings) == {"tool_choice": "required"}  # measured: delegates more
 
 
 def test_max_tokens_zero_sends_none(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,7 +102,7 @@ def test_delegation_caps_from_the_environment_and_the_file(
     settings = load_settings(write(tmp_path, "max_sends_per_agent = 1\n"))
     expected = DelegationLimits(max_sends_per_turn=5, max_sends_per_agent=1)
     assert settings.delegation() == expected
-    assert session_settings(settings) == {"delegation": expected}
+    assert session_settings(settings) == {"tool_choice": "required", "delegation": expected}
     assert expected.max_new_agents_per_profile == DelegationLimits().max_new_agents_per_profile
 
 

@@ -23,7 +23,7 @@ from baton.engine import (
     QuestionClosed,
     UploadQuestion,
 )
-from baton.engine.channels import ChannelItem
+from baton.engine.channels import ChannelItem, policy_channel
 
 
 @asynccontextmanager
@@ -181,7 +181,10 @@ async def test_policy_channels_answer_without_waiting() -> None:
     yes = await PolicyChannel.auto_approve().ask_approval(approval())
     no = await PolicyChannel.auto_deny().ask_approval(approval())
     assert all(d.approved for d in yes.values()) and set(yes) == {"c1", "c2"}
-    assert not any(d.approved for d in no.values()) and no["c1"].reason == "declined by policy"
+    assert not any(d.approved for d in no.values())
+    assert no["c1"].reason == "declined by policy (approve=deny)" and no["c1"].policy == "deny"
+    assert yes["c1"].policy == "auto"
+    assert policy_channel("ask") is None and policy_channel("auto") is not None
     upload = UploadQuestion(id="u", session="s", agent="a", call_id="c", prompt="")
     assert await PolicyChannel.auto_deny().request_upload(upload) is None
     PolicyChannel.auto_deny().cancel_pending()

@@ -298,6 +298,30 @@ async def test_an_answer_call_written_as_text_is_the_answer() -> None:
     assert (outcome.status, outcome.answer) == ("completed", f"The fox: {FOX}")
 
 
+async def test_a_final_answer_that_parrots_the_session_note_is_no_answer() -> None:
+    """Asked for its final answer, a 1.5B lead repeated the session's note back."""
+    parrot = "[note from session] All delegated work is in, but you gave no final answer."
+    _, outcome = await run_lead(
+        [send("painter", "a fox", "c1"), Reply(text="On it."), Reply(text=""), Reply(text=parrot)],
+        reports_after(("c1", "painter", [FOX], "a fox")),
+    )
+    assert (outcome.status, outcome.error) == ("incomplete", "the lead gave no final answer")
+    assert "[note from session]" not in outcome.answer and FOX in outcome.answer
+
+
+async def test_a_last_reply_that_only_writes_out_a_send_is_no_answer() -> None:
+    """Asked for its final answer without tools, a 1.5B lead wrote a send_message call as JSON
+    text: that is no answer, so the answer is composed from the results."""
+    written = json.dumps({"name": "send_message", "arguments": {"to": "helper", "content": "bye"}})
+    s, outcome = await run_lead(
+        [send("painter", "a fox", "c1"), Reply(text="On it."), Reply(text=""), Reply(text=written)],
+        reports_after(("c1", "painter", [FOX], "a fox")),
+    )
+    assert (outcome.status, outcome.error) == ("incomplete", "the lead gave no final answer")
+    assert outcome.answer.endswith(f"Media:\n- {FOX}") and "send_message" not in outcome.answer
+    assert choices(s)[-1] == "none" and s.spawned == ["painter"]
+
+
 async def test_a_session_whose_painter_made_no_picture_is_incomplete(tmp_path: Path) -> None:
     """The session derives the media profiles from the tools (generate_image makes media): a
     painter that reports without painting leaves the session incomplete, not completed."""

@@ -68,6 +68,7 @@ async def test_system_prompt_lists_profiles_and_marks_the_lead(tmp_path: Path) -
         "painter",
         "writer",
         "helper",
+        "publisher",
     ]
 
 

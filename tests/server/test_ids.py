@@ -10,15 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
+from baton.bus.errors import InvalidEnvelope
+from baton.bus.ids import name_problem
 from baton.bus.messages import Envelope
 from tests.conftest import BusFactory
 from tests.server.helpers import client, serving
 
-RULE = "it must be 1 to 200 characters of A-Z a-z 0-9 _ . -"
+RULE = "it must be 1 to 200 characters of A-Z a-z 0-9 _ . -, starting with a letter or digit"
 
 
-@pytest.mark.parametrize("session", ["a:b", "s{1}", "x" * 201])
+@pytest.mark.parametrize("session", ["a:b", "s{1}", "x" * 201, "_s", "-s", ".hidden"])
 async def test_a_session_id_the_bus_refuses_is_a_404_on_every_route(
     make_bus: BusFactory, tmp_path: Path, session: str
 ) -> None:
@@ -38,7 +41,7 @@ async def test_a_session_id_the_bus_refuses_is_a_404_on_every_route(
         assert await bus.dead_letters() == []  # nothing reached the bus
 
 
-@pytest.mark.parametrize("to", ["a:b", "", "x" * 201, "lead/approvals"])
+@pytest.mark.parametrize("to", ["a:b", "", "x" * 201, "lead/approvals", ".", "..", "-painter"])
 async def test_a_recipient_the_bus_refuses_is_a_422_that_says_why(
     make_bus: BusFactory, tmp_path: Path, to: str
 ) -> None:
@@ -53,14 +56,38 @@ async def test_a_recipient_the_bus_refuses_is_a_422_that_says_why(
 async def test_an_id_the_bus_accepts_is_accepted_by_the_routes(
     make_bus: BusFactory, tmp_path: Path
 ) -> None:
-    """``_s.1`` and ``-painter`` fit the envelope's rule (the routes used to refuse them)."""
+    """``s_.1`` and ``painter-`` fit the envelope's rule."""
     async with make_bus() as bus, serving(bus, tmp_path) as server, client(server) as http:
         answer = await http.post(
-            "/sessions/_s.1/messages", json={"content": "hi", "to": "-painter"}
+            "/sessions/s_.1/messages", json={"content": "hi", "to": "painter-"}
         )
         assert answer.status_code == 202, answer.text
-        [envelope] = await bus.read_inbox("_s.1", "-painter")
+        [envelope] = await bus.read_inbox("s_.1", "painter-")
         assert isinstance(envelope, Envelope) and envelope.id == answer.json()["id"]
+
+
+@pytest.mark.parametrize("name", [".", "..", ".baton", "_x", "-x"])
+def test_a_name_is_never_a_dot_folder_and_starts_with_a_letter_or_digit(name: str) -> None:
+    """A session id names its media folder: ``..`` would climb out of the media root."""
+    assert name_problem(name, "session id") == f"session id {name!r} is not valid: {RULE}"
+    with pytest.raises(ValidationError, match="pattern"):
+        Envelope(session=name, sender="lead", recipient="painter", type="task")
+    assert name_problem("0.x_y-z", "session id") is None
+
+
+async def test_an_invalid_envelope_the_request_did_not_make_is_no_422(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    """Only a message built from the request is the client's fault (422); an
+    ``InvalidEnvelope`` from anywhere else is the server's (500), as any other bug."""
+    async with make_bus() as bus, serving(bus, tmp_path) as server, client(server) as http:
+
+        async def refused() -> None:
+            raise InvalidEnvelope("a bug in the server, not the request")
+
+        bus.ping = refused  # type: ignore[method-assign]
+        answer = await http.get("/healthz")
+        assert answer.status_code == 500, answer.text
 
 
 async def test_a_message_the_bus_refuses_is_a_422_with_its_reason(

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from baton.api import Session, SessionConfig
 from baton.bus.base import Bus
+from baton.bus.errors import BusUnreachable
 from baton.bus.events import (
     AgentExited,
     Event,
@@ -26,6 +28,7 @@ from baton.bus.events import (
 )
 from baton.bus.inbox import InboxReader
 from baton.bus.memory import MemoryBus
+from baton.bus.messages import Envelope
 from baton.bus.redis import RedisBus
 from baton.engine import Tool
 from baton.llm.script import Reply
@@ -205,17 +208,85 @@ async def test_a_message_sent_mid_round_is_the_next_round(
         agent = SubAgent(bus, profile(Tool(wait_gate), max_steps=2), model, session=SESSION,
                          name="worker", media_dir=tmp_path)  # fmt: skip
         follow_up = task("worker", "second", type="message")
+        read = read_by(bus, follow_up)
         with anyio.fail_after(20):
             async with anyio.create_task_group() as group:
                 group.start_soon(agent.run)
                 await started.wait()
                 await lead_bus.send(follow_up)
+                await read.wait()  # by the round's watch, not by the next round's read
+                assert follow_up.id in agent.inbox.pending
                 gate.set()
         assert agent.reason == "finished"  # round 2 answered without tools
         assert follow_up.id in agent.state.processed
         memory = str(agent.state.memory)
         assert memory.index("[task from lead] first") < memory.index("[message from lead] second")
         assert await unread(bus, SESSION, "worker") == 0
+
+
+def read_by(bus: Bus, envelope: Envelope) -> anyio.Event:
+    """An event set once a read on ``bus`` hands ``envelope`` out: while a round runs, only its
+    watch reads the inbox."""
+    read, original = anyio.Event(), bus.read_inbox
+
+    async def reading(*args: Any, **kwargs: Any) -> list[Envelope]:
+        batch = await original(*args, **kwargs)
+        if any(e.id == envelope.id for e in batch):
+            read.set()
+        return batch
+
+    bus.read_inbox = reading  # type: ignore[method-assign]
+    return read
+
+
+async def test_a_message_read_mid_round_runs_even_if_the_next_read_fails(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    """What the round's watch read is the next round at once: a bus that fails every read
+    after it used to keep the agent waiting to its idle timeout, and then it left ``idle`` and
+    acked the message unprocessed."""
+    started, gate = anyio.Event(), anyio.Event()
+
+    async def wait_gate(text: str) -> str:
+        """Wait until the test lets go.
+
+        Args:
+            text: what to wait on
+        """
+        started.set()
+        await gate.wait()
+        return f"waited on {text!r}"
+
+    _, model = scripted(
+        [call("wait_gate", text="a"), Reply(text="first done"), Reply(text="second done")]
+    )
+    async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as lead_bus, model:
+        await lead_bus.send(task("worker", "first"))
+        agent = SubAgent(bus, profile(Tool(wait_gate), max_steps=2, idle_timeout_s=1.0), model,
+                         session=SESSION, name="worker", media_dir=tmp_path)  # fmt: skip
+        follow_up = task("worker", "second", type="message")
+        read, failed_reads = read_by(bus, follow_up), 0
+        read_inbox = bus.read_inbox
+
+        async def unreachable(*args: Any, **kwargs: Any) -> list[Envelope]:
+            nonlocal failed_reads
+            failed_reads += 1
+            raise BusUnreachable(bus.url, "reads cut off by the test")
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(agent.run)
+                await started.wait()
+                await lead_bus.send(follow_up)
+                await read.wait()
+                assert follow_up.id in agent.inbox.pending
+                bus.read_inbox = unreachable  # type: ignore[method-assign]
+                gate.set()
+        bus.read_inbox = read_inbox  # type: ignore[method-assign]
+        assert agent.reason == "finished", agent.reason  # not "idle"
+        assert follow_up.id in agent.state.processed
+        assert "[message from lead] second" in str(agent.state.memory)
+        assert failed_reads == 0  # the batch was there: nothing was read for it
 
 
 def sleeper(tool: Tool) -> Profile:

@@ -9,12 +9,19 @@ from pathlib import Path
 import anyio
 import pytest
 
+from baton.bus.base import Bus
+from baton.bus.errors import ConfigError
 from baton.bus.events import RoundEnded
+from baton.bus.keys import Keys
+from baton.bus.memory import MemoryBus
 from baton.bus.messages import LOCAL_POOL, Envelope, SpawnRequest
+from baton.bus.redis import RedisBus
 from baton.llm.offline import offline_reply
 from baton.llm.script import Json, Reply, ScriptItem
+from baton.llm.types import ChatModel
 from baton.subagents.loop import SubAgent
-from baton.subagents.worker import Worker
+from baton.subagents.profiles import Profile
+from baton.subagents.worker import Worker, refusal_id
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
 from tests.subagents.helpers import SESSION, Lead, profile, task
@@ -69,6 +76,64 @@ async def test_unknown_profile_gets_one_error_result(make_bus: BusFactory, tmp_p
             (result,) = await Lead(lead_bus).until_results(1)
         assert result.sender == "x1" and result.meta["reason"] == "error"
         assert "unknown profile 'juggler'" in result.content and "painter" in result.content
+
+
+async def spawn_entries(bus: Bus, request: SpawnRequest) -> int:
+    """Requests still in the request's spawn stream (an acked one leaves it at once)."""
+    if isinstance(bus, RedisBus):
+        return int(await bus._core.one("XLEN", bus.keys.spawn_stream(request)))
+    assert isinstance(bus, MemoryBus)
+    stream = bus._broker.spawn.get(Keys().spawn_stream(request))
+    return 0 if stream is None else len(stream.entries)
+
+
+def held(bus: Bus) -> set[str]:
+    """The receipts a Redis bus still counts as handed out to its worker."""
+    return set(bus._spawn._held) if isinstance(bus, RedisBus) else set()
+
+
+async def test_an_agent_that_cannot_be_set_up_gets_one_error_result(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    """A failure before the agent runs (here its model: a profile's endpoint settings) used to
+    leave the request pending, claimed again every lease with a traceback, and the lead waited
+    to its timeout. Now the lead gets an error result at once and the request is acked."""
+    _, model = scripted()
+
+    def models(p: Profile) -> ChatModel:
+        if p.name == "painter":
+            raise ConfigError("profile painter: api_key_env PAINTER_KEY is not set")
+        return model
+
+    async with make_bus(lease_s=1) as bus, make_bus(lease_s=1) as lead_bus, model:
+        request = spawn("p1")
+        async with Worker(bus, PROFILES, models, media_dir=tmp_path) as worker:
+            await lead_bus.send(task("p1", "paint a heron"))
+            await lead_bus.submit_spawn(request)
+            (result,) = await Lead(lead_bus).until_results(1, timeout=5)
+        assert result.sender == "p1" and result.meta["reason"] == "error"
+        assert "PAINTER_KEY is not set" in result.content, result.content
+        assert await spawn_entries(lead_bus, request) == 0  # acked: never claimed again
+        assert held(bus) == set()
+        assert worker.claimed == 1 and worker.finished == 0
+
+
+async def test_a_refusal_fits_whatever_the_request_id(make_bus: BusFactory, tmp_path: Path) -> None:
+    """``refused-<request id>`` is over the envelope's 100 characters for a long request id:
+    building it used to fail on every claim, for ever."""
+    _, model = scripted()
+    long_id = "r" * 100
+    async with make_bus(lease_s=1) as bus, make_bus(lease_s=1) as lead_bus, model:
+        async with Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, session=SESSION):
+            juggler = SpawnRequest(id=long_id, session=SESSION, agent="x1", profile="juggler",
+                                   pool=LOCAL_POOL)  # fmt: skip
+            await lead_bus.submit_spawn(juggler)
+            (result,) = await Lead(lead_bus).until_results(1, timeout=5)
+        assert result.meta["reason"] == "error" and len(result.id) <= 100
+        assert result.id == refusal_id(long_id)  # the same on every claim: deduped
+        assert await spawn_entries(lead_bus, juggler) == 0
+        assert held(bus) == set()
+    assert refusal_id("abc") == "refused-abc"
 
 
 def partial_first(body: Json) -> ScriptItem:

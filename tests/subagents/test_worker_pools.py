@@ -11,7 +11,7 @@ import anyio
 from redis.asyncio import Redis
 
 from baton.bus.base import SpawnQueue
-from baton.bus.events import AgentSpawned
+from baton.bus.events import AgentExited, AgentSpawned, SessionFinished
 from baton.bus.messages import DEFAULT_POOL, LOCAL_POOL, SpawnRequest
 from baton.bus.redis import RedisBus
 from baton.llm.offline import offline_reply
@@ -66,6 +66,8 @@ async def test_sessions_sharing_a_bus_host_only_their_own_sub_agents(
             for agent in hosts:
                 owner = (await bus.get_agent_state(session_id, agent))["owner"]
                 assert owner.startswith(f"{session_id}-local/")
+            # its own spawn queue ended with it (an empty stream and its group used to stay)
+            assert not await bus._core.one("EXISTS", bus.keys.spawn_local(session_id))
 
 
 async def test_a_worker_leaves_a_profile_it_does_not_know_to_one_that_does(
@@ -96,10 +98,13 @@ async def test_a_worker_leaves_a_profile_it_does_not_know_to_one_that_does(
         assert hosts == {"p1": paints.name, "w1": writes.name}
 
 
-async def test_with_no_worker_for_its_pool_the_session_times_out(
+async def test_with_no_worker_for_its_pool_the_session_times_out_and_withdraws(
     make_bus: BusFactory, tmp_path: Path
 ) -> None:
-    """Nobody answers a request no worker can take: the lead learns it from its timeout."""
+    """Nobody answers a request no worker can take: the lead learns it from its timeout. As the
+    session ends it withdraws them: a worker of the pool that turns up later used to start the
+    agents after ``session.finished`` (their events logged after it, their results in an inbox
+    nobody reads)."""
     async with make_bus() as bus:
         session = open_session(
             PAINT_AND_WRITE,
@@ -113,8 +118,14 @@ async def test_with_no_worker_for_its_pool_the_session_times_out(
             result = await session.run()
         assert result.status == "timed_out"
         waiting = SpawnQueue.of_pool("nobody", ["painter", "writer"])
-        claim = await bus.claim_spawn(waiting, timeout=5)  # still queued, in its pool
-        assert claim is not None and claim.request.pool == "nobody"
+        assert await bus.claim_spawn(waiting, timeout=0) is None  # withdrawn, never started
+        log = await logged_events(bus, session.id)
+        assert isinstance(log[-1], SessionFinished)
+        started = {e.agent for e in log if isinstance(e, AgentSpawned)}
+        exits = {e.agent: e.reason for e in log if isinstance(e, AgentExited)}
+        assert started == {"painter", "writer"} and exits == dict.fromkeys(started, "shutdown")
+        for agent in started:  # their tasks went with them
+            assert await bus.read_inbox(session.id, agent) == []
 
 
 async def test_a_worker_process_with_pool_gpu_takes_only_gpu_requests(

@@ -1,0 +1,116 @@
+"""``baton resume SESSION``: carry on a session whose lead process died (``kill -9`` of ``baton
+run``, a lost host), through :meth:`~baton.session.Session.resume`.
+
+It is ``baton run`` without a task: the session's task and its settings come from the lead's
+checkpoint on the bus; this command gives what belongs to a process (the bus, the model endpoint
+and key, the profiles, where media go) and shows the session the same way (the views, approvals,
+Ctrl-C, the exit codes). Only what happens from the resume on is shown; ``baton watch SESSION
+--from-start`` replays the whole story.
+
+Refused, with exit 2 and one line: a session that finished, one whose lead is alive (known
+within one lead lease, 10 s: a live lead renews it), one the bus holds no lead record of, and any
+on a ``memory://`` bus.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+from pydantic import ValidationError
+
+from baton.bus.errors import BatonError, BusUnreachable, ConfigError, ExitCode
+from baton.bus.events import ApprovalRequested, SessionFinished
+from baton.cli.approvals import approval_route, stdin_is_tty
+from baton.cli.run import (
+    EXIT_CODES,
+    SignalWatch,
+    answer_questions,
+    configure_logging,
+    make_renderer,
+    model_settings,
+    select_profiles,
+    show_events,
+    why_not_completed,
+)
+from baton.errors import describe_validation
+from baton.settings import BatonSettings
+
+if TYPE_CHECKING:
+    from baton.session import Session, SessionResult
+
+RESUMABLE = {"approve": "approve", "media_dir": "media_dir", "session_timeout": "timeout_s"}
+"""Settings a resume may change, when given (a flag, the environment or the config file):
+setting -> session field. The rest of the session's settings are its own, from its checkpoint."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeOptions:
+    """What ``baton resume`` was told beyond the shared settings."""
+
+    session: str
+    as_json: bool = False
+
+
+def resumed_session(settings: BatonSettings, session_id: str) -> Session:
+    """The session to resume, with what this process gives it (as ``Session.resume`` would)."""
+    from baton.session import Session, SessionConfig
+
+    fields: dict[str, object] = {
+        "session_id": session_id,
+        "resume": True,
+        "bus_url": settings.bus,
+        "bus_prefix": settings.prefix,
+        "model": model_settings(settings),
+        "profiles": select_profiles(settings, ()),
+        "bus_outage_s": settings.bus_outage,
+    }
+    for setting, field in RESUMABLE.items():
+        if setting in settings.model_fields_set:
+            fields[field] = getattr(settings, setting)
+    try:
+        config = SessionConfig.model_validate(fields)
+    except ValidationError as exc:
+        raise ConfigError(f"bad session setting: {describe_validation(exc)}") from exc
+    return Session(config)
+
+
+async def resume_session(settings: BatonSettings, options: ResumeOptions) -> int:
+    """Carry the session on to its end; returns the exit code (as ``baton run``'s)."""
+    configure_logging(settings.log_level)
+    session = resumed_session(settings, options.session)
+    renderer = make_renderer(options.as_json)
+    finished: SessionFinished | None = None
+    signals = SignalWatch()
+    try:
+        with signals.scope:
+            async with session, anyio.create_task_group() as group:
+                questions_send, questions = anyio.create_memory_object_stream[ApprovalRequested](64)
+                route = approval_route(settings, as_json=options.as_json, stdin_tty=stdin_is_tty())
+                if route == "inline":
+                    group.start_soon(answer_questions, session, renderer, questions)
+                else:
+                    questions.close()
+                group.start_soon(signals.run, session)
+                finished = await show_events(session, renderer, questions_send, route)
+                group.cancel_scope.cancel()
+    finally:
+        renderer.close()
+    if signals.interrupted:
+        return ExitCode.INTERRUPTED
+    error = session.error
+    if isinstance(error, BusUnreachable) or (isinstance(error, BatonError) and not session.result):
+        raise error  # the bus failed (exit 3), or another lead took the session over (exit 1)
+    return exit_code(finished, session.result)
+
+
+def exit_code(finished: SessionFinished | None, result: SessionResult | None) -> int:
+    """``baton run``'s exit code for the session's status, and its line when not completed."""
+    status = finished.status if finished is not None else "failed"
+    code = EXIT_CODES.get(status, ExitCode.FAILED)
+    if code is not ExitCode.OK:
+        reason = " ".join(why_not_completed(status, finished, result).split())
+        print(f"baton resume: session {status}: {reason}", file=sys.stderr, flush=True)
+    return code
