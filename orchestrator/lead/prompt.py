@@ -115,10 +115,15 @@ def note_block(kind: str, text: str) -> Message:
 
 
 _NOTE_OPENING = re.compile(r"\s*\[\w+ from session\]")
+_TO_THE_LEAD = ("arrive in your inbox", "do not wait or poll")
+"""Phrases of what the session tells the lead (the receipt of a send, lead/dispatch.py) that no
+answer to a person contains."""
 
 
 def echoes_note(text: str) -> bool:
-    """Whether ``text`` opens like a :func:`note_block`: a small model that repeats the
-    session's note (a 1.5B lead "answered" with "[note from session] All delegated work is in")
-    has not answered."""
-    return _NOTE_OPENING.match(text) is not None
+    """Whether ``text`` repeats what the session told the lead: it opens like a
+    :func:`note_block` (a 1.5B lead "answered" with "[note from session] All delegated work is
+    in") or quotes a send's receipt (a 0.5B lead answered "...Its result will arrive in your
+    inbox: do not wait or poll"). Such a reply is no answer."""
+    folded = text.casefold()
+    return _NOTE_OPENING.match(text) is not None or any(p in folded for p in _TO_THE_LEAD)

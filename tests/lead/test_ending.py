@@ -298,15 +298,24 @@ async def test_an_answer_call_written_as_text_is_the_answer() -> None:
     assert (outcome.status, outcome.answer) == ("completed", f"The fox: {FOX}")
 
 
-async def test_a_final_answer_that_parrots_the_session_note_is_no_answer() -> None:
-    """Asked for its final answer, a 1.5B lead repeated the session's note back."""
-    parrot = "[note from session] All delegated work is in, but you gave no final answer."
+@pytest.mark.parametrize(
+    "parrot",
+    [
+        "[note from session] All delegated work is in, but you gave no final answer.",
+        "Painter, a new painter agent, on this task. Its result will arrive in your inbox: do not "
+        "wait or poll, answer the user now",
+    ],
+    ids=["note", "receipt"],
+)
+async def test_a_final_answer_that_parrots_what_the_session_said_is_no_answer(parrot: str) -> None:
+    """Asked for its final answer, a 1.5B lead repeated the session's note back, and a 0.5B lead
+    the receipt of its send."""
     _, outcome = await run_lead(
         [send("painter", "a fox", "c1"), Reply(text="On it."), Reply(text=""), Reply(text=parrot)],
         reports_after(("c1", "painter", [FOX], "a fox")),
     )
     assert (outcome.status, outcome.error) == ("incomplete", "the lead gave no final answer")
-    assert "[note from session]" not in outcome.answer and FOX in outcome.answer
+    assert parrot not in outcome.answer and FOX in outcome.answer
 
 
 async def test_a_last_reply_that_only_writes_out_a_send_is_no_answer() -> None:
