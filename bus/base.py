@@ -295,6 +295,16 @@ class Bus(ABC):
         """Append to ``event.session``'s log (capped); returns the event's cursor."""
 
     @abstractmethod
+    async def emit_once(
+        self, session: str, agent: str, events: Sequence[Event], *, mark: str
+    ) -> bool:
+        """Append ``events`` to the session's log unless the agent's state already records
+        ``mark`` (its ``logged`` field), and record it, in one step; whether they were appended.
+
+        For a step that a worker killed half-way leaves to the next owner: redone, it is still
+        logged once (a sub-agent's exit events, marked with its final report's id)."""
+
+    @abstractmethod
     def events(
         self, session: str, *, after: str | None = None, follow: bool = True
     ) -> AsyncIterator[LoggedEvent]:

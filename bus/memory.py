@@ -250,6 +250,20 @@ class MemoryBus(Bus):
         self._broker.session_touch[event.session] = seq
         return str(seq)
 
+    async def emit_once(
+        self, session: str, agent: str, events: Sequence[Event], *, mark: str
+    ) -> bool:
+        self._check_open()
+        state = self._broker.agents.setdefault((session, agent), {})
+        if state.get("logged") == mark:
+            return False
+        for event in events:  # no await in between: one step, as on Redis
+            seq = next(self._broker.seq)
+            self._log(session).append(seq, dump_event(event))
+            self._broker.session_touch[session] = seq
+        state["logged"] = mark
+        return True
+
     async def events(
         self, session: str, *, after: str | None = None, follow: bool = True
     ) -> AsyncIterator[LoggedEvent]:

@@ -133,6 +133,11 @@ class RedisBus(Bus):
     def emit(self, event: Event) -> Coroutine[Any, Any, str]:
         return self._log.emit(event)
 
+    def emit_once(
+        self, session: str, agent: str, events: Sequence[Event], *, mark: str
+    ) -> Coroutine[Any, Any, bool]:
+        return self._log.emit_once(session, agent, events, mark=mark)
+
     def events(
         self, session: str, *, after: str | None = None, follow: bool = True
     ) -> AsyncIterator[LoggedEvent]:

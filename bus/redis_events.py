@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from pydantic import ValidationError
 
@@ -20,7 +20,7 @@ from baton.bus.messages import describe_error
 from baton.bus.redis_adapter import RedisRefused
 from baton.bus.redis_batch import Command
 from baton.bus.redis_core import DeadLetterSink, RedisCore, stream_entries
-from baton.bus.redis_scripts import APPEND_AND_WAKE
+from baton.bus.redis_scripts import APPEND_AND_WAKE, APPEND_ONCE
 from baton.bus.utf8 import not_utf8, printable, utf8_problem
 from baton.bus.wake import Watch
 
@@ -57,6 +57,18 @@ class RedisEventLog:
         append = APPEND_AND_WAKE.call(key, "event", dump_event(event), key, "", cap)
         touch: Command = ("ZADD", core.keys.sessions, time.time(), event.session)
         return str((await core.call(append, touch))[0])
+
+    async def emit_once(
+        self, session: str, agent: str, events: Sequence[Event], *, mark: str
+    ) -> bool:
+        core = self._core
+        key = core.keys.events(session)
+        cap = str(core.options.event_log_cap)
+        payloads = [dump_event(event) for event in events]
+        keys = (key, core.keys.agent(session, agent))
+        append = APPEND_ONCE.call_keys(keys, "logged", mark, cap, *payloads)
+        touch: Command = ("ZADD", core.keys.sessions, time.time(), session)
+        return bool((await core.call(append, touch))[0])
 
     async def events(
         self, session: str, *, after: str | None, follow: bool

@@ -36,6 +36,7 @@ class Script:
 
 
 APPEND_AND_WAKE = Script("append_and_wake")
+APPEND_ONCE = Script("append_once")
 ACK_AND_DELETE = Script("ack_and_delete")
 RENEW_IF_MINE = Script("renew_if_mine")
 CLAIM_SPAWN = Script("claim_spawn")
@@ -44,6 +45,7 @@ SPEND = Script("spend")
 HOLD_LEAD = Script("hold_lead")
 SCRIPTS = (
     APPEND_AND_WAKE,
+    APPEND_ONCE,
     ACK_AND_DELETE,
     RENEW_IF_MINE,
     CLAIM_SPAWN,

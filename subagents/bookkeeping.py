@@ -217,12 +217,13 @@ class Bookkeeper:
 
         The events go out before the report: a lead ends its session once every report is in, and
         its ``session.finished`` must come after everything its agents logged (a viewer stops
-        reading there). A worker dying between the two makes the next owner log them again: an
-        observer may see an agent's exit twice, never not at all.
+        reading there). They are appended in one step with the report's id recorded as logged
+        (:meth:`~baton.bus.base.Bus.emit_once`), so a worker dying between them and the report
+        makes the next owner send the report without logging them again: exactly once.
         """
         bus, session, name = self._where()
         with shielded(FINAL_BOOKKEEPING_S) as bound:
-            for event in (
+            events = (
                 AgentResult(
                     session=session,
                     agent=name,
@@ -230,8 +231,9 @@ class Bookkeeper:
                     media_urls=final.media,
                 ),
                 AgentExited(session=session, agent=name, reason=final.reason),
-            ):
-                await persist(partial(bus.emit, event), "exit events")
+            )
+            log_once = partial(bus.emit_once, session, name, events, mark=final.id)
+            await persist(log_once, "exit events")
             envelope = Envelope(
                 id=final.id,
                 session=session,

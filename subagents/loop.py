@@ -13,7 +13,8 @@ written out so every way out is visible::
             governance, watching the inbox meanwhile: a shutdown read stops the turn → shutdown
         model error, reply cut twice, every call blocked twice → error
         the session's budget spent → budget; the turn's hard limit of tool rounds → round_limit
-        collect media URLs; checkpoint memory + processed ids; ack the batch
+        collect media URLs; checkpoint memory + processed ids (+ the exit, if the round ended
+            the agent: resumed from there, it reports at once); ack the batch
         sent its result (terminal send_message) or answered without tools → finished
     → max_steps
     always: one final ``result`` to the lead with every media URL, AgentResult + AgentExited events
@@ -245,6 +246,8 @@ class SubAgent:
     async def _loop(self) -> Outcome | None:
         """Rounds until the agent leaves (its outcome) or is stopped unfinished (None)."""
         limits = self.profile.limits
+        if (ending := self.state.ending) is not None:  # resumed after the round that ended it
+            return Outcome(ending, self.state.error)
         while self.state.step < limits.max_steps:
             batch = await self._next_batch()
             if batch is None:
@@ -254,10 +257,7 @@ class SubAgent:
             if self.on_round is not None:
                 self.on_round(self, batch)
             await self._report(self._describe_round(batch))
-            result = await self._round(batch)
-            if self._shut_down and result.stop is StopReason.CANCELLED:
-                return Outcome("shutdown")  # read mid-round; acked with what is pending
-            outcome = _outcome_of(result)
+            outcome = await self._round(batch)
             if outcome is not None:
                 return outcome
             if self._phase.stopping_unfinished:
@@ -290,8 +290,10 @@ class SubAgent:
         )
         return batch if ending == "taken" else None
 
-    async def _round(self, batch: Sequence[Envelope]) -> TurnResult:
-        """One engine turn on the batch; checkpoint and ack unless the model failed."""
+    async def _round(self, batch: Sequence[Envelope]) -> Outcome | None:
+        """One engine turn on the batch; checkpoint and ack unless the model failed. Returns how
+        the round ends the agent (also checkpointed: see :attr:`Checkpoint.ending`), or None
+        when it waits for the next batch."""
         memory = cast(list[Message], self.state.memory)
         if not memory:
             memory.append({"role": "system", "content": self.profile.system_prompt})
@@ -311,10 +313,16 @@ class SubAgent:
         result = await self._run_turn(engine, memory)
         self.state.last_text = result.text or self.state.last_text
         self.state.reply_to = batch[-1].id
+        if self._shut_down and result.stop is StopReason.CANCELLED:
+            outcome: Outcome | None = Outcome("shutdown")  # read mid-round; acked with the rest
+        else:
+            outcome = _outcome_of(result)
         if result.stop is StopReason.ERROR:
-            return result
+            return outcome  # not checkpointed: the batch goes back unacked with the report
+        if outcome is not None:
+            self.state.ending, self.state.error = outcome.reason, outcome.error
         await self._books.complete_round([envelope.id for envelope in batch])
-        return result
+        return outcome
 
     def _channel(self) -> InteractionChannel:
         """The session's policy decides at once; under ``ask``, approvals are asked over the bus,

@@ -10,7 +10,9 @@ The hash (``baton:{S}:agent:<name>`` on Redis) holds a few flat fields, written 
   sees a different owner at its next checkpoint and stops quietly;
 - ``spawn``, ``profile``: the spawn request it runs for;
 - ``checkpoint``: :class:`Checkpoint` as JSON — memory, processed message ids, media, step;
-- ``final``: :class:`FinalReport` as JSON, once decided.
+- ``final``: :class:`FinalReport` as JSON, once decided;
+- ``logged``: the id of the final report whose ``agent.result`` and ``agent.exited`` events are in
+  the log (set in the same step as they are appended, so a report delivered again is logged once).
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ class Checkpoint(BaseModel):
     result: str | None = None
     """What the agent sent with ``send_message(type='result')``, if it did."""
     reply_to: str | None = None
+    ending: ExitKind | None = None
+    """How the last round ended the agent, when it did: checkpointed with that round, so an owner
+    killed before recording its report leaves the exit to the next one, which reports it at once
+    instead of waiting for a message that will never come."""
+    error: str = ""
+    """The error text of an ``error`` ending."""
 
 
 class FinalReport(BaseModel):
