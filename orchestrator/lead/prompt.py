@@ -115,9 +115,9 @@ def note_block(kind: str, text: str) -> Message:
 
 
 _NOTE_OPENING = re.compile(r"\s*\[\w+ from session\]")
-_TO_THE_LEAD = ("arrive in your inbox", "do not wait or poll")
-"""Phrases of what the session tells the lead (the receipt of a send, lead/dispatch.py) that no
-answer to a person contains."""
+_TO_THE_LEAD = ("arrive in your inbox", "do not wait or poll", "you gave no final answer")
+"""Phrases of what the session tells the lead (the receipt of a send, lead/dispatch.py; the note
+asking for the final answer, lead/agent.py) that no answer to a person contains."""
 
 
 def echoes_note(text: str) -> bool:

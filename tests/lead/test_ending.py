@@ -304,8 +304,9 @@ async def test_an_answer_call_written_as_text_is_the_answer() -> None:
         "[note from session] All delegated work is in, but you gave no final answer.",
         "Painter, a new painter agent, on this task. Its result will arrive in your inbox: do not "
         "wait or poll, answer the user now",
+        "You gave no final answer.",
     ],
-    ids=["note", "receipt"],
+    ids=["note", "receipt", "note-without-its-opening"],
 )
 async def test_a_final_answer_that_parrots_what_the_session_said_is_no_answer(parrot: str) -> None:
     """Asked for its final answer, a 1.5B lead repeated the session's note back, and a 0.5B lead
