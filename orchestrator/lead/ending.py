@@ -11,6 +11,9 @@ from the results too (``timed_out``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from difflib import SequenceMatcher
+
 from baton.engine import StopReason, TurnResult
 from baton.lead.answer import answered_text, text_answer
 from baton.lead.checkpoint import LastTurn
@@ -18,18 +21,52 @@ from baton.lead.outcome import LeadOutcome, composed_answer
 from baton.lead.prompt import echoes_note
 from baton.lead.roster import Roster
 from baton.llm.correction import echoes_correction
+from baton.llm.types import Message
 
 NO_ANSWER = "the lead gave no final answer"
 CUT = "the final answer was cut at the output limit (max_tokens)"
 
 
+QUOTE_CHARS = 40
+"""A reply sharing this many characters in a row with one of the lead's tool results quotes it."""
+
+
+def _folded(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def quotes_a_tool_result(reply: str, messages: Sequence[Message]) -> bool:
+    """Whether ``reply`` repeats one of the lead's tool results. The lead's tools are its
+    delegation (lead/dispatch.py): their results are receipts and guard notices meant for the
+    lead alone ("...already called 3 times with the exact same arguments"), and small models
+    hand them to the user as the answer. The sub-agents' results reach the lead as user messages,
+    not tool results, so quoting those stays an answer."""
+    said = _folded(reply)
+    if len(said) < QUOTE_CHARS:
+        return False
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") != "tool" or not isinstance(content, str):
+            continue
+        told = _folded(content)
+        if len(told) < QUOTE_CHARS:
+            continue
+        match = SequenceMatcher(None, said, told, autojunk=False).find_longest_match()
+        if match.size >= QUOTE_CHARS:
+            return True
+    return False
+
+
 def reply_of(result: TurnResult) -> str:
     """The turn's reply: its ``answer`` call's text (lead/answer.py; also when written out as
     text), else its last text without calls written out as text. A reply that parrots the
-    client's parse-error correction or a session note is no reply (counted as silent)."""
+    client's parse-error correction, a session note or a tool result is no reply (counted as
+    silent)."""
     answered = answered_text(result.terminal_call)
     reply = text_answer(result.text) if answered is None else answered
-    return "" if echoes_correction(reply) or echoes_note(reply) else reply
+    if echoes_correction(reply) or echoes_note(reply):
+        return ""
+    return "" if quotes_a_tool_result(reply, result.messages) else reply
 
 
 def wants_final(result: TurnResult) -> bool:
