@@ -393,6 +393,11 @@ class Bus(ABC):
     async def lead_record(self, session: str) -> dict[str, str]:
         """The lead's record (status, setup, checkpoint...); empty when it has none."""
 
+    @abstractmethod
+    async def lead_lease(self, session: str) -> LeadLease | None:
+        """Who holds the session's lead lease now (``held`` True, the holder, the time it has
+        left), without touching it; None when nobody does (no lead yet, or its lease lapsed)."""
+
     # -- the session's budget --------------------------------------------------------------
 
     @abstractmethod

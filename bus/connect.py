@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from baton.bus.base import Bus, BusOptions
-from baton.bus.errors import ConfigError
+from baton.bus.errors import ConfigError, redact_url
 
 REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 
@@ -29,5 +29,5 @@ def open_bus(
 
         return RedisBus(url, options, prefix=prefix)
     raise ConfigError(
-        f"unknown bus URL {url!r}: use memory://, redis://HOST:PORT/DB, rediss://... or unix://PATH"
+        f"unknown bus URL {redact_url(url)!r}: use memory://, redis://HOST:PORT/DB, rediss://... or unix://PATH"
     )

@@ -14,6 +14,7 @@ process where it is declared, and the CLI never has to recognise errors by name.
 from __future__ import annotations
 
 from enum import IntEnum
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 
 class ExitCode(IntEnum):
@@ -31,6 +32,32 @@ class ExitCode(IntEnum):
     answer cites media nobody produced (status ``incomplete``)."""
     INTERRUPTED = 130
     """Stopped by Ctrl-C (128 + SIGINT), as shells report it."""
+    OUTPUT_CLOSED = 141
+    """Whoever read the output stopped reading (``baton run --json | head -1``): the process ends
+    quietly with the code a shell reports for a tool ended by SIGPIPE (128 + 13)."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown: its password (in the authority or a ``password=`` query
+    parameter) replaced by ``***``, so no message, log line or traceback repeats a secret."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not a URL at all: nothing a parser could find a password in
+        return url
+    netloc, query = parts.netloc, parts.query
+    if password is not None:
+        userinfo, _, host = netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}:***@{host}"
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if any(key.lower() == "password" for key, _ in pairs):
+        safe = [(k, "***" if k.lower() == "password" else v) for k, v in pairs]
+        query = urlencode(safe, safe="*")
+    if (netloc, query) == (parts.netloc, parts.query):
+        return url
+    shown = f"{parts.scheme}://{netloc}{parts.path}"  # by hand: geturl() drops an empty "//"
+    return shown + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 class BatonError(Exception):
@@ -59,7 +86,7 @@ class BusUnreachable(BusError):
     exit_code = ExitCode.UNREACHABLE
 
     def __init__(self, url: str, reason: str) -> None:
-        super().__init__(f"cannot reach the bus at {url}: {reason}")
+        super().__init__(f"cannot reach the bus at {redact_url(url)}: {reason}")
         self.url = url
         self.reason = reason
 

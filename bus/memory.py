@@ -450,6 +450,14 @@ class MemoryBus(Bus):
         self._check_open()
         return dict(self._broker.leads.get(session, {}))
 
+    async def lead_lease(self, session: str) -> LeadLease | None:
+        self._check_open()
+        now = anyio.current_time()
+        current = self._broker.lead_leases.get(session)
+        if current is None or current[1] <= now:
+            return None
+        return LeadLease(held=True, holder=current[0], ttl_s=current[1] - now)
+
     # -- agent state, dead letters, health -------------------------------------------------
 
     async def set_agent_state(self, session: str, agent: str, fields: Mapping[str, str]) -> None:

@@ -205,6 +205,13 @@ class RedisBus(Bus):
     async def lead_record(self, session: str) -> dict[str, str]:
         return entry_fields(await self._core.one("HGETALL", self.keys.lead(session))) or {}
 
+    async def lead_lease(self, session: str) -> LeadLease | None:
+        key = self.keys.lead_lease(session)
+        holder, ttl_ms = await self._core.call(("GET", key), ("PTTL", key))
+        if holder is None or int(ttl_ms) < 0:  # gone (a lease is always written with a TTL)
+            return None
+        return LeadLease(held=True, holder=str(holder), ttl_s=int(ttl_ms) / 1000)
+
     # -- agent state, dead letters ---------------------------------------------------------
 
     async def set_agent_state(self, session: str, agent: str, fields: Mapping[str, str]) -> None:

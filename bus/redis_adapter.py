@@ -25,16 +25,20 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import PubSub
 from redis.asyncio.connection import AbstractConnection
 from redis.backoff import NoBackoff
+from redis.exceptions import AuthenticationError, NoScriptError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from baton.bus.errors import BusError, ConfigError
+from baton.bus.errors import BusError, ConfigError, redact_url
 
 # What a lost connection raises (a round trip past its deadline raises the built-in TimeoutError,
 # an OSError): worth a retry, and the reply to what was sent may be lost.
 FAULTS: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
+
+# A fault (a subclass of redis-py's ConnectionError) that is really the server turning the
+# URL's credentials down: on the first connection it is the URL's fault, not the network's.
+CredentialsRefused = AuthenticationError
 
 
 class RedisRefused(BusError):
@@ -47,6 +51,7 @@ class RedisRefused(BusError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"Redis refused the operation: {message}")
         self.code = code
+        self.reply = message
 
 
 class NoScript(RedisRefused):
@@ -103,7 +108,7 @@ def _pool(url: str, max_connections: int, options: dict[str, Any]) -> Connection
     try:
         return ConnectionPool.from_url(url, max_connections=max_connections, **options)
     except ValueError as exc:
-        raise ConfigError(f"bad Redis URL {url!r}: {exc}") from exc
+        raise ConfigError(f"bad Redis URL {redact_url(url)!r}: {exc}") from exc
 
 
 def pubsub_client(url: str, *, client_name: str) -> Redis:
@@ -122,8 +127,14 @@ class RawConnection:
         self._connection = connection
 
     async def send(self, packed: bytes) -> None:
-        """Write RESP-packed commands (no health check first: a fault shows on the read)."""
-        await self._connection.send_packed_command(packed, False)
+        """Write RESP-packed commands (no health check first: a fault shows on the read).
+
+        redis-py reconnects a dropped connection here, and an error reply to its handshake
+        (``SELECT`` of a database the server lacks) is raised typed, like any other reply."""
+        try:
+            await self._connection.send_packed_command(packed, False)
+        except ResponseError as exc:
+            raise refusal(exc) from exc
 
     async def read_replies(self, count: int) -> tuple[list[Any], RedisRefused | None]:
         """The next ``count`` replies in order, and the first error reply among them.
@@ -164,8 +175,13 @@ class CommandPool:
         self._pool = _pool(url, connections, _options(client_name, socket_timeout=None))
 
     async def connect(self) -> RawConnection:
-        """A connected connection (raises one of :data:`FAULTS` when the server is away)."""
-        connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+        """A connected connection (raises one of :data:`FAULTS` when the server is away, and
+        a :class:`RedisRefused` when it answers the handshake with an error: ``SELECT 99`` on a
+        server with 16 databases)."""
+        try:
+            connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+        except ResponseError as exc:
+            raise refusal(exc) from exc
         return RawConnection(connection)
 
     async def release(self, connection: RawConnection) -> None:

@@ -36,10 +36,25 @@ from tenacity import (
 )
 
 from baton.bus.base import BusOptions
-from baton.bus.errors import BusClosed, BusError, BusUnreachable, InvalidEnvelope
+from baton.bus.errors import (
+    BusClosed,
+    BusError,
+    BusUnreachable,
+    ConfigError,
+    InvalidEnvelope,
+    redact_url,
+)
 from baton.bus.keys import Keys
 from baton.bus.lifecycle import Phase, Service
-from baton.bus.redis_adapter import FAULTS, BusyGroup, CommandPool, NoScript, pubsub_client
+from baton.bus.redis_adapter import (
+    FAULTS,
+    BusyGroup,
+    CommandPool,
+    CredentialsRefused,
+    NoScript,
+    RedisRefused,
+    pubsub_client,
+)
 from baton.bus.redis_batch import Command, CommandBatcher
 from baton.bus.redis_scripts import ACK_AND_DELETE, APPEND_AND_WAKE, SCRIPTS
 from baton.bus.redis_wake import WakeDispatcher
@@ -123,11 +138,21 @@ class RedisCore(Service):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def _open(self, stack: AsyncExitStack) -> None:
-        """Connect (raises ``BusUnreachable``), then run the batcher's flushers and the wake-up
-        dispatcher until the bus closes."""
+        """Connect, then run the batcher's flushers and the wake-up dispatcher until the bus
+        closes.
+
+        A server that cannot be reached raises ``BusUnreachable`` (exit 3: try again later); one
+        that answers but turns the URL down (a database it does not have, wrong or missing
+        credentials, no permission to PING) raises ``ConfigError`` (exit 2: no retry will help)."""
         stack.push_async_callback(self._close_connections)
         try:
             await self._batcher.call(("PING",))
+        except (CredentialsRefused, RedisRefused) as exc:
+            reply = exc.reply if isinstance(exc, RedisRefused) else str(exc)
+            raise ConfigError(
+                f"the Redis server at {redact_url(self.url)} refused the bus URL: {reply} "
+                "(check the database number and the credentials in --bus / BATON_BUS)"
+            ) from exc
         except FAULTS as exc:
             raise BusUnreachable(self.url, str(exc) or type(exc).__name__) from exc
         group = await stack.enter_async_context(anyio.create_task_group())
@@ -152,7 +177,7 @@ class RedisCore(Service):
         """Refuse new work, fail every queued command and wake every waiter, and stop the
         background tasks. Safe from any task; idempotent."""
         self._stopped = True
-        self._batcher.fail_all(BusClosed(f"the bus {self.url} is closed"))
+        self._batcher.fail_all(BusClosed(f"the bus {redact_url(self.url)} is closed"))
         self.hub.wake_all()
         self._cancel_background()
 
@@ -169,7 +194,7 @@ class RedisCore(Service):
 
     def check_open(self) -> None:
         if self._stopped:
-            raise BusClosed(f"the bus {self.url} is closed; open a new one")
+            raise BusClosed(f"the bus {redact_url(self.url)} is closed; open a new one")
 
     # -- commands --------------------------------------------------------------------------
 

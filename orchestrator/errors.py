@@ -68,6 +68,8 @@ def describe_validation(exc: ValidationError) -> str:
     """The first problem of a failed validation as ``field: what is wrong (got value)``: the one
     line a ``ConfigError`` built from it says (a secret's value is never shown)."""
     first = exc.errors(include_url=False)[0]
+    if not first["loc"] and first["type"] == "value_error":  # a check across fields names its own
+        return str(first["msg"]).removeprefix("Value error, ")
     where = ".".join(str(part) for part in first["loc"]) or "value"
     if first["type"] == "extra_forbidden":
         return f"{where}: unknown setting"

@@ -191,8 +191,11 @@ class SessionConfig(BaseModel):
 
     @model_validator(mode="after")
     def _task_or_resume(self) -> Self:
-        if not self.resume and not self.task:
-            raise ValueError("task: a new session needs a task (resume=True continues one)")
+        if not self.resume and not self.task.strip():  # blank is no task: the lead would guess
+            raise ValueError(
+                "task: a new session needs a task (not just whitespace): say what the lead should "
+                "get done"
+            )
         if self.resume and "session_id" not in self.model_fields_set:
             raise ValueError("session_id: resume=True needs the id of the session to continue")
         return self

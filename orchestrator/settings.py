@@ -36,7 +36,8 @@ Environment variables: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``BATON_MODEL``,
 ``BATON_MODEL_RETRIES``, ``BATON_TOOL_CHOICE``, ``BATON_PARALLEL_TOOL_CALLS``, ``BATON_EXTRA_BODY``
 (a JSON object), ``BATON_BUDGET_TOKENS``, ``BATON_BUDGET_CALLS``, ``BATON_PROFILE_TOOLS``,
 ``BATON_MAX_SENDS_PER_TURN``, ``BATON_MAX_NEW_AGENTS_PER_PROFILE``, ``BATON_MAX_SENDS_PER_AGENT``,
-``BATON_MAX_WAVES``).
+``BATON_MAX_WAVES``). A variable set to the empty string counts as unset (compose's
+``${VAR:-}`` passes empty ones), falling through to the config file and the default.
 
 Every problem — an unreadable or invalid file, an unknown key, a value of the wrong kind — is one
 :class:`~baton.bus.errors.ConfigError` whose message names the source and the key, because the CLI
@@ -82,8 +83,15 @@ TABLE_KEYS = frozenset({"extra_body"})
 class BatonSettings(BaseSettings):
     """Everything a ``baton`` command can be configured with."""
 
+    # env_ignore_empty: a variable set to "" is unset. Compose's `${OPENAI_BASE_URL:-}` and shells'
+    # `FOO= baton ...` hand every process empty variables; taken as values they would be an empty
+    # base URL (every model call fails), an empty model name, an invalid approve mode.
     model_config = SettingsConfigDict(
-        env_prefix="BATON_", populate_by_name=True, extra="forbid", frozen=True
+        env_prefix="BATON_",
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        env_ignore_empty=True,
     )
 
     openai_api_key: SecretStr | None = Field(
@@ -334,6 +342,6 @@ def _env_name(key: str, field: FieldInfo | None) -> str:
     alias = field.validation_alias if field is not None else None
     if isinstance(alias, AliasChoices):
         names = [str(choice) for choice in alias.choices if str(choice).isupper()]
-        present = [name for name in names if name in os.environ]
+        present = [name for name in names if os.environ.get(name)]  # empty is unset
         return (present or names or [key])[0]
     return f"BATON_{key.upper()}"

@@ -117,7 +117,7 @@ class SessionView:
             case ApprovalDecided():
                 asked = self.pending.pop((event.agent, event.call_id), None)
                 name = asked.name if asked else event.call_id
-                verdict = "approved" if event.approved else f"declined ({event.reason})"
+                verdict = describe_verdict(event.approved, event.reason)
                 self.decisions.append(f"{event.agent}: {name} {verdict}")
             case ErrorEvent():
                 self.errors.append(f"{event.agent}: {event.message}")
@@ -220,3 +220,21 @@ class SessionView:
         for view in self.agents.values():
             seen.update(dict.fromkeys(view.media_urls))
         return list(seen)
+
+
+def describe_verdict(approved: bool, reason: str) -> str:
+    """An approval's verdict with its reason, the verdict said once: reasons often repeat it
+    (an answer's content is "approved"; a policy's reason is "approved by policy (approve=auto)"),
+    and "approved: approved" reads like a stutter."""
+    verdict = "approved" if approved else "declined"
+    why = " ".join(reason.split())
+    if not why or why.lower() == verdict:
+        return verdict
+    if why.lower().startswith(verdict + " "):
+        return verdict + why[len(verdict) :]
+    return f"{verdict}: {why}"
+
+
+def describe_status(status: str) -> str:
+    """A session status in words: ``timed_out`` is "timed out" to a reader."""
+    return status.replace("_", " ")

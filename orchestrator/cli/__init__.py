@@ -13,5 +13,17 @@ __all__ = ["app", "main"]
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point.
+
+    A reader that stops early (``baton run --json | head -1``, ``baton --help | head -1``) ends
+    the command quietly with exit 141 wherever stdout breaks: inside a command
+    (:func:`~baton.cli.exits.run_async`), in click's own output, or at the final flush here.
+    """
+    from baton.cli.exits import flush_or_quiet, output_closed
+
+    try:
+        app()
+    except BrokenPipeError:  # raised outside run_async (help text, a plain echo)
+        output_closed()
+    finally:
+        flush_or_quiet()

@@ -45,7 +45,29 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(value: bool) -> None:
+    """``baton --version``: eager, so it answers before any command or option is looked at."""
+    if value:
+        from importlib.metadata import version as dist_version
+
+        typer.echo(f"baton {dist_version('baton')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """baton: a lead agent that delegates to sub-agents over a message bus."""
 
 
 RUN_EXAMPLES = """Examples:
@@ -53,6 +75,7 @@ RUN_EXAMPLES = """Examples:
 \b
   baton run "paint a fox and a heron, then write a haiku"
   baton run --json "paint a fox" > events.jsonl
+  baton run - < long_prompt.txt                       # the task from stdin
   baton run --approve auto "publish a haiku"          # the demo tool that needs approval
   baton run --profiles my_profiles.toml "publish the report"   # docs/profiles.md
   OPENAI_API_KEY=sk-... BATON_MODEL=gpt-4o-mini baton run "paint a fox"
@@ -64,31 +87,43 @@ RUN_EXAMPLES = """Examples:
 
 Exit codes: 0 completed, 1 the session failed or timed out, 2 usage or configuration error,
 3 bus unreachable, 4 incomplete (work was delegated and no sub-agent delivered a result, or the
-answer cites URLs nobody produced), 130 interrupted or cancelled."""
+answer cites URLs nobody produced), 130 interrupted or cancelled, 141 stdout closed by its
+reader (`| head -1`; quietly)."""
 
 
 @app.command(epilog=RUN_EXAMPLES)
 def run(
-    task: Annotated[str, typer.Argument(help="what the lead should get done")],
+    task: Annotated[
+        str,
+        typer.Argument(help="what the lead should get done; - reads it from stdin", metavar="TASK"),
+    ],
     bus: BusOpt = None,
     config: ConfigOpt = None,
     prefix: PrefixOpt = None,
     model: Annotated[
-        str | None, typer.Option("--model", help="model name (or BATON_MODEL)", show_default=False)
+        str | None,
+        typer.Option(
+            "--model", metavar="NAME", help="model name (or BATON_MODEL)", show_default=False
+        ),
     ] = None,
     base_url: Annotated[
         str | None,
-        typer.Option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)"),
+        typer.Option(
+            "--base-url", metavar="URL", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)"
+        ),
     ] = None,
     profiles: ProfilesOpt = None,
     only: Annotated[
         list[str] | None,
-        typer.Option("--profile", help="offer only these profiles to the lead (repeatable)"),
+        typer.Option(
+            "--profile", metavar="NAME", help="offer only these profiles to the lead (repeatable)"
+        ),
     ] = None,
     approve: Annotated[
         str | None,
         typer.Option(
             "--approve",
+            metavar="ask|auto|deny",
             help="approvals of the lead and every sub-agent, wherever it runs: ask (inline on a "
             "terminal; else `baton approve`, which needs a shared bus), auto (approve all), "
             "deny (decline all)",
@@ -105,11 +140,12 @@ def run(
     ] = True,
     pool: PoolOpt = None,
     session: Annotated[
-        str | None, typer.Option("--session", help="session id (default: a new one)")
+        str | None, typer.Option("--session", metavar="ID", help="session id (default: a new one)")
     ] = None,
     media_dir: MediaDirOpt = None,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", help="seconds the session may run", min=0.001)
+        float | None,
+        typer.Option("--timeout", metavar="SECONDS", help="seconds the session may run", min=0.001),
     ] = None,
     temperature: TemperatureOpt = None,
     top_p: TopPOpt = None,
@@ -157,13 +193,26 @@ def run(
     from baton.cli.run import RunOptions, run_session
 
     options = RunOptions(
-        task=task,
+        task=task_from_stdin(command="baton run") if task == "-" else task,
         as_json=as_json,
         local_workers=local_workers,
         session=session,
         only=tuple(only or ()),
     )
     raise typer.Exit(run_async(run_session, settings, options, command="baton run"))
+
+
+def task_from_stdin(*, command: str) -> str:
+    """The task piped in (``baton run -``): a long or multi-line prompt needs no shell quoting."""
+    import sys
+
+    from baton.bus.errors import ExitCode
+    from baton.cli.exits import fail
+
+    text = sys.stdin.read().strip()
+    if not text:
+        fail("no task on stdin (`-` reads the task from stdin)", ExitCode.USAGE, command=command)
+    return text
 
 
 RESUME_EXAMPLES = """Examples:
@@ -182,22 +231,30 @@ for `baton run`."""
 
 @app.command(epilog=RESUME_EXAMPLES)
 def resume(
-    session: Annotated[str, typer.Argument(help="the id of the session whose lead died")],
+    session: Annotated[
+        str, typer.Argument(help="the id of the session whose lead died", metavar="SESSION")
+    ],
     bus: BusOpt = None,
     config: ConfigOpt = None,
     prefix: PrefixOpt = None,
     model: Annotated[
-        str | None, typer.Option("--model", help="model name (or BATON_MODEL)", show_default=False)
+        str | None,
+        typer.Option(
+            "--model", metavar="NAME", help="model name (or BATON_MODEL)", show_default=False
+        ),
     ] = None,
     base_url: Annotated[
         str | None,
-        typer.Option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)"),
+        typer.Option(
+            "--base-url", metavar="URL", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)"
+        ),
     ] = None,
     profiles: ProfilesOpt = None,
     approve: Annotated[
         str | None,
         typer.Option(
             "--approve",
+            metavar="ask|auto|deny",
             help="approvals from now on: ask, auto, deny (default: the session's own)",
             show_default=False,
         ),
@@ -208,6 +265,7 @@ def resume(
         float | None,
         typer.Option(
             "--timeout",
+            metavar="SECONDS",
             help="seconds the session may still run, from now (default: what is left of its own)",
             min=0.001,
             show_default=False,
@@ -262,16 +320,23 @@ Prints the envelope id. Needs a shared bus (Redis)."""
 
 @app.command(epilog=POST_EXAMPLES)
 def post(
-    text: Annotated[str, typer.Argument(help="the message content")],
-    session: Annotated[str, typer.Option("--session", "-s", help="session id")],
-    to: Annotated[str, typer.Option("--to", help="recipient agent: lead or a sub-agent name")],
+    text: Annotated[str, typer.Argument(help="the message content", metavar="TEXT")],
+    session: Annotated[str, typer.Option("--session", "-s", metavar="ID", help="session id")],
+    to: Annotated[
+        str, typer.Option("--to", metavar="AGENT", help="recipient agent: lead or a sub-agent name")
+    ],
     kind: Annotated[
         str,
-        typer.Option("--type", help="task, message, progress, result, shutdown, approval, error"),
+        typer.Option(
+            "--type",
+            metavar="TYPE",
+            help="task, message, progress, result, shutdown, approval, error",
+        ),
     ] = "task",
-    sender: Annotated[str, typer.Option("--from", help="sender name")] = "user",
+    sender: Annotated[str, typer.Option("--from", metavar="NAME", help="sender name")] = "user",
     media: Annotated[
-        list[str] | None, typer.Option("--media", help="a media URL to attach (repeatable)")
+        list[str] | None,
+        typer.Option("--media", metavar="URL", help="a media URL to attach (repeatable)"),
     ] = None,
     bus: BusOpt = None,
     config: ConfigOpt = None,
@@ -290,28 +355,36 @@ WATCH_EXAMPLES = """Examples:
   baton watch s-123                 # live view from now on, until the session finishes
   baton watch s-123 --from-start    # replay everything, then follow
   baton watch s-123 --json | jq -c 'select(.type == "agent.result")'
+  baton watch demo --wait           # wait for a session that has not started yet
 
 Rides out a bus outage of up to --bus-outage seconds. Exit codes: 0 the session finished,
+1 its lead died before it finished (`baton resume` it), 2 no such session (without --wait),
 3 bus unreachable."""
 
 
 @app.command(epilog=WATCH_EXAMPLES)
 def watch(
-    session: Annotated[str, typer.Argument(help="session id")],
+    session: Annotated[str, typer.Argument(help="session id", metavar="SESSION")],
     as_json: JsonOpt = False,
     from_start: Annotated[
         bool, typer.Option("--from-start", help="replay the session's events from its start")
+    ] = False,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="wait for a session the bus does not know yet")
     ] = False,
     bus: BusOpt = None,
     config: ConfigOpt = None,
     prefix: PrefixOpt = None,
     bus_outage: BusOutageOpt = None,
 ) -> None:
-    """Tail a session's events live, from any process, until the session finishes."""
+    """Tail a session's events live, from any process, until the session finishes.
+
+    An unknown session is an error (exit 2) unless --wait; a session whose lead died ends the
+    watch with a line and exit 1 (`baton resume SESSION` continues it)."""
     settings = settings_from(config, "watch", bus=bus, prefix=prefix, bus_outage=bus_outage)
     from baton.cli.busops import watch as do_watch
 
-    raise typer.Exit(run_async(do_watch, settings, session, as_json, from_start,
+    raise typer.Exit(run_async(do_watch, settings, session, as_json, from_start, wait,
                                command="baton watch"))  # fmt: skip
 
 
@@ -326,12 +399,14 @@ The call id is shown by `baton watch` (approval.requested events)."""
 
 @app.command(epilog=APPROVE_EXAMPLES)
 def approve(
-    session: Annotated[str, typer.Argument(help="session id")],
-    call_id: Annotated[str, typer.Argument(help="the tool call id asked about")],
+    session: Annotated[str, typer.Argument(help="session id", metavar="SESSION")],
+    call_id: Annotated[str, typer.Argument(help="the tool call id asked about", metavar="CALL_ID")],
     yes: Annotated[
         bool | None, typer.Option("--yes/--no", help="approve or decline", show_default=False)
     ] = None,
-    reason: Annotated[str, typer.Option("--reason", help="why (shown to the agent)")] = "",
+    reason: Annotated[
+        str, typer.Option("--reason", metavar="TEXT", help="why (shown to the agent)")
+    ] = "",
     bus: BusOpt = None,
     config: ConfigOpt = None,
     prefix: PrefixOpt = None,

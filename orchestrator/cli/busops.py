@@ -8,19 +8,28 @@ bus lives and dies inside one process, so another process has nothing to post to
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing, asynccontextmanager
 
+import anyio
+
 from baton.bus.base import Bus, LoggedEvent
 from baton.bus.connect import open_bus
-from baton.bus.errors import ConfigError
+from baton.bus.errors import BusError, ConfigError, ExitCode, redact_url
 from baton.bus.events import SessionFinished, SessionStarted
 from baton.bus.messages import MessageType, make_envelope
 from baton.bus.tail import tail_events
 from baton.cli.exits import is_tty
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
+from baton.lead.keeper import LEAD_LEASE_S, has_events, lead_lost
 from baton.settings import BatonSettings
+
+log = logging.getLogger("baton.watch")
+
+LEAD_LOST = "lead lost"
+"""``baton sessions``' state of a session whose lead died (``baton resume`` continues it)."""
 
 
 @asynccontextmanager
@@ -67,17 +76,45 @@ async def last_cursor(bus: Bus, session: str) -> tuple[str | None, LoggedEvent |
     return (last.cursor if last else None), last
 
 
-async def watch(settings: BatonSettings, session: str, as_json: bool, from_start: bool) -> int:
+LEAD_CHECK_S = LEAD_LEASE_S / 3
+"""How often ``baton watch`` looks whether the session's lead still holds its lease."""
+
+
+async def session_known(bus: Bus, session: str) -> bool:
+    """Whether the bus knows the session: it has a lead record or an event log."""
+    return bool(await bus.lead_record(session)) or await has_events(bus, session)
+
+
+def lead_lost_line(session: str) -> str:
+    """What ``watch`` says of a session whose lead died (``sessions`` shows ``lead lost``)."""
+    return (
+        f"session {session}: its lead is gone (its lease lapsed) and the session did not "
+        f"finish; `baton resume {session}` continues it"
+    )
+
+
+async def watch(
+    settings: BatonSettings, session: str, as_json: bool, from_start: bool, wait: bool = False
+) -> int:
     """Tail a session's events until it finishes; from now on, or from its first event.
 
-    The tail rides out a bus outage of up to ``bus_outage`` seconds, then carries on at its
-    cursor; a longer one ends it with ``BusOutage`` (exit 3, "bus unreachable")."""
+    A session the bus does not know is a ``ConfigError`` (exit 2), unless ``wait``: then the
+    tail waits for it to appear. A session whose lead died ends the tail with one line and
+    exit 1 (``baton resume`` continues it). The tail rides out a bus outage of up to
+    ``bus_outage`` seconds, then carries on at its cursor; a longer one ends it with
+    ``BusOutage`` (exit 3, "bus unreachable")."""
     from baton.cli.run import configure_logging
 
     configure_logging(settings.log_level)  # as in ``baton run``: its retries log alike
     renderer: Renderer = JsonRenderer() if as_json else _plain_or_live()
     try:
         async with shared_bus(settings) as bus:
+            if not wait and not await session_known(bus, session):
+                raise ConfigError(
+                    f"no session {session} on this bus ({redact_url(settings.bus)}, prefix "
+                    f"{settings.prefix}): check the id (`baton sessions` lists them), --bus and "
+                    "--prefix; --wait waits for it to start"
+                )
             after: str | None = None
             if not from_start:
                 after, last = await last_cursor(bus, session)
@@ -88,15 +125,50 @@ async def watch(settings: BatonSettings, session: str, as_json: bool, from_start
                         file=sys.stderr,
                     )
                     return 0
-            events = tail_events(bus, session, after=after, outage_s=settings.bus_outage)
-            async with aclosing(events):
-                async for logged in events:
-                    renderer.show(logged.event)
-                    if isinstance(logged.event, SessionFinished):
-                        break
+            if await _follow(bus, session, after, renderer, settings.bus_outage):
+                return 0
+            print(f"baton watch: {lead_lost_line(session)}", file=sys.stderr, flush=True)
+            return ExitCode.FAILED
     finally:
         renderer.close()
-    return 0
+
+
+async def _follow(
+    bus: Bus, session: str, after: str | None, renderer: Renderer, outage_s: float
+) -> bool:
+    """Show the session's events after ``after`` until its ``session.finished`` (True), or
+    until its lead is found dead (False; what it logged before that is shown first)."""
+    cursor = after
+    lost = False
+
+    async def lead_watch(scope: anyio.CancelScope) -> None:
+        nonlocal lost
+        while True:
+            await anyio.sleep(LEAD_CHECK_S)
+            try:
+                lost = await lead_lost(bus, session)
+            except BusError as exc:  # the tail decides about outages
+                log.debug("session %s: lead not checked: %s", session, exc)
+                continue
+            if lost:
+                scope.cancel()
+                return
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(lead_watch, group.cancel_scope)
+        events = tail_events(bus, session, after=after, outage_s=outage_s)
+        async with aclosing(events):
+            async for logged in events:
+                renderer.show(logged.event)
+                cursor = logged.cursor
+                if isinstance(logged.event, SessionFinished):
+                    group.cancel_scope.cancel()
+                    return True
+    async for logged in bus.events(session, after=cursor, follow=False):  # its last words
+        renderer.show(logged.event)
+        if isinstance(logged.event, SessionFinished):
+            return True
+    return not lost
 
 
 def _plain_or_live() -> Renderer:
@@ -120,7 +192,8 @@ async def approve(
 
 
 async def sessions(settings: BatonSettings, as_json: bool) -> None:
-    """List sessions, newest first, with their state and task."""
+    """List sessions, newest first, with their state and task (``lead lost``: its lead died
+    before it finished, see :func:`~baton.lead.keeper.lead_lost`)."""
     rows: list[dict[str, str]] = []
     async with shared_bus(settings) as bus:
         for session in await bus.sessions():
@@ -135,6 +208,10 @@ async def sessions(settings: BatonSettings, as_json: bool) -> None:
     width = max(len(row["session"]) for row in rows)
     for row in rows:
         print(f"{row['session']:<{width}}  {row['state']:<10}  {row['task']}")
+    lost = [row["session"] for row in rows if row["state"] == LEAD_LOST]
+    if lost:
+        print(f"{LEAD_LOST}: the lead process died before the session finished; "
+              f"`baton resume {lost[0]}` continues it", file=sys.stderr)  # fmt: skip
 
 
 async def _session_row(bus: Bus, session: str) -> dict[str, str]:
@@ -145,4 +222,6 @@ async def _session_row(bus: Bus, session: str) -> dict[str, str]:
             state, task, started = "running", event.task, event.ts.isoformat()
         elif isinstance(event, SessionFinished):
             state = event.status
+    if state in ("running", "unknown") and await lead_lost(bus, session):
+        state = LEAD_LOST
     return {"session": session, "state": state, "task": " ".join(task.split()), "started": started}

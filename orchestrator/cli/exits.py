@@ -9,6 +9,7 @@ themselves raise ordinary exceptions and nothing here knows error classes by nam
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import NoReturn, TypeVar
@@ -43,6 +44,8 @@ def run_async(func: Callable[..., Awaitable[T]], *args: object, command: str = "
             raise _user_error(group) from group
     except KeyboardInterrupt:
         raise typer.Exit(ExitCode.INTERRUPTED) from None
+    except BrokenPipeError:
+        output_closed()
     except BatonError as exc:
         fail(str(exc), exc.exit_code, command=command)
     except OSError as exc:
@@ -50,12 +53,36 @@ def run_async(func: Callable[..., Awaitable[T]], *args: object, command: str = "
              command=command)  # fmt: skip
 
 
+def output_closed() -> NoReturn:
+    """End quietly because whoever read stdout stopped (``baton run --json | head -1``).
+
+    Not an error worth a line: the reader got what it wanted. stdout is pointed at /dev/null
+    first, so the interpreter's final flush of what is still buffered cannot fail again and
+    print "Exception ignored ... BrokenPipeError" (the recipe of the Python docs, signal module).
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no stdout descriptor to replace: nothing left to flush
+        pass
+    raise SystemExit(ExitCode.OUTPUT_CLOSED)
+
+
+def flush_or_quiet() -> None:
+    """Flush stdout before the interpreter does, ending quietly if its reader has gone."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        output_closed()
+
+
 def _user_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The one error worth telling a user about inside a task group's exception group.
 
     A task group wraps whatever its tasks raise; a bus that went away mid-session surfaces as a
     group holding a ``BusUnreachable``. When every leaf is one of ours (or Ctrl-C), the first one
-    is the story; anything else is a bug, and the group keeps its full traceback.
+    is the story, a closed stdout first of all (nobody is left to read the rest); anything else
+    is a bug, and the group keeps its full traceback.
     """
     leaves: list[BaseException] = []
     pending: list[BaseException] = [group]
@@ -66,7 +93,7 @@ def _user_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
         else:
             leaves.append(exc)
     if leaves and all(isinstance(e, BatonError | KeyboardInterrupt | OSError) for e in leaves):
-        return leaves[0]
+        return next((e for e in leaves if isinstance(e, BrokenPipeError)), leaves[0])
     return group
 
 

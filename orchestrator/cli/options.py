@@ -20,41 +20,48 @@ if TYPE_CHECKING:
 
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option("--config", help="TOML config file (or BATON_CONFIG)", show_default=False),
+    typer.Option(
+        "--config", metavar="FILE", help="TOML config file (or BATON_CONFIG)", show_default=False
+    ),
 ]
 BusOpt = Annotated[
     str | None,
     typer.Option(
         "--bus",
+        metavar="URL",
         help="bus URL: memory:// or redis://HOST:PORT/DB (or BATON_BUS / REDIS_URL)",
         show_default=False,
     ),
 ]
 PrefixOpt = Annotated[
     str | None,
-    typer.Option("--prefix", help="Redis key prefix (or BATON_PREFIX; default baton)",
+    typer.Option("--prefix", metavar="PREFIX",
+                 help="Redis key prefix (or BATON_PREFIX; default baton)",
                  show_default=False),
 ]  # fmt: skip
 PoolOpt = Annotated[
     str | None,
-    typer.Option("--pool", help="worker pool: the one `baton worker` serves, or where `baton run "
+    typer.Option("--pool", metavar="NAME",
+                 help="worker pool: the one `baton worker` serves, or where `baton run "
                  "--no-local-workers` sends sub-agents (or BATON_POOL; default default)",
                  show_default=False),
 ]  # fmt: skip
 ProfilesOpt = Annotated[
     Path | None,
-    typer.Option("--profiles", help="TOML file of sub-agent profiles (or BATON_PROFILES)",
+    typer.Option("--profiles", metavar="FILE",
+                 help="TOML file of sub-agent profiles (or BATON_PROFILES)",
                  show_default=False),
 ]  # fmt: skip
 MediaDirOpt = Annotated[
     Path | None,
-    typer.Option("--media-dir", help="where sub-agents write media (or BATON_MEDIA_DIR)",
+    typer.Option("--media-dir", metavar="DIR",
+                 help="where sub-agents write media (or BATON_MEDIA_DIR)",
                  show_default=False),
 ]  # fmt: skip
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON Lines on stdout, nothing else")]
 BusOutageOpt = Annotated[
     float | None,
-    typer.Option("--bus-outage", min=0.001,
+    typer.Option("--bus-outage", metavar="SECONDS", min=0.001,
                  help="seconds of bus outage to ride out before stopping with 'bus unreachable' "
                       "(exit 3) (or BATON_BUS_OUTAGE; default 120)", show_default=False),
 ]  # fmt: skip
@@ -77,29 +84,30 @@ def settings_from(config: Path | None, command: str, **flags: object) -> BatonSe
 
 TemperatureOpt = Annotated[
     float | None,
-    typer.Option("--temperature", min=0, max=2, help="sampling temperature (or BATON_TEMPERATURE)",
+    typer.Option("--temperature", metavar="T", min=0, max=2,
+                 help="sampling temperature (or BATON_TEMPERATURE)",
                  show_default=False),
 ]  # fmt: skip
 TopPOpt = Annotated[
     float | None,
-    typer.Option("--top-p", min=0, max=1, help="nucleus sampling (or BATON_TOP_P)",
+    typer.Option("--top-p", metavar="P", min=0, max=1, help="nucleus sampling (or BATON_TOP_P)",
                  show_default=False),
 ]  # fmt: skip
 MaxTokensOpt = Annotated[
     int | None,
-    typer.Option("--max-tokens", min=0,
+    typer.Option("--max-tokens", metavar="N", min=0,
                  help="most tokens of one model reply (or BATON_MAX_TOKENS; default 1024; "
                       "0: none sent)", show_default=False),
 ]  # fmt: skip
 ModelTimeoutOpt = Annotated[
     float | None,
-    typer.Option("--model-timeout", min=0.001,
+    typer.Option("--model-timeout", metavar="SECONDS", min=0.001,
                  help="seconds a model request may read nothing (or BATON_MODEL_TIMEOUT; "
                       "default 60)", show_default=False),
 ]  # fmt: skip
 ModelRetriesOpt = Annotated[
     int | None,
-    typer.Option("--model-retries", min=0,
+    typer.Option("--model-retries", metavar="N", min=0,
                  help="retries of a failed model request (or BATON_MODEL_RETRIES; default 3)",
                  show_default=False),
 ]  # fmt: skip
@@ -111,7 +119,7 @@ ParallelToolCallsOpt = Annotated[
 ]  # fmt: skip
 ExtraBodyOpt = Annotated[
     str | None,
-    typer.Option("--extra-body",
+    typer.Option("--extra-body", metavar="JSON",
                  help="JSON object merged into every model request (or BATON_EXTRA_BODY), "
                       'e.g. \'{"cache_prompt": true}\'', show_default=False),
 ]  # fmt: skip
@@ -120,20 +128,20 @@ ExtraBodyOpt = Annotated[
 
 ToolChoiceOpt = Annotated[
     str | None,
-    typer.Option("--tool-choice",
+    typer.Option("--tool-choice", metavar="auto|required|none",
                  help="the lead's tool_choice: auto, required (it then answers through an "
                       "answer tool; the default) or none (or BATON_TOOL_CHOICE); "
                       "sub-agents take theirs from their profile", show_default=False),
 ]  # fmt: skip
 BudgetTokensOpt = Annotated[
     int | None,
-    typer.Option("--budget-tokens", min=1,
+    typer.Option("--budget-tokens", metavar="N", min=1,
                  help="tokens the whole session may spend, every agent together "
                       "(or BATON_BUDGET_TOKENS; default no cap)", show_default=False),
 ]  # fmt: skip
 BudgetCallsOpt = Annotated[
     int | None,
-    typer.Option("--budget-calls", min=1,
+    typer.Option("--budget-calls", metavar="N", min=1,
                  help="model calls the whole session may make, every agent together "
                       "(or BATON_BUDGET_CALLS; default no cap)", show_default=False),
 ]  # fmt: skip

@@ -35,7 +35,7 @@ from baton.bus.events import (
     dump_event,
 )
 from baton.view import LEAD_NAME as LEAD
-from baton.view import AgentView, SessionView
+from baton.view import AgentView, SessionView, describe_status, describe_verdict
 
 
 def agent_status(agent: AgentView) -> str:
@@ -150,7 +150,7 @@ def describe(event: Event) -> str:
     match event:
         case SessionStarted():
             label = "offline model" if event.offline else event.model
-            return f"── session {event.session} ({label}): {event.task}"
+            return f"── session {event.session} ({label}): {describe_task(event.task)}"
         case AgentSpawned():
             return f"· {event.agent} spawned (profile {event.profile})"
         case AgentProgress():
@@ -165,12 +165,11 @@ def describe(event: Event) -> str:
                               for c in event.calls)  # fmt: skip
             return f"? {event.agent} asks approval for {names}"
         case ApprovalDecided():
-            verdict = "approved" if event.approved else "declined"
-            return f"· {event.call_id} {verdict}" + (f": {event.reason}" if event.reason else "")
+            return f"· {event.call_id} {describe_verdict(event.approved, event.reason)}"
         case ToolCalled() if event.agent != LEAD and event.call.name != "send_message":
             return f"· {event.agent} calls {event.call.name}"
         case SessionFinished():
-            return f"── session {event.session} {event.status}"
+            return f"── session {event.session} {describe_status(event.status)}"
         case _:
             return _describe_trouble(event)
 
@@ -191,6 +190,20 @@ def _describe_trouble(event: Event) -> str:
             return describe_check(event)
         case _:
             return ""
+
+
+def ending_line(command: str, status: str, reason: str) -> str:
+    """The closing stderr line of a session that did not complete, its status said once:
+    "session timed out after 5 s", not "session timed_out: the session timed out after 5 s"."""
+    words = describe_status(status)
+    why = " ".join(reason.split())
+    if why.lower().startswith("the session "):
+        why = why[len("the session ") :]
+    if not why or why.lower() == words:
+        return f"{command}: session {words}"
+    if why.lower().startswith(words + " "):
+        return f"{command}: session {why}"
+    return f"{command}: session {words}: {why}"
 
 
 def describe_retry(event: ModelRetried) -> str:
@@ -248,6 +261,18 @@ def summary_lines(view: SessionView) -> list[str]:
     if urls:
         lines.extend(["media:", *(f"  {url}" for url in urls)])
     return lines
+
+
+TASK_SHOWN = 200
+"""Characters of the task a header shows: a 120 KB prompt is the user's own, not news to them."""
+
+
+def describe_task(task: str) -> str:
+    """The task on one line, cut to :data:`TASK_SHOWN` characters with a marker saying so."""
+    flat = " ".join(task.split())
+    if len(flat) <= TASK_SHOWN:
+        return flat
+    return f"{flat[:TASK_SHOWN]}… [{len(task):,} characters in all]"
 
 
 def _short(text: str, limit: int = 120) -> str:

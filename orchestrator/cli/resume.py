@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from baton.bus.errors import BatonError, BusUnreachable, ConfigError, ExitCode
 from baton.bus.events import ApprovalRequested, SessionFinished
 from baton.cli.approvals import approval_route, stdin_is_tty
+from baton.cli.render import ending_line
 from baton.cli.run import (
     EXIT_CODES,
     SignalWatch,
@@ -112,5 +113,5 @@ def exit_code(finished: SessionFinished | None, result: SessionResult | None) ->
     code = EXIT_CODES.get(status, ExitCode.FAILED)
     if code is not ExitCode.OK:
         reason = " ".join(why_not_completed(status, finished, result).split())
-        print(f"baton resume: session {status}: {reason}", file=sys.stderr, flush=True)
+        print(ending_line("baton resume", status, reason), file=sys.stderr, flush=True)
     return code

@@ -36,7 +36,8 @@ from baton.cli.approvals import (
     stdin_is_tty,
 )
 from baton.cli.exits import is_tty
-from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
+from baton.cli.logs import quiet_http_loggers
+from baton.cli.render import JsonRenderer, PlainRenderer, Renderer, ending_line
 from baton.errors import describe_validation
 from baton.settings import BatonSettings
 
@@ -212,7 +213,7 @@ def exit_for(finished: SessionFinished | None, result: SessionResult | None) -> 
     code = EXIT_CODES.get(status, ExitCode.FAILED)
     if code is not ExitCode.OK:
         reason = " ".join(why_not_completed(status, finished, result).split())
-        print(f"baton run: session {status}: {reason}", file=sys.stderr, flush=True)
+        print(ending_line("baton run", status, reason), file=sys.stderr, flush=True)
     return code
 
 
@@ -285,6 +286,7 @@ def configure_logging(level: str) -> None:
         root.setLevel(level.upper())
     except ValueError as exc:
         raise ConfigError(f"bad setting log_level: unknown level {level!r}") from exc
+    quiet_http_loggers(level)
 
 
 class _OneLine(logging.Formatter):

@@ -33,6 +33,11 @@ from baton.cli.options import (
     settings_from,
 )
 
+SERVER_EXTRA_MODULES = frozenset({"starlette", "sse_starlette", "uvicorn"})
+"""What ``pip install 'baton[server]'`` brings (pyproject.toml): without it, ``baton serve``
+says which extra to install instead of a ``ModuleNotFoundError``; every other command, and
+``baton serve --help``, never imports them."""
+
 SERVE_HELP = "Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."
 SERVE_EXAMPLES = """Examples:
 
@@ -50,12 +55,17 @@ error (e.g. no token off loopback), 3 bus unreachable at start."""
 
 
 def serve_command(
-    host: Annotated[str, typer.Option("--host", help="address to bind")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port")] = 8321,
+    host: Annotated[
+        str, typer.Option("--host", metavar="HOST", help="address to bind")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="TCP port")
+    ] = 8321,
     token: Annotated[
         str | None,
         typer.Option(
             "--token",
+            metavar="TOKEN",
             envvar="BATON_TOKEN",
             help="bearer token (required off loopback)",
             show_default=False,
@@ -68,7 +78,11 @@ def serve_command(
     media_dir: MediaDirOpt = None,
     cors_origin: Annotated[
         list[str] | None,
-        typer.Option("--cors-origin", help="allow this browser origin (repeatable; default none)"),
+        typer.Option(
+            "--cors-origin",
+            metavar="ORIGIN",
+            help="allow this browser origin (repeatable; default none)",
+        ),
     ] = None,
     temperature: TemperatureOpt = None,
     top_p: TopPOpt = None,
@@ -107,9 +121,20 @@ def serve_command(
         profile_tools=profile_tools,
         bus_outage=bus_outage,
     )
-    from baton.bus.errors import ConfigError
-    from baton.server import ServerConfig, serve
-    from baton.server.config import SessionDefaults
+    from baton.bus.errors import ConfigError, ExitCode
+
+    try:
+        from baton.server import ServerConfig, serve
+        from baton.server.config import SessionDefaults
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in SERVER_EXTRA_MODULES:
+            raise
+        fail(
+            f"the HTTP server needs the 'server' extra ({exc.name} is not installed): "
+            "pip install 'baton[server]'",
+            ExitCode.USAGE,
+            command="baton serve",
+        )
 
     configure_logging(settings.log_level)
     try:

@@ -6,8 +6,8 @@ and its request settings (``--temperature``, ``--max-tokens``, …), profiles an
 ``--config``/``BATON_CONFIG``, ``--pool``/``BATON_POOL``), so a ``baton run`` and the
 workers started beside it meet on the same bus and keys. A worker claims only the spawn requests
 routed to its pool (default ``default``) for the profiles it knows; the rest stay queued for a
-worker that knows them. Only its own knobs (concurrency,
-leases, the drain timeout, ``--check``) are flags of this command alone. The sub-agent machinery
+worker that knows them. Only its own knobs (concurrency, leases, the drain timeout, ``--check``,
+``--health-file``) are flags of this command alone. The sub-agent machinery
 (~1.5 s of imports) loads when the command runs, so ``baton worker --help`` stays fast.
 
 Stopping: the first SIGTERM/SIGINT drains (running rounds finish, the rest is given back to the
@@ -15,9 +15,16 @@ bus) and the process ends within ``--shutdown-timeout`` whatever the bus does; a
 every agent back at once and ends it within :data:`~baton.subagents.worker.GIVE_BACK_GRACE_S`.
 What a worker could not hand back (the bus was down) another worker resumes once its lease lapses.
 
+Health: ``--health-file PATH`` makes a serving worker touch PATH every :data:`HEALTH_BEAT_S`
+seconds once its bus answers a ping, and remove it when it stops; ``--check --health-file PATH``
+passes only while PATH is younger than :data:`HEALTH_STALE_S`. That checks the worker itself (its
+process, event loop and bus connection, not draining), where a plain ``--check`` only asks whether
+the bus answers. The compose file's health check uses it.
+
 Exit codes (:class:`~baton.bus.errors.ExitCode`): 0 after a clean stop (first SIGTERM/SIGINT:
-drain) or a passing ``--check``; 1 after a forced stop (second signal); 2 for a bad option,
-setting or profile file; 3 when the bus is unreachable.
+drain) or a passing ``--check``; 1 after a forced stop (second signal) or a ``--check`` whose
+health file is missing or stale; 2 for a bad option, setting or profile file; 3 when the bus is
+unreachable.
 """
 
 from __future__ import annotations
@@ -25,12 +32,14 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from baton.bus.errors import ExitCode
+from baton.bus.errors import ExitCode, redact_url
 from baton.cli.options import (
     BusOpt,
     ConfigOpt,
@@ -62,6 +71,11 @@ log = logging.getLogger("baton.worker")
 
 COMMAND = "baton worker"
 
+HEALTH_BEAT_S = 5.0
+"""Seconds between two touches of ``--health-file`` (each after a bus ping that answered)."""
+HEALTH_STALE_S = 30.0
+"""A health file older than this fails ``--check``: several beats missed, not one slow ping."""
+
 WORKER_HELP = "Host sub-agents for sessions on a shared bus until stopped (SIGTERM drains)."
 WORKER_EXAMPLES = """Examples:
 
@@ -69,6 +83,8 @@ WORKER_EXAMPLES = """Examples:
   baton worker --bus redis://localhost:6379/0 --concurrency 200
   baton worker --bus redis://localhost:6379/0 --pool gpu --profiles gpu.toml
   baton worker --bus redis://localhost:6379/0 --check      # health check: exit 0 or 3
+  baton worker --health-file /tmp/worker.health &          # the worker beats into the file
+  baton worker --check --health-file /tmp/worker.health    # that worker is alive: exit 0 or 1
   REDIS_URL=redis://redis:6379/0 BATON_PREFIX=team-a baton worker   # meets `baton run` there
 
 Exit codes: 0 clean stop (first SIGTERM drains), 1 forced stop (second signal), 2 bad option,
@@ -82,6 +98,7 @@ class WorkerOptions:
     concurrency: int = 100
     shutdown_timeout_s: float = 30.0
     lease_s: float = 30.0
+    health_file: Path | None = None
 
 
 def worker_command(
@@ -92,27 +109,50 @@ def worker_command(
     profiles: ProfilesOpt = None,
     media_dir: MediaDirOpt = None,
     concurrency: Annotated[
-        int, typer.Option("--concurrency", "-c", min=1, help="most sub-agents hosted at once")
+        int,
+        typer.Option(
+            "--concurrency", "-c", metavar="N", min=1, help="most sub-agents hosted at once"
+        ),
     ] = 100,
     shutdown_timeout: Annotated[
         float,
         typer.Option(
             "--shutdown-timeout",
+            metavar="SECONDS",
             min=0,
             help="seconds a stop on SIGTERM may take, whatever the bus does: running rounds "
             "finish, the rest is given back",
         ),
     ] = 30.0,
     check: Annotated[
-        bool, typer.Option("--check", help="exit 0 if the bus is reachable, else 3")
+        bool,
+        typer.Option(
+            "--check",
+            help="exit 0 if the bus is reachable, else 3; with --health-file: 0 if the worker "
+            "beating into it is alive, else 1",
+        ),
     ] = False,
+    health_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--health-file",
+            metavar="FILE",
+            help=f"touch this file every {HEALTH_BEAT_S:.0f} s while serving and the bus answers "
+            "(removed on stop); --check reads it",
+            show_default=False,
+        ),
+    ] = None,
     lease: Annotated[
-        float, typer.Option("--lease", min=0.1, help="lease seconds of claims and deliveries")
+        float,
+        typer.Option(
+            "--lease", metavar="SECONDS", min=0.1, help="lease seconds of claims and deliveries"
+        ),
     ] = 30.0,
     log_level: Annotated[
         str | None,
         typer.Option(
             "--log-level",
+            metavar="LEVEL",
             help="log level on stderr (or BATON_LOG_LEVEL; default INFO)",
             show_default=False,
         ),
@@ -144,7 +184,10 @@ def worker_command(
         extra_body=extra_body,
     )
     options = WorkerOptions(
-        concurrency=concurrency, shutdown_timeout_s=shutdown_timeout, lease_s=lease
+        concurrency=concurrency,
+        shutdown_timeout_s=shutdown_timeout,
+        lease_s=lease,
+        health_file=health_file,
     )
     raise typer.Exit(run_worker(settings, options, check=check))
 
@@ -157,6 +200,7 @@ def run_worker(settings: BatonSettings, options: WorkerOptions, *, check: bool =
     even when it surfaces from the worker's task group.
     """
     from baton.cli.exits import fail, run_async
+    from baton.cli.logs import quiet_http_loggers
 
     # A worker says what it does (ready, draining) unless told otherwise: INFO by default, where
     # the interactive commands keep quiet.
@@ -169,6 +213,9 @@ def run_worker(settings: BatonSettings, options: WorkerOptions, *, check: bool =
         )
     except ValueError:
         fail(f"bad setting log_level: unknown level {level!r}", command=COMMAND)
+    quiet_http_loggers(level)
+    if check and options.health_file is not None:
+        return check_health(options.health_file)
     if check:
         return run_async(check_bus, settings, options, command=COMMAND)
     return run_async(serve, settings, options, command=COMMAND)
@@ -195,8 +242,52 @@ async def check_bus(settings: BatonSettings, options: WorkerOptions) -> int:
     """``--check``: 0 when the bus answers; an unreachable one raises (exit 3, one line)."""
     async with _open_bus(settings, options) as bus:
         await bus.ping()
-    typer.echo(f"bus {settings.bus} is reachable (prefix {settings.prefix})")
+    typer.echo(f"bus {redact_url(settings.bus)} is reachable (prefix {settings.prefix})")
     return ExitCode.OK
+
+
+def check_health(path: Path, *, stale_s: float = HEALTH_STALE_S) -> int:
+    """``--check --health-file``: 0 while the worker beating into ``path`` is alive, else 1."""
+    from baton.cli.exits import fail
+
+    try:
+        age = time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        fail(f"no health file {path}: the worker has not started or has stopped",
+             ExitCode.FAILED, command=COMMAND)  # fmt: skip
+    if age > stale_s:
+        fail(f"health file {path} is {age:.0f} s old (stale after {stale_s:.0f} s): the worker "
+             "is stuck or cannot reach the bus", ExitCode.FAILED, command=COMMAND)  # fmt: skip
+    typer.echo(f"worker alive: {path} beat {max(age, 0.0):.0f} s ago")
+    return ExitCode.OK
+
+
+async def beat_health(bus: Bus, worker: Worker, path: Path) -> None:
+    """Touch ``path`` every :data:`HEALTH_BEAT_S` while ``worker`` serves and ``bus`` answers;
+    remove it when the worker stops (or this task is cancelled), so a check fails at once."""
+    import anyio
+
+    from baton.bus.errors import BusError
+
+    beats = 0
+    try:
+        while not worker.stopping:
+            answered = False
+            with anyio.move_on_after(HEALTH_BEAT_S):
+                try:
+                    await bus.ping()
+                    answered = True
+                except BusError as exc:
+                    log.warning("health: the bus did not answer: %s", exc)
+            if answered and not worker.stopping:
+                await anyio.Path(path).touch()
+                if not beats:
+                    log.info("health: beating into %s every %.0f s", path, HEALTH_BEAT_S)
+                beats += 1
+            await anyio.sleep(HEALTH_BEAT_S)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.Path(path).unlink(missing_ok=True)
 
 
 async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
@@ -222,8 +313,10 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
         forced = False
         async with anyio.create_task_group() as group:
             await group.start(worker.run)
+            if options.health_file is not None:
+                group.start_soon(beat_health, bus, worker, options.health_file)
             typer.echo(
-                f"baton worker {worker.name} ready: bus={settings.bus} "
+                f"baton worker {worker.name} ready: bus={redact_url(settings.bus)} "
                 f"prefix={settings.prefix} pool={settings.pool} "
                 f"concurrency={options.concurrency} "
                 f"profiles={','.join(profiles)} model={models.label}",

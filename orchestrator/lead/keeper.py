@@ -55,6 +55,11 @@ class ResumeRefused(ConfigError):
     its bus cannot hold one (``memory://``). ``baton resume`` exits 2 with the message."""
 
 
+class SessionExists(ConfigError):
+    """A new session was given the id of one the bus already knows (its lead runs, or it has a
+    lead record or an event log): refused, never appended to. ``baton run`` exits 2 with it."""
+
+
 class LeadTakenOver(BatonError):
     """Another lead took this session's lease (this one stalled past it): this lead stops
     without touching the session again."""
@@ -127,6 +132,30 @@ class LeadRecord:
         )
 
 
+async def has_events(bus: Bus, session: str) -> bool:
+    """Whether the session's event log holds anything (read no further than its first event)."""
+    events = bus.events(session, follow=False)
+    try:
+        async for _logged in events:
+            return True
+        return False
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def lead_lost(bus: Bus, session: str) -> bool:
+    """Whether the session's lead died: it has a lead record that is not ``finished`` and
+    nobody holds its lead lease (a live lead renews it every third of a lease). Its
+    ``session.finished`` may still be logged (a lead that died between the two): check the log.
+    ``baton resume`` continues such a session."""
+    record = await bus.lead_record(session)
+    if not record or record.get("status") == "finished":
+        return False
+    return await bus.lead_lease(session) is None
+
+
 def holder_name() -> str:
     """This lead's name on the lease: where it runs, and unique."""
     return f"{socket.gethostname()}:{os.getpid()}:{new_id()[-8:]}"
@@ -161,14 +190,39 @@ class LeadKeeper:
     # -- taking the lead ------------------------------------------------------------------------
 
     async def claim(self) -> None:
-        """Take the lease for a new session; refused while a live lead holds it."""
+        """Take the lease for a new session: refused (:class:`SessionExists`) while a live lead
+        holds it, and for an id the bus already has a lead record or an event log of.
+
+        The lease is taken first, so of two new sessions given one id at once only one gets
+        past it; the other id checks then run under the lease, and a refusal gives it back."""
         lease = await self._hold({})
         if not lease.held:
-            raise ResumeRefused(
+            raise SessionExists(
                 f"session {self.session} is running: its lead ({lease.holder}) holds the "
-                f"session's lease for {lease.ttl_s:.1f} s more; pick another session id, or "
-                "wait for it to end"
+                f"session's lease for {lease.ttl_s:.1f} s more; pick another session id (or "
+                f"none: a new one is drawn), or follow it up with `baton post --session "
+                f"{self.session} --to lead TEXT`"
             )
+        try:
+            known = await self._known_as()
+        except BaseException:
+            await self.let_go()
+            raise
+        if known:
+            await self.let_go()
+            raise SessionExists(
+                f"session {self.session} already exists on this bus ({known}); a session id "
+                "names one session: pick another (or none: a new one is drawn); "
+                f"`baton watch {self.session} --from-start` shows it, `baton resume "
+                f"{self.session}` continues one whose lead died"
+            )
+
+    async def _known_as(self) -> str:
+        """What the bus already holds of this session id ('' when nothing)."""
+        fields = await self._persist(lambda: self.bus.lead_record(self.session), "read the lead")
+        if fields:
+            return f"its lead record says {fields.get('status') or 'unknown'}"
+        return "it has an event log" if await has_events(self.bus, self.session) else ""
 
     async def take_over(self) -> LeadRecord:
         """Take the place of a lead that died: refused when there is none to take (no record,

@@ -23,7 +23,8 @@ wherever the offline model is in use.
   parameter's ``enum`` (``"lead"``/``"user"`` left out, and agents only a name reaches:
   :data:`BY_NAME_ONLY`) or ``"worker"`` when there is none. No ``send_message`` tool: it
   answers with text.
-* Delegated, no results yet: "Delegated N tasks (…); waiting for results."
+* Delegated, no results yet: "Delegated N task(s) (…); waiting for results.", in the singular
+  for one.
 * Results in the context since the request: a summary naming each agent that reported and listing
   every media URL found, saying which delegated agents are still outstanding, if any.
 
@@ -41,7 +42,8 @@ line; its first line is ``[<type> from <sender>]`` followed by the content, and 
 ``send_message`` that takes a single string parameter, with the task text; once their results are
 back it calls ``send_message(to="lead", type="result", content=<summary with every URL found in the
 tool results>)``, or saying what did not run and why when a call was refused (a declined
-approval); after that, or with no such tools, it answers with text.
+approval); after that, or with no such tools, it answers with text. A writing task ("write a
+haiku") is answered with a canned text rather than "Done: …".
 """
 
 from __future__ import annotations
@@ -147,7 +149,8 @@ def _lead(messages: list[Json], tools: list[Json]) -> Reply:
     if results:
         return _say(_summary(results, delegated))
     names = ", ".join(dict.fromkeys(delegated)) or "nobody"
-    return _say(f"Delegated {len(delegated)} tasks ({names}); waiting for results.")
+    tasks = "task" if len(delegated) == 1 else "tasks"
+    return _say(f"Delegated {len(delegated)} {tasks} ({names}); waiting for results.")
 
 
 def _delegate(request: str, agents: list[str], turn: int) -> Reply:
@@ -253,13 +256,32 @@ def _subagent(messages: list[Json], tools: list[Json]) -> Reply:
 
 def _result_text(task: str, outputs: list[str]) -> str:
     urls = list(dict.fromkeys(url for output in outputs for url in _urls(output)))
-    text = f"Done: {task}." if task else "Done."
+    text = _written(task) or (f"Done: {task}." if task else "Done.")
     refused = [_first_sentence(output) for output in outputs if _NOT_RUN in output]
     if refused:  # a declined approval, a guard: say so instead of claiming it done
         text = f"Not done: {task}. " + " ".join(refused) if task else " ".join(refused)
     if urls:
         text += "\nmedia: " + " ".join(urls)
     return text
+
+
+_HAIKU = "no key, no network / a scripted model answers / canned words, gently sent"
+_WRITING = re.compile(r"^\s*(?:please\s+)?(?:write|compose|draft|pen)\b", re.IGNORECASE)
+"""A writing task starts with a writing verb: "publish a haiku" is the publisher's, not one."""
+
+
+def _written(task: str) -> str | None:
+    """A canned text for a writing task ("write a haiku"), so a writer writes something rather
+    than claiming it is done; None for any other task. One line, since the lead's summary quotes
+    each result's first line."""
+    if not _WRITING.search(task):
+        return None
+    if "haiku" in task.lower():
+        return f"Wrote a haiku (canned, offline model): {_HAIKU}"
+    return (
+        f"Wrote a draft (canned, offline model): {task.rstrip('.')} — these words stand in for a "
+        "real model's; configure OPENAI_API_KEY for those."
+    )
 
 
 _NOT_RUN = " did not run: "

@@ -53,6 +53,7 @@ def create_app(ctx: ServerContext) -> Starlette:
         Route("/openapi.json", _openapi, methods=["GET"]),
         Route("/media/{path:path}", media.media_file, methods=["GET"]),
         Route("/assets/{name}", pages.asset, methods=["GET"]),
+        Route("/favicon.ico", pages.favicon, methods=["GET"]),
     ]
     middleware: list[Middleware] = []
     if ctx.config.cors_origins:

@@ -60,7 +60,7 @@ def _errors(*codes: int) -> Json:
     text = {
         401: "no or wrong token",
         404: "no such session (or call)",
-        409: "already decided",
+        409: "already decided (an approval), or the session finished (a message)",
         413: "body over the size limit",
         415: "body not JSON",
         422: "body invalid",
@@ -124,7 +124,10 @@ def _paths() -> Json:
                 "summary": "Post a message to the lead (a follow-up) or a sub-agent",
                 "parameters": [SESSION],
                 "requestBody": _body(PostMessage),
-                "responses": {"202": _answer("on the bus", Posted), **_errors(401, 413, 415, 422)},
+                "responses": {
+                    "202": _answer("on the bus", Posted),
+                    **_errors(401, 404, 409, 413, 415, 422),
+                },
             }
         },
         "/sessions/{id}/approvals/{call_id}": {

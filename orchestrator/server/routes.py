@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.messages import make_envelope
 from baton.engine.bus_channel import ApprovalNotFound, answer_approval
+from baton.lead.keeper import SessionExists
 from baton.server.context import ServerContext
 from baton.server.media import public_url
 from baton.server.schemas import (
@@ -33,10 +34,12 @@ from baton.server.schemas import (
     StartSession,
 )
 from baton.server.security import read_model
-from baton.server.state import list_sessions, session_state
+from baton.server.state import SessionState, list_sessions, session_state
 from baton.session import SessionConfig
 
 MAX_LIST = 200
+LIVE = ("pending", "running")
+"""The statuses of a session whose agents still read their inboxes."""
 
 
 def _json(model: BaseModel, status: int = 200) -> Response:
@@ -64,7 +67,10 @@ async def start_session(request: Request) -> Response:
         media_dir=ctx.media_root,
         instructions=body.instructions,
     )
-    session = await ctx.host.start(config)
+    try:
+        session = await ctx.host.start(config)
+    except SessionExists as exc:  # an id the bus already has (ids are drawn: a clash, not input)
+        raise HTTPException(409, str(exc)) from exc
     started = Started(
         id=session,
         page=f"/sessions/{session}",
@@ -82,12 +88,19 @@ async def get_sessions(request: Request) -> Response:
     return _json(await list_sessions(ctx.bus, int(raw)))
 
 
-async def get_state(request: Request) -> Response:
-    ctx = ServerContext.of(request)
-    session = ctx.session_id(request)
+async def known_state(ctx: ServerContext, session: str) -> SessionState:
+    """The session's state, or 404 for an unknown one: no event log and not running here (a
+    session this server just started may not have logged yet)."""
     state = await session_state(ctx.bus, session)
     if state.events == 0 and not ctx.host.is_hosted(session):
         raise HTTPException(404, f"no session {session!r} on this server's bus")
+    return state
+
+
+async def get_state(request: Request) -> Response:
+    ctx = ServerContext.of(request)
+    session = ctx.session_id(request)
+    state = await known_state(ctx, session)
     root = ctx.media_root
     state.media_urls = [public_url(url, root) for url in state.media_urls]
     state.missing_media = [public_url(url, root) for url in state.missing_media]
@@ -111,6 +124,14 @@ async def post_message(request: Request) -> Response:
     ctx = ServerContext.of(request)
     session = ctx.session_id(request)
     body = await read_model(request, PostMessage, ctx.config.max_body_bytes)
+    # Nobody reads the inbox of an unknown or finished session: the message would be lost.
+    state = await known_state(ctx, session)
+    if state.status not in LIVE:
+        raise HTTPException(
+            409,
+            f"session {session!r} has finished ({state.status}): nothing reads its messages any "
+            "more; start a new session for a follow-up",
+        )
     with _refused_input():
         envelope = make_envelope(session=session, sender="user", recipient=body.to,
                                  type=body.type, content=body.content)  # fmt: skip

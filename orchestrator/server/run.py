@@ -22,6 +22,7 @@ import uvicorn
 
 from baton.bus.base import Bus
 from baton.bus.connect import open_bus
+from baton.bus.errors import redact_url
 from baton.bus.lifecycle import Service
 from baton.compose import resolve_profiles
 from baton.server.app import create_app
@@ -139,7 +140,7 @@ async def serve(config: ServerConfig) -> int:
     async with BatonServer(config) as server:
         where = "" if is_loopback(config.host) else " (token required)"
         model = "offline model" if config.model is None else config.model.model
-        print(f"baton serve: {server.url}/{where} · bus {config.bus_url} · {model}",
+        print(f"baton serve: {server.url}/{where} · bus {redact_url(config.bus_url)} · {model}",
               file=sys.stderr, flush=True)  # fmt: skip
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for signum in signals:

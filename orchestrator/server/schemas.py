@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from baton.bus.ids import NAME_MAX, NAME_PATTERN, check_name
 from baton.defaults import ApproveMode
@@ -15,6 +16,18 @@ def _agent_name(value: str) -> str:
     return check_name(value, "agent name")
 
 
+def _not_blank(value: str) -> str:
+    """Refuse text that is only whitespace: a lead handed it would work on nothing (the offline
+    model even paints "(empty request)"), so the client hears it at once, as a 422."""
+    if not value.strip():
+        raise PydanticCustomError("blank", "String should not be blank (only whitespace)")
+    return value
+
+
+NotBlank = Annotated[str, AfterValidator(_not_blank)]
+"""Text with something in it besides whitespace (the schema says so with ``pattern: \\S``)."""
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -22,7 +35,12 @@ class _Body(BaseModel):
 class StartSession(_Body):
     """``POST /sessions``: what the lead should get done, and how."""
 
-    task: str = Field(min_length=1, max_length=20_000, description="the user's request")
+    task: NotBlank = Field(
+        min_length=1,
+        max_length=20_000,
+        description="the user's request",
+        json_schema_extra={"pattern": r"\S"},
+    )
     profiles: list[str] | None = Field(
         None,
         max_length=64,
@@ -44,7 +62,7 @@ class StartSession(_Body):
 class PostMessage(_Body):
     """``POST /sessions/{id}/messages``: a follow-up to the lead, or a task for a sub-agent."""
 
-    content: str = Field(min_length=1, max_length=20_000)
+    content: NotBlank = Field(min_length=1, max_length=20_000, json_schema_extra={"pattern": r"\S"})
     to: Annotated[str, AfterValidator(_agent_name)] = Field(
         "lead",
         description="the recipient agent",

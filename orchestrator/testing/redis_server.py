@@ -30,6 +30,10 @@ def free_port() -> int:
         return port
 
 
+DATABASES = 256
+"""Numbered databases the server offers: the CLI tests give each test one of its own."""
+
+
 class RedisServer:
     """Owns one ``redis-server`` process and its data directory."""
 
@@ -74,6 +78,7 @@ class RedisServer:
             "--save", "",
             "--maxmemory-policy", "noeviction",
             "--maxclients", "20000",
+            "--databases", str(DATABASES),
             "--daemonize", "no",
             "--loglevel", "notice",
         ]  # fmt: skip

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from baton.testing import RedisServer
+from baton.testing.redis_server import DATABASES
 from tests.cli.helpers import PROFILES, Proc, clean_env, processes
 
 _databases = itertools.count(1)
@@ -34,8 +35,8 @@ def start() -> Iterator[Callable[..., Proc]]:
 
 @pytest.fixture
 def redis_url(redis_server: RedisServer) -> str:
-    """A Redis database of its own for each test (1..15), so spawn queues never mix."""
+    """A Redis database of its own for each test, so spawn queues never mix."""
     db = next(_databases)
-    assert db < 16, "more Redis tests than databases: give the server more"
+    assert db < DATABASES, "more Redis tests than databases: give the server more"
     base = redis_server.url.rsplit("/", 1)[0]  # redis://HOST:PORT/0 -> redis://HOST:PORT
     return f"{base}/{db}"

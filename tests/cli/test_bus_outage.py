@@ -47,7 +47,8 @@ def start_pair(
     """``baton watch`` on the session, then ``baton run`` of it; returns once the sub-agent is
     mid-tool (holding until the release file appears) and both have seen it."""
     env = {**env, "BATON_LOG_LEVEL": "WARNING"}
-    watch = start("watch", SESSION, "--json", "--bus", url, "--bus-outage", bound, env=env)
+    watch = start("watch", SESSION, "--wait", "--json", "--bus", url, "--bus-outage", bound,
+                  env=env)  # fmt: skip
     run = start(
         "run", "--json", "--bus", url, "--session", SESSION, "--bus-outage", bound,
         "--profiles", str(profiles_file), "--profile", "north", "survey the north",

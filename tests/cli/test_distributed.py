@@ -37,7 +37,7 @@ def test_remote_workers_do_the_work_while_watch_sees_it_and_post_adds_a_follow_u
     tmp_path: Path,
 ) -> None:
     workers = {start_worker(start, redis_url, profiles_file, env) for _ in range(2)}
-    watch = start("watch", SESSION, "--json", "--bus", redis_url, env=env)
+    watch = start("watch", SESSION, "--wait", "--json", "--bus", redis_url, env=env)
     run = start(
         "run", "--json", "--bus", redis_url, "--no-local-workers", "--session", SESSION,
         "--profiles", str(profiles_file), "--profile", "north", "--profile", "south",

@@ -87,7 +87,7 @@ def test_live_view_streams_and_takes_a_typed_approval(
         # Streamed, not printed at the end: some frame showed the lead's first answer without
         # its final one (frames start with the session header line).
         frames = after.split("session s-")
-        assert any("Delegated 1 tasks" in f and "Results from" not in f for f in frames), after
+        assert any("Delegated 1 task (" in f and "Results from" not in f for f in frames), after
     finally:
         code = term.close()
     assert code == 0, term.screen

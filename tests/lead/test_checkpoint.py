@@ -20,7 +20,7 @@ from baton.bus.messages import make_envelope
 from baton.bus.payloads import ResultReport
 from baton.lead.agent import Lead, LeadOutcome
 from baton.lead.checkpoint import LeadCheckpoint
-from baton.lead.keeper import LeadKeeper, LeadTakenOver, ResumeRefused
+from baton.lead.keeper import LeadKeeper, LeadTakenOver, ResumeRefused, SessionExists
 from baton.lead.roster import Roster
 from baton.llm.script import Call, Reply
 from baton.session import _setup_of, open_session
@@ -153,7 +153,7 @@ async def test_one_lead_per_session_a_dead_one_is_taken_over_a_live_one_is_not()
         first = LeadKeeper(bus, "s", holder="first", lease_s=0.3)
         await first.claim()
         await first.begin('{"config": {}}')
-        with pytest.raises(ResumeRefused, match="is running: its lead \\(first\\)"):
+        with pytest.raises(SessionExists, match="is running: its lead \\(first\\)"):
             await LeadKeeper(bus, "s", holder="second").claim()
         async with anyio.create_task_group() as group:
             await group.start(partial(first.keep, on_lost=print))

@@ -176,6 +176,37 @@ async def test_subagent_without_tools_answers_with_text() -> None:
 
 
 @pytest.mark.parametrize(
+    ("task", "written"),
+    [
+        (
+            "write a haiku",
+            "no key, no network / a scripted model answers / canned words, gently sent",
+        ),
+        ("draft a note to the team", "Wrote a draft (canned, offline model): draft a note"),
+        ("publish a haiku", None),  # the publisher's task, not a writing one
+    ],
+)
+async def test_a_writing_task_gets_a_canned_text(task: str, written: str | None) -> None:
+    messages: list[Any] = [{"role": "user", "content": f"[task from lead] {task}"}]
+    async with offline_model() as model:
+        reply = await model.complete(messages)
+    if written is None:
+        assert reply.text == f"Done: {task}."
+    else:
+        assert written in reply.text and "Done:" not in reply.text
+        assert "\n" not in reply.text  # the lead's summary quotes a result's first line
+
+
+async def test_one_delegated_task_is_said_in_the_singular() -> None:
+    messages: list[Any] = [{"role": "user", "content": "paint a fox"}]
+    async with offline_model() as model:
+        first = await model.complete(messages, LEAD_TOOLS)
+        messages += [assistant_turn(first), *tool_results(first, "delivered")]
+        waiting = await model.complete(messages, LEAD_TOOLS)
+    assert waiting.text == "Delegated 1 task (painter); waiting for results."
+
+
+@pytest.mark.parametrize(
     ("system", "tools", "expected"),
     [
         (LEAD_MARKER, [], "lead"),

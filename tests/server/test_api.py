@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from baton.bus.events import SessionStarted
 from tests.conftest import BusFactory
 from tests.server.helpers import client, read_all, serving, start_session, stream
 
@@ -68,6 +69,8 @@ async def test_post_reaches_the_inbox_and_cancel_needs_the_owner(
     make_bus: BusFactory, tmp_path: Path
 ) -> None:
     async with make_bus() as bus, serving(bus, tmp_path) as server, client(server) as http:
+        # A session another process runs: its log is on the bus, it does not run here.
+        await bus.emit(SessionStarted(session="s-elsewhere", agent="lead", task="paint", model="m"))
         posted = await http.post("/sessions/s-elsewhere/messages",
                                  json={"content": "also a cat", "to": "painter"})  # fmt: skip
         assert posted.status_code == 202

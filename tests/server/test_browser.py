@@ -109,6 +109,13 @@ async def test_live_page_streams_cards_images_and_an_approval(tmp_path: Path) ->
             shot = tmp_path / "session.png"
             await page.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 10_000
+            # Finished: no follow-up or cancel is offered (nothing reads them any more).
+            await page.wait_for_selector("#post-closed:not([hidden])")
+            assert await page.locator("#post").is_hidden()
+            assert await page.locator("#cancel").is_hidden()
+            assert await page.locator("#cancel").is_disabled()
+            closed = await page.locator("#post-closed").text_content() or ""
+            assert closed.startswith("The session ended: completed: follow-ups and cancelling")
             assert errors == []
 
             # Back on the list, the finished session is there.
@@ -177,6 +184,66 @@ async def test_live_page_shows_retries_retractions_the_budget_and_the_check(
             assert await invented.is_visible()
             assert fake in (await invented.text_content() or "")
             assert await page.locator("#missing-media").is_hidden()
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+async def test_page_of_an_unknown_session_says_so(tmp_path: Path) -> None:
+    async with (
+        MemoryBus() as bus,
+        serving(bus, tmp_path, token=TOKEN) as server,
+        async_playwright() as playwright,
+    ):
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = await browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            missing_icon: list[str] = []
+            page.on("response", lambda r: missing_icon.append(r.url) if r.status == 404
+                    and "icon" in r.url else None)  # fmt: skip
+            await page.goto(f"{server.url}/?token={TOKEN}")
+            answer = await page.goto(f"{server.url}/sessions/s-nope")
+            assert answer is not None and answer.status == 404
+            assert await page.locator("#status").text_content() == "no such session"
+            text = await page.locator("#missing").text_content() or ""
+            assert "There is no session s-nope on this server's bus" in " ".join(text.split())
+            assert await page.locator("#post").count() == 0  # nothing to follow up or cancel
+            assert await page.locator("#connection").count() == 0  # and nothing "reconnecting"
+            icon = await page.evaluate(
+                "async () => (await fetch('/favicon.ico')).headers.get('content-type')"
+            )
+            assert icon.startswith("image/svg+xml")
+            assert missing_icon == [] and errors == []
+        finally:
+            await browser.close()
+
+
+async def test_a_dropped_stream_reconnects_without_a_page_error(tmp_path: Path) -> None:
+    """The browser's own connection error is an ``error`` event too, with no data: the page must
+    not take it for the bus's ``error`` event (it once threw ``"undefined" is not valid JSON``)."""
+    session = "s-dropped"
+    async with MemoryBus() as bus, async_playwright() as playwright:
+        await bus.emit(SessionStarted(session=session, agent="lead", task="paint", model="m"))
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = await browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            async with serving(bus, tmp_path, token=TOKEN) as server:
+                await page.goto(f"{server.url}/sessions/{session}?token={TOKEN}")
+                await page.wait_for_selector("#status[data-status=running]", timeout=WAIT_MS)
+                await page.wait_for_function(
+                    "() => document.querySelector('#connection').textContent === 'live'"
+                )
+            # The server is gone: the page says it is reconnecting, and nothing threw.
+            await page.wait_for_function(
+                "() => document.querySelector('#connection').textContent === 'reconnecting…'",
+                timeout=WAIT_MS,
+            )
+            assert await page.locator("#post-error").text_content() == ""
+            assert await page.locator("#post").is_visible()  # still running: follow-ups stay
             assert errors == []
         finally:
             await browser.close()

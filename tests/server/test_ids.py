@@ -13,6 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from baton.bus.errors import InvalidEnvelope
+from baton.bus.events import SessionStarted
 from baton.bus.ids import name_problem
 from baton.bus.messages import Envelope
 from tests.conftest import BusFactory
@@ -58,6 +59,7 @@ async def test_an_id_the_bus_accepts_is_accepted_by_the_routes(
 ) -> None:
     """``s_.1`` and ``painter-`` fit the envelope's rule."""
     async with make_bus() as bus, serving(bus, tmp_path) as server, client(server) as http:
+        await bus.emit(SessionStarted(session="s_.1", agent="lead", task="paint", model="m"))
         answer = await http.post(
             "/sessions/s_.1/messages", json={"content": "hi", "to": "painter-"}
         )
@@ -98,6 +100,7 @@ async def test_a_message_the_bus_refuses_is_a_422_with_its_reason(
         serving(bus, tmp_path) as server,
         client(server) as http,
     ):
+        await bus.emit(SessionStarted(session="s-1", agent="lead", task="paint", model="m"))
         answer = await http.post("/sessions/s-1/messages", json={"content": "x" * 5_000})
         assert answer.status_code == 422, answer.text
         assert answer.json()["detail"].endswith("over the limit of 2000")

@@ -225,18 +225,48 @@ const handlers = {
   },
 };
 
+// Once the session has finished nothing reads its inbox and there is nothing to cancel: the
+// follow-up form goes away (the server would answer 409) and a line says why.
+function closeFollowUp(why) {
+  $("post").hidden = true;
+  for (const control of $("post").querySelectorAll("input, button")) control.disabled = true;
+  $("post-closed").textContent = `${why}: follow-ups and cancelling are closed. `
+    + "Start a new session from the list.";
+  $("post-closed").hidden = false;
+}
+
+// EventSource gives up (CLOSED) on an answer other than a stream, e.g. the 404 of a session that
+// is not there (any more): ask the state route why, and say so instead of "reconnecting…".
+async function explainClosed() {
+  const response = await fetch(`${base}/state`, { credentials: "same-origin" });
+  if (response.status === 404) {
+    setStatus("unknown");
+    $("status").textContent = "no such session";
+    $("connection").textContent = "";
+    closeFollowUp((await response.json()).detail);
+  } else {
+    $("connection").textContent = `disconnected (HTTP ${response.status}); reload to retry`;
+  }
+}
+
 function connect() {
   const source = new EventSource(`${base}/events`);
   source.onopen = () => { $("connection").textContent = "live"; };
-  source.onerror = () => { $("connection").textContent = "reconnecting…"; };
+  source.onerror = () => {
+    if (source.readyState === EventSource.CLOSED) explainClosed();
+    else $("connection").textContent = "reconnecting…";
+  };
   for (const [type, handle] of Object.entries(handlers)) {
     source.addEventListener(type, (message) => {
+      // A failed connection fires a plain "error" Event too (no data): not the bus's error event.
+      if (!(message instanceof MessageEvent)) return;
       eventCount += 1;
       $("event-count").textContent = String(eventCount);
       handle(JSON.parse(message.data));
       if (type === "session.finished") {
         source.close();
         $("connection").textContent = "finished";
+        closeFollowUp(`The session ended: ${JSON.parse(message.data).status}`);
       }
     });
   }
