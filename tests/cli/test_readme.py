@@ -69,6 +69,7 @@ def test_embedding_example_runs_as_written(tmp_path: Path, env: dict[str, str]) 
     last = done.stdout.splitlines()[-1]
     assert last.startswith("completed [") and "file://" in last
     assert "Results from" in done.stdout  # the lead's streamed text came first
+    assert ".Results" not in done.stdout  # and its rounds did not run together
 
 
 def test_readme_settings_table_config_file_and_profile_example_hold(tmp_path: Path) -> None:
