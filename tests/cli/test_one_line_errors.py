@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from baton.testing import RedisServer, free_port
+from baton.testing.redis_server import DATABASES
 from tests.cli.helpers import BATON, REPO, TIMEOUT_S, run_baton
 
 PASSWORD = "hunter2-secret"
@@ -50,7 +51,7 @@ def server_base(redis_server: RedisServer) -> str:
 def test_a_database_the_server_lacks_is_a_config_error(
     name: str, env: dict[str, str], redis_server: RedisServer
 ) -> None:
-    url = f"{server_base(redis_server)}/99"  # a default redis-server has databases 0..15
+    url = f"{server_base(redis_server)}/{DATABASES}"  # one past the test server's last database
     code, _, err = run_baton(*BUS_COMMANDS[name], "--bus", url, env=env)
     line = one_line(err)
     assert code == 2, err
