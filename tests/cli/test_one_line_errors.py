@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from baton.testing import RedisServer, free_port
-from baton.testing.redis_server import DATABASES
-from tests.cli.helpers import BATON, REPO, TIMEOUT_S, run_baton
+from baton.testing.redis_server import DATABASES, redis_cli
+from tests.cli.helpers import BATON, REPO, TIMEOUT_S, processes, run_baton
 
 PASSWORD = "hunter2-secret"
 
@@ -87,6 +87,21 @@ def test_an_unknown_scheme_is_named_without_the_password(env: dict[str, str]) ->
     code, _, err = run_baton("sessions", "--bus", f"redis+x://u:{PASSWORD}@h/0", env=env)
     assert code == 2
     assert "unknown bus URL 'redis+x://u:***@h/0'" in one_line(err)
+
+
+def test_serve_names_its_bus_without_the_password(env: dict[str, str]) -> None:
+    """The start-up line of a server whose Redis wants a password shows the URL redacted."""
+    with RedisServer() as server, processes() as start:
+        subprocess.run(
+            [redis_cli(), "-p", str(server.port), "CONFIG", "SET", "requirepass", PASSWORD],
+            check=True,
+            capture_output=True,
+        )
+        url = f"redis://:{PASSWORD}@127.0.0.1:{server.port}/0"
+        serve = start("serve", "--port", "0", "--bus", url, env=env)
+        line = serve.expect("baton serve: http", stream="err")
+        assert f"bus redis://:***@127.0.0.1:{server.port}/0" in line
+        assert PASSWORD not in line
 
 
 # -- baton serve without the `server` extra ---------------------------------------------------
