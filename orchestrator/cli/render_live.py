@@ -2,14 +2,17 @@
 
 Kept apart from :mod:`baton.cli.render` because rich's live machinery is only needed on a
 terminal. The view redraws from a :class:`~baton.view.SessionView` a dozen times a
-second, so a burst of tiny deltas costs one redraw, not one per token. An approval question stops
-the live region, asks on a plain line (so the typed answer echoes normally), and starts it again.
+second, so a burst of tiny deltas costs one redraw, not one per token. An approval question is
+drawn inside the live region, with the keys typed so far (the terminal's own echo is off while it
+asks), so the panels keep updating while the person decides.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import termios
+import tty
 
 import anyio
 from rich.columns import Columns
@@ -39,6 +42,8 @@ class LiveRenderer:
     def __init__(self, console: Console | None = None) -> None:
         self.view = SessionView()
         self.console = console or Console()
+        self._question: list[str] = []  # the approval question being asked, as markup lines
+        self._typed = ""  # the keys typed in answer so far
         self._live = Live(
             self,
             console=self.console,
@@ -59,24 +64,60 @@ class LiveRenderer:
             self.console.print(line, highlight=False, soft_wrap=True)
 
     async def ask(self, agent: str, calls: list[ToolCallInfo]) -> bool:
-        """Ask the person at the terminal to approve ``calls``; True only for a typed yes."""
-        self._live.stop()
+        """Ask the person at the terminal to approve ``calls``; True only for a typed yes.
+
+        The question and the keys typed so far are drawn inside the live region, so the panels
+        keep updating while the person thinks (stopping the region instead froze it and left its
+        last frame above the question). Once answered, the question and its answer are printed
+        once above the region, as a record.
+        """
+        question = [
+            f"[bold yellow]?[/] [bold]{escape(agent)}[/] wants to run "
+            f"[bold]{escape(call.name)}[/]({escape(call.arguments)})"
+            for call in calls
+        ]
+        self._question = question
+        self._typed = ""
         try:
-            for call in calls:
-                self.console.print(
-                    f"[bold yellow]?[/] [bold]{escape(agent)}[/] wants to run "
-                    f"[bold]{escape(call.name)}[/]({escape(call.arguments)})",
-                    soft_wrap=True,
-                )
             while True:
-                self.console.print("approve? [y/n] ", end="", markup=False)
-                answer = (await read_line()).strip().lower()
-                if answer in {"y", "yes"}:
-                    return True
-                if answer in {"n", "no", ""}:
-                    return False
+                answer = (await self._read_answer()).strip().lower()
+                if answer in {"y", "yes"} or answer in {"n", "no", ""}:
+                    approved = answer in {"y", "yes"}
+                    break
+                self._typed = ""
         finally:
-            self._live.start(refresh=True)  # redraw now: what streamed meanwhile shows at once
+            self._question = []
+            self._live.refresh()
+        for line in question:
+            self.console.print(line, soft_wrap=True)
+        self.console.print(f"approve? [y/n] {'y' if approved else 'n'}", markup=False)
+        return approved
+
+    async def _read_answer(self) -> str:
+        """One answer, key by key with the terminal's echo off (the frame shows the keys)."""
+        fd = sys.stdin.fileno()
+        if not os.isatty(fd):
+            return await read_line()
+        saved = termios.tcgetattr(fd)
+        tty.setcbreak(fd)  # no echo, no line buffering; Ctrl-C still signals
+        try:
+            while True:
+                self._live.refresh()
+                await anyio.wait_readable(fd)  # cancellable, and the event loop runs meanwhile
+                keys = os.read(fd, 1024).decode(errors="replace")
+                if not keys:
+                    return self._typed  # end of input: what was typed (or a decline)
+                for key in keys:
+                    if key in "\r\n":
+                        return self._typed
+                    if key in "\x7f\b":
+                        self._typed = self._typed[:-1]
+                    elif key == "\x04":
+                        return self._typed
+                    elif key.isprintable():
+                        self._typed += key
+        finally:
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
     def _frame(self) -> RenderableType:
         view = self.view
@@ -110,6 +151,9 @@ class LiveRenderer:
         parts.extend(_model_lines(view))
         if view.finished is not None:
             parts.append(Text(f"session {view.finished.status}", style="bold"))
+        if self._question:
+            parts.extend(Text.from_markup(line) for line in self._question)
+            parts.append(Text(f"approve? [y/n] {self._typed}▏"))
         return Group(*parts)
 
 
