@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from baton.cli.exits import run_async
+from baton.cli.helpfmt import PlainArgumentsCommand
 from baton.cli.options import (
     BudgetCallsOpt,
     BudgetTokensOpt,
@@ -91,7 +92,7 @@ answer cites URLs nobody produced), 130 interrupted or cancelled, 141 stdout clo
 reader (`| head -1`; quietly)."""
 
 
-@app.command(epilog=RUN_EXAMPLES)
+@app.command(cls=PlainArgumentsCommand, epilog=RUN_EXAMPLES)
 def run(
     task: Annotated[
         str,
@@ -229,7 +230,7 @@ profiles. Refused (exit 2) for a session that finished, one whose lead is alive 
 for `baton run`."""
 
 
-@app.command(epilog=RESUME_EXAMPLES)
+@app.command(cls=PlainArgumentsCommand, epilog=RESUME_EXAMPLES)
 def resume(
     session: Annotated[
         str, typer.Argument(help="the id of the session whose lead died", metavar="SESSION")
@@ -318,7 +319,7 @@ POST_EXAMPLES = """Examples:
 Prints the envelope id. Needs a shared bus (Redis)."""
 
 
-@app.command(epilog=POST_EXAMPLES)
+@app.command(cls=PlainArgumentsCommand, epilog=POST_EXAMPLES)
 def post(
     text: Annotated[str, typer.Argument(help="the message content", metavar="TEXT")],
     session: Annotated[str, typer.Option("--session", "-s", metavar="ID", help="session id")],
@@ -362,7 +363,7 @@ Rides out a bus outage of up to --bus-outage seconds. Exit codes: 0 the session 
 3 bus unreachable."""
 
 
-@app.command(epilog=WATCH_EXAMPLES)
+@app.command(cls=PlainArgumentsCommand, epilog=WATCH_EXAMPLES)
 def watch(
     session: Annotated[str, typer.Argument(help="session id", metavar="SESSION")],
     as_json: JsonOpt = False,
@@ -397,7 +398,7 @@ APPROVE_EXAMPLES = """Examples:
 The call id is shown by `baton watch` (approval.requested events)."""
 
 
-@app.command(epilog=APPROVE_EXAMPLES)
+@app.command(cls=PlainArgumentsCommand, epilog=APPROVE_EXAMPLES)
 def approve(
     session: Annotated[str, typer.Argument(help="session id", metavar="SESSION")],
     call_id: Annotated[str, typer.Argument(help="the tool call id asked about", metavar="CALL_ID")],

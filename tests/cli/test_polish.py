@@ -38,6 +38,26 @@ def test_help_shows_no_python_type_names_for_options(command: str, env: dict[str
     assert not re.findall(r"<[a-z][\w\[\] ]*>", options), options
 
 
+ARGUMENTS = {
+    "run": ["TASK"],
+    "resume": ["SESSION"],
+    "post": ["TEXT"],
+    "watch": ["SESSION"],
+    "approve": ["SESSION", "CALL_ID"],
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_names_arguments_by_metavar_alone(command: str, env: dict[str, str]) -> None:
+    _, out, _ = run_baton(command, "--help", env=env)
+    section = out.split("Arguments:\n", 1)[1].split("\n\n", 1)[0] if "Arguments:" in out else ""
+    firsts = [line for line in section.splitlines() if re.match(r"  \S", line)]  # not wrapped
+    assert [line.split()[0] for line in firsts] == ARGUMENTS.get(command, []), out
+    for line in firsts:
+        assert re.match(r"  [A-Z_]+  \S", line), line  # the name, then straight to its help
+    assert not re.findall(r"<[a-z][\w\[\] ]*>", section), section
+
+
 def test_run_help_names_values_for_what_they_are(env: dict[str, str]) -> None:
     _, out, _ = run_baton("run", "--help", env=env)
     for shown in ("--bus URL", "--profile NAME", "--approve ask|auto|deny", "--timeout SECONDS"):
