@@ -14,33 +14,24 @@ on a ``memory://`` bus.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import anyio
 from pydantic import ValidationError
 
 from baton.bus.errors import BatonError, BusUnreachable, ConfigError, ExitCode
-from baton.bus.events import ApprovalRequested, SessionFinished
-from baton.cli.approvals import approval_route, stdin_is_tty
-from baton.cli.render import ending_line
 from baton.cli.run import (
-    EXIT_CODES,
-    SignalWatch,
-    answer_questions,
     configure_logging,
-    make_renderer,
+    exit_for,
     model_settings,
     select_profiles,
-    show_events,
-    why_not_completed,
+    view_session,
 )
 from baton.errors import describe_validation
 from baton.settings import BatonSettings
 
 if TYPE_CHECKING:
-    from baton.session import Session, SessionResult
+    from baton.session import Session
 
 RESUMABLE = {"approve": "approve", "media_dir": "media_dir", "session_timeout": "timeout_s"}
 """Settings a resume may change, when given (a flag, the environment or the config file):
@@ -82,36 +73,10 @@ async def resume_session(settings: BatonSettings, options: ResumeOptions) -> int
     """Carry the session on to its end; returns the exit code (as ``baton run``'s)."""
     configure_logging(settings.log_level)
     session = resumed_session(settings, options.session)
-    renderer = make_renderer(options.as_json)
-    finished: SessionFinished | None = None
-    signals = SignalWatch()
-    try:
-        with signals.scope:
-            async with session, anyio.create_task_group() as group:
-                questions_send, questions = anyio.create_memory_object_stream[ApprovalRequested](64)
-                route = approval_route(settings, as_json=options.as_json, stdin_tty=stdin_is_tty())
-                if route == "inline":
-                    group.start_soon(answer_questions, session, renderer, questions)
-                else:
-                    questions.close()
-                group.start_soon(signals.run, session)
-                finished = await show_events(session, renderer, questions_send, route)
-                group.cancel_scope.cancel()
-    finally:
-        renderer.close()
-    if signals.interrupted:
+    interrupted, finished = await view_session(session, settings, as_json=options.as_json)
+    if interrupted:
         return ExitCode.INTERRUPTED
     error = session.error
     if isinstance(error, BusUnreachable) or (isinstance(error, BatonError) and not session.result):
         raise error  # the bus failed (exit 3), or another lead took the session over (exit 1)
-    return exit_code(finished, session.result)
-
-
-def exit_code(finished: SessionFinished | None, result: SessionResult | None) -> int:
-    """``baton run``'s exit code for the session's status, and its line when not completed."""
-    status = finished.status if finished is not None else "failed"
-    code = EXIT_CODES.get(status, ExitCode.FAILED)
-    if code is not ExitCode.OK:
-        reason = " ".join(why_not_completed(status, finished, result).split())
-        print(ending_line("baton resume", status, reason), file=sys.stderr, flush=True)
-    return code
+    return exit_for(finished, session.result, "baton resume")

@@ -85,14 +85,29 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
         config = SessionConfig.model_validate(fields)
     except ValidationError as exc:
         raise ConfigError(f"bad session setting: {describe_validation(exc)}") from exc
-    renderer = make_renderer(options.as_json)
+    session = Session(config)
+    interrupted, finished = await view_session(session, settings, as_json=options.as_json)
+    if interrupted:
+        return ExitCode.INTERRUPTED
+    if isinstance(session.error, BusUnreachable):  # the bus failed, not the work: exit 3
+        raise session.error
+    return exit_for(finished, session.result)
+
+
+async def view_session(
+    session: Session, settings: BatonSettings, *, as_json: bool
+) -> tuple[bool, SessionFinished | None]:
+    """Run ``session`` to its end with its events shown and its approvals routed (inline,
+    remote or nobody); ``baton run`` and ``baton resume`` share it. Returns whether a signal
+    interrupted it, and its ``session.finished`` (None when it never logged one)."""
+    renderer = make_renderer(as_json)
     finished: SessionFinished | None = None
     signals = SignalWatch()
     try:
         with signals.scope:
-            async with Session(config) as session, anyio.create_task_group() as group:
+            async with session, anyio.create_task_group() as group:
                 questions_send, questions = anyio.create_memory_object_stream[ApprovalRequested](64)
-                route = approval_route(settings, as_json=options.as_json, stdin_tty=stdin_is_tty())
+                route = approval_route(settings, as_json=as_json, stdin_tty=stdin_is_tty())
                 if route == "inline":
                     group.start_soon(answer_questions, session, renderer, questions)
                 else:
@@ -102,11 +117,7 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
                 group.cancel_scope.cancel()
     finally:
         renderer.close()
-    if signals.interrupted:
-        return ExitCode.INTERRUPTED
-    if isinstance(session.error, BusUnreachable):  # the bus failed, not the work: exit 3
-        raise session.error
-    return exit_for(finished, session.result)
+    return signals.interrupted, finished
 
 
 async def show_events(
@@ -206,14 +217,16 @@ EXIT_CODES: dict[str, ExitCode] = {
 """How each session status ends ``baton run`` (README, "Exit codes")."""
 
 
-def exit_for(finished: SessionFinished | None, result: SessionResult | None) -> int:
+def exit_for(
+    finished: SessionFinished | None, result: SessionResult | None, command: str = "baton run"
+) -> int:
     """The exit code of the session's status; for any but ``completed``, one stderr line
-    saying why (a session that never finished counts as failed)."""
+    (``command``'s) saying why (a session that never finished counts as failed)."""
     status = finished.status if finished is not None else "failed"
     code = EXIT_CODES.get(status, ExitCode.FAILED)
     if code is not ExitCode.OK:
         reason = " ".join(why_not_completed(status, finished, result).split())
-        print(ending_line("baton run", status, reason), file=sys.stderr, flush=True)
+        print(ending_line(command, status, reason), file=sys.stderr, flush=True)
     return code
 
 
