@@ -82,8 +82,9 @@ def offline_model(*, chunk_delay: float = 0.0) -> OpenAIChatModel:
     return OpenAIChatModel(settings, http_client=server.http_client())
 
 
-def offline_server(*, chunk_delay: float = 0.0) -> ScriptedServer:
-    """The scripted server with the offline responder (mount it in-process or on loopback)."""
+def offline_server(*, chunk_delay: float = 0.0, record: bool = False) -> ScriptedServer:
+    """The scripted server with the offline responder (mount it in-process or on loopback);
+    ``record`` keeps every request for a test to read (a long-lived model must not)."""
 
     def responder(body: Json) -> Reply:
         reply = offline_reply(body)
@@ -91,7 +92,7 @@ def offline_server(*, chunk_delay: float = 0.0) -> ScriptedServer:
             return _with_delay(reply, chunk_delay)
         return reply
 
-    return ScriptedServer(responder=responder)
+    return ScriptedServer(responder=responder, record=record)
 
 
 def is_offline(model_name: str) -> bool:

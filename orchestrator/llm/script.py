@@ -163,8 +163,10 @@ class Script:
     """Replies handed out in order, then ``responder`` for every later request.
 
     With neither left, the request is answered with a non-retryable 400 saying the script ran out,
-    so an over-long test fails loudly at once rather than hanging or retrying. ``bodies`` keeps
-    every request body it answered, in order (to assert ``tool_choice``, ``max_tokens``, messages).
+    so an over-long test fails loudly at once rather than hanging or retrying. With ``record=True``
+    ``bodies`` keeps every request body it answered, in order (to assert ``tool_choice``,
+    ``max_tokens``, messages); by default it stays empty, so a long-lived script (the offline
+    model's) does not grow with every request.
 
     ``strict_tools=True`` makes it as strict as llama-server: a reply that calls a tool the
     request did not offer is answered as :func:`parse_failure` (HTTP 500, or its leading text then
@@ -178,10 +180,12 @@ class Script:
         responder: Responder | None = None,
         *,
         strict_tools: bool = False,
+        record: bool = False,
     ) -> None:
         self._queue: deque[ScriptItem] = deque(replies)
         self.responder = responder
         self.strict_tools = strict_tools
+        self.record = record
         self.bodies: list[Json] = []
 
     def add(self, *items: ScriptItem) -> None:
@@ -193,7 +197,8 @@ class Script:
         return len(self._queue)
 
     def next(self, body: Json) -> ScriptItem:
-        self.bodies.append(body)
+        if self.record:
+            self.bodies.append(body)
         if self._queue:
             item = self._queue.popleft()
         elif self.responder is not None:

@@ -1,9 +1,9 @@
 """The scripted OpenAI-compatible server: tests drive exact scenarios with it, and the offline
 model is built on it.
 
-One :class:`ScriptedServer` holds a :class:`~baton.llm.script.Script` and records every
-request it got (parsed JSON body and headers), so a test can assert what the model saw. It can be
-mounted two ways, both reached through the real ``openai`` client:
+One :class:`ScriptedServer` holds a :class:`~baton.llm.script.Script`; made with ``record=True``
+it records every request it got (parsed JSON body and headers), so a test can assert what the model
+saw. It can be mounted two ways, both reached through the real ``openai`` client:
 
 * in-process: ``AsyncOpenAI(base_url=IN_PROCESS_URL, http_client=server.http_client())`` — an
   ``httpx2`` transport, no socket; read timeouts are emulated from the request's timeout settings,
@@ -15,13 +15,20 @@ To replay what real small-model servers do, the script has the faults of llama.c
 ``llama-server`` too: ``Script(strict_tools=True)`` rejects a call of a tool the request did not
 offer as that server does (:func:`~baton.llm.script.parse_failure`: an HTTP 500, or the leading text
 and then an error event), ``Reply(hold_after=n)`` holds output back past the read timeout, and
-:func:`~baton.llm.script.runaway` repeats itself until ``finish_reason: "length"``. Every request
-body is kept (``requests`` here, ``script.bodies``) to assert ``tool_choice``, ``max_tokens`` and
-what the model was told.
+:func:`~baton.llm.script.runaway` repeats itself until ``finish_reason: "length"``.
+
+Recording is opt-in: with ``record=True`` every request body is kept (``requests`` here,
+``script.bodies``) to assert ``tool_choice``, ``max_tokens`` and what the model was told. By default
+nothing is kept, since the offline model is this server too and serves a worker for its whole life:
+a body per request would grow it with every session (issue 12: ~2.9 MB per 100 sessions). Reading
+``requests`` of a server that does not record raises, so a test that forgot to opt in fails loudly
+instead of asserting on an empty list.
 
 Example::
 
-    server = ScriptedServer([tool_calls(Call("search", pieces('{"q":"cats"}', 4))), text("Done")])
+    server = ScriptedServer(
+        [tool_calls(Call("search", pieces('{"q":"cats"}', 4))), text("Done")], record=True
+    )
     model = OpenAIChatModel(ModelSettings(model="m", base_url=IN_PROCESS_URL, api_key="k"),
                             http_client=server.http_client())
 """
@@ -72,21 +79,42 @@ class RecordedRequest:
 
 
 class ScriptedServer:
-    """Answers Chat Completions requests from a script and records them.
+    """Answers Chat Completions requests from a script (and records them when ``record``).
 
     ``script`` may be a :class:`Script` or just an iterable of replies; ``responder`` answers once
     the queued replies are spent. A responder that raises is answered with a non-retryable 400
     naming the error (kept in ``errors``), so a bug in a scenario fails the test, not the server.
+    ``record=True`` keeps every request (``requests``) and makes the script keep every body it
+    answered (``script.bodies``); ``request_count`` counts requests either way.
     """
 
     def __init__(
-        self, script: Script | Iterable[ScriptItem] = (), *, responder: Responder | None = None
+        self,
+        script: Script | Iterable[ScriptItem] = (),
+        *,
+        responder: Responder | None = None,
+        record: bool = False,
     ) -> None:
         self.script = script if isinstance(script, Script) else Script(script, responder)
         if responder is not None:
             self.script.responder = responder
-        self.requests: list[RecordedRequest] = []
+        if record:
+            self.script.record = True
+        self.record = record
+        self.request_count = 0
+        self._requests: list[RecordedRequest] = []
         self.errors: list[Exception] = []
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received, in order; raises ``RuntimeError`` unless made with
+        ``record=True`` (an empty list would pass a test that forgot to opt in)."""
+        if not self.record:
+            raise RuntimeError(
+                "this ScriptedServer records no requests: make it with ScriptedServer(..., "
+                "record=True) to read them"
+            )
+        return self._requests
 
     def add(self, *items: ScriptItem) -> None:
         """Queue more replies."""
@@ -98,7 +126,9 @@ class ScriptedServer:
             body = json.loads(raw) if raw else {}
         except ValueError:
             return render(HttpError(400, "request body is not JSON", "invalid_request_error"), {})
-        self.requests.append(RecordedRequest(method, path, headers, body))
+        self.request_count += 1
+        if self.record:
+            self._requests.append(RecordedRequest(method, path, headers, body))
         if method != "POST" or not path.endswith("/chat/completions"):
             return render(
                 HttpError(404, f"no route for {method} {path}", "invalid_request_error"), {}

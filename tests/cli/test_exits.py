@@ -67,7 +67,7 @@ INVENTED = "https://via.placeholder.com/fox.png"
 async def test_a_session_that_did_not_complete_exits_with_its_statuss_code_and_one_line(
     tmp_path: Path, reply: ScriptItem, code: int, line: tuple[str, str]
 ) -> None:
-    server = ScriptedServer(responder=lambda body: reply)
+    server = ScriptedServer(responder=lambda body: reply, record=True)
     async with server.serve() as http:
         env = clean_env(
             tmp_path,

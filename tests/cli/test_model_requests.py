@@ -56,8 +56,8 @@ def by_role(server: ScriptedServer) -> dict[str, list[RecordedRequest]]:
 async def test_settings_reach_the_lead_and_each_profile_gets_its_overrides(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    session_server = ScriptedServer(responder=offline_reply)
-    writer_server = ScriptedServer(responder=offline_reply)
+    session_server = ScriptedServer(responder=offline_reply, record=True)
+    writer_server = ScriptedServer(responder=offline_reply, record=True)
     async with session_server.serve() as session_http, writer_server.serve() as writer_http:
         profiles = tmp_path / "profiles.toml"
         profiles.write_text(PROFILES.format(writer_url=writer_http.base_url))

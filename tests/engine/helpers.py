@@ -113,7 +113,7 @@ async def harness(
 ) -> AsyncIterator[Harness]:
     """An ``AgentLoop`` whose model is the scripted server, reached over loopback HTTP
     (``retries``: the client's ``max_retries``, with no wait between attempts)."""
-    server = ScriptedServer(script, responder=responder)
+    server = ScriptedServer(script, responder=responder, record=True)
     observed = observed or Observed()
     log = EventLog()
     async with server.serve() as http:

@@ -51,7 +51,7 @@ async def test_parallel_tool_calls_with_split_arguments(mount: Mount) -> None:
         Call("fetch", pieces('{"url": "https://x.test/1"}', 5), id="call_b"),
         Call("search", '{"query": "dogs"}', id="call_c"),
     )
-    server = ScriptedServer([tool_calls(*calls)])
+    server = ScriptedServer([tool_calls(*calls)], record=True)
     async with connected(server, mount) as model:
         reply = await model.complete(USER, [TOOL])
     assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [
@@ -111,7 +111,7 @@ async def test_quirk_empty_arguments_mean_empty_object(mount: Mount) -> None:
 
 
 async def test_quirk_missing_usage_chunk(mount: Mount) -> None:
-    server = ScriptedServer([text("hi", send_usage=False)])
+    server = ScriptedServer([text("hi", send_usage=False)], record=True)
     async with connected(server, mount) as model:
         reply = await model.complete(USER)
     assert reply.text == "hi"
@@ -121,7 +121,7 @@ async def test_quirk_missing_usage_chunk(mount: Mount) -> None:
 
 @pytest.mark.parametrize("include_usage", [True, False])
 async def test_include_usage_switch(mount: Mount, include_usage: bool) -> None:
-    server = ScriptedServer([text("hi")])
+    server = ScriptedServer([text("hi")], record=True)
     async with connected(server, mount, include_usage=include_usage) as model:
         reply = await model.complete(USER)
     body = server.requests[0].body
@@ -138,7 +138,7 @@ async def test_malformed_arguments_and_unknown_tool_pass_through(mount: Mount) -
 
 
 async def test_request_carries_auth_and_sdk_retries_are_off(mount: Mount) -> None:
-    server = ScriptedServer([text("ok")])
+    server = ScriptedServer([text("ok")], record=True)
     async with connected(server, mount) as model:
         await model.complete(USER, [TOOL])
     request = server.requests[0]
@@ -150,7 +150,7 @@ async def test_request_carries_auth_and_sdk_retries_are_off(mount: Mount) -> Non
 
 
 async def test_rate_limit_honours_retry_after(mount: Mount) -> None:
-    server = ScriptedServer([rate_limited(0.2), text("after the wait")])
+    server = ScriptedServer([rate_limited(0.2), text("after the wait")], record=True)
     async with connected(server, mount, backoff_initial=0, backoff_max=0) as model:
         started = time.monotonic()
         reply = await model.complete(USER)
@@ -161,7 +161,9 @@ async def test_rate_limit_honours_retry_after(mount: Mount) -> None:
 
 
 async def test_rate_limit_prefers_retry_after_ms_and_caps(mount: Mount) -> None:
-    server = ScriptedServer([rate_limited(30, retry_after_ms=150), rate_limited(3600), text("ok")])
+    server = ScriptedServer(
+        [rate_limited(30, retry_after_ms=150), rate_limited(3600), text("ok")], record=True
+    )
     async with connected(server, mount, retry_after_cap=0.01) as model:
         started = time.monotonic()
         reply = await model.complete(USER)
@@ -172,7 +174,7 @@ async def test_rate_limit_prefers_retry_after_ms_and_caps(mount: Mount) -> None:
 
 
 async def test_rate_limit_exhausts_retries(mount: Mount) -> None:
-    server = ScriptedServer([rate_limited(0.001)] * 3)
+    server = ScriptedServer([rate_limited(0.001)] * 3, record=True)
     async with connected(server, mount, max_retries=2) as model:
         with pytest.raises(ModelError) as caught:
             await model.complete(USER)
@@ -184,7 +186,7 @@ async def test_rate_limit_exhausts_retries(mount: Mount) -> None:
 
 
 async def test_server_error_is_retried(mount: Mount) -> None:
-    server = ScriptedServer([server_error(500), server_error(503), text("recovered")])
+    server = ScriptedServer([server_error(500), server_error(503), text("recovered")], record=True)
     async with connected(server, mount) as model:
         reply = await model.complete(USER)
     assert reply.text == "recovered"
@@ -203,7 +205,7 @@ async def test_server_error_exhausts_retries(mount: Mount) -> None:
 
 async def test_client_error_fails_at_once(mount: Mount) -> None:
     bad = HttpError(400, "context too long", "invalid_request_error", "context_length_exceeded")
-    server = ScriptedServer([bad, text("never")])
+    server = ScriptedServer([bad, text("never")], record=True)
     async with connected(server, mount) as model:
         with pytest.raises(ModelError) as caught:
             await model.complete(USER)
@@ -227,7 +229,7 @@ async def test_connection_refused_is_retried_then_fails() -> None:
 
 
 async def test_timeout_before_headers_is_retried(mount: Mount) -> None:
-    server = ScriptedServer([Stall(), text("late but fine")])
+    server = ScriptedServer([Stall(), text("late but fine")], record=True)
     async with connected(server, mount, timeout=0.1) as model:
         reply = await model.complete(USER)
     assert reply.text == "late but fine"
@@ -253,7 +255,7 @@ async def test_stream_stalled_mid_way_is_broken(mount: Mount) -> None:
 
 async def test_stream_cut_before_text_is_retried_without_duplicates(mount: Mount) -> None:
     cut = Reply(text=("never ", "seen"), cut_after=1)  # only the role chunk got through
-    server = ScriptedServer([cut, text("whole ", "answer")])
+    server = ScriptedServer([cut, text("whole ", "answer")], record=True)
     log = TextLog()
     async with connected(server, mount) as model:
         reply = await model.complete(USER, on_text=log)
@@ -263,7 +265,9 @@ async def test_stream_cut_before_text_is_retried_without_duplicates(mount: Mount
 
 
 async def test_stream_cut_after_text_raises_without_retry(mount: Mount) -> None:
-    server = ScriptedServer([Reply(text=("partial ", "answer"), cut_after=2), text("retry")])
+    server = ScriptedServer(
+        [Reply(text=("partial ", "answer"), cut_after=2), text("retry")], record=True
+    )
     log = TextLog()
     async with connected(server, mount) as model:
         with pytest.raises(StreamBroken) as caught:
@@ -293,7 +297,7 @@ async def test_stream_ending_cleanly_without_done_is_broken(mount: Mount) -> Non
 
 
 async def test_loopback_reuses_one_connection() -> None:
-    server = ScriptedServer([text("1"), rate_limited(0.001), text("2"), text("3")])
+    server = ScriptedServer([text("1"), rate_limited(0.001), text("2"), text("3")], record=True)
     async with server.serve() as http, OpenAIChatModel(settings(http.base_url)) as model:
         for _ in range(3):
             await model.complete(USER)
@@ -302,7 +306,7 @@ async def test_loopback_reuses_one_connection() -> None:
 
 
 async def test_injected_client_keeps_a_single_retry_policy() -> None:
-    server = ScriptedServer([server_error()] * 10)
+    server = ScriptedServer([server_error()] * 10, record=True)
     sdk = openai.AsyncOpenAI(
         api_key="sk-test", base_url=IN_PROCESS_URL, http_client=server.http_client(), max_retries=5
     )
@@ -316,7 +320,7 @@ async def test_injected_client_keeps_a_single_retry_policy() -> None:
 
 
 async def test_closed_model_refuses() -> None:
-    server = ScriptedServer([text("unused")])
+    server = ScriptedServer([text("unused")], record=True)
     model = OpenAIChatModel(settings(IN_PROCESS_URL), http_client=server.http_client())
     await model.aclose()
     with pytest.raises(ModelError, match="closed"):
@@ -325,7 +329,7 @@ async def test_closed_model_refuses() -> None:
 
 
 async def test_cancellation_propagates_and_closes(mount: Mount) -> None:
-    server = ScriptedServer([Stall()])
+    server = ScriptedServer([Stall()], record=True)
     async with connected(server, mount) as model:
         with anyio.move_on_after(0.1) as scope:
             await model.complete(USER)
@@ -334,14 +338,14 @@ async def test_cancellation_propagates_and_closes(mount: Mount) -> None:
 
 
 async def test_extra_body_is_sent(mount: Mount) -> None:
-    server = ScriptedServer([text("ok")])
+    server = ScriptedServer([text("ok")], record=True)
     async with connected(server, mount, extra_body={"temperature": 0.2}) as model:
         await model.complete(USER)
     assert server.requests[0].body["temperature"] == 0.2
 
 
 async def test_every_request_is_bounded_by_max_tokens(mount: Mount) -> None:
-    server = ScriptedServer([text("ok"), text("ok")])
+    server = ScriptedServer([text("ok"), text("ok")], record=True)
     async with connected(server, mount) as model:
         await model.complete(USER)
         await model.complete(USER, [TOOL])
@@ -351,14 +355,14 @@ async def test_every_request_is_bounded_by_max_tokens(mount: Mount) -> None:
 
 
 async def test_unbounded_when_max_tokens_is_none(mount: Mount) -> None:
-    server = ScriptedServer([text("ok")])
+    server = ScriptedServer([text("ok")], record=True)
     async with connected(server, mount, max_tokens=None) as model:
         await model.complete(USER)
     assert "max_tokens" not in server.requests[0].body
 
 
 async def test_sampling_settings_are_sent(mount: Mount) -> None:
-    server = ScriptedServer([text("ok"), text("ok")])
+    server = ScriptedServer([text("ok"), text("ok")], record=True)
     chosen = {"temperature": 0.3, "top_p": 0.9, "max_tokens": 256, "parallel_tool_calls": False}
     async with connected(server, mount, **chosen) as model:
         await model.complete(USER, [TOOL], tool_choice="required")
@@ -371,7 +375,7 @@ async def test_sampling_settings_are_sent(mount: Mount) -> None:
 
 
 async def test_tool_choice_is_sent_only_with_tools(mount: Mount) -> None:
-    server = ScriptedServer([text("ok"), text("ok")])
+    server = ScriptedServer([text("ok"), text("ok")], record=True)
     async with connected(server, mount) as model:
         await model.complete(USER, [TOOL], tool_choice="auto")
         await model.complete(USER, tool_choice="required")
@@ -380,7 +384,7 @@ async def test_tool_choice_is_sent_only_with_tools(mount: Mount) -> None:
 
 
 async def test_extra_body_wins_over_the_settings(mount: Mount) -> None:
-    server = ScriptedServer([text("ok")])
+    server = ScriptedServer([text("ok")], record=True)
     extra = {"max_tokens": 64, "temperature": 1.5, "tool_choice": "none", "top_k": 20}
     async with connected(server, mount, temperature=0.1, extra_body=extra) as model:
         await model.complete(USER, [TOOL], tool_choice="required")
@@ -411,7 +415,7 @@ def test_settings_hide_the_key() -> None:
 
 
 async def test_error_event_mid_stream_is_broken_and_retried(mount: Mount) -> None:
-    server = ScriptedServer([Reply(text=("x",), error_after=1), text("fine")])
+    server = ScriptedServer([Reply(text=("x",), error_after=1), text("fine")], record=True)
     async with connected(server, mount) as model:
         reply = await model.complete(USER)
     assert reply.text == "fine"
@@ -443,7 +447,7 @@ async def test_a_model_built_from_settings_reads_no_environment(
     # Only baton.settings reads OPENAI_*: what reaches the endpoint is what ModelSettings said.
     for name, value in SHELL_OPENAI.items():
         monkeypatch.setenv(name, value)
-    server = ScriptedServer([text("hi")])
+    server = ScriptedServer([text("hi")], record=True)
     async with connected(server, mount, api_key=None) as model:
         await model.complete(USER)
     (request,) = server.requests
@@ -455,7 +459,7 @@ async def test_a_key_given_in_settings_is_the_one_sent(
     monkeypatch: pytest.MonkeyPatch, mount: Mount
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-shell")
-    server = ScriptedServer([text("hi")])
+    server = ScriptedServer([text("hi")], record=True)
     async with connected(server, mount, api_key="sk-given") as model:
         await model.complete(USER)
     assert server.requests[0].headers["authorization"] == "Bearer sk-given"

@@ -126,7 +126,7 @@ async def test_lead_delegates_waits_and_summarises() -> None:
 
 
 async def test_lead_reports_outstanding_agents_and_defaults_its_agent(mount: Mount) -> None:
-    server = offline_server()
+    server = offline_server(record=True)
     tools = [send_message_tool(None, ["task", "message", "shutdown"])]
     messages: list[Any] = [{"role": "user", "content": "one\ntwo"}]
     async with connected(server, mount, model=OFFLINE_MODEL_NAME) as model:

@@ -58,7 +58,9 @@ class Viewer:
 
 
 async def test_error_event_after_text_is_retracted_then_retried(mount: Mount) -> None:
-    server = ScriptedServer([Reply(text=("shown ", "lost"), error_after=2), text("whole")])
+    server = ScriptedServer(
+        [Reply(text=("shown ", "lost"), error_after=2), text("whole")], record=True
+    )
     viewer = Viewer()
     async with connected(server, mount) as model:
         reply = await model.complete(
@@ -70,7 +72,9 @@ async def test_error_event_after_text_is_retracted_then_retried(mount: Mount) ->
 
 
 async def test_text_nobody_sees_never_blocks_a_retry(mount: Mount) -> None:
-    server = ScriptedServer([Reply(text=("never ", "shown"), error_after=2), text("fine")])
+    server = ScriptedServer(
+        [Reply(text=("never ", "shown"), error_after=2), text("fine")], record=True
+    )
     async with connected(server, mount) as model:
         reply = await model.complete(USER)  # no on_text: nothing was shown to anyone
     assert reply.text == "fine"
@@ -100,7 +104,7 @@ async def test_spent_retries_after_retractions_say_so(mount: Mount) -> None:
 
 
 async def test_retry_notices_come_before_each_wait(mount: Mount) -> None:
-    server = ScriptedServer([server_error(503), rate_limited(0.05), text("ok")])
+    server = ScriptedServer([server_error(503), rate_limited(0.05), text("ok")], record=True)
     seen_requests: list[int] = []
     notices: list[RetryNotice] = []
 
@@ -144,7 +148,7 @@ async def test_an_exception_from_on_text_propagates_unchanged(
     mount: Mount, error_type: type[Exception]
 ) -> None:
     raised = error_type("stop the runaway")
-    server = ScriptedServer([text("a", "b", "c"), text("next request")])
+    server = ScriptedServer([text("a", "b", "c"), text("next request")], record=True)
     got: list[str] = []
     retracts: list[str] = []
 
@@ -167,7 +171,7 @@ async def test_an_exception_from_on_text_propagates_unchanged(
 
 
 async def test_parse_error_retry_corrects_the_model_and_requires_a_tool(mount: Mount) -> None:
-    server = ScriptedServer([parse_failure(), tool_calls(Call("send_message", "{}"))])
+    server = ScriptedServer([parse_failure(), tool_calls(Call("send_message", "{}"))], record=True)
     notices: list[RetryNotice] = []
 
     async def on_retry(notice: RetryNotice) -> None:
@@ -192,7 +196,7 @@ async def test_parse_error_retry_corrects_the_model_and_requires_a_tool(mount: M
 
 
 async def test_parse_error_mid_stream_after_a_code_fence(mount: Mount) -> None:
-    server = ScriptedServer([parse_failure("```json\n"), text("Here is your fox.")])
+    server = ScriptedServer([parse_failure("```json\n"), text("Here is your fox.")], record=True)
     viewer = Viewer()
     async with connected(server, mount) as model:
         reply = await model.complete(
@@ -211,7 +215,7 @@ async def test_parse_error_mid_stream_after_a_code_fence(mount: Mount) -> None:
 
 
 async def test_parse_error_without_escalation_keeps_the_choice(mount: Mount) -> None:
-    server = ScriptedServer([parse_failure(), text("plain answer")])
+    server = ScriptedServer([parse_failure(), text("plain answer")], record=True)
     async with connected(server, mount, escalate_tool_choice=False) as model:
         await model.complete(USER, TOOLS, tool_choice="auto")
     retry = server.requests[1].body
@@ -221,14 +225,14 @@ async def test_parse_error_without_escalation_keeps_the_choice(mount: Mount) -> 
 
 @pytest.mark.parametrize("choice", ["none", "required"])
 async def test_parse_error_never_overrides_a_decided_choice(mount: Mount, choice: str) -> None:
-    server = ScriptedServer([parse_failure(), text("ok")])
+    server = ScriptedServer([parse_failure(), text("ok")], record=True)
     async with connected(server, mount) as model:
         await model.complete(USER, TOOLS, tool_choice=choice)  # type: ignore[arg-type]
     assert server.requests[1].body["tool_choice"] == choice
 
 
 async def test_parse_error_without_tools_asks_for_plain_text(mount: Mount) -> None:
-    server = ScriptedServer([parse_failure(), text("ok")])
+    server = ScriptedServer([parse_failure(), text("ok")], record=True)
     async with connected(server, mount) as model:
         await model.complete(USER)
     retry = server.requests[1].body
@@ -237,7 +241,9 @@ async def test_parse_error_without_tools_asks_for_plain_text(mount: Mount) -> No
 
 
 async def test_repeated_parse_errors_carry_one_correction(mount: Mount) -> None:
-    server = ScriptedServer([parse_failure(), parse_failure("{"), server_error(), text("ok")])
+    server = ScriptedServer(
+        [parse_failure(), parse_failure("{"), server_error(), text("ok")], record=True
+    )
     async with connected(server, mount, max_retries=3) as model:
         await model.complete(USER, TOOLS)
     bodies = [r.body for r in server.requests]
@@ -247,7 +253,7 @@ async def test_repeated_parse_errors_carry_one_correction(mount: Mount) -> None:
 
 
 async def test_an_ordinary_server_error_is_retried_unchanged(mount: Mount) -> None:
-    server = ScriptedServer([server_error(), text("ok")])
+    server = ScriptedServer([server_error(), text("ok")], record=True)
     async with connected(server, mount) as model:
         await model.complete(USER, TOOLS, tool_choice="auto")
     first, retry = (r.body for r in server.requests)
@@ -259,7 +265,7 @@ async def test_strict_script_rejects_a_profile_called_as_a_tool(mount: Mount) ->
     painter = Reply(calls=[Call("painter", '{"task": "a fox"}')])
     fenced = Reply(text=("```json\n", '{"name": "painter"}'), calls=[Call("painter", "{}")])
     good = tool_calls(Call("send_message", '{"to": "painter"}'))
-    server = ScriptedServer(Script([painter, fenced, good], strict_tools=True))
+    server = ScriptedServer(Script([painter, fenced, good], strict_tools=True), record=True)
     viewer = Viewer()
     async with connected(server, mount) as model:
         reply = await model.complete(

@@ -130,7 +130,7 @@ async def test_records_requests_and_uses_responder_after_queue(mount: Mount) -> 
         seen.append(len(body["messages"]))
         return text(f"responder saw {len(body['messages'])}")
 
-    server = ScriptedServer([text("queued")], responder=responder)
+    server = ScriptedServer([text("queued")], responder=responder, record=True)
     async with connected(server, mount) as model:
         first = await model.complete([{"role": "user", "content": "1"}])
         second = await model.complete(
@@ -223,7 +223,7 @@ TOOLS_BODY: dict[str, Any] = {
 
 def test_strict_script_passes_offered_calls_and_text() -> None:
     offered = tool_calls(Call("send_message", "{}"))
-    script = Script([offered, text("plain")], strict_tools=True)
+    script = Script([offered, text("plain")], strict_tools=True, record=True)
     assert script.next(TOOLS_BODY) is offered
     assert script.next(TOOLS_BODY) == text("plain")
     assert script.bodies == [TOOLS_BODY, TOOLS_BODY]

@@ -78,7 +78,7 @@ def test_a_key_variable_that_is_not_set_is_a_configuration_error_at_check() -> N
 
 
 async def test_without_a_session_model_only_a_profile_endpoint_is_reached() -> None:
-    server = ScriptedServer(responder=offline_reply)
+    server = ScriptedServer(responder=offline_reply, record=True)
     async with server.serve() as http, ProfileModels(None, env={}) as models:
         shared = models(agent("a", ProfileModel(temperature=0.5)))
         own = models(agent("b", ProfileModel(name="local", base_url=http.base_url)))

@@ -16,8 +16,9 @@ from baton.llm.script import Call, Reply, Script, ScriptItem
 def scripted(
     items: Iterable[ScriptItem] = (), *, fallback: bool = True, name: str = "scripted"
 ) -> tuple[ScriptedServer, OpenAIChatModel]:
-    """A scripted server (falling back to the offline answers) and a model client on it."""
-    server = ScriptedServer(list(items), responder=offline_reply if fallback else None)
+    """A scripted server (falling back to the offline answers) and a model client on it; the
+    server records every request (``server.requests``) for the test to assert on."""
+    server = ScriptedServer(list(items), responder=offline_reply if fallback else None, record=True)
     settings = ModelSettings(model=name, base_url=IN_PROCESS_URL, api_key="sk-test", max_retries=0)
     return server, OpenAIChatModel(settings, http_client=server.http_client())
 
@@ -38,7 +39,7 @@ def llama_like(
     tool the request did not offer is rejected with its parse error (HTTP 500, or the leading text
     then an error event), and the client retries (with tiny backoff) as it would for real."""
     script = Script(list(items), offline_reply if fallback else None, strict_tools=True)
-    server = ScriptedServer(script)
+    server = ScriptedServer(script, record=True)
     settings = ModelSettings(
         model=name,
         base_url=IN_PROCESS_URL,
