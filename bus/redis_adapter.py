@@ -19,7 +19,9 @@ and never on a message's wording.
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import PubSub
@@ -39,6 +41,23 @@ FAULTS: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, 
 # A fault (a subclass of redis-py's ConnectionError) that is really the server turning the
 # URL's credentials down: on the first connection it is the URL's fault, not the network's.
 CredentialsRefused = AuthenticationError
+
+
+def tls_refusal(fault: BaseException) -> str | None:
+    """Why the TLS handshake behind a connection fault refused the server's certificate (a CA
+    file that did not issue it, a host name it was not issued for), or None for any other fault.
+
+    redis-py raises its ``ConnectionError`` with the ``SSLCertVerificationError`` as context; no
+    retry can change the answer, so the caller reports it as the configuration error it is.
+    """
+    seen: BaseException | None = fault
+    for _ in range(8):  # a short chain: the fault, redis-py's wrapper, the ssl error
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return str(seen.verify_message or seen.reason or seen)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 class RedisRefused(BusError):
@@ -105,6 +124,12 @@ def _options(client_name: str, socket_timeout: float | None) -> dict[str, Any]:
 
 
 def _pool(url: str, max_connections: int, options: dict[str, Any]) -> ConnectionPool:
+    if urlsplit(url).scheme.lower() == "rediss":
+        given = {key for key, _ in parse_qsl(urlsplit(url).query)}
+        if not given & {"ssl_check_hostname", "ssl_cert_reqs"}:
+            # The certificate must name the host, whatever redis-py's default (off before 6.0,
+            # and the floor is 5.3); a URL that relaxes verification itself says so.
+            options = {**options, "ssl_check_hostname": True}
     try:
         return ConnectionPool.from_url(url, max_connections=max_connections, **options)
     except ValueError as exc:

@@ -2,7 +2,8 @@
 
 - :class:`RedisServer`: a real, throwaway ``redis-server`` on a free port (killable, restartable,
   removed on exit), for testing Redis-backed code against Redis itself; :func:`free_port` and
-  :func:`redis_cli` go with it.
+  :func:`redis_cli` go with it. It can be secured as a deployment would be (a password, ACL
+  users, TLS only), with certificates :func:`make_certificates` makes at run time.
 - :func:`local_model_requests_only`: model requests may reach only loopback endpoints and the
   in-process scripted server (:class:`baton.llm.ScriptedServer`); any other raises
   :class:`ModelRequestRefused` before it is sent, so a key in the shell cannot make a test call a
@@ -12,13 +13,16 @@ Nothing in the runtime imports this package.
 """
 
 from baton.llm.guard import ModelRequestRefused
+from baton.testing.certificates import Certificates, make_certificates
 from baton.testing.models import local_model_requests_only
 from baton.testing.redis_server import RedisServer, free_port, redis_cli
 
 __all__ = [
+    "Certificates",
     "ModelRequestRefused",
     "RedisServer",
     "free_port",
     "local_model_requests_only",
+    "make_certificates",
     "redis_cli",
 ]

@@ -3,21 +3,30 @@ restartable (AOF on, so a restart keeps what was written), stopped on exit. It d
 binary, never a fake: a Redis test must meet the server it will meet in production.
 
 Readiness is read from the server's own log line, not polled with sleeps.
+
+It can also be the secured server of a deployment (``docs/securing-redis.md``): a password on the
+default user (``password``), ACL users (``users``), and TLS only (``tls``: ``--tls-port`` with
+``--port 0``, certificates from :func:`baton.testing.certificates.make_certificates`), optionally
+asking every client for a certificate (``client_certs``).
 """
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from baton.bus.connect import redis_url
 from baton.bus.errors import ConfigError
+from baton.testing.certificates import Certificates
 
 _READY_MARK = "Ready to accept connections"
 
@@ -44,9 +53,19 @@ class RedisServer:
         data_dir: Path | None = None,
         start_timeout: float = 10,
         appendfsync: str = "always",
+        password: str | None = None,
+        users: Sequence[str] = (),
+        tls: Certificates | None = None,
+        client_certs: bool = False,
     ) -> None:
         """``appendfsync="always"`` makes a kill lose nothing (tests); benchmarks pass
-        ``"everysec"``, the production setting."""
+        ``"everysec"``, the production setting.
+
+        ``password`` is the default user's (``requirepass``); each of ``users`` is the rules of
+        one ACL user as ``ACL SETUSER`` takes them after the name (``"baton on >pw ~baton:*
+        ..."``), set from the start (``--user``). With ``tls`` the server listens only for TLS
+        (``port`` is then its TLS port) and asks clients for a certificate when
+        ``client_certs``."""
         binary = shutil.which("redis-server")
         if binary is None:
             raise ConfigError(
@@ -59,18 +78,58 @@ class RedisServer:
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="baton-redis-"))
         self.start_timeout = start_timeout
         self.appendfsync = appendfsync
+        self.password = password
+        self.users = tuple(users)
+        self.tls = tls
+        self.client_certs = client_certs
         self._proc: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
 
     @property
+    def bare_url(self) -> str:
+        """Scheme, address and database only: what a test adds its own credentials and TLS
+        files to (by the URL, or by ``REDIS_PASSWORD`` and ``BATON_REDIS_CA_FILE``)."""
+        scheme = "rediss" if self.tls is not None else "redis"
+        return f"{scheme}://127.0.0.1:{self.port}/0"
+
+    @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        """A URL any client can connect with: the default user's password and the TLS files
+        (the client certificate too when the server asks for one) in it."""
+        tls = self.tls
+        client = tls is not None and self.client_certs
+        return redis_url(
+            self.bare_url,
+            password=self.password,
+            ca_file=tls.ca_cert if tls is not None else None,
+            cert_file=tls.client_cert if client and tls is not None else None,
+            key_file=tls.client_key if client and tls is not None else None,
+        )
+
+    def _security_args(self) -> list[str]:
+        args: list[str] = []
+        if self.tls is None:
+            args += ["--port", str(self.port)]
+        else:
+            args += [
+                "--port", "0",
+                "--tls-port", str(self.port),
+                "--tls-cert-file", str(self.tls.server_cert),
+                "--tls-key-file", str(self.tls.server_key),
+                "--tls-ca-cert-file", str(self.tls.ca_cert),
+                "--tls-auth-clients", "yes" if self.client_certs else "no",
+            ]  # fmt: skip
+        if self.password is not None:
+            args += ["--requirepass", self.password]
+        for rules in self.users:
+            args += ["--user", *shlex.split(rules)]
+        return args
 
     def start(self) -> None:
         """Start the server and return once it accepts connections."""
         args = [
             self.binary,
-            "--port", str(self.port),
+            *self._security_args(),
             "--bind", "127.0.0.1",
             "--dir", str(self.data_dir),
             "--appendonly", "yes",
