@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from baton.bus.errors import BatonError, ExitCode
+from baton.bus.errors import BatonError, ExitCode, redact_url
 
 REFUSED_CONFIGURATION = frozenset({401, 403, 404})
 """HTTP statuses that mean a wrong key, model name or endpoint path: a configuration to fix."""
@@ -74,5 +74,9 @@ def describe_validation(exc: ValidationError) -> str:
     if first["type"] == "extra_forbidden":
         return f"{where}: unknown setting"
     value = first.get("input")
-    hidden = isinstance(value, dict | list) or "key" in where or "token" in where
+    hidden = isinstance(value, dict | list) or any(
+        secret in where for secret in ("key", "token", "password")
+    )
+    if isinstance(value, str):  # a bus URL quotes its password: never shown (redact_url)
+        value = redact_url(value)
     return f"{where}: {first['msg']}" + ("" if hidden else f" (got {value!r})")
