@@ -49,6 +49,10 @@ class Keys:
         """The session's budget: a hash of calls, tokens and their caps (``scripts/spend.lua``)."""
         return f"{self.prefix}:{{{session}}}:spend"
 
+    def tokens(self, session: str) -> str:
+        """The session's HTTP tokens: a hash of token digest → scope (``docs/http.md``)."""
+        return f"{self.prefix}:{{{session}}}:tokens"
+
     def spawn_local(self, session: str) -> str:
         """The session's own spawn queue (a stream), read only by the worker inside the session;
         the same name is its wake-up channel."""
@@ -100,6 +104,20 @@ class Keys:
         if stream.startswith(pool_part):
             return stream[: stream.index("}", len(pool_part)) + 1]
         return stream
+
+    def session_pattern(self) -> str:
+        """A ``SCAN MATCH`` pattern for every key of every session: a session's id is the hash
+        tag of each of its keys, and nothing else under the prefix starts with ``{``."""
+        escaped = "".join(f"\\{c}" if c in "*?[]\\" else c for c in self.prefix)
+        return f"{escaped}:{{*}}:*"
+
+    def session_of(self, key: str) -> str | None:
+        """The session a key belongs to (its hash tag), or None for a key of no session."""
+        head = f"{self.prefix}:{{"
+        if not key.startswith(head):
+            return None
+        end = key.find("}", len(head))
+        return key[len(head) : end] if end > len(head) else None
 
     @property
     def dead(self) -> str:

@@ -144,7 +144,8 @@ class RedisEventLog:
                 names.append(name)
             else:  # written by hand: no session of baton's has it, and it cannot be printed
                 await self._set_aside_session(key, name, problem)
-        return names
+        gone = await forget_gone_sessions(self._core, names)  # expired, or cleaned
+        return [name for name in names if name not in gone]
 
     async def _set_aside_session(self, key: str, name: str, problem: str) -> None:
         """Take a session name that is not UTF-8 out of the list, dead-lettered once: only the
@@ -153,6 +154,20 @@ class RedisEventLog:
         if await self._core.one("ZREM", key, name):
             error = InvalidEnvelope(f"session name is not UTF-8 ({problem})", printable(name))
             await self._dead_letter(error, source=key, session=None, raw=error.raw or "")
+
+
+async def forget_gone_sessions(core: RedisCore, names: Sequence[str]) -> set[str]:
+    """Of ``names`` (in the sessions' index), those whose event log is gone (it expired, or
+    ``baton clean`` removed it), taken out of the index: a session is listed only while it has
+    a log, and the index does not grow with every session that ever ran."""
+    if not names:
+        return set()
+    keys = core.keys
+    exists = await core.call(*(("EXISTS", keys.events(name)) for name in names))
+    gone = [name for name, found in zip(names, exists, strict=True) if not int(found)]
+    if gone:
+        await core.one("ZREM", keys.sessions, *gone)
+    return set(gone)
 
 
 def logged_event(fields: dict[str, str] | None) -> Event:

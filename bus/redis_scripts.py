@@ -43,6 +43,8 @@ CLAIM_SPAWN = Script("claim_spawn")
 WITHDRAW_SPAWN = Script("withdraw_spawn")
 SPEND = Script("spend")
 HOLD_LEAD = Script("hold_lead")
+RETIRE_SESSION = Script("retire_session")
+DROP_CONSUMERS = Script("drop_consumers")
 SCRIPTS = (
     APPEND_AND_WAKE,
     APPEND_ONCE,
@@ -52,4 +54,6 @@ SCRIPTS = (
     WITHDRAW_SPAWN,
     SPEND,
     HOLD_LEAD,
+    RETIRE_SESSION,
+    DROP_CONSUMERS,
 )

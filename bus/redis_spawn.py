@@ -27,6 +27,7 @@ from baton.bus.errors import InvalidEnvelope
 from baton.bus.keys import SPAWN_GROUP
 from baton.bus.messages import SpawnRequest, parse_spawn_request
 from baton.bus.redis_adapter import NoGroup, RedisRefused
+from baton.bus.redis_consumers import ConsumerSweeper
 from baton.bus.redis_core import DeadLetterSink, RedisCore, entry_fields
 from baton.bus.redis_inbox import RELEASED_IDLE_MS
 from baton.bus.redis_scripts import ACK_AND_DELETE, CLAIM_SPAWN, RENEW_IF_MINE, WITHDRAW_SPAWN
@@ -61,6 +62,7 @@ class RedisSpawnQueue:
         self._held: set[str] = set()
         self._broken: set[str] = set()
         """Streams a claim skips because they refuse to be read (reported once each)."""
+        self._sweeper = ConsumerSweeper(core)
 
     async def submit(self, request: SpawnRequest) -> str:
         keys = self._core.keys
@@ -93,6 +95,8 @@ class RedisSpawnQueue:
             claim = await self._claim_one(queue, state) if state.streams else None
             if claim is not None:
                 return claim
+            if not queue.local:  # a pool's streams outlive every session: sweep them now and then
+                await self._sweeper.now_and_then(state.streams, SPAWN_GROUP)
             left = deadline - anyio.current_time()
             if left <= 0:
                 return None

@@ -14,7 +14,7 @@ import pytest
 
 from tests.cli.helpers import BATON, REPO, TIMEOUT_S, run_baton
 
-COMMANDS = ["run", "resume", "post", "watch", "approve", "sessions", "worker", "serve"]
+COMMANDS = ["run", "resume", "post", "watch", "approve", "sessions", "worker", "serve", "clean"]
 
 
 def test_version_flag_prints_the_version(env: dict[str, str]) -> None:
