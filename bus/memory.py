@@ -5,11 +5,22 @@ serialisation bug shows up here without Redis, and its delivery rules (consumer 
 redelivery, dead letters) match the Redis backend's, which one contract test suite checks.
 Everything runs on one event loop, so no locks are needed: there is no await between a check and
 the update it guards.
+
+**A bounded number of finished sessions.** A session is finished once its ``session.finished``
+event is logged (a ``session.started`` logged later makes it running again). The bus keeps the
+newest ``finished_kept`` finished sessions (default :data:`DEFAULT_FINISHED_KEPT`), and when one
+more finishes it forgets the oldest entirely: its event log, inboxes, agent and lead records, lease,
+budget, own spawn queue and wake-up watches. A running session is never dropped, however many
+there are. So a long-lived in-process server does not grow with every session it ever ran; the
+price is that an old finished session's log can no longer be read back (``sessions()`` no longer
+lists it). Something written to a session after it was forgotten (a straggler) starts its state
+afresh. Dead letters are bounded on their own (the newest 10,000).
 """
 
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,7 +38,7 @@ from baton.bus.base import (
     spawn_receipts_by_stream,
 )
 from baton.bus.errors import InvalidEnvelope
-from baton.bus.events import Event, dump_event, parse_event
+from baton.bus.events import Event, SessionFinished, SessionStarted, dump_event, parse_event
 from baton.bus.keys import Keys
 from baton.bus.messages import (
     DeadLetter,
@@ -42,6 +53,9 @@ from baton.bus.wake import WakeHub
 _KEYS = Keys()
 """Stream names as on Redis: the spawn queues route by name, and both backends route alike."""
 
+DEFAULT_FINISHED_KEPT = 256
+"""How many finished sessions a memory bus keeps (the newest); older ones are forgotten."""
+
 
 @dataclass(slots=True)
 class _Stream:
@@ -52,9 +66,13 @@ class _Stream:
     pending: dict[int, tuple[str, float]] = field(default_factory=dict)
     seen_by: set[str] = field(default_factory=set)
     expiry_checked_at: float = float("-inf")
+    sigs: dict[int, str] = field(default_factory=dict)
+    """Signatures of the entries that have one (a signing bus's envelopes), as Redis's ``sig``."""
 
-    def add(self, entry_id: int, raw: str) -> None:
+    def add(self, entry_id: int, raw: str, sig: str | None = None) -> None:
         self.entries[entry_id] = raw
+        if sig is not None:
+            self.sigs[entry_id] = sig
         self.undelivered.append(entry_id)
 
     def take(self, consumer: str, count: int, lease_s: float) -> list[tuple[int, str]]:
@@ -97,6 +115,7 @@ class _Stream:
         for entry_id in entry_ids:
             self.pending.pop(entry_id, None)
             self.entries.pop(entry_id, None)
+            self.sigs.pop(entry_id, None)
 
     def withdraw(self, entry_id: int) -> str | None:
         """Delete an entry never delivered to anyone; its text, or None when it was delivered
@@ -105,6 +124,7 @@ class _Stream:
             return None
         if entry_id in self.undelivered:
             self.undelivered.remove(entry_id)
+        self.sigs.pop(entry_id, None)
         return self.entries.pop(entry_id)
 
 
@@ -122,7 +142,7 @@ class _EventLog:
 class _Broker:
     """The shared state behind one in-memory bus and all its peers."""
 
-    def __init__(self, event_log_cap: int) -> None:
+    def __init__(self, event_log_cap: int, finished_kept: int = DEFAULT_FINISHED_KEPT) -> None:
         self.seq = itertools.count(1)
         self.inboxes: dict[tuple[str, str], _Stream] = {}
         self.hub = WakeHub()
@@ -135,6 +155,40 @@ class _Broker:
         self.spend: dict[str, SpendTotals] = {}
         self.leads: dict[str, dict[str, str]] = {}
         self.lead_leases: dict[str, tuple[str, float]] = {}  # session → (holder, ends at)
+        self.tokens: dict[str, dict[str, str]] = {}  # session → token digest → scope
+        self.finished_kept = finished_kept
+        self.finished: OrderedDict[str, None] = OrderedDict()  # oldest finished first
+        self.buses: weakref.WeakSet[MemoryBus] = weakref.WeakSet()  # their ledgers, to forget
+
+    def logged(self, session: str, events: Sequence[Event]) -> None:
+        """Follow the session's life by what it logs: finished sessions beyond the bound go."""
+        for event in events:
+            if isinstance(event, SessionFinished):
+                self.finished[session] = None
+                self.finished.move_to_end(session)
+            elif isinstance(event, SessionStarted):
+                self.finished.pop(session, None)
+        while len(self.finished) > self.finished_kept:
+            oldest, _ = self.finished.popitem(last=False)
+            self.forget(oldest)
+
+    def forget(self, session: str) -> None:
+        """Drop everything kept of a finished session (its agents are gone: a scan per drop is
+        bounded by what the bus holds, and a drop happens once per session)."""
+        self.logs.pop(session, None)
+        self.session_touch.pop(session, None)
+        self.spend.pop(session, None)
+        self.leads.pop(session, None)
+        self.lead_leases.pop(session, None)
+        self.spawn.pop(_KEYS.spawn_local(session), None)
+        for key in [key for key in self.inboxes if key[0] == session]:
+            del self.inboxes[key]
+            self.hub.remove(MemoryBus._channel(*key))
+        for key in [key for key in self.agents if key[0] == session]:
+            del self.agents[key]
+        for bus in self.buses:
+            bus._forget_session_ledgers(session)
+        self.tokens.pop(session, None)
 
 
 class MemoryBus(Bus):
@@ -142,6 +196,8 @@ class MemoryBus(Bus):
 
     ``peer()`` gives another handle on the same bus with its own consumer name, the way a second
     process would connect to the same Redis; tests use it to play a consumer that dies.
+    ``finished_kept`` bounds the finished sessions kept (see the module docstring); peers share
+    the bound of the bus they came from.
     """
 
     def __init__(
@@ -149,11 +205,15 @@ class MemoryBus(Bus):
         options: BusOptions | None = None,
         url: str = "memory://",
         *,
+        finished_kept: int = DEFAULT_FINISHED_KEPT,
         _broker: _Broker | None = None,
     ) -> None:
         super().__init__(options)
+        if finished_kept < 1:  # the session that just finished still writes its last records
+            raise ValueError(f"finished_kept must be 1 or more, not {finished_kept}")
         self.url = url
-        self._broker = _broker or _Broker(self.options.event_log_cap)
+        self._broker = _broker or _Broker(self.options.event_log_cap, finished_kept)
+        self._broker.buses.add(self)
         self._spawn_turns: dict[SpawnQueue, int] = {}  # which stream a claim looks at first
 
     def peer(self, consumer: str | None = None) -> MemoryBus:
@@ -180,7 +240,7 @@ class MemoryBus(Bus):
     async def send(self, envelope: Envelope) -> str:
         self._check_open()
         raw = encode_envelope(envelope, max_bytes=self.options.max_message_bytes)
-        self._append(envelope.session, envelope.recipient, raw)
+        self._append(envelope.session, envelope.recipient, raw, self._signature(raw))
         return envelope.id
 
     async def send_raw(self, session: str, recipient: str, raw: str | bytes) -> None:
@@ -188,8 +248,8 @@ class MemoryBus(Bus):
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         self._append(session, recipient, text)
 
-    def _append(self, session: str, recipient: str, raw: str) -> None:
-        self._inbox(session, recipient).add(next(self._broker.seq), raw)
+    def _append(self, session: str, recipient: str, raw: str, sig: str | None = None) -> None:
+        self._inbox(session, recipient).add(next(self._broker.seq), raw, sig)
         self._broker.hub.wake(self._channel(session, recipient))
 
     async def read_inbox(
@@ -203,7 +263,7 @@ class MemoryBus(Bus):
             session,
             agent,
             self._ledger(session, agent, consumer),
-            [(str(entry_id), raw) for entry_id, raw in taken],
+            [(str(entry_id), raw, stream.sigs.get(entry_id)) for entry_id, raw in taken],
             source=f"inbox:{session}/{agent}",
         )
         stream.done([int(r) for r in drop])
@@ -235,6 +295,10 @@ class MemoryBus(Bus):
         self._broker.hub.remove(self._channel(session, agent))
         self._forget_ledgers(session, agent)
 
+    def _forget_session_ledgers(self, session: str) -> None:
+        for key in [key for key in self._ledgers if key[0] == session]:
+            del self._ledgers[key]
+
     # -- event log -------------------------------------------------------------------------
 
     def _log(self, session: str) -> _EventLog:
@@ -248,6 +312,7 @@ class MemoryBus(Bus):
         seq = next(self._broker.seq)
         self._log(event.session).append(seq, dump_event(event))
         self._broker.session_touch[event.session] = seq
+        self._broker.logged(event.session, (event,))
         return str(seq)
 
     async def emit_once(
@@ -262,6 +327,7 @@ class MemoryBus(Bus):
             self._log(session).append(seq, dump_event(event))
             self._broker.session_touch[session] = seq
         state["logged"] = mark
+        self._broker.logged(session, events)
         return True
 
     async def events(
@@ -467,6 +533,14 @@ class MemoryBus(Bus):
     async def get_agent_state(self, session: str, agent: str) -> dict[str, str]:
         self._check_open()
         return dict(self._broker.agents.get((session, agent), {}))
+
+    async def save_token_scopes(self, session: str, scopes: Mapping[str, str]) -> None:
+        self._check_open()
+        self._broker.tokens.setdefault(session, {}).update(scopes)
+
+    async def token_scope(self, session: str, digest: str) -> str | None:
+        self._check_open()
+        return self._broker.tokens.get(session, {}).get(digest)
 
     async def dead_letters(self, count: int = 100) -> list[DeadLetter]:
         return list(self._broker.dead)[-count:]
