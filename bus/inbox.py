@@ -146,6 +146,17 @@ class InboxReader:
         """Ack everything handed out and not acked yet (an agent leaving for good)."""
         await self.ack(list(self.pending))
 
+    async def refuse(
+        self, envelope: Envelope, reason: str, *, give_up: Callable[[], bool] | None = None
+    ) -> None:
+        """Set aside an envelope handed out that its reader will not act on (the lead's check of
+        who may report to it): dead-lettered with ``reason`` and acked, as a misfit is. If the
+        bus stays away until ``give_up()``, it stays un-acked and is screened again on its next
+        delivery."""
+        error = InvalidEnvelope(reason, envelope.to_json())
+        if await self._dead_letter(envelope, error, give_up):
+            await self._settle([envelope.id], give_up)
+
     # -- the loop -------------------------------------------------------------------------------
 
     async def collect(

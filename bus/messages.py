@@ -8,6 +8,7 @@ serialisation bug shows up without Redis.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -196,6 +197,20 @@ class SpawnRequest(BaseModel):
         """The session's approval policy for this agent; ``ask`` when the request has none."""
         value = self.meta.get(APPROVE_KEY)
         return "auto" if value == "auto" else "deny" if value == "deny" else "ask"
+
+
+REFUSAL_PREFIX = "refused-"
+
+
+def refusal_id(request_id: str) -> str:
+    """The id of the ``result`` a worker sends for a spawn request it refuses: the same on every
+    claim (the lead dedupes a repeat, and knows it for the answer to its own request), and
+    within the envelope's 100 characters whatever the request's id (a hash when it would not
+    fit)."""
+    readable = f"{REFUSAL_PREFIX}{request_id}"
+    if len(readable) <= ID_MAX:
+        return readable
+    return f"{REFUSAL_PREFIX}{hashlib.sha256(request_id.encode()).hexdigest()[:40]}"
 
 
 def parse_spawn_request(raw: str | bytes, *, field: str = "req") -> SpawnRequest:

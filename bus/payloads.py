@@ -1,8 +1,9 @@
 """Typed payloads: what ``Envelope.meta`` carries for the envelope types that have one.
 
-Two envelope types carry data the receiver acts on: an ``approval`` answers a tool call
-(``call_id``, ``approved``, ``reason``) and a ``result`` says whether it is the sender's last word
-and why it left (``final``, ``reason``, ``steps``). The wire is unchanged (the payload is the
+Three envelope types carry data the receiver acts on: an ``approval`` answers a tool call
+(``call_id``, ``approved``, ``reason``), a ``result`` says whether it is the sender's last word
+and why it left (``final``, ``reason``, ``steps``), and both a ``result`` and a ``progress`` say
+which claim of the agent sent them (``owner``). The wire is unchanged (the payload is the
 ``meta`` object, see docs/protocol.md); these models give both ends one definition of it.
 
 A payload that does not fit is refused like any malformed envelope, with ``InvalidEnvelope`` and a
@@ -13,7 +14,7 @@ instead of guessing (``"approved": "yes"`` is not an approval). Unknown keys are
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictStr, ValidationError
 
@@ -26,9 +27,16 @@ class Payload(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
 
+    OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset()
+    """Keys left out of ``meta`` while empty: added later, they leave the wire as it was."""
+
     def to_meta(self) -> dict[str, JsonValue]:
         """The payload as the envelope's ``meta`` object."""
-        return self.model_dump(mode="json")
+        meta: dict[str, JsonValue] = self.model_dump(mode="json")
+        for name in self.OMIT_EMPTY:
+            if meta.get(name) == "":
+                del meta[name]
+        return meta
 
 
 class ApprovalAnswer(Payload):
@@ -39,20 +47,41 @@ class ApprovalAnswer(Payload):
     reason: StrictStr = ""
 
 
+OWNER_MAX = 400
+"""The longest ``owner`` a report may carry (a worker's name and a claim's receipt)."""
+
+
 class ResultReport(Payload):
     """How a sub-agent's ``result`` envelope ends its work.
 
     ``final`` is True unless said otherwise (a bare ``result`` from a foreign producer is its last
-    word); ``reason`` is the exit kind (``finished``, ``idle``, ``shutdown``, ``max_steps``,
-    ``error``, ``cancelled``; the lead hands unseen tasks on only after ``finished``).
+    word; the lead takes one only from an agent it spawned, from its owner: docs/protocol.md,
+    *Who may say what*); ``reason`` is the exit kind (``finished``, ``idle``, ``shutdown``,
+    ``max_steps``, ``error``, ``cancelled``; the lead hands unseen tasks on only after
+    ``finished``); ``owner`` is the claim the sender runs under, as the agent's hash records it.
     """
 
     final: StrictBool = True
     reason: StrictStr = Field(default="", max_length=100)
     steps: int = Field(default=0, ge=0)
+    owner: StrictStr = Field(default="", max_length=OWNER_MAX)
+
+    OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset({"owner"})
 
 
-PAYLOADS: dict[str, type[Payload]] = {"approval": ApprovalAnswer, "result": ResultReport}
+class ProgressReport(Payload):
+    """Who sends a sub-agent's ``progress``: the claim it runs under, as for a result."""
+
+    owner: StrictStr = Field(default="", max_length=OWNER_MAX)
+
+    OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset({"owner"})
+
+
+PAYLOADS: dict[str, type[Payload]] = {
+    "approval": ApprovalAnswer,
+    "result": ResultReport,
+    "progress": ProgressReport,
+}
 """Envelope type → the model its ``meta`` must fit."""
 
 
@@ -75,6 +104,13 @@ def approval_answer(envelope: Envelope) -> ApprovalAnswer:
 def result_report(envelope: Envelope) -> ResultReport:
     """How a ``result`` envelope ends its sender's work; raises ``InvalidEnvelope`` if malformed."""
     return _parse(ResultReport, envelope)
+
+
+def owner_of(envelope: Envelope) -> str:
+    """The owner a ``result`` or ``progress`` says it is sent by (``""`` when it names none, or
+    for another type); one whose ``meta.owner`` is no string is dead-lettered on read."""
+    owner = envelope.meta.get("owner", "")
+    return owner if isinstance(owner, str) else ""
 
 
 def check_payload(envelope: Envelope) -> None:

@@ -18,6 +18,7 @@ from baton.bus.messages import Envelope, encode_envelope
 from baton.bus.redis_adapter import NoGroup
 from baton.bus.redis_batch import Command
 from baton.bus.redis_core import Entry, RedisCore, read_entries, stream_entries
+from baton.bus.signing import SIG_FIELD
 from baton.bus.wake import RELEASED
 
 # "Idle for years": whoever looks for expired leases next takes an entry claimed with this now.
@@ -39,7 +40,11 @@ class RedisInboxes:
     async def send(self, envelope: Envelope) -> str:
         raw = encode_envelope(envelope, max_bytes=self._core.options.max_message_bytes)
         s, r, keys = envelope.session, envelope.recipient, self._core.keys
-        await self._core.append(keys.inbox(s, r), "msg", raw, keys.wake(s, r), envelope.id)
+        sig = self._bus._signature(raw)
+        signed = () if sig is None else (SIG_FIELD, sig)
+        await self._core.append(
+            keys.inbox(s, r), "msg", raw, keys.wake(s, r), envelope.id, more=signed
+        )
         return envelope.id
 
     async def send_raw(self, session: str, recipient: str, raw: str | bytes) -> None:
@@ -130,7 +135,7 @@ class RedisInboxes:
     async def _hand_out(
         self, session: str, agent: str, key: str, ledger: InboxLedger, entries: list[Entry]
     ) -> list[Envelope]:
-        usable: list[tuple[str, str]] = []
+        usable: list[tuple[str, str, str | None]] = []
         drop: list[str] = []
         for entry_id, fields in entries:
             if fields is None:  # delivered, then deleted from the stream: nothing to hand out
@@ -142,7 +147,7 @@ class RedisInboxes:
                 )
                 drop.append(entry_id)
             else:
-                usable.append((entry_id, fields["msg"]))
+                usable.append((entry_id, fields["msg"], fields.get(SIG_FIELD)))
         envelopes, rejected = await self._bus._screen(session, agent, ledger, usable, source=key)
         drop.extend(rejected)
         if drop:

@@ -38,6 +38,7 @@ from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
 from baton.bus.payloads import ResultReport
 from baton.bus.retry import persist
+from baton.engine.bus_channel import approvals_inbox
 from baton.subagents.errors import LostOwnership
 from baton.subagents.phases import Outcome
 from baton.subagents.profiles import Profile
@@ -103,6 +104,11 @@ class Bookkeeper:
         self._owner = owner
         self._resumed = False
         self.state = Checkpoint()
+
+    @property
+    def owner(self) -> str:
+        """The claim this run is under: what its reports to the lead say they come from."""
+        return self._owner
 
     @property
     def resumed(self) -> bool:
@@ -208,6 +214,7 @@ class Bookkeeper:
             media=state.media,
             steps=state.step,
             reply_to=state.reply_to,
+            owner=self._owner,
         )
 
     async def deliver(self, final: FinalReport) -> Delivery:
@@ -243,13 +250,15 @@ class Bookkeeper:
                 content=final.content,
                 media_urls=final.media,
                 reply_to=final.reply_to,
-                meta=ResultReport(reason=final.reason, steps=final.steps).to_meta(),
+                meta=ResultReport(
+                    reason=final.reason, steps=final.steps, owner=final.owner
+                ).to_meta(),
             )
             await persist(lambda: bus.send(envelope), "final result")
             done = {"status": "exited"}
             await persist(lambda: bus.set_agent_state(session, name, done), "exit")
             await self._inbox.ack_pending()
-            await persist(lambda: bus.release(session, name), "release inbox")
+            await _release_inboxes(bus, session, name)
         if bound.cancelled_caught:
             return self._unfinished()
         return Delivery.DELIVERED
@@ -259,7 +268,7 @@ class Bookkeeper:
         shielded and bounded, since only a stopping worker calls it."""
         bus, session, name = self._where()
         with shielded(FINAL_BOOKKEEPING_S):
-            await persist(lambda: bus.release(session, name), "release inbox")
+            await _release_inboxes(bus, session, name)
 
     def _where(self) -> tuple[Bus, str, str]:
         """The bus, session and name of the agent, as its inbox holds them."""
@@ -272,3 +281,10 @@ class Bookkeeper:
             self._inbox.agent,
         )
         return Delivery.UNFINISHED
+
+
+async def _release_inboxes(bus: Bus, session: str, name: str) -> None:
+    """Stop watching the agent's inboxes, its own and its approvals' (once it asked one): a worker
+    hosting agent after agent would otherwise stay subscribed to every one's wake-up channel."""
+    for inbox in (name, approvals_inbox(name)):
+        await persist(partial(bus.release, session, inbox), "release inbox")

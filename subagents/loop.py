@@ -51,6 +51,7 @@ from baton.bus.errors import BusClosed
 from baton.bus.events import AgentProgress, Event, TextDelta
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
+from baton.bus.payloads import ProgressReport
 from baton.bus.retry import persist
 from baton.defaults import ApproveMode
 from baton.engine import (
@@ -435,6 +436,7 @@ class SubAgent:
             recipient=self.lead,
             type="progress",
             content=content,
+            meta=ProgressReport(owner=self._books.owner).to_meta(),
         )
         await persist(lambda: self.bus.send(envelope), "progress")
         event = AgentProgress(session=self.session, agent=self.name, content=content)

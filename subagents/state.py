@@ -63,6 +63,9 @@ class FinalReport(BaseModel):
     media: list[str] = Field(default_factory=list)
     steps: int = 0
     reply_to: str | None = None
+    owner: str = ""
+    """The claim that decided it: whoever delivers it sends it as that owner, whom the agent's hash
+    still names (a ``finishing`` agent is not claimed again), so the lead takes it."""
 
 
 def load_checkpoint(raw: str | None) -> Checkpoint | None:

@@ -43,7 +43,6 @@ What it guarantees:
 from __future__ import annotations
 
 import enum
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -57,7 +56,7 @@ from baton.bus.base import Bus, SpawnClaim, SpawnQueue
 from baton.bus.errors import BusClosed, BusError, BusUnreachable, InvalidEnvelope
 from baton.bus.events import AgentExited, AgentResult, AgentSpawned
 from baton.bus.lifecycle import Service
-from baton.bus.messages import DEFAULT_POOL, ID_MAX, Envelope, SpawnRequest
+from baton.bus.messages import DEFAULT_POOL, Envelope, SpawnRequest, refusal_id
 from baton.bus.payloads import ResultReport
 from baton.bus.retry import persist
 from baton.engine import Telemetry, ToolRegistry
@@ -537,19 +536,6 @@ class Worker(Service):
             )
         except Exception:
             log.exception("could not set %s/%s aside", request.session, request.agent)
-
-
-REFUSAL_PREFIX = "refused-"
-
-
-def refusal_id(request_id: str) -> str:
-    """The refusal's envelope id: the same on every claim (the lead dedupes a repeat), and
-    within the envelope's 100 characters whatever the request's id (a hash when it would not
-    fit)."""
-    readable = f"{REFUSAL_PREFIX}{request_id}"
-    if len(readable) <= ID_MAX:
-        return readable
-    return f"{REFUSAL_PREFIX}{hashlib.sha256(request_id.encode()).hexdigest()[:40]}"
 
 
 def _why(exc: BaseException) -> str:

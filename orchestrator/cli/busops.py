@@ -15,12 +15,13 @@ from contextlib import aclosing, asynccontextmanager
 
 import anyio
 
-from baton.bus.base import Bus, LoggedEvent
+from baton.bus.base import Bus, BusOptions, LoggedEvent
 from baton.bus.connect import open_bus
 from baton.bus.errors import BusError, ConfigError, ExitCode, redact_url
 from baton.bus.events import SessionFinished, SessionStarted
-from baton.bus.messages import MessageType, make_envelope
+from baton.bus.messages import make_envelope
 from baton.bus.tail import tail_events
+from baton.bus.user_post import user_post_problem
 from baton.cli.exits import is_tty
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
 from baton.lead.keeper import LEAD_LEASE_S, has_events, lead_lost
@@ -40,7 +41,8 @@ async def shared_bus(settings: BatonSettings) -> AsyncIterator[Bus]:
             "this command needs a shared bus, and memory:// lives inside one process: "
             "give --bus redis://HOST:PORT/DB (or set BATON_BUS / REDIS_URL)"
         )
-    async with open_bus(settings.bus, prefix=settings.prefix) as bus:
+    options = BusOptions(signing_key=settings.signing_key)  # what it posts is signed with it
+    async with open_bus(settings.bus, options, prefix=settings.prefix) as bus:
         await bus.ping()
         yield bus
 
@@ -49,12 +51,18 @@ async def post(
     settings: BatonSettings,
     session: str,
     to: str,
-    kind: MessageType,
+    kind: str,
     text: str,
     sender: str,
     media: Sequence[str],
 ) -> None:
-    """Put one envelope on ``to``'s inbox in ``session``; prints its id."""
+    """Put one envelope from the user on ``to``'s inbox in ``session``; prints its id.
+
+    Only what a person says goes out (:mod:`baton.bus.user_post`): another sender, or an agent's
+    type, is a ``ConfigError`` before the bus is even opened, so nothing is sent."""
+    problem = user_post_problem(sender, kind)
+    if problem is not None:
+        raise ConfigError(problem)
     envelope = make_envelope(
         session=session,
         sender=sender,
@@ -193,8 +201,10 @@ async def approve(
 
 async def sessions(settings: BatonSettings, as_json: bool) -> None:
     """List sessions, newest first, with their state and task (``lead lost``: its lead died
-    before it finished, see :func:`~baton.lead.keeper.lead_lost`)."""
-    rows: list[dict[str, str]] = []
+    before it finished, see :func:`~baton.lead.keeper.lead_lost`), and for a finished one the
+    time its keys have left (``expires_in``, seconds; None: no expiry, ``baton clean`` removes
+    it)."""
+    rows: list[dict[str, str | float | None]] = []
     async with shared_bus(settings) as bus:
         for session in await bus.sessions():
             rows.append(await _session_row(bus, session))
@@ -205,23 +215,54 @@ async def sessions(settings: BatonSettings, as_json: bool) -> None:
     if not rows:
         print("no sessions on this bus", file=sys.stderr)
         return
-    width = max(len(row["session"]) for row in rows)
+    width = max(len(str(row["session"])) for row in rows)
     for row in rows:
-        print(f"{row['session']:<{width}}  {row['state']:<10}  {row['task']}")
+        print(f"{row['session']:<{width}}  {row['state']:<10}  {_expiry(row):<17}  {row['task']}")
     lost = [row["session"] for row in rows if row["state"] == LEAD_LOST]
     if lost:
         print(f"{LEAD_LOST}: the lead process died before the session finished; "
               f"`baton resume {lost[0]}` continues it", file=sys.stderr)  # fmt: skip
 
 
-async def _session_row(bus: Bus, session: str) -> dict[str, str]:
-    state, task, started = "unknown", "", ""
+async def _session_row(bus: Bus, session: str) -> dict[str, str | float | None]:
+    state, task, started, finished = "unknown", "", "", False
     async for logged in bus.events(session, follow=False):
         event = logged.event
         if isinstance(event, SessionStarted):
             state, task, started = "running", event.task, event.ts.isoformat()
         elif isinstance(event, SessionFinished):
-            state = event.status
+            state, finished = event.status, True
     if state in ("running", "unknown") and await lead_lost(bus, session):
         state = LEAD_LOST
-    return {"session": session, "state": state, "task": " ".join(task.split()), "started": started}
+    expires_in = await bus.session_expiry(session) if finished else None
+    return {
+        "session": session,
+        "state": state,
+        "task": " ".join(task.split()),
+        "started": started,
+        "finished": finished,
+        "expires_in": expires_in,
+    }
+
+
+def _expiry(row: dict[str, str | float | None]) -> str:
+    """When a finished session's keys go ("expires in 6d 23h"); blank while it runs."""
+    if not row["finished"]:
+        return ""
+    left = row["expires_in"]
+    if not isinstance(left, float | int):
+        return "no expiry"  # its end was logged, its lifetime was not set: `baton clean` it
+    return f"expires in {duration(float(left))}"
+
+
+def duration(seconds: float) -> str:
+    """A time left, to its two largest units: ``6d 23h``, ``5h 2m``, ``4m 3s``, ``12s``."""
+    left = max(0, round(seconds))
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if left >= size or (unit == "s" and not parts):
+            parts.append(f"{left // size}{unit}")
+            left %= size
+        if len(parts) == 2:
+            break
+    return " ".join(parts)

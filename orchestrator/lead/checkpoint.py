@@ -54,6 +54,8 @@ class Progress(BaseModel):
     """The next turn must give the final answer: asked without tools."""
     waves_noted: bool = False
     """The lead was told its delegation waves are spent."""
+    direct_checked: bool = False
+    """This request's answer that delegated nothing was sent back once to be confirmed."""
     last: LastTurn = Field(default_factory=LastTurn)
     error: str = ""
     """Why the lead's model failed for good (``phase`` ``failed``)."""
@@ -85,6 +87,7 @@ class _Agent(BaseModel):
     media_urls: list[str] = Field(default_factory=list)
     exit_reason: str = ""
     noted: list[str] = Field(default_factory=list)
+    spawn_id: str = ""
 
 
 class LeadCheckpoint(BaseModel):
@@ -118,6 +121,7 @@ def roster_state(roster: Roster) -> tuple[list[_Agent], dict[str, str]]:
             media_urls=list(record.media_urls),
             exit_reason=record.exit_reason,
             noted=list(record.noted),
+            spawn_id=record.spawn_id,
         )
         for record in roster.agents.values()
     ]
@@ -136,6 +140,7 @@ def restore_roster(roster: Roster, checkpoint: LeadCheckpoint) -> None:
             media_urls=list(agent.media_urls),
             exit_reason=agent.exit_reason,
             noted=list(agent.noted),
+            spawn_id=agent.spawn_id,
         )
         for agent in checkpoint.agents
     }

@@ -271,7 +271,7 @@ class Dispatcher:
 
     async def start(self, route: Route) -> None:
         name, profile = route.name, route.profile
-        self.roster.started(name, profile, succeeds=route.succeeds)
+        record = self.roster.started(name, profile, succeeds=route.succeeds)
         self.roster_changed()
         request = SpawnRequest(
             session=self.session,
@@ -280,6 +280,7 @@ class Dispatcher:
             pool=self.pool,
             meta={APPROVE_KEY: self.approve},
         )
+        record.spawn_id = request.id  # the lead knows a worker's refusal of it by its id
         receipt = await self.persist(partial(self.bus.submit_spawn, request), f"spawn {name}")
         self._spawned[name] = receipt
         log.info("session %s: spawning %s from profile %s", self.session, name, profile)

@@ -6,21 +6,31 @@ know who has finished (:meth:`Intake.refresh`) — and a departed agent's unseen
 over; what was read goes into the context at the next gather, sub-agents' reports first, then
 people's requests (a new request is announced through ``on_request``), and is acked after the
 lead's checkpoint has it (``before_ack``), so a lead that dies in between gets it again.
+
+Nothing is noted before it is screened: a report that is not its agent's own word (lead/trust.py)
+is dead-lettered with the reason and acked, and ``file://`` media outside the media root are
+dropped from a report, each with an ``error`` event (lead/media.py).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 
 import anyio
 
 from baton.bus.errors import BusUnreachable
+from baton.bus.events import ErrorEvent
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
+from baton.engine import EventSink
 from baton.lead import prompt
 from baton.lead.dispatch import Dispatcher
+from baton.lead.media import confine, media_root
+from baton.lead.prompt import LEAD_NAME
 from baton.lead.roster import Roster
+from baton.lead.trust import ReportCheck
 from baton.llm.types import Message
 
 log = logging.getLogger(__name__)
@@ -43,6 +53,8 @@ class Intake:
         cancelled: Callable[[], bool],
         on_request: Callable[[], None],
         before_ack: Callable[[list[str]], Awaitable[None]] | None = None,
+        events: EventSink | None = None,
+        media_dir: Path | None = None,
     ) -> None:
         self.inbox = inbox
         self.roster = roster
@@ -55,6 +67,11 @@ class Intake:
         self._before_ack = before_ack
         self._early: list[Envelope] = []
         """Read before a send (to keep the roster current), not yet in the context."""
+        self.check = ReportCheck(dispatch.bus, self.session, roster, cancelled)
+        """Who may report (lead/trust.py): what fails it is refused before it is noted."""
+        self._events = events
+        self._media_root = None if media_dir is None else media_root(media_dir)
+        """Where reported ``file://`` media must lie (lead/media.py); None: not checked."""
 
     async def gather(self, deadline: float) -> tuple[list[Envelope], bool]:
         """What arrived, waiting while sub-agents work and nobody asked anything new.
@@ -102,7 +119,10 @@ class Intake:
         self._early.extend(await self.note(fresh, locked=True))
 
     async def note(self, fresh: list[Envelope], *, locked: bool = False) -> list[Envelope]:
-        """Reports update the roster as they are read; a shutdown from outside cancels."""
+        """Reports update the roster as they are read; a shutdown from outside cancels. What
+        may not report is refused first, and reported media outside the media root dropped;
+        returns what is left, to go into the context."""
+        fresh = await self.screen(fresh)
         for envelope in fresh:
             if envelope.type == "shutdown" and not self.roster.is_agent(envelope.sender):
                 log.info("session %s: shutdown requested by %s", self.session, envelope.sender)
@@ -119,6 +139,41 @@ class Intake:
                         async with self.dispatch.lock:
                             await self.dispatch.hand_over(envelope.sender, unseen)
         return fresh
+
+    async def screen(self, fresh: list[Envelope]) -> list[Envelope]:
+        """The envelopes the lead may read: each report checked (lead/trust.py) and, if taken,
+        its ``file://`` media confined to the media root (lead/media.py)."""
+        taken: list[Envelope] = []
+        for envelope in fresh:
+            try:
+                reason = await self.check.refusal(envelope)
+            except BusUnreachable as exc:  # only once cancelled: left unread, never guessed
+                log.warning("session %s: %s from %s left unchecked and unread: %s",
+                            self.session, envelope.type, envelope.sender, exc)  # fmt: skip
+                continue
+            if reason is not None:
+                log.warning("session %s: refused %s: %s", self.session, envelope.id, reason)
+                await self.inbox.refuse(envelope, reason, give_up=self._cancelled)
+                continue
+            taken.append(await self._confined(envelope))
+        return taken
+
+    async def _confined(self, envelope: Envelope) -> Envelope:
+        """A report without the ``file://`` media outside the media root, each one dropped said
+        in an ``error`` event (the views show it)."""
+        root = self._media_root
+        if root is None or not envelope.media_urls or not self.check.concerns(envelope):
+            return envelope
+        kept, dropped = confine(envelope.media_urls, root)
+        for url, why in dropped:
+            message = f"dropped media URL {url!r} from {envelope.sender}'s {envelope.type}: {why}"
+            log.warning("session %s: %s", self.session, message)
+            if self._events is not None:
+                detail = {"media_url": url, "from": envelope.sender, "media_root": str(root)}
+                event = ErrorEvent(session=self.session, agent=LEAD_NAME, message=message,
+                                   detail=detail)  # fmt: skip
+                await self._events(event)
+        return envelope if not dropped else envelope.model_copy(update={"media_urls": kept})
 
     def is_request(self, envelope: Envelope) -> bool:
         return not self.roster.is_agent(envelope.sender) and envelope.type != "shutdown"

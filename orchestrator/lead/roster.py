@@ -74,6 +74,9 @@ class SubAgentRecord:
     noted: list[str] = field(default_factory=list)
     """The envelope ids of its results taken in: one delivered again (a resumed lead reads what
     its predecessor had read and not acked) counts once."""
+    spawn_id: str = ""
+    """The id of the lead's spawn request for it: a worker that refuses the request answers with
+    a result whose id is made from it (``refusal_id``), the one report an unclaimed agent has."""
 
 
 class Roster:

@@ -15,6 +15,7 @@ from baton.lead.agent import Lead, LeadOutcome
 from baton.lead.stream import EventFanout, EventRouter
 from baton.llm.script import Reply
 from baton.testing import RedisServer
+from tests.lead.scenario import claimed
 from tests.support.models import call, scripted
 from tests.support.outages import outage_when_logged, redis_outage, retry_logged
 
@@ -92,6 +93,7 @@ async def test_lead_rides_out_a_redis_restart_while_waiting_for_results(
                     content="a heron, painted",
                     meta=ResultReport(reason="finished", steps=1).to_meta(),
                 )
+                await claimed(bus, "painter", SESSION)
                 await bus.send(result)
     [outcome] = outcomes
     assert (outcome.status, outcome.answer) == ("completed", "Here is the heron.")
@@ -153,12 +155,14 @@ async def test_a_hand_over_rides_out_a_redis_restart(redis_server: RedisServer) 
                 with anyio.fail_after(30):
                     await both_sent.wait()
                     first = lead.roster.agents["painter"].sent[0]
+                    await claimed(bus, "painter", SESSION)
                     await bus.send(final_result("painter", first.id, "a heron, painted"))
                     await send_failed.wait()  # the hand-over met the outage and is retrying
                     outage.end()
                     await successor_spawned.wait()
                 handed = lead.roster.agents["painter-2"].sent
                 assert [m.content for m in handed] == ["make it blue"]
+                await claimed(bus, "painter-2", SESSION)
                 await bus.send(final_result("painter-2", handed[0].id, "now blue"))
     [outcome] = outcomes
     assert (outcome.status, outcome.answer) == ("completed", "Here is the blue heron.")

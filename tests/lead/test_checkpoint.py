@@ -24,7 +24,7 @@ from baton.lead.keeper import LeadKeeper, LeadTakenOver, ResumeRefused, SessionE
 from baton.lead.roster import Roster
 from baton.llm.script import Call, Reply
 from baton.session import _setup_of, open_session
-from tests.lead.scenario import PROFILES, SESSION, Scenario, run_lead
+from tests.lead.scenario import PROFILES, SESSION, Scenario, claimed, run_lead
 from tests.support.models import scripted
 
 FOX = "https://cdn.example/fox.png"
@@ -56,6 +56,7 @@ async def result(bus: Bus, sender: str, content: str, media: list[str], reply_to
         session=SESSION, sender=sender, recipient="lead", type="result", content=content,
         media_urls=media, reply_to=reply_to, meta=ResultReport(reason="finished").to_meta(),
     )  # fmt: skip
+    await claimed(bus, sender)
     return await bus.send(envelope)
 
 

@@ -14,14 +14,14 @@ from baton.bus.errors import ConfigError
 from baton.bus.events import RoundEnded
 from baton.bus.keys import Keys
 from baton.bus.memory import MemoryBus
-from baton.bus.messages import LOCAL_POOL, Envelope, SpawnRequest
+from baton.bus.messages import LOCAL_POOL, Envelope, SpawnRequest, refusal_id
 from baton.bus.redis import RedisBus
 from baton.llm.offline import offline_reply
 from baton.llm.script import Json, Reply, ScriptItem
 from baton.llm.types import ChatModel
 from baton.subagents.loop import SubAgent
 from baton.subagents.profiles import Profile
-from baton.subagents.worker import Worker, refusal_id
+from baton.subagents.worker import Worker
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
 from tests.subagents.helpers import SESSION, Lead, profile, task
