@@ -2,7 +2,9 @@
 
 Middleware order matters: CORS (only when origins are configured) sits outside the token guard so
 a browser's preflight can be answered; the token guard sits outside routing so even an unknown
-path answers 401 rather than telling a stranger what exists.
+path answers 401 rather than telling a stranger what exists (and a session token's 403 is decided
+from the path alone, before any route looks a session up). The guard reads session tokens' scopes
+from the bus (:mod:`.access`).
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def create_app(ctx: ServerContext) -> Starlette:
             )
         )
     if ctx.config.token is not None:
-        middleware.append(Middleware(TokenGuard, token=ctx.config.token))
+        middleware.append(Middleware(TokenGuard, token=ctx.config.token, bus=ctx.bus))
     app = Starlette(
         routes=table,
         middleware=middleware,

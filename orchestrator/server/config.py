@@ -11,6 +11,8 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import SecretStr
+
 from baton.bus.errors import ConfigError
 from baton.bus.retry import DEFAULT_OUTAGE_S
 from baton.engine.spend import SpendLimits
@@ -36,6 +38,7 @@ class SessionDefaults:
     budget: SpendLimits | None = None
     profile_tools: bool | None = None
     delegation: DelegationLimits | None = None
+    retention_s: float | None = None
 
     def fields(self) -> dict[str, object]:
         """The :class:`~baton.session.SessionConfig` fields these defaults set."""
@@ -44,6 +47,7 @@ class SessionDefaults:
             "budget": self.budget,
             "profile_tools": self.profile_tools,
             "delegation": self.delegation,
+            "retention_s": self.retention_s,
         }
         return {name: value for name, value in values.items() if value is not None}
 
@@ -74,6 +78,8 @@ class ServerConfig:
     port: int = DEFAULT_PORT
     bus_url: str = "memory://"
     prefix: str = "baton"
+    signing_key: SecretStr | None = None
+    """Sign what the server sends on the bus and refuse unsigned envelopes (docs/protocol.md)."""
     token: str | None = None
     model: ModelSettings | None = None
     session_defaults: SessionDefaults = SessionDefaults()

@@ -58,7 +58,9 @@ def _answer(description: str, model: type[BaseModel] | None = None) -> Json:
 
 def _errors(*codes: int) -> Json:
     text = {
-        401: "no or wrong token",
+        401: "no token, or one the server does not know",
+        403: "a session token outside its session, or a read-only one that posts",
+        503: "a session token could not be checked: the bus does not answer",
         404: "no such session (or call)",
         409: "already decided (an approval), or the session finished (a message)",
         413: "body over the size limit",
@@ -83,19 +85,28 @@ def _paths() -> Json:
                         "schema": {"type": "integer", "minimum": 1, "maximum": 200},
                     }
                 ],
-                "responses": {"200": _answer("the sessions", SessionList), **_errors(401, 422)},
+                "responses": {
+                    "200": _answer("the sessions", SessionList),
+                    **_errors(401, 403, 422, 503),
+                },
             },
             "post": {
                 "summary": "Start a session (it runs in the server); returns its id",
                 "requestBody": _body(StartSession),
-                "responses": {"201": _answer("started", Started), **_errors(401, 413, 415, 422)},
+                "responses": {
+                    "201": _answer("started", Started),
+                    **_errors(401, 403, 413, 415, 422, 503),
+                },
             },
         },
         "/sessions/{id}/state": {
             "get": {
                 "summary": "A session's state, folded from its event log",
                 "parameters": [SESSION],
-                "responses": {"200": _answer("its state", SessionState), **_errors(401, 404)},
+                "responses": {
+                    "200": _answer("its state", SessionState),
+                    **_errors(401, 403, 404, 503),
+                },
             }
         },
         "/sessions/{id}/events": {
@@ -115,7 +126,7 @@ def _paths() -> Json:
                         "content": {"text/event-stream": {"schema": {"type": "string"}}},
                     },
                     "204": {"description": "the session finished before that cursor"},
-                    **_errors(401, 404),
+                    **_errors(401, 403, 404, 503),
                 },
             }
         },
@@ -126,7 +137,7 @@ def _paths() -> Json:
                 "requestBody": _body(PostMessage),
                 "responses": {
                     "202": _answer("on the bus", Posted),
-                    **_errors(401, 404, 409, 413, 415, 422),
+                    **_errors(401, 403, 404, 409, 413, 415, 422, 503),
                 },
             }
         },
@@ -145,7 +156,7 @@ def _paths() -> Json:
                 "requestBody": _body(Decision),
                 "responses": {
                     "200": _answer("answered", Decided),
-                    **_errors(401, 404, 409, 413, 415, 422),
+                    **_errors(401, 403, 404, 409, 413, 415, 422, 503),
                 },
             }
         },
@@ -153,13 +164,16 @@ def _paths() -> Json:
             "post": {
                 "summary": "Cancel a session this server runs",
                 "parameters": [SESSION],
-                "responses": {"202": _answer("cancelling", Cancelled), **_errors(401, 404)},
+                "responses": {
+                    "202": _answer("cancelling", Cancelled),
+                    **_errors(401, 403, 404, 503),
+                },
             }
         },
         "/profiles": {
             "get": {
                 "summary": "The sub-agent profiles sessions can use",
-                "responses": {"200": _answer("profiles", Profiles), **_errors(401)},
+                "responses": {"200": _answer("profiles", Profiles), **_errors(401, 403, 503)},
             }
         },
         "/media/{path}": {
@@ -168,7 +182,7 @@ def _paths() -> Json:
                 "parameters": [
                     {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}}
                 ],
-                "responses": {"200": {"description": "the file"}, **_errors(401, 404)},
+                "responses": {"200": {"description": "the file"}, **_errors(401, 403, 404, 503)},
             }
         },
     }
@@ -185,7 +199,11 @@ def openapi_document() -> Json:
         "info": {
             "title": "baton",
             "version": "1",
-            "description": "Start sessions, post to them, answer approvals, stream their events.",
+            "description": "Start sessions, post to them, answer approvals, stream their events. "
+            "Every route takes a token (bearer, ?token= or the baton_token cookie): the server's "
+            "admin token opens all of them; a session token (the tokens of POST /sessions) opens "
+            "only its session's page, state, events and media, and with the write scope its "
+            "messages, approvals and cancel; elsewhere it gets 403.",
         },
         "paths": _paths(),
         "components": {

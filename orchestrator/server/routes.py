@@ -18,8 +18,10 @@ from starlette.responses import JSONResponse, Response
 
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.messages import make_envelope
+from baton.bus.user_post import USER, user_post_problem
 from baton.engine.bus_channel import ApprovalNotFound, answer_approval
 from baton.lead.keeper import SessionExists
+from baton.server.access import session_tokens
 from baton.server.context import ServerContext
 from baton.server.media import public_url
 from baton.server.schemas import (
@@ -76,6 +78,7 @@ async def start_session(request: Request) -> Response:
         page=f"/sessions/{session}",
         events=f"/sessions/{session}/events",
         state=f"/sessions/{session}/state",
+        tokens=await session_tokens(ctx, session),
     )
     return _json(started, 201)
 
@@ -132,8 +135,13 @@ async def post_message(request: Request) -> Response:
             f"session {session!r} has finished ({state.status}): nothing reads its messages any "
             "more; start a new session for a follow-up",
         )
+    # The schema admits only the user's types; checked again by the rule ``baton post`` obeys, so
+    # a wider schema can never let the API speak for an agent (docs/protocol.md).
+    problem = user_post_problem(USER, body.type)
+    if problem is not None:
+        raise HTTPException(422, f"type: {problem}")
     with _refused_input():
-        envelope = make_envelope(session=session, sender="user", recipient=body.to,
+        envelope = make_envelope(session=session, sender=USER, recipient=body.to,
                                  type=body.type, content=body.content)  # fmt: skip
         posted = await ctx.bus.send(envelope)
     return _json(Posted(id=posted), 202)

@@ -20,7 +20,7 @@ from contextlib import AsyncExitStack, contextmanager
 import anyio
 import uvicorn
 
-from baton.bus.base import Bus
+from baton.bus.base import Bus, BusOptions
 from baton.bus.connect import open_bus
 from baton.bus.errors import redact_url
 from baton.bus.lifecycle import Service
@@ -88,7 +88,9 @@ class BatonServer(Service):
         config = self.config
         bus = self._given_bus
         if bus is None:
-            bus = await stack.enter_async_context(open_bus(config.bus_url, prefix=config.prefix))
+            options = BusOptions(signing_key=config.signing_key)
+            opened = open_bus(config.bus_url, options, prefix=config.prefix)
+            bus = await stack.enter_async_context(opened)
         profiles = self._profiles
         if profiles is None:
             profiles = resolve_profiles(config.profiles)

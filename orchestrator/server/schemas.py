@@ -80,11 +80,21 @@ class Decision(_Body):
     reason: str = Field("", max_length=2_000, description="shown to the agent")
 
 
+class SessionTokens(BaseModel):
+    """The two tokens of one session (docs/http.md, *Session tokens*): shown once, here."""
+
+    read: str = Field(description="read-only: the session's page, state, events and media")
+    write: str = Field(description="read-write: also its messages, approvals and cancel")
+
+
 class Started(BaseModel):
     id: str
     page: str = Field(description="the live page of the session")
     events: str = Field(description="its Server-Sent Events stream")
     state: str = Field(description="its state as JSON")
+    tokens: SessionTokens | None = Field(
+        None, description="tokens of this session only; null on a server without a token"
+    )
 
 
 class Posted(BaseModel):

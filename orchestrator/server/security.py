@@ -1,15 +1,19 @@
 """Who may call the server, and what a request body may be.
 
 **Token.** When the server has a token, every request — API, SSE, media, pages, assets, the
-OpenAPI document, unknown paths — must carry it, in one of three ways, because a browser cannot
-put headers on everything it fetches:
+OpenAPI document, unknown paths — must carry a token, in one of three ways, because a browser
+cannot put headers on everything it fetches:
 
 - ``Authorization: Bearer <token>`` (programs);
 - ``?token=<token>`` (an ``EventSource`` or a link; on a page it is swapped for the cookie);
 - the ``baton_token`` cookie, set (``HttpOnly``, ``SameSite=Strict``) when a page is opened with
   ``?token=``, so the page's own ``EventSource``, ``fetch`` and ``<img>`` requests carry it.
 
-Anything else is ``401`` with ``WWW-Authenticate: Bearer``. Tokens are compared in constant time.
+The first of these a request carries is the one that counts: a token given explicitly wins over
+an older cookie. The server's token is the admin token (everything; compared in constant time);
+a session token (:mod:`.access`) opens one session's routes, read-only or read-write, and is
+``403`` anywhere else. A token that is neither is ``401`` with ``WWW-Authenticate: Bearer``, as
+is a request without one; ``503`` when a session token cannot be checked (the bus is down).
 A cross-site page cannot ride on the cookie: it is ``SameSite=Strict``, and every ``POST`` needs a
 JSON body, which a cross-origin form cannot send without a CORS preflight (closed by default).
 
@@ -30,8 +34,12 @@ from pydantic import BaseModel, ValidationError
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from baton.bus.base import Bus
+from baton.bus.errors import BusError
+from baton.server.access import session_grant
 
 COOKIE = "baton_token"
 QUERY = "token"
@@ -43,9 +51,10 @@ Model = TypeVar("Model", bound=BaseModel)
 class TokenGuard:
     """ASGI middleware: no token, no service (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, bus: Bus) -> None:
         self.app = app
         self._token = token.encode()
+        self._bus = bus
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -53,25 +62,46 @@ class TokenGuard:
             return
         headers = Headers(scope=scope)
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        if self._matches(_bearer(headers)) or self._matches(_cookie(headers)):
+        method = scope.get("method", "GET")
+        bearer, in_query = _bearer(headers), query.get(QUERY) or None
+        given = bearer or in_query or _cookie(headers)
+        try:
+            refused = await self._refusal(given, method, scope["path"])
+        except BusError as exc:  # the bus decides about session tokens: no answer, no entry
+            refused = _error(503, f"cannot check the session token now: {exc}")
+        if refused is not None:
+            await refused(scope, receive, send)
+        elif (
+            bearer is None and in_query is not None and method == "GET" and _is_page(scope["path"])
+        ):
+            await _swap_for_cookie(scope, query, in_query)(scope, receive, send)
+        else:
             await self.app(scope, receive, send)
-            return
-        if self._matches(query.get(QUERY)):
-            if scope["method"] == "GET" and _is_page(scope["path"]):
-                await _swap_for_cookie(scope, query, self._token.decode())(scope, receive, send)
-                return
-            await self.app(scope, receive, send)
-            return
-        response = JSONResponse(
-            {"detail": "a bearer token is required: send 'Authorization: Bearer <token>', "
-                       "or ?token=<token> on a page or an EventSource URL"},
-            status_code=401,
-            headers={"WWW-Authenticate": 'Bearer realm="baton"'},
-        )  # fmt: skip
-        await response(scope, receive, send)
 
-    def _matches(self, given: str | None) -> bool:
-        return given is not None and hmac.compare_digest(given.encode(), self._token)
+    async def _refusal(self, given: str | None, method: str, path: str) -> Response | None:
+        """None when ``given`` lets the request through; else the answer (401 or 403)."""
+        if given is None:
+            return _unauthorised()
+        if hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self._token):
+            return None
+        grant = await session_grant(self._bus, given)
+        if grant is None:
+            return _unauthorised()
+        reason = grant.refusal(method, path)
+        return None if reason is None else _error(403, reason)
+
+
+def _unauthorised() -> Response:
+    return JSONResponse(
+        {"detail": "a bearer token is required: send 'Authorization: Bearer <token>', "
+                   "or ?token=<token> on a page or an EventSource URL", "errors": []},
+        status_code=401,
+        headers={"WWW-Authenticate": 'Bearer realm="baton"'},
+    )  # fmt: skip
+
+
+def _error(status: int, detail: str) -> Response:
+    return JSONResponse({"detail": detail, "errors": []}, status_code=status)
 
 
 def _bearer(headers: Headers) -> str | None:
