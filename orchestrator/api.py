@@ -32,6 +32,7 @@ from baton.bus.base import Bus
 from baton.bus.connect import open_bus
 from baton.bus.events import Event
 from baton.bus.messages import Envelope
+from baton.bus.spend import SpendLimits
 from baton.engine import LoopLimits, Tool, tool
 from baton.engine.bus_channel import (
     ApprovalNotFound,
@@ -41,6 +42,7 @@ from baton.engine.bus_channel import (
     find_pending_approval,
 )
 from baton.lead import Lead, LeadOutcome
+from baton.lead.delegation import DelegationLimits
 from baton.llm import ModelSettings
 from baton.session import (
     ApproveMode,
@@ -50,7 +52,7 @@ from baton.session import (
     new_session_id,
     open_session,
 )
-from baton.subagents.profiles import Profile, builtin_profiles, load_profiles
+from baton.subagents.profiles import Profile, ProfileModel, builtin_profiles, load_profiles
 from baton.subagents.worker import Worker
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "ApproveMode",
     "Bus",
     "BusInteractionChannel",
+    "DelegationLimits",
     "Envelope",
     "Event",
     "Lead",
@@ -65,9 +68,11 @@ __all__ = [
     "LoopLimits",
     "ModelSettings",
     "Profile",
+    "ProfileModel",
     "Session",
     "SessionConfig",
     "SessionResult",
+    "SpendLimits",
     "Tool",
     "Worker",
     "answer_approval",

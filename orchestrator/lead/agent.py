@@ -18,6 +18,8 @@ The engine's :class:`~baton.engine.AgentLoop` runs the micro-loop of one lead tu
           -> failed, with an answer composed from their results and every media URL
         gather the inbox: results, progress, follow-ups; wait (bounded) while sub-agents are
           outstanding and nobody asked anything new
+        answered, but nothing delegated for this request? -> sent back once (confirm_direct):
+          the profiles again, delegate or answer the same again
         nothing new and nothing outstanding?          -> the last turn's text, checked
           (lead/outcome.py): completed, or incomplete; a last turn that was cut, blocked or
           silent gets one more turn without tools, asked for the answer (cut again: incomplete;
@@ -35,12 +37,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
 
 import anyio
 
 from baton.bus.base import Bus
 from baton.bus.errors import BusError, ExitCode
-from baton.bus.events import AnswerChecked, ModelRetried
+from baton.bus.events import AnswerChecked, Event, ModelRetried, TextDelta, TextRetracted
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import DEFAULT_POOL, ApprovePolicy, Envelope
 from baton.engine import (
@@ -108,7 +111,10 @@ class Lead:
     (``local``: the session's own worker; else a pool of workers); ``spawn_approve`` is the
     session's approval policy, which every spawn request carries to its sub-agent;
     ``checkpoints`` receives the lead's checkpoint at each step and each send
-    (lead/checkpoint.py), and :meth:`restore` puts one back before ``run``.
+    (lead/checkpoint.py), and :meth:`restore` puts one back before ``run``. ``media_dir`` is the
+    media root: a sub-agent's ``file://`` media outside it are dropped (lead/media.py; None: not
+    checked, for a lead embedded without one). Reports reach it only from its own agents' owners
+    (lead/trust.py).
     """
 
     def __init__(
@@ -138,6 +144,7 @@ class Lead:
         spawn_pool: str = DEFAULT_POOL,
         spawn_approve: ApprovePolicy = "ask",
         checkpoints: CheckpointSink | None = None,
+        media_dir: Path | None = None,
     ) -> None:
         self.bus = bus
         self.session = session
@@ -171,14 +178,22 @@ class Lead:
             approve=spawn_approve,
             on_send=self._save_mid_turn,
         )
+        tools = list(tools)
+        self._own_tools = frozenset(tool.name for tool in tools)
         registry = ToolRegistry([self.dispatch.send_tool(), *tools])
-        answer = answer_tool(session, events, registry.names) if tool_choice != "none" else None
+        self._shown = 0
+        """Characters of the lead's reply the current turn has shown (less what it took back)."""
+        shown = None if events is None else self._count_shown
+        answer = answer_tool(session, shown, registry.names) if tool_choice != "none" else None
         if answer is not None:
             registry.add(answer)
         if profile_tools:
             for made in delegating.profile_tools(profiles, self._delegate, registry.names):
                 registry.add(made)
         self.dispatch.tools = registry
+        self._profiles = dict(profiles)
+        self._answer_tool = answer is not None
+        self._confirm_direct = delegation.confirm_direct
         system = prompt.system_prompt(
             profiles,
             instructions,
@@ -193,7 +208,7 @@ class Lead:
             agent=LEAD_NAME,
             limits=limits,
             channel=channel,
-            events=events,
+            events=shown,
             telemetry=telemetry,
             tool_choice=tool_choice,
             call_rewriter=delegation_rewriter(
@@ -210,8 +225,27 @@ class Lead:
             cancelled=lambda: self._cancelled,
             on_request=self._new_request,
             before_ack=self._save_taken,
+            events=events,
+            media_dir=media_dir,
         )
         self._cancelled = False
+
+    async def _count_shown(self, event: Event) -> None:
+        """The engine's and the answer tool's events, counting the lead's text shown this turn
+        (so a reply the lead sends back, or one the deadline cut, can be taken back whole)."""
+        if event.agent == LEAD_NAME:
+            if isinstance(event, TextDelta):
+                self._shown += len(event.text)
+            elif isinstance(event, TextRetracted):
+                self._shown = max(0, self._shown - event.chars)
+        assert self._emit is not None
+        await self._emit(event)
+
+    async def _retract_shown(self) -> None:
+        """Take back what the current turn showed of the lead's reply (``text.retracted``)."""
+        if self._emit is not None and self._shown:
+            chars, self._shown = self._shown, 0
+            await self._emit(TextRetracted(session=self.session, agent=LEAD_NAME, chars=chars))
 
     @property
     def cancelled(self) -> bool:
@@ -307,8 +341,46 @@ class Lead:
                 await self._save()
             else:
                 progress.failures = 0
+                if await self._sent_back(result):
+                    continue
                 progress.phase, progress.last = "gather", last_turn(result)
                 await self._save()
+
+    async def _sent_back(self, result: TurnResult) -> bool:
+        """Send a request's answer that delegated nothing (and used none of the lead's own tools)
+        back once (``confirm_direct``): the
+        profiles again, and the choice to delegate or to answer the same again. Small models
+        answer work they cannot do with an apology or a made-up picture ("The fox is available
+        at [url]"); asked once more with the profiles in view, they delegate, while a plain
+        question costs one more call and is answered again. What the reply showed is taken back
+        (``text.retracted``), so a confirmed answer is not shown twice."""
+        progress = self.progress
+        if (
+            not self._confirm_direct
+            or progress.direct_checked
+            or self.waves.spent
+            or self._used_own_tools(result)
+            or not self._profiles
+            or self._cancelled
+        ):
+            return False
+        progress.direct_checked = True
+        await self._retract_shown()
+        note = prompt.direct_note(self._profiles, answer_tool=self._answer_tool)
+        self._add_note(note, kind="check")
+        await self._save()
+        return True
+
+    def _used_own_tools(self, result: TurnResult) -> bool:
+        """Whether the turn called one of the lead's own tools (it worked on the request itself,
+        so there is nothing to send back)."""
+        for message in result.messages:
+            calls = message.get("tool_calls")
+            for call in calls if isinstance(calls, list) else ():
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict) and function.get("name") in self._own_tools:
+                    return True
+        return False
 
     async def _gather(self, deadline: float) -> LeadOutcome | None:
         """Wait for news while sub-agents work; with none and nothing outstanding, the last
@@ -386,6 +458,7 @@ class Lead:
         self.dispatch.sends.reset()
         self.dispatch.turn_sends.clear()
         none = self.progress.final_due or self.waves.exhausted
+        self._shown = 0
         result: TurnResult | None = None
         with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
             if none:
@@ -395,6 +468,7 @@ class Lead:
         self.waves.count(self.dispatch.sends.sends)
         if result is None:
             log.warning("session %s: the lead's turn was cut by the session deadline", self.session)
+            await self._retract_shown()  # the late answer streams anew
         elif result.stop not in (StopReason.ERROR, StopReason.BUDGET):
             self.progress.final_due = False
         self.dispatch.turn_sends.clear()
@@ -468,6 +542,7 @@ class Lead:
         self.dispatch.new_request()
         self.waves.reset()
         self.progress.waves_noted = False
+        self.progress.direct_checked = False
 
     # -- the checkpoint (lead/checkpoint.py) ----------------------------------------------------
 

@@ -13,7 +13,8 @@ said "completed". So, on the final answer:
   lead's, and only the media its tools produced are real;
 - the status is ``incomplete`` (not ``completed``) when work was delegated and no sub-agent
   finished its work, when an agent of a media-making profile was asked and no media was produced
-  at all, or when the answer cites invented URLs and no media was produced at all.
+  at all, when the answer cites invented URLs and no media was produced at all, or when the lead
+  declined ("I'm sorry, but I can't...") without asking any sub-agent.
 
 When the lead gives no answer (its model failed for good, or it stayed silent when asked),
 :func:`composed_answer` writes one from what the sub-agents reported, so their work (and every
@@ -33,7 +34,8 @@ from baton.llm.types import Message
 LeadStatus = Literal["completed", "incomplete", "failed", "cancelled", "timed_out"]
 """``incomplete``: the lead answered, but work was delegated and no sub-agent delivered a result,
 media was asked of a media-making agent and none was produced, the answer cites URLs that no tool
-produced while none were produced, or the final answer was cut or missing (docs/protocol.md)."""
+produced while none were produced, the lead declined without delegating, or the final answer
+was cut or missing (docs/protocol.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +130,24 @@ def check_answer(
         )
     elif invented and not media:
         incomplete = f"the answer cites URLs that no tool produced: {', '.join(invented)}"
+    elif not roster.agents and roster.profiles and declines(answer):
+        incomplete = "the lead declined the request without asking any sub-agent"
     return AnswerCheck(checked, missing, invented, incomplete)
+
+
+_DECLINE = re.compile(
+    r"\b(?:sorry|unfortunately|apologi[sz]e)\b[^.!?\n]{0,40}?\b(?:can(?:no|')t|can ?not|"
+    r"unable|not able|do not have|don't have)\b",
+    re.IGNORECASE,
+)
+
+
+def declines(answer: str) -> bool:
+    """Whether ``answer`` opens by declining ("I'm sorry, but I can't assist with that"): a lead
+    with sub-agents that delegated nothing and declined has not done the work, although it
+    answered (a 0.5B lead declined "paint a lighthouse" twice, even with its painter named)."""
+    head = answer.strip()[:200]
+    return _DECLINE.search(head) is not None
 
 
 def failure_answer(error: str, roster: Roster) -> str:

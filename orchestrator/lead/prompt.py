@@ -49,6 +49,20 @@ plain text, from the results above: cite every sub-agent's result and every medi
 given. Do not delegate again."""
 
 
+def direct_note(profiles: Mapping[str, str], *, answer_tool: bool) -> str:
+    """The note that sends back an answer which delegated nothing: the profiles again, and the
+    two ways on (delegate, or give the same answer again)."""
+    listed = "; ".join(f"{name}: {description}" for name, description in profiles.items())
+    again = "call answer again with" if answer_tool else "reply again with"
+    return (
+        "You answered without delegating anything for this request. Check the request once more "
+        f"against your sub-agents ({listed}). If any part of it is work one of them does, you "
+        "cannot do it yourself: delegate that part now with send_message, one call per task, and "
+        "do not claim it is done before the result arrives. If you can fully answer it yourself, "
+        f"{again} your complete answer."
+    )
+
+
 def waves_note(media: Sequence[str], outstanding: Sequence[str]) -> str:
     """The note once this request's delegation waves are spent: answer from the results now."""
     pending = (
@@ -115,9 +129,18 @@ def note_block(kind: str, text: str) -> Message:
 
 
 _NOTE_OPENING = re.compile(r"\s*\[\w+ from session\]")
-_TO_THE_LEAD = ("arrive in your inbox", "do not wait or poll", "you gave no final answer")
-"""Phrases of what the session tells the lead (the receipt of a send, lead/dispatch.py; the note
-asking for the final answer, lead/agent.py) that no answer to a person contains."""
+_TO_THE_LEAD = (
+    "arrive in your inbox",
+    "do not wait or poll",
+    "you gave no final answer",
+    "you answered without delegating",
+    "a few sentences at most, with no repetition",
+    "through the tools interface instead of writing about it",
+)
+"""Phrases of what the session tells the lead (the receipt of a send, lead/dispatch.py; the notes
+asking for the final answer or sending back an answer that delegated nothing, lead/agent.py; the
+engine's request to reply again shorter, engine/messages.py ``reply_cut``) that no answer to a
+person contains."""
 
 
 def echoes_note(text: str) -> bool:

@@ -18,6 +18,7 @@ from baton.bus.events import AgentSpawned, Event, GuardFired, ToolResulted
 from baton.bus.messages import Envelope
 from baton.bus.payloads import ResultReport
 from baton.lead.agent import Lead, LeadOutcome
+from baton.lead.delegation import DelegationLimits
 from baton.llm.script import ScriptItem
 from baton.llm.scripted import ScriptedServer
 from tests.support.models import llama_like, scripted
@@ -62,8 +63,11 @@ class Scenario:
         media: Sequence[str] = (),
         reason: str = "finished",
     ) -> None:
-        """``sender``'s final result, answering the last message the lead sent it."""
+        """``sender``'s final result, answering the last message the lead sent it; its agent
+        hash first names it claimed (by no worker: the owner is ``""``), as a sub-agent run
+        without a worker leaves it, so the lead takes the report as its owner's."""
         sent = self.lead.roster.agents[sender].sent
+        await claimed(self.bus, sender)
         await self.bus.send(
             Envelope(
                 session=SESSION,
@@ -76,6 +80,12 @@ class Scenario:
                 meta=ResultReport(reason=reason, steps=1).to_meta(),
             )
         )
+
+
+async def claimed(bus: Bus, agent: str, session: str = SESSION) -> None:
+    """Record ``agent`` as claimed, with the owner a sub-agent run without a worker has (``""``):
+    the lead takes reports only from an agent's owner (lead/trust.py)."""
+    await bus.set_agent_state(session, agent, {"status": "running", "owner": ""})
 
 
 React = Callable[[Scenario, Event], Awaitable[None]]
@@ -109,6 +119,9 @@ async def run_lead(
                 await react(scenario, event)
 
         options.setdefault("profiles", PROFILES)
+        # The scripts here are written turn by turn; the send-back of an answer that delegated
+        # nothing adds a turn, and has its own tests (test_direct.py) that turn it on.
+        options.setdefault("delegation", DelegationLimits(confirm_direct=False))
         options.setdefault("shutdown_grace_s", 0.2)
         lead = Lead(bus, model, session=SESSION, events=on_event, **options)
         holder.append(Scenario(bus, lead, server))

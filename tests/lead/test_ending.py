@@ -14,7 +14,14 @@ import pytest
 
 from baton.api import Session, SessionConfig
 from baton.bus.connect import open_bus
-from baton.bus.events import ErrorEvent, Event, ModelRetried, ToolResulted
+from baton.bus.events import (
+    ErrorEvent,
+    Event,
+    ModelRetried,
+    TextDelta,
+    TextRetracted,
+    ToolResulted,
+)
 from baton.bus.messages import make_envelope
 from baton.compose import media_profiles
 from baton.lead.delegation import DelegationLimits, Waves
@@ -227,6 +234,22 @@ async def test_a_turn_held_past_the_deadline_gets_one_bounded_late_answer() -> N
     assert "timed out after 0.3 s" in s.server.requests[1].messages[-1]["content"]
 
 
+async def test_text_a_cut_turn_showed_is_taken_back_before_the_late_answer() -> None:
+    """The deadline cut a reply mid-stream: what it showed is retracted, so the views hold the
+    late answer alone, not the cut words before it."""
+    cut = Reply(text=("I will paint ", "your fox now. ", "never"), hold_after=2)
+    s, outcome = await run_lead([cut, Reply(text="Out of time.")], timeout=10.0, timeout_s=0.5)
+    assert (outcome.status, outcome.answer) == ("timed_out", "Out of time.")
+    lead = [e for e in s.events if isinstance(e, (TextDelta, TextRetracted))]
+    [retraction] = [i for i, e in enumerate(lead) if isinstance(e, TextRetracted)]
+    shown_before = sum(len(e.text) for e in lead[:retraction] if isinstance(e, TextDelta))
+    taken_back = lead[retraction]
+    assert isinstance(taken_back, TextRetracted)
+    assert shown_before > 0 and taken_back.chars == shown_before
+    after = "".join(e.text for e in lead[retraction + 1 :] if isinstance(e, TextDelta))
+    assert after == "Out of time."
+
+
 async def test_a_late_answer_held_too_is_composed_from_the_results() -> None:
     held = Reply(text="never", hold_after=0)
     _, outcome = await run_lead(
@@ -307,8 +330,10 @@ async def test_an_answer_call_written_as_text_is_the_answer() -> None:
         "Painter, a new painter agent, on this task. Its result will arrive in your inbox: do not "
         "wait or poll, answer the user now",
         "You gave no final answer.",
+        "a few sentences at most, with no repetition. If you need a tool, call it through the "
+        "tools interface instead of writing about it.",
     ],
-    ids=["note", "receipt", "note-without-its-opening"],
+    ids=["note", "receipt", "note-without-its-opening", "reply-cut-note-tail"],
 )
 async def test_a_final_answer_that_parrots_what_the_session_said_is_no_answer(parrot: str) -> None:
     """Asked for its final answer, a 1.5B lead repeated the session's note back, and a 0.5B lead

@@ -28,7 +28,11 @@ from tests.support.models import call, scripted
 
 async def test_unknown_subagent_name_gets_a_hint_listing_the_profiles(tmp_path: Path) -> None:
     server, model = scripted(
-        [call("send_message", to="ghost", content="paint", type="task"), Reply(text="Sorry.")],
+        [
+            call("send_message", to="ghost", content="paint", type="task"),
+            Reply(text="Sorry."),
+            Reply(text="Sorry."),  # the answer that delegated nothing, confirmed
+        ],
         fallback=False,
     )
     config = SessionConfig(task="paint a fox", media_dir=tmp_path)
@@ -46,7 +50,8 @@ async def test_unknown_subagent_name_gets_a_hint_listing_the_profiles(tmp_path: 
 
 async def test_lead_is_told_it_cannot_message_itself(tmp_path: Path) -> None:
     server, model = scripted(
-        [call("send_message", to="lead", content="hi"), Reply(text="Hello.")], fallback=False
+        [call("send_message", to="lead", content="hi"), Reply(text="Hello."), Reply(text="Hello.")],
+        fallback=False,
     )
     async with Session(SessionConfig(task="hi", media_dir=tmp_path), model=model) as session:
         result = await session.run()

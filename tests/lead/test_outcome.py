@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from baton.bus.base import Bus
 from baton.bus.events import AnswerChecked, ErrorEvent, Event, ToolResulted
 from baton.bus.spend import SpendLimits
 from baton.engine.spend import BusSpend
+from baton.lead.outcome import declines
 from baton.llm.script import Call, HttpError, Reply
 from tests.lead.scenario import SESSION, React, Scenario, run_lead
 
@@ -74,6 +77,28 @@ async def test_a_plain_answer_without_delegation_is_completed() -> None:
         [],
     )
     assert (checked(s).missing_media, checked(s).invented_urls) == ([], [])
+
+
+async def test_a_lead_that_declines_without_delegating_is_incomplete() -> None:
+    s, outcome = await run_lead([Reply(text="I'm sorry, but I can't assist with that.")])
+    assert outcome.status == "incomplete" and s.spawned == []
+    assert outcome.error == "the lead declined the request without asking any sub-agent"
+
+
+@pytest.mark.parametrize(
+    ("answer", "declined"),
+    [
+        ("I'm sorry, but I can't assist with that.", True),
+        ("Sorry, I cannot help with that request.", True),
+        ("Unfortunately I am unable to paint pictures.", True),
+        ("I apologize, but I do not have any work in this session to delegate.", True),
+        ("Sorry for the wait! Here is the answer: 42.", False),
+        ("Paris is the capital of France. I can't recall its population.", False),
+        ("The painter can't start: ask again later.", False),
+    ],
+)
+def test_what_counts_as_declining(answer: str, declined: bool) -> None:
+    assert declines(answer) is declined
 
 
 async def test_delegated_work_that_every_subagent_failed_is_incomplete() -> None:

@@ -253,12 +253,13 @@ async def test_the_leads_tool_choice_is_asked_and_an_invented_url_is_no_complete
     tmp_path: Path,
 ) -> None:
     invented = "https://via.placeholder.com/fox.png"
-    server, model = scripted([Reply(text=f"Here is your fox: {invented}")], fallback=False)
+    reply = Reply(text=f"Here is your fox: {invented}")
+    server, model = scripted([reply, reply], fallback=False)  # sent back once, and insisted on
     config = SessionConfig(task="paint a fox", media_dir=tmp_path, tool_choice="required")
     async with model, Session(config, model=model) as session:
         result = await session.run()
         log = await logged_events(session.bus, session.id)
-    assert [request.body["tool_choice"] for request in server.requests] == ["required"]
+    assert [request.body["tool_choice"] for request in server.requests] == ["required"] * 2
     assert result.status == "incomplete" and result.invented_urls == [invented]
     finished = log[-1]
     assert isinstance(finished, SessionFinished)
