@@ -15,12 +15,14 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
-from baton.bus.errors import BusClosed, InvalidEnvelope
+from pydantic import SecretStr
+
+from baton.bus.errors import BusClosed, InvalidEnvelope, redact_url
 from baton.bus.events import ErrorEvent, Event
 from baton.bus.ids import new_id
 from baton.bus.messages import (
@@ -34,6 +36,7 @@ from baton.bus.messages import (
     check_pool,
     parse_envelope,
 )
+from baton.bus.signing import Signer
 from baton.bus.spend import SpendLimits, SpendTotals
 
 log = logging.getLogger(__name__)
@@ -41,6 +44,8 @@ log = logging.getLogger(__name__)
 DEFAULT_WAIT_S = 60.0
 DEFAULT_LEASE_S = 30.0
 DEFAULT_EVENT_LOG_CAP = 10_000
+DEFAULT_RETENTION_S = 7 * 24 * 3600.0
+"""How long a finished session's data is kept (``docs/bus.md``, *Retention*)."""
 _RECENT_ACKS = 256
 
 
@@ -124,6 +129,16 @@ class LeadLease:
     ttl_s: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class Retired:
+    """What :meth:`Bus.retire_session` did: the keys given a lifetime, the consumers deleted
+    (their pending lists were empty), the unread entries dropped from inboxes nobody reads."""
+
+    keys: int = 0
+    consumers: int = 0
+    dropped: int = 0
+
+
 @dataclass(slots=True)
 class BusOptions:
     """Tunables shared by both backends."""
@@ -132,6 +147,9 @@ class BusOptions:
     lease_s: float = DEFAULT_LEASE_S
     event_log_cap: int = DEFAULT_EVENT_LOG_CAP
     consumer: str = field(default_factory=lambda: f"c-{new_id()[-12:]}")
+    signing_key: SecretStr | None = None
+    """Sign every envelope sent and refuse unsigned or wrongly signed ones on every inbox read
+    (:mod:`baton.bus.signing`); None (the default): envelopes are neither signed nor checked."""
 
 
 class InboxLedger:
@@ -237,7 +255,7 @@ class Bus(ABC):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise BusClosed(f"the bus {self.url} is closed; open a new one")
+            raise BusClosed(f"the bus {redact_url(self.url)} is closed; open a new one")
 
     # -- inboxes ---------------------------------------------------------------------------
 
@@ -420,6 +438,42 @@ class Bus(ABC):
     async def spend(self, session: str) -> SpendTotals:
         """The session's totals and caps (zeros and no caps for a session without any)."""
 
+    # -- retention -------------------------------------------------------------------------
+
+    async def retire_session(
+        self,
+        session: str,
+        retention_s: float,
+        *,
+        agents: Collection[str] = (),
+        inboxes: Collection[str] = (),
+        unread: Collection[str] = (),
+    ) -> Retired:
+        """The session's end is logged: everything the bus keeps of it lives ``retention_s``
+        more seconds, then goes (``docs/bus.md``, *Retention*). ``agents`` name its agents
+        (their state records), ``inboxes`` every inbox it used; those of ``unread`` (among
+        ``inboxes``) nobody reads any more, and are emptied now. A backend whose data ends with
+        its process keeps nothing to expire: the default does nothing."""
+        return Retired()
+
+    async def session_expiry(self, session: str) -> float | None:
+        """Seconds until the session's data expires; None when it has no expiry (it runs, it
+        never logged its end, or the backend keeps nothing past its process)."""
+        return None
+
+    # -- the session's HTTP tokens (docs/http.md, *Session tokens*) -------------------------
+
+    @abstractmethod
+    async def save_token_scopes(self, session: str, scopes: Mapping[str, str]) -> None:
+        """Record the session's HTTP tokens: token digest → scope (``read`` or ``write``).
+
+        Only digests are kept, so whoever can read the bus cannot use what it reads; kept on the
+        bus so every server sharing it accepts the tokens, and they end with the session."""
+
+    @abstractmethod
+    async def token_scope(self, session: str, digest: str) -> str | None:
+        """The scope recorded for the token of ``digest`` in ``session``; None when unknown."""
+
     # -- dead letters and health -----------------------------------------------------------
 
     @abstractmethod
@@ -429,6 +483,16 @@ class Bus(ABC):
     @abstractmethod
     async def ping(self) -> None:
         """Raises ``BusUnreachable`` unless the backend answers."""
+
+    def signer(self) -> Signer | None:
+        """What signs and checks envelopes on this bus; None unless it has a signing key."""
+        key = self.options.signing_key
+        return None if key is None else Signer(key)
+
+    def _signature(self, raw: str) -> str | None:
+        """The signature an envelope's wire text is sent with; None on a bus without a key."""
+        signer = self.signer()
+        return None if signer is None else signer.sign(raw)
 
     def _ledger(self, session: str, agent: str, consumer: str | None) -> InboxLedger:
         by_consumer = self._ledgers.get((session, agent))
@@ -448,18 +512,22 @@ class Bus(ABC):
         session: str,
         agent: str,
         ledger: InboxLedger,
-        entries: Sequence[tuple[str, str]],
+        entries: Sequence[tuple[str, str, str | None]],
         source: str,
     ) -> tuple[list[Envelope], list[str]]:
-        """Validate what a read returned: dead-letter the malformed (text that is not UTF-8, an
-        envelope addressed to another inbox included) and drop duplicates.
+        """Validate what a read returned (receipt, wire text, signature or None): dead-letter the
+        malformed (text that is not UTF-8, an envelope addressed to another inbox, one unsigned
+        or wrongly signed on a signing bus included) and drop duplicates.
 
         Returns the envelopes to hand out and the receipts to remove from the inbox now.
         """
         envelopes: list[Envelope] = []
         drop: list[str] = []
-        for receipt, raw in entries:
+        signer = self.signer()
+        for receipt, raw, sig in entries:
             try:
+                if signer is not None:
+                    signer.check(raw, sig)
                 envelope = parse_envelope(raw, max_bytes=self.options.max_message_bytes)
                 check_addressed(envelope, session, agent)
             except InvalidEnvelope as exc:

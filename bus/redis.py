@@ -6,7 +6,8 @@
   lifecycle, a :class:`baton.bus.lifecycle.Service`);
 - :mod:`baton.bus.redis_inbox` — agent inboxes; :mod:`baton.bus.redis_spawn` — the spawn queues;
   :mod:`baton.bus.redis_events` — session event logs; :mod:`baton.bus.redis_spend` — the
-  session's budget;
+  session's budget; :mod:`baton.bus.redis_retention` — how long a finished session's keys live,
+  and ``baton clean``;
 - :mod:`baton.bus.redis_batch` — automatic pipelining; :mod:`baton.bus.redis_wake` — the pub/sub
   connection; :mod:`baton.bus.redis_adapter` — the only use of redis-py below its client API;
   :mod:`baton.bus.redis_scripts` — the Lua scripts (``bus/scripts/*.lua``).
@@ -17,16 +18,25 @@ here.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Coroutine, Mapping, Sequence
 from typing import Any
 
-from baton.bus.base import Bus, BusOptions, LeadLease, LoggedEvent, SpawnClaim, SpawnQueue
+from baton.bus.base import (
+    Bus,
+    BusOptions,
+    LeadLease,
+    LoggedEvent,
+    Retired,
+    SpawnClaim,
+    SpawnQueue,
+)
 from baton.bus.events import Event
 from baton.bus.lifecycle import Phase
 from baton.bus.messages import DeadLetter, Envelope, SpawnRequest
 from baton.bus.redis_core import RedisCore, entry_fields, stream_entries
 from baton.bus.redis_events import RedisEventLog
 from baton.bus.redis_inbox import RedisInboxes
+from baton.bus.redis_retention import RedisRetention
 from baton.bus.redis_scripts import HOLD_LEAD
 from baton.bus.redis_spawn import RedisSpawnQueue
 from baton.bus.redis_spend import RedisSpend
@@ -61,6 +71,8 @@ class RedisBus(Bus):
         self._spawn = RedisSpawnQueue(self._core, self._dead_letter)
         self._log = RedisEventLog(self._core, self._dead_letter)
         self._spend = RedisSpend(self._core)
+        self.retention = RedisRetention(self._core)
+        """Finished sessions' keys: their lifetime, and removing them (``baton clean``)."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -188,6 +200,24 @@ class RedisBus(Bus):
     def spend(self, session: str) -> Coroutine[Any, Any, SpendTotals]:
         return self._spend.read(session)
 
+    # -- retention -------------------------------------------------------------------------
+
+    def retire_session(
+        self,
+        session: str,
+        retention_s: float,
+        *,
+        agents: Collection[str] = (),
+        inboxes: Collection[str] = (),
+        unread: Collection[str] = (),
+    ) -> Coroutine[Any, Any, Retired]:
+        return self.retention.retire(
+            session, retention_s, agents=agents, inboxes=inboxes, unread=unread
+        )
+
+    def session_expiry(self, session: str) -> Coroutine[Any, Any, float | None]:
+        return self.retention.expiry(session)
+
     # -- the session's lead ----------------------------------------------------------------
 
     async def hold_lead(
@@ -221,6 +251,19 @@ class RedisBus(Bus):
 
     async def get_agent_state(self, session: str, agent: str) -> dict[str, str]:
         return entry_fields(await self._core.one("HGETALL", self.keys.agent(session, agent))) or {}
+
+    async def save_token_scopes(self, session: str, scopes: Mapping[str, str]) -> None:
+        if not scopes:
+            return
+        key = self.keys.tokens(session)
+        flat = [item for pair in scopes.items() for item in pair]
+        _, ttl_ms = await self._core.call(("HSET", key, *flat), ("PTTL", self.keys.events(session)))
+        if int(ttl_ms) > 0:  # the session already ended and expires: its tokens go with it
+            await self._core.one("PEXPIRE", key, int(ttl_ms))
+
+    async def token_scope(self, session: str, digest: str) -> str | None:
+        scope = await self._core.one("HGET", self.keys.tokens(session), digest)
+        return str(scope) if scope is not None else None
 
     async def _store_dead_letter(self, letter: DeadLetter) -> None:
         fields = {

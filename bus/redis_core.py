@@ -54,6 +54,7 @@ from baton.bus.redis_adapter import (
     NoScript,
     RedisRefused,
     pubsub_client,
+    tls_refusal,
 )
 from baton.bus.redis_batch import Command, CommandBatcher
 from baton.bus.redis_scripts import ACK_AND_DELETE, APPEND_AND_WAKE, SCRIPTS
@@ -143,7 +144,8 @@ class RedisCore(Service):
 
         A server that cannot be reached raises ``BusUnreachable`` (exit 3: try again later); one
         that answers but turns the URL down (a database it does not have, wrong or missing
-        credentials, no permission to PING) raises ``ConfigError`` (exit 2: no retry will help)."""
+        credentials, no permission to PING, a TLS certificate the CA file did not issue) raises
+        ``ConfigError`` (exit 2: no retry will help)."""
         stack.push_async_callback(self._close_connections)
         try:
             await self._batcher.call(("PING",))
@@ -154,6 +156,13 @@ class RedisCore(Service):
                 "(check the database number and the credentials in --bus / BATON_BUS)"
             ) from exc
         except FAULTS as exc:
+            refused = tls_refusal(exc)
+            if refused is not None:
+                raise ConfigError(
+                    f"the Redis server at {redact_url(self.url)} failed TLS verification: "
+                    f"{refused} (check the CA file: redis_ca_file / BATON_REDIS_CA_FILE, and the "
+                    "host name in the URL)"
+                ) from exc
             raise BusUnreachable(self.url, str(exc) or type(exc).__name__) from exc
         group = await stack.enter_async_context(anyio.create_task_group())
         stack.callback(self._cancel_background)  # unwound first: the group then exits at once
@@ -240,12 +249,21 @@ class RedisCore(Service):
         return (await self.call(command))[0]
 
     async def append(
-        self, key: str, field: str, value: str, channel: str, payload: str = "", cap: int = 0
+        self,
+        key: str,
+        field: str,
+        value: str,
+        channel: str,
+        payload: str = "",
+        cap: int = 0,
+        *,
+        more: Sequence[str] = (),
     ) -> str:
-        """XADD one field and PUBLISH a wake-up (``payload``, else the entry id), atomically;
-        ``cap`` trims the stream with ``MAXLEN ~``. Returns the entry id."""
+        """XADD one field (and the field/value pairs of ``more``, e.g. a signature) and PUBLISH a
+        wake-up (``payload``, else the entry id), atomically; ``cap`` trims the stream with
+        ``MAXLEN ~``. Returns the entry id."""
         cap_arg = str(cap) if cap else ""
-        script = APPEND_AND_WAKE.call(key, field, value, channel, payload, cap_arg)
+        script = APPEND_AND_WAKE.call(key, field, value, channel, payload, cap_arg, *more)
         return str(await self.one(*script))
 
     async def ack(self, key: str, group: str, entry_ids: Sequence[str]) -> None:
@@ -300,7 +318,7 @@ class RedisCore(Service):
         log.warning(
             "Redis at %s came back without baton's data (FLUSHALL, or a restart without "
             "persistence): made %s again; whatever was queued there before is gone",
-            self.url,
+            redact_url(self.url),
             shown,
         )
 

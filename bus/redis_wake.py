@@ -20,7 +20,7 @@ from anyio.abc import TaskStatus
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
-from baton.bus.errors import BusUnreachable
+from baton.bus.errors import BusUnreachable, redact_url
 from baton.bus.redis_adapter import FAULTS, subscribe, unsubscribe
 from baton.bus.wake import CONFIRMED, WakeHub, Watch
 
@@ -44,7 +44,7 @@ class WakeDispatcher:
     ) -> None:
         self._client = client
         self._hub = hub
-        self._url = url
+        self._url = redact_url(url)  # only ever shown (logs, errors): never its password
         self._on_fault = on_fault
         self._confirm_timeout_s = confirm_timeout_s
         self._pubsub: PubSub | None = None

@@ -67,11 +67,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     model_validator,
 )
 
-from baton.bus.base import Bus
+from baton.bus.base import DEFAULT_RETENTION_S, Bus, BusOptions
 from baton.bus.connect import open_bus
 from baton.bus.errors import BusError, BusOutage, ConfigError
 from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
@@ -90,7 +91,7 @@ from baton.bus.tail import tail_events
 from baton.compose import descriptions, lead_model, media_profiles, resolve_profiles
 from baton.defaults import ApproveMode
 from baton.engine import InteractionChannel, LoopLimits, Tool
-from baton.engine.bus_channel import BusInteractionChannel, answer_approval
+from baton.engine.bus_channel import BusInteractionChannel, answer_approval, approvals_inbox
 from baton.engine.channels import policy_channel
 from baton.engine.spend import BusSpend, SpendLimits
 from baton.errors import describe_validation
@@ -114,6 +115,10 @@ TAIL_DRAIN_S = 2.0
 """How long the end of a session waits for the event tail to catch up with the log."""
 DROP_QUEUE_S = 1.0
 """Bound on deleting the session's own spawn queue as it ends."""
+RETIRE_S = 2.0
+"""Bound on giving the session's keys their lifetime as it ends."""
+RELEASE_INBOXES_S = 1.0
+"""Bound on unsubscribing the lead's inboxes as the session ends here."""
 CANCEL_SLACK_S = 5.0
 """Leaving the block of a running session waits for its graceful end at most the shutdown grace,
 the worker's and the tail's bounds and this much more (the bus's own retries of the last writes);
@@ -150,7 +155,8 @@ class SessionConfig(BaseModel):
     lead's sends per turn; ``profile_tools`` also offers the lead one delegation tool per
     profile. A failed lead turn is retried ``model_failures_allowed`` times; after the last, the
     session waits up to ``failure_grace_s`` for its sub-agents' results before it ends
-    ``failed`` with them.
+    ``failed`` with them. Once it ended, its keys on Redis live ``retention_s`` more (7 days by
+    default; ``docs/bus.md``, *Retention*).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
@@ -159,6 +165,9 @@ class SessionConfig(BaseModel):
     session_id: SessionId = Field(default_factory=new_session_id)
     bus_url: str = "memory://"
     bus_prefix: str = Field("baton", min_length=1, description="Redis key prefix of the bus")
+    bus_signing_key: SecretStr | None = Field(
+        None, description="sign envelopes and refuse unsigned ones (docs/protocol.md); never stored"
+    )
     model: ModelSettings | None = None
     profiles: list[Profile] | dict[str, Profile] | Path | None = None
     approve: ApproveMode = "ask"
@@ -187,6 +196,11 @@ class SessionConfig(BaseModel):
     lead_lease_s: float = Field(
         LEAD_LEASE_S, gt=0, description="the lead's lease: how long a resume waits for it"
     )
+    retention_s: float = Field(
+        DEFAULT_RETENTION_S,
+        gt=0,
+        description="seconds the bus keeps the session's data once it ended (docs/bus.md)",
+    )
     resume: bool = Field(False, description="continue session_id, whose lead died")
 
     @model_validator(mode="after")
@@ -201,7 +215,9 @@ class SessionConfig(BaseModel):
         return self
 
 
-PROCESS_FIELDS = frozenset({"bus_url", "bus_prefix", "model", "profiles", "resume", "session_id"})
+PROCESS_FIELDS = frozenset(
+    {"bus_url", "bus_prefix", "bus_signing_key", "model", "profiles", "resume", "session_id"}
+)
 """What a session's stored setup never holds: it belongs to the process that runs the session
 (the model's endpoint and key above all, and the profiles' code)."""
 FIXED_FIELDS = ("task", "local_workers", "pool")
@@ -288,6 +304,7 @@ class Session(Service):
         self._router: EventRouter | None = None
         self._lead: Lead | None = None
         self._bus: Bus | None = None
+        self._inboxes_released = False
         self._worker: Worker | None = None
         self._model_name = ""
         self._started = False
@@ -365,9 +382,11 @@ class Session(Service):
                     "bus ends with its process; run sessions on Redis (--bus redis://...) to "
                     "resume them"
                 )
-            opened = open_bus(config.bus_url, prefix=config.bus_prefix)
+            options = BusOptions(signing_key=config.bus_signing_key)
+            opened = open_bus(config.bus_url, options, prefix=config.bus_prefix)
             bus = await stack.enter_async_context(opened)
         self._bus = bus
+        stack.push_async_callback(self._release_inboxes)  # taken over, or failed to start
         keeper = self._keeper = LeadKeeper(
             bus,
             self.id,
@@ -425,6 +444,7 @@ class Session(Service):
             spawn_pool=LOCAL_POOL if config.local_workers else config.pool,
             spawn_approve=config.approve,
             checkpoints=keeper,
+            media_dir=config.media_dir,
         )
         resumed = self._resumed
         if resumed is not None and resumed.restorable:
@@ -649,6 +669,7 @@ class Session(Service):
 
     async def _finish(self, outcome: LeadOutcome) -> None:
         """Write ``SessionFinished`` last (after the tail caught up), end the viewers' streams."""
+        await self._release_inboxes()  # first: whoever sees the end sees them unsubscribed
         result = SessionResult(
             session=self.id,
             status=outcome.status,
@@ -667,15 +688,19 @@ class Session(Service):
             invented_urls=result.invented_urls,
         )
         assert self._router is not None and self._keeper is not None
+        logged = False
         try:
             with anyio.fail_after(TAIL_DRAIN_S):
                 await self._keeper.decided(outcome)  # a resume after this logs this same end
                 await self._router.emit(finished, publish=False)
                 await self._keeper.ended()
+                logged = True
                 await self._tail_done.wait()
         except Exception as exc:  # the bus is gone: viewers still get the end of the story
             log.warning("session %s: could not log its end: %s", self.id, exc)
         await self._drop_spawn_queue()
+        if logged:
+            await self._retire()
         await self._fanout.publish(finished)
         self._fanout.close()
         self._done.set()
@@ -695,6 +720,48 @@ class Session(Service):
                 return
             if left:
                 log.info("session %s: deleted %d spawn request(s) left in its queue", self.id, left)
+
+    async def _release_inboxes(self) -> None:
+        """Stop watching the lead's inboxes (its own and its approvals'): the session ended in
+        this process (finished, cancelled, taken over). A process hosting session after session
+        (an embedding application, ``baton serve``) would otherwise stay subscribed to the wake-up
+        channel of every session it ever ran. Idempotent, bounded and best effort: the bus may be
+        gone, and a message sent later still lands in the stream, only unwatched."""
+        bus = self._bus
+        if bus is None or self._inboxes_released:
+            return
+        self._inboxes_released = True
+        with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_INBOXES_S):
+            for inbox in (LEAD_NAME, approvals_inbox(LEAD_NAME)):
+                try:
+                    await bus.release(self.id, inbox)
+                except BusError as exc:
+                    log.debug("session %s: %s inbox not released: %s", self.id, inbox, exc)
+
+    async def _retire(self) -> None:
+        """The session's end is logged: its keys expire after ``retention_s``, and the inboxes
+        nobody reads any more are emptied now (``docs/bus.md``, *Retention*): the lead's (a
+        cancelled session's late results), and with the session's own worker, stopped and its
+        spawn queue gone, its agents' too (the shutdowns of agents given back unfinished). A
+        pool's agent may still have its shutdown to read: its inbox only expires. Bounded and
+        best effort: keys left without a lifetime are still removed by ``baton clean``."""
+        assert self._lead is not None
+        agents = list(self._lead.roster.agents)
+        inboxes = [
+            name for agent in (LEAD_NAME, *agents) for name in (agent, approvals_inbox(agent))
+        ]
+        done = (LEAD_NAME, *agents) if self._worker is not None else (LEAD_NAME,)
+        unread = [approvals_inbox(agent) for agent in done] + list(done)
+        retire = partial(self.bus.retire_session, self.id, self.config.retention_s)
+        with anyio.move_on_after(RETIRE_S) as bounded:
+            try:
+                retired = await retire(agents=agents, inboxes=inboxes, unread=unread)
+            except BusError as exc:
+                log.warning("session %s: its keys got no expiry: %s", self.id, exc)
+                return
+            log.debug("session %s: %s", self.id, retired)
+        if bounded.cancelled_caught:
+            log.warning("session %s: its keys got no expiry within %.1f s", self.id, RETIRE_S)
 
     async def _tail(self, after: str | None, *, task_status: TaskStatus[None]) -> None:
         """Forward other agents' logged events to the viewers, until ``SessionFinished``.

@@ -24,20 +24,24 @@ from ``--config`` or ``BATON_CONFIG``::
     budget_tokens = 200000       # the whole session: every agent's tokens and model calls
     budget_calls = 100
     bus_outage = 120             # seconds of bus outage run, watch and serve ride out (then exit 3)
+    signing_key = "…"            # sign envelopes, refuse unsigned ones (off unless set)
+    retention = 604800           # seconds a finished session's keys stay on Redis (7 days)
 
     [extra_body]                 # the one key that may be a table: merged into every request
     cache_prompt = true
 
 Environment variables: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``BATON_MODEL``, ``BATON_BUS`` (or
-``REDIS_URL``), ``BATON_PROFILES``, ``BATON_MEDIA_DIR``, ``BATON_APPROVE``, ``BATON_PREFIX``,
-``BATON_POOL``, ``BATON_SESSION_TIMEOUT``, ``BATON_BUS_OUTAGE``, ``BATON_LOG_LEVEL``,
+``REDIS_URL``), ``BATON_REDIS_PASSWORD`` (or ``REDIS_PASSWORD``), ``BATON_REDIS_CA_FILE``,
+``BATON_REDIS_CERT_FILE``, ``BATON_REDIS_KEY_FILE`` (docs/securing-redis.md), ``BATON_PROFILES``,
+``BATON_MEDIA_DIR``, ``BATON_APPROVE``, ``BATON_PREFIX``, ``BATON_POOL``, ``BATON_SESSION_TIMEOUT``,
+``BATON_BUS_OUTAGE``, ``BATON_RETENTION``, ``BATON_SIGNING_KEY``, ``BATON_LOG_LEVEL``,
 ``BATON_CONFIG``, and ``BATON_`` + the upper-cased name of each model and session setting
 (``BATON_TEMPERATURE``, ``BATON_TOP_P``, ``BATON_MAX_TOKENS``, ``BATON_MODEL_TIMEOUT``,
 ``BATON_MODEL_RETRIES``, ``BATON_TOOL_CHOICE``, ``BATON_PARALLEL_TOOL_CALLS``, ``BATON_EXTRA_BODY``
 (a JSON object), ``BATON_BUDGET_TOKENS``, ``BATON_BUDGET_CALLS``, ``BATON_PROFILE_TOOLS``,
 ``BATON_MAX_SENDS_PER_TURN``, ``BATON_MAX_NEW_AGENTS_PER_PROFILE``, ``BATON_MAX_SENDS_PER_AGENT``,
-``BATON_MAX_WAVES``). A variable set to the empty string counts as unset (compose's
-``${VAR:-}`` passes empty ones), falling through to the config file and the default.
+``BATON_MAX_WAVES``). A variable set to the empty string counts as unset (compose's ``${VAR:-}``
+passes empty ones), falling through to the config file and the default.
 
 Every problem — an unreadable or invalid file, an unknown key, a value of the wrong kind — is one
 :class:`~baton.bus.errors.ConfigError` whose message names the source and the key, because the CLI
@@ -53,7 +57,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    FilePath,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -62,7 +74,9 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from baton.bus.errors import ConfigError
+from baton.bus.base import DEFAULT_RETENTION_S
+from baton.bus.connect import redis_url
+from baton.bus.errors import ConfigError, redact_url
 from baton.bus.messages import DEFAULT_POOL, check_pool
 from baton.bus.retry import DEFAULT_OUTAGE_S
 from baton.defaults import DEFAULT_MODEL, ApproveMode
@@ -105,12 +119,36 @@ class BatonSettings(BaseSettings):
         description="any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, LiteLLM)",
     )
     model: str = Field(DEFAULT_MODEL, description="model name for the lead and sub-agents")
+    # -- Redis credentials and TLS (docs/securing-redis.md): declared before `bus`, which takes
+    # them into its URL (baton.bus.connect.redis_url); what the URL says itself wins.
+    redis_password: SecretStr | None = Field(
+        None,
+        # Not "redis_password": names match the environment in any case, and it would put
+        # REDIS_PASSWORD first; the field's own name still works (flags, the config file).
+        validation_alias=AliasChoices("BATON_REDIS_PASSWORD", "REDIS_PASSWORD"),
+        description="password of the Redis user, kept out of the bus URL; a URL with its own wins",
+    )
+    redis_ca_file: FilePath | None = Field(
+        None, description="CA certificate(s) that verify a rediss:// server (PEM)"
+    )
+    redis_cert_file: FilePath | None = Field(
+        None, description="client certificate for a rediss:// server that asks for one (PEM)"
+    )
+    redis_key_file: FilePath | None = Field(
+        None, description="the client certificate's private key, unless in redis_cert_file"
+    )
     bus: str = Field(
         "memory://",
         validation_alias=AliasChoices("bus", "BATON_BUS", "REDIS_URL"),
-        description="memory:// (in-process) or redis://HOST:PORT/DB",
+        description="memory:// (in-process) or redis://HOST:PORT/DB (rediss:// for TLS)",
     )
     prefix: str = Field("baton", min_length=1, description="Redis key prefix")
+    signing_key: SecretStr | None = Field(
+        None,
+        min_length=1,
+        description="sign every envelope and refuse unsigned ones (a Redis shared with writers "
+        "baton does not trust; the same key in every process; docs/protocol.md); off by default",
+    )
     pool: str = Field(
         DEFAULT_POOL,
         description="worker pool: the spawn requests `baton worker` claims, and where `baton run "
@@ -127,6 +165,12 @@ class BatonSettings(BaseSettings):
         gt=0,
         description="seconds of bus outage a session, `baton watch` and `baton serve`'s feeds "
         "ride out; past it they stop with 'bus unreachable' (exit 3)",
+    )
+    retention: float = Field(
+        DEFAULT_RETENTION_S,
+        gt=0,
+        description="seconds a finished session's keys stay on Redis (default 7 days); "
+        "`baton clean` removes finished sessions sooner",
     )
     log_level: str = Field(
         "CRITICAL",
@@ -177,6 +221,30 @@ class BatonSettings(BaseSettings):
     max_waves: int | None = Field(
         None, ge=1, description="lead turns that delegate per request (default 2)"
     )
+    confirm_direct: bool | None = Field(
+        None,
+        description=(
+            "send a request's answer that delegated nothing back to the lead once, to confirm it "
+            "or delegate; unset: the default (on)"
+        ),
+    )
+
+    @field_validator("bus")
+    @classmethod
+    def _secured_bus(cls, value: str, info: ValidationInfo) -> str:
+        """The bus URL with the Redis password and TLS files in it, so every connection of every
+        command, session and server gets them with the URL it is handed anyway."""
+        password = info.data.get("redis_password")
+        try:
+            return redis_url(
+                value,
+                password=password.get_secret_value() if password is not None else None,
+                ca_file=info.data.get("redis_ca_file"),
+                cert_file=info.data.get("redis_cert_file"),
+                key_file=info.data.get("redis_key_file"),
+            )
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
 
     @field_validator("pool")
     @classmethod
@@ -232,6 +300,7 @@ class BatonSettings(BaseSettings):
                 "max_new_agents_per_profile",
                 "max_sends_per_agent",
                 "max_waves",
+                "confirm_direct",
             )
             if getattr(self, name) is not None
         }
@@ -334,7 +403,10 @@ def _describe(exc: ValidationError, config: Path | None, given: Mapping[str, Any
     else:
         where = _env_name(key, field)
     value = error.get("input")
-    shown = "" if isinstance(value, dict) or "api_key" in key else f" (got {value!r})"
+    secret = "api_key" in key or "password" in key or key == "signing_key"
+    if isinstance(value, str):  # a bus URL quotes its password: shown redacted, never as given
+        value = redact_url(value)
+    shown = "" if isinstance(value, dict) or secret else f" (got {value!r})"
     return f"bad setting {where}: {error['msg']}{shown}"
 
 

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from baton.cli.clean import CLEAN_EXAMPLES, CLEAN_HELP, clean_command
 from baton.cli.exits import run_async
 from baton.cli.helpfmt import PlainArgumentsCommand
 from baton.cli.options import (
@@ -31,6 +32,7 @@ from baton.cli.options import (
     PrefixOpt,
     ProfilesOpt,
     ProfileToolsOpt,
+    RetentionOpt,
     TemperatureOpt,
     ToolChoiceOpt,
     TopPOpt,
@@ -160,6 +162,7 @@ def run(
     budget_calls: BudgetCallsOpt = None,
     profile_tools: ProfileToolsOpt = None,
     bus_outage: BusOutageOpt = None,
+    retention: RetentionOpt = None,
 ) -> None:
     """Run a whole session: the lead streams its answer and delegates to sub-agents.
 
@@ -190,6 +193,7 @@ def run(
         budget_calls=budget_calls,
         profile_tools=profile_tools,
         bus_outage=bus_outage,
+        retention=retention,
     )
     from baton.cli.run import RunOptions, run_session
 
@@ -280,6 +284,7 @@ def resume(
     parallel_tool_calls: ParallelToolCallsOpt = None,
     extra_body: ExtraBodyOpt = None,
     bus_outage: BusOutageOpt = None,
+    retention: RetentionOpt = None,
 ) -> None:
     """Resume a session whose lead process died: pick up the results that arrived meanwhile
     and carry it on to one final answer."""
@@ -302,6 +307,7 @@ def resume(
         parallel_tool_calls=parallel_tool_calls,
         extra_body=extra_body,
         bus_outage=bus_outage,
+        retention=retention,
     )
     from baton.cli.resume import ResumeOptions, resume_session
 
@@ -316,7 +322,8 @@ POST_EXAMPLES = """Examples:
   baton post --session s-123 --to painter "paint a lighthouse at dusk"
   baton post --bus redis://redis:6379/0 --session s-123 --to lead "summarise so far"
 
-Prints the envelope id. Needs a shared bus (Redis)."""
+Prints the envelope id. Sent as the user only (docs/protocol.md, "Who may say what"); with
+signing_key set (BATON_SIGNING_KEY), signed. Needs a shared bus (Redis)."""
 
 
 @app.command(cls=PlainArgumentsCommand, epilog=POST_EXAMPLES)
@@ -331,10 +338,17 @@ def post(
         typer.Option(
             "--type",
             metavar="TYPE",
-            help="task, message, progress, result, shutdown, approval, error",
+            help="task or message: what the user says (an agent's result or progress is its own)",
         ),
     ] = "task",
-    sender: Annotated[str, typer.Option("--from", metavar="NAME", help="sender name")] = "user",
+    sender: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            metavar="NAME",
+            help="only 'user', the default: baton post never speaks for an agent",
+        ),
+    ] = "user",
     media: Annotated[
         list[str] | None,
         typer.Option("--media", metavar="URL", help="a media URL to attach (repeatable)"),
@@ -343,7 +357,10 @@ def post(
     config: ConfigOpt = None,
     prefix: PrefixOpt = None,
 ) -> None:
-    """Put a message on the bus: a follow-up to a session's lead, or a task to a sub-agent."""
+    """Put a message on the bus as the user.
+
+    A follow-up to a session's lead, or a task to a sub-agent; never as an agent: another --from,
+    or --type result or progress, is refused (exit 2)."""
     settings = settings_from(config, "post", bus=bus, prefix=prefix)
     from baton.cli.busops import post as do_post
 
@@ -428,7 +445,8 @@ def approve(
 def sessions(
     as_json: JsonOpt = False, bus: BusOpt = None, config: ConfigOpt = None, prefix: PrefixOpt = None
 ) -> None:
-    """List the sessions on the bus, newest first, with their state."""
+    """List the sessions on the bus, newest first, with their state (and, for a finished one,
+    when its keys expire: see --retention and `baton clean`)."""
     settings = settings_from(config, "sessions", bus=bus, prefix=prefix)
     from baton.cli.busops import sessions as do_sessions
 
@@ -436,9 +454,10 @@ def sessions(
 
 
 # Declared in their own modules, which import their machinery (the sub-agents, Starlette and
-# uvicorn) only when the command runs.
+# uvicorn, the Redis bus) only when the command runs.
 app.command("worker", help=WORKER_HELP, epilog=WORKER_EXAMPLES)(worker_command)
 app.command("serve", help=SERVE_HELP, epilog=SERVE_EXAMPLES)(serve_command)
+app.command("clean", help=CLEAN_HELP, epilog=CLEAN_EXAMPLES)(clean_command)
 
 
 @app.command()

@@ -66,6 +66,14 @@ BusOutageOpt = Annotated[
                       "(exit 3) (or BATON_BUS_OUTAGE; default 120)", show_default=False),
 ]  # fmt: skip
 
+RetentionOpt = Annotated[
+    float | None,
+    typer.Option("--retention", metavar="SECONDS", min=0.001,
+                 help="seconds a finished session's keys stay on Redis; `baton clean` removes "
+                      "them sooner (or BATON_RETENTION; default 604800, 7 days)",
+                 show_default=False),
+]  # fmt: skip
+
 
 def settings_from(config: Path | None, command: str, **flags: object) -> BatonSettings:
     """Load the settings (``flags`` given as None mean "not given"), or exit 2 with one line

@@ -33,7 +33,12 @@ from baton.settings import BatonSettings
 if TYPE_CHECKING:
     from baton.session import Session
 
-RESUMABLE = {"approve": "approve", "media_dir": "media_dir", "session_timeout": "timeout_s"}
+RESUMABLE = {
+    "approve": "approve",
+    "media_dir": "media_dir",
+    "session_timeout": "timeout_s",
+    "retention": "retention_s",
+}
 """Settings a resume may change, when given (a flag, the environment or the config file):
 setting -> session field. The rest of the session's settings are its own, from its checkpoint."""
 
@@ -55,6 +60,7 @@ def resumed_session(settings: BatonSettings, session_id: str) -> Session:
         "resume": True,
         "bus_url": settings.bus,
         "bus_prefix": settings.prefix,
+        "bus_signing_key": settings.signing_key,
         "model": model_settings(settings),
         "profiles": select_profiles(settings, ()),
         "bus_outage_s": settings.bus_outage,

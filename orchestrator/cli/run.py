@@ -76,11 +76,13 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
         "timeout_s": settings.session_timeout,
         "media_dir": settings.media_dir,
         "bus_outage_s": settings.bus_outage,
+        "retention_s": settings.retention,
         **session_settings(settings),
     }
     if options.session:
         fields["session_id"] = options.session
     fields["bus_prefix"] = settings.prefix
+    fields["bus_signing_key"] = settings.signing_key
     try:
         config = SessionConfig.model_validate(fields)
     except ValidationError as exc:

@@ -27,6 +27,7 @@ from baton.cli.options import (
     PrefixOpt,
     ProfilesOpt,
     ProfileToolsOpt,
+    RetentionOpt,
     TemperatureOpt,
     ToolChoiceOpt,
     TopPOpt,
@@ -96,6 +97,7 @@ def serve_command(
     budget_calls: BudgetCallsOpt = None,
     profile_tools: ProfileToolsOpt = None,
     bus_outage: BusOutageOpt = None,
+    retention: RetentionOpt = None,
 ) -> None:
     """Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."""
     from baton.cli.exits import fail, run_async
@@ -120,6 +122,7 @@ def serve_command(
         budget_calls=budget_calls,
         profile_tools=profile_tools,
         bus_outage=bus_outage,
+        retention=retention,
     )
     from baton.bus.errors import ConfigError, ExitCode
 
@@ -143,6 +146,7 @@ def serve_command(
             port=port,
             bus_url=settings.bus,
             prefix=settings.prefix,
+            signing_key=settings.signing_key,
             token=token,
             model=settings.model_settings(),
             session_defaults=SessionDefaults(
@@ -150,6 +154,7 @@ def serve_command(
                 budget=settings.budget(),
                 profile_tools=settings.profile_tools,
                 delegation=settings.delegation(),
+                retention_s=settings.retention,
             ),
             profiles=settings.profiles,
             media_dir=settings.media_dir,

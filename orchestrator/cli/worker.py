@@ -235,7 +235,8 @@ def _open_bus(settings: BatonSettings, options: WorkerOptions) -> AbstractAsyncC
     from baton.bus.base import BusOptions
     from baton.bus.connect import open_bus
 
-    return open_bus(settings.bus, BusOptions(lease_s=options.lease_s), prefix=settings.prefix)
+    bus_options = BusOptions(lease_s=options.lease_s, signing_key=settings.signing_key)
+    return open_bus(settings.bus, bus_options, prefix=settings.prefix)
 
 
 async def check_bus(settings: BatonSettings, options: WorkerOptions) -> int:
