@@ -347,8 +347,10 @@ class Lead:
                 await self._save()
 
     async def _sent_back(self, result: TurnResult) -> bool:
-        """Send a request's answer that delegated nothing (and used none of the lead's own tools)
-        back once (``confirm_direct``): the
+        """Send a request's answer that delegated nothing back once (``confirm_direct``), unless
+        the lead used a tool of its own, was asked without tools, or has sub-agents from an
+        earlier request (their work or results are in its context: a follow-up answered then
+        stands, and "delegate now" would only start a second painter): the
         profiles again, and the choice to delegate or to answer the same again. Small models
         answer work they cannot do with an apology or a made-up picture ("The fox is available
         at [url]"); asked once more with the profiles in view, they delegate, while a plain
@@ -359,7 +361,9 @@ class Lead:
             not self._confirm_direct
             or progress.direct_checked
             or self.waves.spent
+            or self.roster.agents
             or self._used_own_tools(result)
+            or not self._answer_tool
             or not self._profiles
             or self._cancelled
         ):

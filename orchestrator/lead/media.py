@@ -34,8 +34,8 @@ def media_problem(url: str, root: Path) -> str | None:
     if "\x00" in text or not text.startswith("/"):
         return "it is not an absolute path"
     path = Path(os.path.normpath(text))
-    if not path.is_relative_to(root):
-        return f"outside the media root {root}"
+    if not (path.is_relative_to(root) or path.is_relative_to(root.resolve())):
+        return f"outside the media root {root}"  # (the tools report resolved paths: either counts)
     try:
         real = path.resolve(strict=True)
     except (OSError, RuntimeError):  # not here (another machine's file, or gone): its path says

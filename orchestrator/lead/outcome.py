@@ -136,8 +136,9 @@ def check_answer(
 
 
 _DECLINE = re.compile(
-    r"\b(?:sorry|unfortunately|apologi[sz]e)\b[^.!?\n]{0,40}?\b(?:can(?:no|')t|can ?not|"
-    r"unable|not able|do not have|don't have)\b",
+    r"\b(?:sorry|unfortunately|apologi[sz]e|apologies)\b[^.!?\n]{0,40}?"
+    r"\b(?:can(?:no|')t|can ?not|won't|will not|unable|not able|do not have|don't have)\b"
+    r"(?P<rest>[^.!?\n]*)",
     re.IGNORECASE,
 )
 
@@ -145,9 +146,11 @@ _DECLINE = re.compile(
 def declines(answer: str) -> bool:
     """Whether ``answer`` opens by declining ("I'm sorry, but I can't assist with that"): a lead
     with sub-agents that delegated nothing and declined has not done the work, although it
-    answered (a 0.5B lead declined "paint a lighthouse" twice, even with its painter named)."""
-    head = answer.strip()[:200]
-    return _DECLINE.search(head) is not None
+    answered (a 0.5B lead declined "paint a lighthouse" twice, even with its painter named). A
+    decline that goes on to answer ("..., but Paris is the capital") is an answer."""
+    head = answer.strip()[:200].replace("\u2019", "'")
+    match = _DECLINE.search(head)
+    return match is not None and not re.search(r"\bbut\b", match.group("rest"), re.IGNORECASE)
 
 
 def failure_answer(error: str, roster: Roster) -> str:

@@ -11,8 +11,10 @@ lead checks every report before it reads it (docs/protocol.md, *Who may say what
 - the report comes from the agent's owner: its ``meta.owner`` is the ``owner`` that the agent's
   hash on the bus records, the claim of the worker hosting it. A worker whose lease lapsed and
   whose agent was taken over no longer owns it, and what it still sends is not the agent's word;
+- the run the owner hosts was started by the lead's own spawn request (the hash's ``spawn``): a
+  spawn request someone else queued for the same name cannot take the agent over and speak for it;
 - the one report of an agent that no worker claimed is a worker's refusal of the lead's own spawn
-  request, known by its id (``refusal_id``).
+  request, known by its id (``refusal_id``); a claimed agent's report is never taken as one.
 
 What fails is refused with a reason (dead-lettered and acked by the caller); none of it reaches
 the context, the roster or the answer. A check that cannot read the bus (only once the session is
@@ -64,12 +66,18 @@ class ReportCheck:
                 f"{kind} from {sender!r}: a sub-agent speaks to its lead only with a result or "
                 "progress"
             )
-        if kind == "result" and _is_refusal(envelope.id, record.spawn_id):
-            return None  # the worker's answer to the lead's own request: it never ran
         read = partial(self.bus.get_agent_state, self.session, sender)
         state = await persist(read, f"{self.session}: owner of {sender}", give_up=self._give_up)
         if "owner" not in state:
+            if kind == "result" and _is_refusal(envelope.id, record.spawn_id):
+                return None  # the worker's answer to the lead's own request: it never ran
             return f"{kind} from {sender!r}, which no worker has claimed"
+        spawn = state.get("spawn")
+        if record.spawn_id and spawn and spawn != record.spawn_id:
+            return (
+                f"{kind} from {sender!r}, whose run was started by spawn request {spawn!r}, not "
+                f"by this lead's {record.spawn_id!r}"
+            )
         owner, claimed = state["owner"], owner_of(envelope)
         if claimed != owner:
             return (

@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 
 from baton.bus.events import Event, TextDelta, TextRetracted, ToolResulted
+from baton.bus.messages import make_envelope
 from baton.engine import tool
 from baton.lead.delegation import DelegationLimits
 from baton.llm.script import Call, Reply
-from tests.lead.scenario import PROFILES, Scenario, run_lead
+from tests.lead.scenario import PROFILES, SESSION, Scenario, run_lead
 
 FOX = "https://cdn.example/fox.png"
 CONFIRM = DelegationLimits(confirm_direct=True)
@@ -136,3 +137,38 @@ async def test_a_reply_that_parrots_the_check_note_is_no_answer() -> None:
     )
     assert (outcome.status, outcome.answer) == ("completed", "Paris, the capital of France.")
     assert len(notes(s)) == 1
+
+
+async def test_a_follow_up_answered_while_a_subagent_works_is_not_sent_back() -> None:
+    """A person asks something small while the painter works: the answer stands (sending it back
+    would show the lead "delegate now" with the painting still in its context)."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "c1":
+            question = make_envelope(
+                session=SESSION, sender="user", recipient="lead", type="message", content="2+2?"
+            )
+            await s.bus.send(question)
+        if isinstance(event, TextDelta) and event.text == "4.":
+            await s.report("painter", "a fox", media=[FOX])
+
+    s, outcome = await run_lead(
+        [
+            calls("send_message", "c1", to="painter", content="paint a fox", type="task"),
+            Reply(text="On it."),
+            Reply(text="4."),
+            Reply(text=f"Here is your fox: {FOX}"),
+        ],
+        react,
+        delegation=CONFIRM,
+    )
+    assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
+    assert notes(s) == [] and len(s.server.requests) == 4
+
+
+async def test_a_lead_asked_without_tools_is_not_sent_back() -> None:
+    s, outcome = await run_lead(
+        [Reply(text="Paris.")], task="Capital of France?", tool_choice="none", delegation=CONFIRM
+    )
+    assert (outcome.status, outcome.answer) == ("completed", "Paris.")
+    assert notes(s) == [] and len(s.server.requests) == 1

@@ -95,6 +95,9 @@ async def test_a_lead_that_declines_without_delegating_is_incomplete() -> None:
         ("Sorry for the wait! Here is the answer: 42.", False),
         ("Paris is the capital of France. I can't recall its population.", False),
         ("The painter can't start: ask again later.", False),
+        ("I\u2019m sorry, but I can\u2019t help with that.", True),
+        ("Apologies, I won't be able to draw that.", True),
+        ("Unfortunately, I don't have real-time data, but Paris is the capital.", False),
     ],
 )
 def test_what_counts_as_declining(answer: str, declined: bool) -> None:

@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from baton.bus.base import Bus
+from baton.bus.connect import open_bus
 from baton.bus.events import ErrorEvent, Event, ToolResulted
 from baton.bus.messages import Envelope, make_envelope, refusal_id
 from baton.bus.payloads import ProgressReport, ResultReport
@@ -27,6 +28,7 @@ from baton.lead.agent import Lead
 from baton.lead.checkpoint import LeadCheckpoint, restore_roster, roster_state
 from baton.lead.media import media_problem, media_root
 from baton.lead.roster import Roster
+from baton.lead.trust import ReportCheck
 from baton.llm.script import Call, Reply
 from baton.testing import RedisServer
 from tests.lead.scenario import PROFILES, SESSION, Scenario, run_lead
@@ -249,3 +251,46 @@ def test_a_reports_owner_must_be_text(kind: str) -> None:
                              meta={"owner": 7})  # fmt: skip
     with pytest.raises(InvalidEnvelope, match=f"invalid {kind} payload in meta: owner"):
         check_payload(envelope)
+
+
+def test_a_media_root_reached_through_a_link_takes_the_resolved_paths_the_tools_report(
+    tmp_path: Path,
+) -> None:
+    """The tools report ``path.resolve().as_uri()``: with the media directory behind a link (macOS
+    ``/tmp``, a linked home), a real picture's URL names the resolved directory."""
+    (tmp_path / "real" / "media" / "s").mkdir(parents=True)
+    (tmp_path / "real" / "media" / "s" / "fox.png").write_bytes(b"png")
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    root = media_root(tmp_path / "link" / "media")
+    resolved = (root / "s" / "fox.png").resolve().as_uri()
+    assert resolved.startswith((tmp_path / "real").as_uri())
+    assert media_problem(resolved, root) is None
+    assert media_problem((root / "s" / "fox.png").as_uri(), root) is None
+    assert media_problem((tmp_path / "real" / "x.png").as_uri(), root) is not None
+
+
+async def test_a_run_started_by_a_forged_spawn_request_and_a_refusal_shaped_id_are_refused() -> (
+    None
+):
+    """Spawn requests are not signed: one queued by a stranger for the painter's name makes a
+    worker take the agent over as its owner, but its run is not the one the lead asked for (the
+    hash's ``spawn``). A result whose id looks like a refusal of the lead's request is no
+    refusal once a worker claimed the agent."""
+    thief = "worker-x/9-0@baton:{s-lead}:spawn"
+    roster = Roster(PROFILES)
+    roster.started("painter", "painter").spawn_id = "req-1"
+    async with open_bus() as bus:
+        check = ReportCheck(bus, SESSION, roster, give_up=lambda: False)
+        taken = {"status": "running", "owner": thief, "spawn": "forged-request"}
+        await bus.set_agent_state(SESSION, "painter", taken)
+        stolen = await check.refusal(report("painter", "STOLEN", owner=thief))
+        await bus.set_agent_state(SESSION, "painter", {"owner": OWNER, "spawn": "req-1"})
+        as_refusal = report("painter", "REFUSED?", owner=None, envelope_id=refusal_id("req-1"))
+        claimed_refusal = await check.refusal(as_refusal)
+        rightful = await check.refusal(report("painter", "fox painted", media=[FOX]))
+    assert stolen == (
+        "result from 'painter', whose run was started by spawn request 'forged-request', not by "
+        "this lead's 'req-1'"
+    )
+    assert claimed_refusal is not None and "sent as owner 'none'" in claimed_refusal
+    assert rightful is None
