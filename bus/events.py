@@ -176,12 +176,21 @@ class ModelRetried(_Event):
     model: str = ""
 
 
+RETRACTED_SENT_BACK = "sent back"
+"""``text.retracted`` ``why``: the lead's answer that delegated nothing, sent back to confirm."""
+RETRACTED_DEADLINE = "cut by the deadline"
+"""``text.retracted`` ``why``: the session deadline cut the lead's reply; a late answer follows."""
+
+
 class TextRetracted(_Event):
     """Text this agent streamed belongs to a reply that failed and is being retried: views drop
     the agent's text of the current reply (``chars`` of it) before the retry streams anew."""
 
     type: Literal["text.retracted"] = "text.retracted"
     chars: int
+    why: str = ""
+    """Why, when the reply is not being retried after a failure: :data:`RETRACTED_SENT_BACK`,
+    :data:`RETRACTED_DEADLINE`."""
 
 
 class BudgetUpdated(_Event):

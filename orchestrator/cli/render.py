@@ -15,6 +15,8 @@ import sys
 from typing import IO, Protocol
 
 from baton.bus.events import (
+    RETRACTED_DEADLINE,
+    RETRACTED_SENT_BACK,
     AgentExited,
     AgentProgress,
     AgentResult,
@@ -97,7 +99,7 @@ class PlainRenderer:
                 self._write(lines)
             return
         if isinstance(event, TextRetracted):
-            self._retract(self.view.retracted_chars - retracted)  # as much as the view dropped
+            self._retract(self.view.retracted_chars - retracted, event.why)  # as the view dropped
             return
         if event.agent == LEAD and not isinstance(event, ModelRetried):
             self._flush()  # (a retry notice is a side note: the reply's text may yet be retracted)
@@ -108,14 +110,14 @@ class PlainRenderer:
         if line:
             self._write([line])
 
-    def _retract(self, chars: int) -> None:
+    def _retract(self, chars: int, why: str) -> None:
         kept = max(len(self._partial) - chars, 0)
         written = chars - (len(self._partial) - kept)
         self._partial = self._partial[:kept]
         if written > 0:
             self._flush()
-            self._write([f"! lead: disregard the last {written} character(s) above: "
-                         "that reply failed and is being retried"])  # fmt: skip
+            said = RETRACTED.get(why, "that reply failed and is being retried")
+            self._write([f"! lead: disregard the last {written} character(s) above: {said}"])
 
     def _budget_line(self, event: BudgetUpdated) -> str:
         tenths = budget_tenths(event)
@@ -262,6 +264,12 @@ def summary_lines(view: SessionView) -> list[str]:
         lines.extend(["media:", *(f"  {url}" for url in urls)])
     return lines
 
+
+RETRACTED = {
+    RETRACTED_SENT_BACK: "the lead was asked to confirm that answer or delegate",
+    RETRACTED_DEADLINE: "the session deadline cut that reply; a last answer follows",
+}
+"""How the piped view words a retraction by its ``why`` (else: a failed reply being retried)."""
 
 TASK_SHOWN = 200
 """Characters of the task a header shows: a 120 KB prompt is the user's own, not news to them."""

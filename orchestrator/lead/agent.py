@@ -43,7 +43,15 @@ import anyio
 
 from baton.bus.base import Bus
 from baton.bus.errors import BusError, ExitCode
-from baton.bus.events import AnswerChecked, Event, ModelRetried, TextDelta, TextRetracted
+from baton.bus.events import (
+    RETRACTED_DEADLINE,
+    RETRACTED_SENT_BACK,
+    AnswerChecked,
+    Event,
+    ModelRetried,
+    TextDelta,
+    TextRetracted,
+)
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import DEFAULT_POOL, ApprovePolicy, Envelope
 from baton.engine import (
@@ -241,11 +249,12 @@ class Lead:
         assert self._emit is not None
         await self._emit(event)
 
-    async def _retract_shown(self) -> None:
+    async def _retract_shown(self, why: str) -> None:
         """Take back what the current turn showed of the lead's reply (``text.retracted``)."""
         if self._emit is not None and self._shown:
             chars, self._shown = self._shown, 0
-            await self._emit(TextRetracted(session=self.session, agent=LEAD_NAME, chars=chars))
+            taken_back = TextRetracted(session=self.session, agent=LEAD_NAME, chars=chars, why=why)
+            await self._emit(taken_back)
 
     @property
     def cancelled(self) -> bool:
@@ -369,7 +378,7 @@ class Lead:
         ):
             return False
         progress.direct_checked = True
-        await self._retract_shown()
+        await self._retract_shown(RETRACTED_SENT_BACK)
         note = prompt.direct_note(self._profiles, answer_tool=self._answer_tool)
         self._add_note(note, kind="check")
         await self._save()
@@ -472,7 +481,7 @@ class Lead:
         self.waves.count(self.dispatch.sends.sends)
         if result is None:
             log.warning("session %s: the lead's turn was cut by the session deadline", self.session)
-            await self._retract_shown()  # the late answer streams anew
+            await self._retract_shown(RETRACTED_DEADLINE)  # the late answer streams anew
         elif result.stop not in (StopReason.ERROR, StopReason.BUDGET):
             self.progress.final_due = False
         self.dispatch.turn_sends.clear()

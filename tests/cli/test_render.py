@@ -6,9 +6,12 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
 from rich.console import Console
 
 from baton.bus.events import (
+    RETRACTED_DEADLINE,
+    RETRACTED_SENT_BACK,
     AnswerChecked,
     BudgetUpdated,
     Event,
@@ -61,6 +64,24 @@ def test_text_taken_back_after_it_was_written_is_flagged() -> None:
         "First line",
         "! lead: disregard the last 11 character(s) above: that reply failed and is being retried",
         "Again.",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("why", "said"),
+    [
+        (RETRACTED_SENT_BACK, "the lead was asked to confirm that answer or delegate"),
+        (RETRACTED_DEADLINE, "the session deadline cut that reply; a last answer follows"),
+    ],
+)
+def test_a_retraction_with_a_why_says_it(why: str, said: str) -> None:
+    lines = plain([
+        TextDelta(session=S, agent=LEAD, text="Sorry, I cannot paint.\nOk"),
+        TextRetracted(session=S, agent=LEAD, chars=25, why=why),
+    ])  # fmt: skip
+    assert lines == [
+        "Sorry, I cannot paint.",
+        f"! lead: disregard the last 23 character(s) above: {said}",
     ]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from baton.bus.events import Event, TextDelta, TextRetracted, ToolResulted
+from baton.bus.events import RETRACTED_SENT_BACK, Event, TextDelta, TextRetracted, ToolResulted
 from baton.bus.messages import make_envelope
 from baton.engine import tool
 from baton.lead.delegation import DelegationLimits
@@ -52,8 +52,9 @@ async def test_a_plain_answer_is_sent_back_once_and_the_confirmed_answer_shown_o
         assert f"{name}: {description}" in note
     assert "call answer again" in note
     # the first answer was taken back, so the view shows the confirmed one once
-    retracted = [e.chars for e in s.events if isinstance(e, TextRetracted)]
-    assert retracted == [len("Paris.")]
+    retractions = [e for e in s.events if isinstance(e, TextRetracted)]
+    assert [(e.chars, e.why) for e in retractions] == [(len("Paris."), RETRACTED_SENT_BACK)]
+    retracted = [e.chars for e in retractions]
     shown = "".join(e.text for e in s.events if isinstance(e, TextDelta))
     assert shown == "Paris.Paris." and len(shown) - sum(retracted) == len("Paris.")
 

@@ -15,6 +15,7 @@ import pytest
 from baton.api import Session, SessionConfig
 from baton.bus.connect import open_bus
 from baton.bus.events import (
+    RETRACTED_DEADLINE,
     ErrorEvent,
     Event,
     ModelRetried,
@@ -246,6 +247,7 @@ async def test_text_a_cut_turn_showed_is_taken_back_before_the_late_answer() -> 
     taken_back = lead[retraction]
     assert isinstance(taken_back, TextRetracted)
     assert shown_before > 0 and taken_back.chars == shown_before
+    assert taken_back.why == RETRACTED_DEADLINE
     after = "".join(e.text for e in lead[retraction + 1 :] if isinstance(e, TextDelta))
     assert after == "Out of time."
 
