@@ -134,6 +134,7 @@ _TO_THE_LEAD = (
     "do not wait or poll",
     "you gave no final answer",
     "you answered without delegating",
+    "your previous reply was cut off after",
     "a few sentences at most, with no repetition",
     "through the tools interface instead of writing about it",
 )

@@ -334,8 +334,10 @@ async def test_an_answer_call_written_as_text_is_the_answer() -> None:
         "You gave no final answer.",
         "a few sentences at most, with no repetition. If you need a tool, call it through the "
         "tools interface instead of writing about it.",
+        "Your previous reply was cut off after 3307 characters because it was longer than the "
+        "output limit",
     ],
-    ids=["note", "receipt", "note-without-its-opening", "reply-cut-note-tail"],
+    ids=["note", "receipt", "note-without-its-opening", "reply-cut-note-tail", "reply-cut-note"],
 )
 async def test_a_final_answer_that_parrots_what_the_session_said_is_no_answer(parrot: str) -> None:
     """Asked for its final answer, a 1.5B lead repeated the session's note back, and a 0.5B lead
