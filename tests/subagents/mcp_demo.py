@@ -1,0 +1,80 @@
+"""An MCP server for the tests, written with the ``mcp`` package's own server API (``MCPServer``,
+the SDK's FastMCP): ``python -m tests.subagents.mcp_demo stdio`` or ``... http PORT``.
+
+Its tools are the cases baton must govern: a quick one (``echo``), a slow one, one that answers
+with an image, one with an embedded resource, one a person must approve (``set_volume``, gated by
+the profile's ``approve``), and one that kills the server in the middle of the call (once: a file
+named by ``MCP_DEMO_CRASH_ONCE`` remembers that it did). ``MCP_DEMO_PID_FILE`` receives the
+process id, so a test can check the server is gone once its owner closed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+from mcp.server.mcpserver import Image, MCPServer
+from mcp_types import ContentBlock, EmbeddedResource, TextContent, TextResourceContents
+
+from baton.subagents.png import picture_for
+
+server = MCPServer("baton-test", log_level="WARNING")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Say the text back."""
+    return f"echo: {text}"
+
+
+@server.tool()
+async def slow(text: str) -> str:
+    """Take far longer than any test waits."""
+    await anyio.sleep(60)
+    return f"finally: {text}"
+
+
+@server.tool()
+def picture(prompt: str) -> Image:
+    """Paint the prompt as a PNG."""
+    return Image(data=picture_for(prompt), format="png")
+
+
+@server.tool()
+def report(text: str) -> list[ContentBlock]:
+    """Write a report, attached as a resource."""
+    memo = TextResourceContents(uri="memo://report", mime_type="text/plain", text=f"report: {text}")
+    return [TextContent(text="the report is attached"), EmbeddedResource(resource=memo)]
+
+
+@server.tool()
+def set_volume(level: str) -> str:
+    """Set the volume (a person approves each call)."""
+    return f"volume set to {level}"
+
+
+@server.tool()
+def crash(text: str) -> str:
+    """Kill the server in the middle of the call, the first time only."""
+    marker = Path(os.environ["MCP_DEMO_CRASH_ONCE"])
+    if not marker.exists():
+        marker.write_text("crashed")
+        os._exit(3)
+    return f"survived: {text}"
+
+
+def main(argv: list[str]) -> None:
+    pid_file = os.environ.get("MCP_DEMO_PID_FILE")
+    if pid_file:
+        Path(pid_file).write_text(str(os.getpid()))
+    if argv[:1] == ["http"]:
+        port = int(argv[1])
+        anyio.run(lambda: server.run_streamable_http_async(host="127.0.0.1", port=port))
+    else:
+        anyio.run(server.run_stdio_async)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
