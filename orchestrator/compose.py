@@ -17,7 +17,8 @@ from pathlib import Path
 from baton.llm import ModelSettings, OpenAIChatModel, offline_model
 from baton.llm.offline import OFFLINE_LABEL
 from baton.llm.types import ChatModel
-from baton.subagents.profiles import Profile, builtin_profiles, load_profiles
+from baton.subagents.mcp_config import McpServerConfig
+from baton.subagents.profiles import Profile, builtin_profiles, load_lead_servers, load_profiles
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,15 @@ def resolve_profiles(spec: ProfilesSpec) -> dict[str, Profile]:
     if isinstance(spec, Mapping):
         return dict(spec)
     return {profile.name: profile for profile in spec}
+
+
+def lead_servers(
+    spec: ProfilesSpec, given: Mapping[str, McpServerConfig] | None = None
+) -> dict[str, McpServerConfig]:
+    """The lead's MCP servers: a profiles file's ``[lead.mcp.<server>]`` tables, with ``given``
+    (``SessionConfig.lead_mcp``) over them by name."""
+    found = load_lead_servers(spec) if isinstance(spec, str | Path) else {}
+    return {**found, **(given or {})}
 
 
 def descriptions(profiles: Mapping[str, Profile]) -> dict[str, str]:

@@ -13,6 +13,8 @@ from typing import Literal
 
 DEFAULT_MODEL = "gpt-4o-mini"
 """The model name for the lead and sub-agents when neither a flag nor ``BATON_MODEL`` names one."""
+DEFAULT_IMAGE_MODEL = "gpt-image-1"
+"""The model ``generate_image`` asks of the Images API when ``BATON_IMAGE_MODEL`` names none."""
 
 ApproveMode = Literal["ask", "auto", "deny"]
 """How approvals are answered: ``ask`` a person, or ``auto``-approve / ``deny`` them by policy."""

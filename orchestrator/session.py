@@ -88,7 +88,13 @@ from baton.bus.messages import (
 )
 from baton.bus.retry import DEFAULT_OUTAGE_S, persist
 from baton.bus.tail import tail_events
-from baton.compose import descriptions, lead_model, media_profiles, resolve_profiles
+from baton.compose import (
+    descriptions,
+    lead_model,
+    lead_servers,
+    media_profiles,
+    resolve_profiles,
+)
 from baton.defaults import ApproveMode
 from baton.engine import InteractionChannel, LoopLimits, Tool
 from baton.engine.bus_channel import BusInteractionChannel, answer_approval, approvals_inbox
@@ -103,6 +109,10 @@ from baton.lead.stream import DEFAULT_FLUSH_S, EventFanout, EventRouter, EventSt
 from baton.llm import ModelSettings
 from baton.llm.offline import OFFLINE_MODEL_NAME
 from baton.llm.types import ChatModel, ToolChoice
+from baton.media import DirectoryStore, MediaStore
+from baton.subagents.images import ImageGenerator
+from baton.subagents.mcp_config import McpServerConfig
+from baton.subagents.mcp_worker import lead_tools
 from baton.subagents.models import ModelFactory, ProfileModels
 from baton.subagents.profiles import Profile
 from baton.subagents.worker import Worker
@@ -141,6 +151,11 @@ class SessionConfig(BaseModel):
     this session's spawn requests and no other; without it they go to the ``baton worker``s of
     ``pool`` (``default`` unless set; ``local`` is reserved) that know their profiles.
 
+    ``media`` is where the local workers' tools put media (a :class:`~baton.media.MediaStore`,
+    e.g. ``baton.media.open_store("s3://bucket/prefix")``; None: a folder at ``media_dir``;
+    docs/media.md) and ``images`` what draws ``generate_image``'s pictures (None: the offline
+    painter); like ``model``, both belong to the process and are never stored.
+
     ``approve`` answers the approvals of every agent of the session, wherever it runs: ``ask``
     a person (``Session.answer``, ``baton approve``, the HTTP API), or ``auto``/``deny`` at once
     by policy (the lead's own channel, and each sub-agent's spawn request carries it).
@@ -153,7 +168,9 @@ class SessionConfig(BaseModel):
     model calls and tokens of the lead and every sub-agent together, wherever they run (it is
     written to the bus before the lead starts, so remote workers see it); ``delegation`` caps the
     lead's sends per turn; ``profile_tools`` also offers the lead one delegation tool per
-    profile. A failed lead turn is retried ``model_failures_allowed`` times; after the last, the
+    profile; ``lead_mcp`` gives the lead the tools of MCP servers (over a profiles file's
+    ``[lead.mcp.<server>]``; docs/profiles.md), started when the session opens. A failed lead turn
+    is retried ``model_failures_allowed`` times; after the last, the
     session waits up to ``failure_grace_s`` for its sub-agents' results before it ends
     ``failed`` with them. Once it ended, its keys on Redis live ``retention_s`` more (7 days by
     default; ``docs/bus.md``, *Retention*).
@@ -178,6 +195,12 @@ class SessionConfig(BaseModel):
     worker_concurrency: int = Field(100, ge=1)
     timeout_s: float = Field(600.0, gt=0, description="the whole session, waits included")
     media_dir: Path = Path("media")
+    media: MediaStore | None = Field(
+        None, description="where the local workers' tools put media (None: a folder, media_dir)"
+    )
+    images: ImageGenerator | None = Field(
+        None, description="what draws generate_image's pictures (None: the offline painter)"
+    )
     instructions: str | None = Field(None, description="appended to the lead's system prompt")
     limits: LoopLimits | None = None
     text_flush_s: float = Field(DEFAULT_FLUSH_S, gt=0)
@@ -188,6 +211,10 @@ class SessionConfig(BaseModel):
     budget: SpendLimits | None = Field(None, description="model calls and tokens, all agents")
     delegation: DelegationLimits = Field(default_factory=DelegationLimits)
     profile_tools: bool = False
+    lead_mcp: dict[str, McpServerConfig] = Field(
+        default_factory=dict,
+        description="the lead's MCP servers, over a profiles file's [lead.mcp.<server>] tables",
+    )
     model_failures_allowed: int = Field(2, ge=0, description="failed lead turns retried")
     failure_grace_s: float = Field(120.0, ge=0, description="wait for results after a failure")
     bus_outage_s: float = Field(
@@ -216,8 +243,11 @@ class SessionConfig(BaseModel):
 
 
 PROCESS_FIELDS = frozenset(
-    {"bus_url", "bus_prefix", "bus_signing_key", "model", "profiles", "resume", "session_id"}
-)
+    {
+        "bus_url", "bus_prefix", "bus_signing_key", "model", "profiles", "resume", "session_id",
+        "media", "images", "lead_mcp",
+    }
+)  # fmt: skip
 """What a session's stored setup never holds: it belongs to the process that runs the session
 (the model's endpoint and key above all, and the profiles' code)."""
 FIXED_FIELDS = ("task", "local_workers", "pool")
@@ -408,6 +438,9 @@ class Session(Service):
             stack.push_async_callback(_close_model, model)
         self._model_name = model.model
         self._setup = _setup_of(config, profiles, model.model)
+        servers = lead_servers(config.profiles, config.lead_mcp)  # the lead's MCP tools: now
+        store = config.media or DirectoryStore(config.media_dir)
+        mcp_tools = await lead_tools(stack, servers, store, self.id)
         subagent_models = self._subagent_models
         if subagent_models is None and config.local_workers:
             owned = ProfileModels(config.model)
@@ -427,7 +460,7 @@ class Session(Service):
             model,
             session=self.id,
             profiles=descriptions(profiles),
-            tools=self._tools,
+            tools=[*self._tools, *mcp_tools],
             events=self._router,
             channel=self._channel(),
             limits=config.limits,
@@ -461,6 +494,8 @@ class Session(Service):
                 subagent_models,
                 concurrency=config.worker_concurrency,
                 media_dir=config.media_dir,
+                media=config.media,
+                images=config.images,
                 name=f"{self.id}-local",
                 session=self.id,  # its own sub-agents only, never another session's
             )

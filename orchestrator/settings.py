@@ -26,6 +26,8 @@ from ``--config`` or ``BATON_CONFIG``::
     bus_outage = 120             # seconds of bus outage run, watch and serve ride out (then exit 3)
     signing_key = "…"            # sign envelopes, refuse unsigned ones (off unless set)
     retention = 604800           # seconds a finished session's keys stay on Redis (7 days)
+    media = "s3://bucket/prefix" # where tools put media (a directory by default; docs/media.md)
+    image_model = "gpt-image-1"  # generate_image's model on the endpoint's Images API
 
     [extra_body]                 # the one key that may be a table: merged into every request
     cache_prompt = true
@@ -33,7 +35,9 @@ from ``--config`` or ``BATON_CONFIG``::
 Environment variables: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``BATON_MODEL``, ``BATON_BUS`` (or
 ``REDIS_URL``), ``BATON_REDIS_PASSWORD`` (or ``REDIS_PASSWORD``), ``BATON_REDIS_CA_FILE``,
 ``BATON_REDIS_CERT_FILE``, ``BATON_REDIS_KEY_FILE`` (docs/securing-redis.md), ``BATON_PROFILES``,
-``BATON_MEDIA_DIR``, ``BATON_APPROVE``, ``BATON_PREFIX``, ``BATON_POOL``, ``BATON_SESSION_TIMEOUT``,
+``BATON_MEDIA_DIR``, ``BATON_MEDIA``, ``BATON_MEDIA_BASE_URL``, ``BATON_MEDIA_URL_EXPIRY``,
+``BATON_IMAGE_MODEL``, ``BATON_IMAGE_RESPONSE_FORMAT`` (docs/media.md), ``BATON_APPROVE``,
+``BATON_PREFIX``, ``BATON_POOL``, ``BATON_SESSION_TIMEOUT``,
 ``BATON_BUS_OUTAGE``, ``BATON_RETENTION``, ``BATON_SIGNING_KEY``, ``BATON_LOG_LEVEL``,
 ``BATON_CONFIG``, and ``BATON_`` + the upper-cased name of each model and session setting
 (``BATON_TEMPERATURE``, ``BATON_TOP_P``, ``BATON_MAX_TOKENS``, ``BATON_MODEL_TIMEOUT``,
@@ -65,6 +69,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
@@ -79,12 +84,14 @@ from baton.bus.connect import redis_url
 from baton.bus.errors import ConfigError, redact_url
 from baton.bus.messages import DEFAULT_POOL, check_pool
 from baton.bus.retry import DEFAULT_OUTAGE_S
-from baton.defaults import DEFAULT_MODEL, ApproveMode
+from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL, ApproveMode
+from baton.media import MediaStore, media_directory, open_store
 
 if TYPE_CHECKING:
     from baton.engine.spend import SpendLimits
     from baton.lead.delegation import DelegationLimits
     from baton.llm import ModelSettings
+    from baton.subagents.images import ImageGenerator
 
 ToolChoiceSetting = Literal["auto", "required", "none"]
 """``baton.llm.types.ToolChoice``, spelt out again: importing it would load the model client (and
@@ -156,6 +163,28 @@ class BatonSettings(BaseSettings):
     )
     profiles: Path | None = Field(None, description="TOML file of sub-agent profiles")
     media_dir: Path = Field(Path("media"), description="where sub-agent tools write media")
+    # -- the media store (docs/media.md) --------------------------------------------------------
+    media: str | None = Field(
+        None,
+        description="where tools put media: a directory (replaces media_dir) or "
+        "s3://bucket/prefix (the AWS_* variables configure it); unset: media_dir",
+    )
+    media_base_url: str | None = Field(
+        None,
+        description="where the media are publicly readable: baton serve's /media for a "
+        "directory (http://host:8000/media), the bucket's public URL for s3:// (else presigned)",
+    )
+    media_url_expiry: float = Field(
+        604800.0, ge=1, le=604800, description="seconds a bucket's presigned URLs last (7 days)"
+    )
+    image_model: str = Field(
+        DEFAULT_IMAGE_MODEL,
+        min_length=1,
+        description="the model generate_image asks of the endpoint's Images API (offline: none)",
+    )
+    image_response_format: Literal["b64_json", "url"] | None = Field(
+        None, description="the Images API's response_format; unset: not sent, the server's default"
+    )
     approve: ApproveMode = Field(
         "ask", description="how `baton run` answers the approvals of every agent of its session"
     )
@@ -251,6 +280,37 @@ class BatonSettings(BaseSettings):
     def _pool_name(cls, value: str) -> str:
         return check_pool(value)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _media_in_a_directory(cls, data: Any) -> Any:
+        """``media`` naming a directory replaces ``media_dir``: the folder the tools write, the
+        lead confines file:// URLs to and ``baton serve`` serves is one and the same."""
+        if isinstance(data, dict) and isinstance(data.get("media"), str):
+            try:
+                directory = media_directory(data["media"])
+            except ConfigError:
+                return data  # the field's own check says what is wrong, naming the setting
+            if directory is not None:
+                return {**data, "media_dir": directory}
+        return data
+
+    @field_validator("media")
+    @classmethod
+    def _media_store(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                media_directory(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from exc
+        return value
+
+    @field_validator("media_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.lower().startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
     @field_validator("extra_body", mode="before")
     @classmethod
     def _json_object(cls, value: object) -> object:
@@ -290,6 +350,26 @@ class BatonSettings(BaseSettings):
                 "extra_body": dict(self.extra_body),
             }
         )
+
+    def media_store(self) -> MediaStore:
+        """The store the ``media`` setting names (a directory: ``media_dir``); raises
+        ``ConfigError`` for one that cannot be used here (no ``s3`` extra for a bucket)."""
+        bucket = self.media if self.media and media_directory(self.media) is None else None
+        return open_store(
+            bucket or self.media_dir,
+            base_url=self.media_base_url,
+            url_expiry_s=self.media_url_expiry,
+        )
+
+    def image_generator(self) -> ImageGenerator | None:
+        """The Images API of the configured endpoint for ``generate_image``; None offline (the
+        tool paints its demo picture)."""
+        settings = self.model_settings()
+        if settings is None:
+            return None
+        from baton.subagents.images import OpenAIImages
+
+        return OpenAIImages(settings, self.image_model, response_format=self.image_response_format)
 
     def delegation(self) -> DelegationLimits | None:
         """The lead's delegation caps, or None when none is set (the lead's defaults)."""

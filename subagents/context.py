@@ -13,8 +13,13 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from baton.media import DirectoryStore, MediaStore
 from baton.subagents.errors import NoAgentContext
+
+if TYPE_CHECKING:
+    from baton.subagents.images import ImageGenerator
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +34,14 @@ class AgentContext:
     """Send a progress message to the lead now."""
     record_result: Callable[[str], None]
     """Keep the agent's final answer; the loop delivers it (once) when the agent leaves."""
+    media: MediaStore | None = None
+    """Where its tools put media (:func:`media_store`); None: a directory store at ``media_dir``."""
+    images: ImageGenerator | None = None
+    """What makes real pictures for ``generate_image``; None: it paints its offline demo."""
+
+    def media_store(self) -> MediaStore:
+        """The store this agent's tools put media in (see :mod:`baton.media`)."""
+        return self.media if self.media is not None else DirectoryStore(self.media_dir)
 
 
 _CURRENT: ContextVar[AgentContext | None] = ContextVar("baton_subagent", default=None)
@@ -43,6 +56,13 @@ def current_agent() -> AgentContext:
             "(baton.subagents.loop sets it), not directly"
         )
     return context
+
+
+def media_store() -> MediaStore:
+    """The media store of the agent whose turn is running: what a tool that makes media (a
+    picture, an MCP server's image) puts its bytes in to get a URL the lead can open. Raises
+    ``NoAgentContext`` outside a sub-agent's turn."""
+    return current_agent().media_store()
 
 
 def enter_agent(context: AgentContext) -> None:

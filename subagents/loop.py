@@ -50,7 +50,7 @@ from baton.bus.base import DEFAULT_WAIT_S, Bus
 from baton.bus.errors import BusClosed
 from baton.bus.events import AgentProgress, Event, TextDelta
 from baton.bus.inbox import InboxReader
-from baton.bus.messages import Envelope
+from baton.bus.messages import Envelope, TraceContext
 from baton.bus.payloads import ProgressReport
 from baton.bus.retry import persist
 from baton.defaults import ApproveMode
@@ -65,10 +65,13 @@ from baton.engine import (
 from baton.engine.bus_channel import BusInteractionChannel
 from baton.engine.channels import policy_channel
 from baton.engine.spend import BusSpend, Spend
+from baton.engine.telemetry import trace_of
 from baton.llm.types import ChatModel, Message
+from baton.media import MediaStore
 from baton.subagents.bookkeeping import Bookkeeper, Delivery, Restored
 from baton.subagents.context import AgentContext, enter_agent
 from baton.subagents.errors import LostOwnership
+from baton.subagents.images import ImageGenerator
 from baton.subagents.interrupt import RoundWatch
 from baton.subagents.phases import NEXT, AgentPhase, Outcome
 from baton.subagents.profiles import Profile
@@ -110,6 +113,9 @@ class SubAgent:
         on_round: RoundHook | None = None,
         spend: Spend | None = None,
         approve: ApproveMode = "ask",
+        trace: TraceContext | None = None,
+        media: MediaStore | None = None,
+        images: ImageGenerator | None = None,
     ) -> None:
         self.bus = bus
         self.profile = profile
@@ -118,8 +124,10 @@ class SubAgent:
         self.name = name
         self.lead = lead
         self.media_dir = media_dir or Path("media")
+        self.media = media
+        self.images = images
         self.tools = tools or ToolRegistry(profile.tools)
-        self.telemetry = telemetry
+        self.telemetry = telemetry or Telemetry()
         self.on_round = on_round
         self.spend = spend
         self.approve: ApproveMode = approve
@@ -135,6 +143,11 @@ class SubAgent:
         """Messages the last round's :class:`RoundWatch` read: the start of the next batch."""
         self._shut_down = False
         """Whether a ``shutdown`` read mid-round stopped the last round."""
+        self._trace = trace
+        """The trace its rounds continue when their messages carry none (a person's): the spawn
+        request's, else its first round's."""
+        self.busy = False
+        """Whether it is running a round now (its worker's ``baton.worker.agents`` gauge)."""
 
     # -- where it stands ------------------------------------------------------------------------
 
@@ -253,6 +266,7 @@ class SubAgent:
             batch = await self._next_batch()
             if batch is None:
                 return None if self._phase.stopping_unfinished else Outcome("idle")
+            self.telemetry.woke(self.profile.name, batch)
             if any(envelope.type == "shutdown" for envelope in batch):
                 return Outcome("shutdown")
             if self.on_round is not None:
@@ -310,8 +324,10 @@ class SubAgent:
             tool_choice=self.profile.tool_choice,
             spend=self.spend,
             channel=self._channel(),
+            trace=trace_of(batch, self._trace),
         )
         result = await self._run_turn(engine, memory)
+        self._trace = self._trace or engine.trace
         self.state.last_text = result.text or self.state.last_text
         self.state.reply_to = batch[-1].id
         if self._shut_down and result.stop is StopReason.CANCELLED:
@@ -341,6 +357,7 @@ class SubAgent:
         watch = RoundWatch(self.inbox)
         box: list[TurnResult] = []
         done = anyio.Event()
+        self.busy = True
 
         async def run() -> None:
             try:
@@ -363,6 +380,7 @@ class SubAgent:
                     turn.cancel()
                     raise
         finally:  # kept even when cancelled: what was read stays pending, acked or given back
+            self.busy = False
             self._ahead.extend(watch.ahead)
             self._shut_down = watch.shutdown
         return box[0]
@@ -426,6 +444,8 @@ class SubAgent:
             media_dir=self.media_dir,
             report=self._report,
             record_result=self._books.record_result,
+            media=self.media,
+            images=self.images,
         )
 
     async def _report(self, content: str) -> None:

@@ -17,6 +17,19 @@ tools (from a catalogue), its model and its limits. Profiles come from Python (b
     soft_max_rounds = 16     # engine LoopLimits fields, by name
     tool_timeout_s = 120
 
+MCP servers add their tools to a profile (``baton.subagents.mcp``; the ``mcp`` extra), one table
+per server; ``[lead.mcp.<server>]`` gives the lead tools the same way::
+
+    [profiles.clock.mcp.time]      # server "time": a command over stdio ...
+    command = "python"
+    args = ["-m", "mcp_server_time"]
+    allow = ["get_*"]              # the tools offered (globs; default all)
+    approve = ["set_*"]            # the tools a person approves each call of (default none)
+
+    [profiles.clock.mcp.search]    # ... or a url over streamable HTTP
+    url = "http://127.0.0.1:9000/mcp"
+    headers = { Authorization = "Bearer ..." }
+
 Instead of a model name, ``[profiles.<name>.model]`` may be a table that overrides the session's
 model settings for this profile alone — another model, even another endpoint::
 
@@ -53,6 +66,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from baton.engine import LoopLimits, Tool
 from baton.llm.types import ToolChoice
 from baton.subagents.errors import ProfileError
+from baton.subagents.mcp_config import McpServerConfig, check_server_name
 from baton.subagents.tools import SEND_MESSAGE, builtin_tools, import_tool
 
 DEFAULT_MAX_STEPS = 8
@@ -105,7 +119,9 @@ class Profile:
     """One kind of sub-agent. ``send_message`` (how it reports) is always among its tools.
 
     ``model`` is a model name or a :class:`ProfileModel` of overrides (None: the session's model);
-    ``tool_choice`` is sent with every request of its rounds (None: not sent).
+    ``tool_choice`` is sent with every request of its rounds (None: not sent). ``mcp`` are MCP
+    servers by name: their tools join ``tools`` in the worker that hosts the profile, which starts
+    them on the profile's first agent (:mod:`baton.subagents.mcp`).
     """
 
     name: str
@@ -115,10 +131,15 @@ class Profile:
     model: str | ProfileModel | None = None
     limits: AgentLimits = field(default_factory=AgentLimits)
     tool_choice: ToolChoice | None = DEFAULT_TOOL_CHOICE
+    mcp: Mapping[str, McpServerConfig] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name.strip():
             raise ProfileError("the name is empty", source=None, profile=None, field="name")
+        for server in self.mcp:
+            problem = check_server_name(server)
+            if problem is not None:
+                raise ProfileError(problem, source=None, profile=self.name, field=f"mcp.{server}")
         names = [t.name for t in self.tools]
         duplicate = next((n for n in names if names.count(n) > 1), None)
         if duplicate is not None:
@@ -168,6 +189,15 @@ class _ProfileSpec(BaseModel):
     model: str | dict[str, Any] | None = Field(None, union_mode="left_to_right")
     tool_choice: ToolChoice | None = DEFAULT_TOOL_CHOICE
     limits: _LimitsSpec = Field(default_factory=_LimitsSpec)
+    mcp: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+
+class _LeadSpec(BaseModel):
+    """``[lead]``: what a profiles file says about the lead (its MCP servers)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mcp: dict[str, McpServerConfig] = Field(default_factory=dict)
 
 
 def load_profiles(
@@ -194,11 +224,12 @@ def parse_profiles(
     source: Path | str | None = None,
     catalogue: Mapping[str, Tool] | None = None,
 ) -> dict[str, Profile]:
-    """Profiles from already-parsed TOML data (``{"profiles": {name: table}}``)."""
-    unknown = sorted(set(data) - {"profiles"})
+    """Profiles from already-parsed TOML data (``{"profiles": {name: table}}``; a ``[lead]``
+    table is checked here and read by :func:`parse_lead_servers`)."""
+    unknown = sorted(set(data) - {"profiles", "lead"})
     if unknown:
         raise ProfileError(
-            "only [profiles.<name>] tables are allowed",
+            "only [profiles.<name>] and [lead] tables are allowed",
             source=source,
             profile=None,
             field=unknown[0],
@@ -208,8 +239,40 @@ def parse_profiles(
         raise ProfileError(
             "no [profiles.<name>] table found", source=source, profile=None, field="profiles"
         )
+    parse_lead_servers(data, source=source)  # a bad [lead] table stops the file, too
     tools = dict(builtin_tools() if catalogue is None else catalogue)
     return {name: _profile(name, table, source, tools) for name, table in tables.items()}
+
+
+def load_lead_servers(path: Path | str) -> dict[str, McpServerConfig]:
+    """The lead's MCP servers of a profiles file (``[lead.mcp.<server>]``; none: empty)."""
+    source = Path(path)
+    try:
+        data = tomllib.loads(source.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        problem = f"cannot read it: {exc}"
+        raise ProfileError(problem, source=source, profile=None, field=None) from exc
+    return parse_lead_servers(data, source=source)
+
+
+def parse_lead_servers(
+    data: Mapping[str, Any], *, source: Path | str | None = None
+) -> dict[str, McpServerConfig]:
+    """The ``[lead.mcp.<server>]`` tables of already-parsed TOML data; raises ``ProfileError``."""
+    table = data.get("lead", {})
+    if not isinstance(table, Mapping):
+        raise ProfileError("must be a table", source=source, profile=None, field="lead")
+    try:
+        spec = _LeadSpec.model_validate(table)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(("lead", *(str(p) for p in error["loc"])))
+        raise ProfileError(error["msg"], source=source, profile=None, field=where) from exc
+    for server in spec.mcp:
+        problem = check_server_name(server)
+        if problem is not None:
+            raise ProfileError(problem, source=source, profile=None, field=f"lead.mcp.{server}")
+    return dict(spec.mcp)
 
 
 def _profile(
@@ -251,6 +314,7 @@ def _profile(
             model=model,
             limits=limits,
             tool_choice=spec.tool_choice,
+            mcp=dict(spec.mcp),
         )
     except ValueError as exc:
         raise ProfileError(str(exc), source=source, profile=name, field="limits") from exc

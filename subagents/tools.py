@@ -16,8 +16,10 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from baton.engine import Tool, ToolResult, tool
+from baton.media import extension_for
+from baton.media.store import CONTENT_TYPES
 from baton.subagents.context import current_agent
-from baton.subagents.png import write_picture
+from baton.subagents.png import picture_for
 
 SEND_MESSAGE = "send_message"
 
@@ -44,18 +46,25 @@ async def send_message(
     return "result recorded; it goes to the lead with every media URL you produced"
 
 
-@tool(timeout_s=60, media=True)
+@tool(timeout_s=180, media=True)  # a real model may take a minute or more (IMAGE_TIMEOUT_S)
 async def generate_image(prompt: str) -> ToolResult:
-    """Draw a picture of the prompt and save it as a PNG file; returns the file's URL.
+    """Draw a picture of the prompt and save it as an image file; returns the file's URL.
 
     Args:
         prompt: what the picture should show
     """
+    # With a model endpoint, the Images API draws it (baton.subagents.images); offline, the demo
+    # painter does. Either way the media store keeps it: a URL the lead can open wherever this
+    # worker runs (docs/media.md).
     agent = current_agent()
+    if agent.images is not None:
+        picture = await agent.images.generate(prompt)
+        data, content_type = picture.data, picture.content_type
+    else:
+        data, content_type = picture_for(prompt), "image/png"
     digest = hashlib.sha256(prompt.encode()).hexdigest()[:12]
-    name = f"{agent.agent}-{digest}.png"
-    path = write_picture(agent.media_dir / agent.session, name, prompt)
-    url = path.resolve().as_uri()
+    name = f"{agent.session}/{agent.agent}-{digest}{extension_for(content_type)}"
+    url = await agent.media_store().put(data, name, content_type)
     return ToolResult(f"Generated an image for {prompt!r}: {url}", [url])
 
 
@@ -78,17 +87,12 @@ async def publish(text: str) -> ToolResult:
         text: what to publish
     """
     # The demo of a tool a person must approve (the built-in publisher profile): what it does
-    # is harmless — it writes the text to a file under the media directory — but it happens
-    # only once the call is approved, so an approval flow can be tried with the offline model.
+    # is harmless — it puts the text in the media store — but it happens only once the call is
+    # approved, so an approval flow can be tried with the offline model.
     agent = current_agent()
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    directory = agent.media_dir / agent.session
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{agent.agent}-{digest}.txt"
-    partial = path.with_suffix(".txt.part")
-    partial.write_text(text + "\n", encoding="utf-8")
-    partial.replace(path)  # a re-run after a crash writes the same file
-    url = path.resolve().as_uri()
+    name = f"{agent.session}/{agent.agent}-{digest}.txt"  # a re-run writes the same one
+    url = await agent.media_store().put((text + "\n").encode(), name, CONTENT_TYPES[".txt"])
     return ToolResult(f"Published the text: {url}", [url])
 
 

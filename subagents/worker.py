@@ -31,6 +31,9 @@ What it guarantees:
   back); :meth:`Worker.give_back_now` (also after a drain began) gives everything back
   immediately and stops within :data:`GIVE_BACK_GRACE_S`. Cancelling :meth:`run` from outside is
   ``give_back_now()``: agents are given back, never reported as finished;
+- a profile's MCP servers (:mod:`baton.subagents.mcp`) start on its first agent, one connection
+  per server shared by every agent here, restarted after they die, closed with the worker; one
+  that cannot start refuses the agent with an error result naming the profile and the server;
 - bus faults are ridden out with backoff (:func:`~baton.bus.retry.persist`); a failed
   heartbeat keeps every agent and renews at the next beat (a lease spans several beats);
 - stopping ends on time whatever the bus does: giving back cuts an agent's start short, every
@@ -60,7 +63,10 @@ from baton.bus.messages import DEFAULT_POOL, Envelope, SpawnRequest, refusal_id
 from baton.bus.payloads import ResultReport
 from baton.bus.retry import persist
 from baton.engine import Telemetry, ToolRegistry
+from baton.media import MediaStore
+from baton.subagents.images import ImageGenerator
 from baton.subagents.loop import RoundHook, SubAgent
+from baton.subagents.mcp_worker import WorkerMcp
 from baton.subagents.models import EnvModels, ModelFactory, offline_models
 from baton.subagents.profiles import Profile, builtin_profiles
 from baton.subagents.stopping import Shields, StopClock
@@ -117,6 +123,8 @@ class Worker(Service):
         on_round: RoundHook | None = None,
         pool: str = DEFAULT_POOL,
         session: str | None = None,
+        media: MediaStore | None = None,
+        images: ImageGenerator | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
@@ -136,13 +144,19 @@ class Worker(Service):
         self.models: ModelFactory = model_factory
         self.concurrency = concurrency
         self.media_dir = media_dir or Path("media")
+        self.media = media
+        """Where the agents' tools put media (docs/media.md); None: a folder at ``media_dir``."""
+        self.images = images
+        """What draws ``generate_image``'s pictures; None: the offline demo painter."""
         self.name = name or bus.consumer
         self.shutdown_timeout_s = shutdown_timeout_s
         self.claim_timeout_s = claim_timeout_s
         self.heartbeat_s = heartbeat_s or bus.options.lease_s / 3
         self.on_round = on_round
         self.telemetry = Telemetry()
+        self.telemetry.watch_agents(self)
         self._tools = {name: ToolRegistry(p.tools) for name, p in self.profiles.items()}
+        self._mcp = WorkerMcp(self.profiles, self.name)  # its MCP servers, opened by run()
         self._limiter = anyio.CapacityLimiter(concurrency)
         self._hosted: dict[str, SubAgent] = {}
         self._by_agent: dict[tuple[str, str], str] = {}
@@ -174,6 +188,13 @@ class Worker(Service):
     def hosted(self) -> int:
         """How many agents this worker hosts right now."""
         return len(self._hosted)
+
+    def agent_counts(self) -> tuple[int, int]:
+        """(running a round, idle) agents now; read from the metrics exporter's thread, so it
+        copies the agents in one step (no Python code runs while a tuple takes a dict's values)."""
+        agents = tuple(self._hosted.values())
+        running = sum(1 for agent in agents if agent.busy)
+        return running, len(agents) - running
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -214,7 +235,7 @@ class Worker(Service):
         drain."""
         shields = self._shields.enter()  # every agent started from here on finds them
         try:
-            async with anyio.create_task_group() as outer:
+            async with self._mcp.open(), anyio.create_task_group() as outer:
                 await outer.start(self._host_agents)
                 try:
                     log.info("worker %s serving %s (concurrency %d)",
@@ -408,6 +429,9 @@ class Worker(Service):
             )
             return None
         try:
+            # A profile's MCP tools join its own on its first agent (its servers start then).
+            tools = self._tools[profile.name]
+            self._tools[profile.name] = await self._mcp.registry(profile, tools)
             return self._agent(claim, profile)
         except Exception as exc:
             # Its model or its tools cannot be set up here (a profile's endpoint settings, a
@@ -433,6 +457,9 @@ class Worker(Service):
             telemetry=self.telemetry,
             on_round=self.on_round,
             approve=request.approve,  # the session's policy, wherever this worker runs
+            trace=request.trace,  # its rounds join the lead's trace, in this process or not
+            media=self.media,
+            images=self.images,
         )
 
     async def _run_agent(self, claim: SpawnClaim, agent: SubAgent) -> None:

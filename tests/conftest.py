@@ -21,8 +21,9 @@ from baton.testing import RedisServer, local_model_requests_only
 
 _prefixes = itertools.count()
 
-SHELL_SETTINGS = ("OPENAI_", "BATON_", "REDIS_URL", "REDIS_PASSWORD")
-"""Environment variables (by prefix) that configure a model, baton or a bus: none reach a test."""
+SHELL_SETTINGS = ("OPENAI_", "BATON_", "REDIS_URL", "REDIS_PASSWORD", "OTEL_")
+"""Environment variables (by prefix) that configure a model, baton, a bus or telemetry export: none
+reach a test."""
 
 
 @pytest.fixture(autouse=True)

@@ -25,6 +25,7 @@ from baton.cli.options import (
     JsonOpt,
     MaxTokensOpt,
     MediaDirOpt,
+    MediaOpt,
     ModelRetriesOpt,
     ModelTimeoutOpt,
     ParallelToolCallsOpt,
@@ -39,6 +40,7 @@ from baton.cli.options import (
     settings_from,
 )
 from baton.cli.serve import SERVE_EXAMPLES, SERVE_HELP, serve_command
+from baton.cli.tools import TOOLS_EXAMPLES, TOOLS_HELP, tools_command
 from baton.cli.worker import WORKER_EXAMPLES, WORKER_HELP, worker_command
 
 app = typer.Typer(
@@ -146,6 +148,7 @@ def run(
         str | None, typer.Option("--session", metavar="ID", help="session id (default: a new one)")
     ] = None,
     media_dir: MediaDirOpt = None,
+    media: MediaOpt = None,
     timeout: Annotated[
         float | None,
         typer.Option("--timeout", metavar="SECONDS", help="seconds the session may run", min=0.001),
@@ -180,6 +183,7 @@ def run(
         profiles=profiles,
         approve=approve,
         media_dir=media_dir,
+        media=media,
         session_timeout=timeout,
         temperature=temperature,
         top_p=top_p,
@@ -266,6 +270,7 @@ def resume(
     ] = None,
     as_json: JsonOpt = False,
     media_dir: MediaDirOpt = None,
+    media: MediaOpt = None,
     timeout: Annotated[
         float | None,
         typer.Option(
@@ -298,6 +303,7 @@ def resume(
         profiles=profiles,
         approve=approve,
         media_dir=media_dir,
+        media=media,
         session_timeout=timeout,
         temperature=temperature,
         top_p=top_p,
@@ -458,6 +464,7 @@ def sessions(
 app.command("worker", help=WORKER_HELP, epilog=WORKER_EXAMPLES)(worker_command)
 app.command("serve", help=SERVE_HELP, epilog=SERVE_EXAMPLES)(serve_command)
 app.command("clean", help=CLEAN_HELP, epilog=CLEAN_EXAMPLES)(clean_command)
+app.command("tools", help=TOOLS_HELP, epilog=TOOLS_EXAMPLES)(tools_command)
 
 
 @app.command()

@@ -33,13 +33,17 @@ def run_async(func: Callable[..., Awaitable[T]], *args: object, command: str = "
 
     ``BatonError`` (and ``OSError`` from files named on the command line) are user errors: their
     message is printed and the process exits with the error's own code. Ctrl-C exits 130
-    silently. Anything else is a bug and keeps its traceback.
+    silently. Anything else is a bug and keeps its traceback. Every command exports telemetry
+    when the standard ``OTEL_*`` variables ask for it (:mod:`baton.cli.otel`).
     """
     import anyio
 
+    from baton.cli.otel import exporting
+
     try:
         try:
-            return anyio.run(func, *args)
+            with exporting(command):  # OTEL_* variables: export spans and metrics, flushed here
+                return anyio.run(func, *args)
         except BaseExceptionGroup as group:
             raise _user_error(group) from group
     except KeyboardInterrupt:

@@ -58,6 +58,13 @@ MediaDirOpt = Annotated[
                  help="where sub-agents write media (or BATON_MEDIA_DIR)",
                  show_default=False),
 ]  # fmt: skip
+MediaOpt = Annotated[
+    str | None,
+    typer.Option("--media", metavar="DIR|s3://BUCKET/PREFIX",
+                 help="where tools put media: a directory or an S3-compatible bucket "
+                      "(or BATON_MEDIA; docs/media.md)",
+                 show_default=False),
+]  # fmt: skip
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON Lines on stdout, nothing else")]
 BusOutageOpt = Annotated[
     float | None,

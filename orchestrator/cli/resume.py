@@ -23,6 +23,7 @@ from baton.bus.errors import BatonError, BusUnreachable, ConfigError, ExitCode
 from baton.cli.run import (
     configure_logging,
     exit_for,
+    lead_mcp,
     model_settings,
     select_profiles,
     view_session,
@@ -63,8 +64,12 @@ def resumed_session(settings: BatonSettings, session_id: str) -> Session:
         "bus_signing_key": settings.signing_key,
         "model": model_settings(settings),
         "profiles": select_profiles(settings, ()),
+        "lead_mcp": lead_mcp(settings),  # a profiles file's [lead.mcp.<server>]
         "bus_outage_s": settings.bus_outage,
+        "images": settings.image_generator(),
     }
+    if settings.media is not None:  # else the session's own media directory, from its record
+        fields["media"] = settings.media_store()
     for setting, field in RESUMABLE.items():
         if setting in settings.model_fields_set:
             fields[field] = getattr(settings, setting)

@@ -44,6 +44,7 @@ from baton.settings import BatonSettings
 if TYPE_CHECKING:
     from baton.llm import ModelSettings
     from baton.session import Session, SessionResult
+    from baton.subagents.mcp_config import McpServerConfig
     from baton.subagents.profiles import Profile
 
 log = logging.getLogger("baton.run")
@@ -70,11 +71,14 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
         "bus_url": settings.bus,
         "model": model_settings(settings),
         "profiles": select_profiles(settings, options.only),
+        "lead_mcp": lead_mcp(settings),  # a profiles file's [lead.mcp.<server>]
         "approve": settings.approve,
         "local_workers": options.local_workers,
         "pool": settings.pool,
         "timeout_s": settings.session_timeout,
         "media_dir": settings.media_dir,
+        "media": settings.media_store(),
+        "images": settings.image_generator(),
         "bus_outage_s": settings.bus_outage,
         "retention_s": settings.retention,
         **session_settings(settings),
@@ -273,6 +277,13 @@ def session_settings(settings: BatonSettings) -> dict[str, object]:
         "delegation": settings.delegation(),
     }
     return {name: value for name, value in fields.items() if value is not None}
+
+
+def lead_mcp(settings: BatonSettings) -> dict[str, McpServerConfig]:
+    """The lead's MCP servers: the profiles file's ``[lead.mcp.<server>]`` tables."""
+    from baton.compose import lead_servers
+
+    return lead_servers(settings.profiles)
 
 
 def select_profiles(settings: BatonSettings, only: tuple[str, ...]) -> dict[str, Profile]:

@@ -21,6 +21,7 @@ from baton.cli.options import (
     ExtraBodyOpt,
     MaxTokensOpt,
     MediaDirOpt,
+    MediaOpt,
     ModelRetriesOpt,
     ModelTimeoutOpt,
     ParallelToolCallsOpt,
@@ -77,6 +78,7 @@ def serve_command(
     prefix: PrefixOpt = None,
     profiles: ProfilesOpt = None,
     media_dir: MediaDirOpt = None,
+    media: MediaOpt = None,
     cors_origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -110,6 +112,7 @@ def serve_command(
         prefix=prefix,
         profiles=profiles,
         media_dir=media_dir,
+        media=media,
         temperature=temperature,
         top_p=top_p,
         max_tokens=max_tokens,
@@ -158,6 +161,8 @@ def serve_command(
             ),
             profiles=settings.profiles,
             media_dir=settings.media_dir,
+            media=settings.media_store(),
+            images=settings.image_generator(),
             cors_origins=tuple(cors_origin or ()),
             session_timeout_s=settings.session_timeout,
             bus_outage_s=settings.bus_outage,

@@ -46,6 +46,7 @@ from baton.cli.options import (
     ExtraBodyOpt,
     MaxTokensOpt,
     MediaDirOpt,
+    MediaOpt,
     ModelRetriesOpt,
     ModelTimeoutOpt,
     ParallelToolCallsOpt,
@@ -108,6 +109,7 @@ def worker_command(
     pool: PoolOpt = None,
     profiles: ProfilesOpt = None,
     media_dir: MediaDirOpt = None,
+    media: MediaOpt = None,
     concurrency: Annotated[
         int,
         typer.Option(
@@ -174,6 +176,7 @@ def worker_command(
         pool=pool,
         profiles=profiles,
         media_dir=media_dir,
+        media=media,
         log_level=log_level,
         temperature=temperature,
         top_p=top_p,
@@ -300,6 +303,7 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
 
     profiles = worker_profiles(settings)
     base = settings.model_settings()
+    media = settings.media_store()  # a bucket without the s3 extra: a usage error now
     async with _open_bus(settings, options) as bus, ProfileModels(base) as models:
         models.check(profiles.values())  # a profile's missing key: a usage error now, not later
         worker = Worker(
@@ -308,6 +312,8 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
             models,
             concurrency=options.concurrency,
             media_dir=settings.media_dir,
+            media=media,
+            images=settings.image_generator(),
             shutdown_timeout_s=options.shutdown_timeout_s,
             pool=settings.pool,
         )

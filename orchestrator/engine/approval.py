@@ -59,14 +59,15 @@ class HumanApproval:
         answers: dict[str, Answer] = {}
         for call in gated:
             policy = None
+            source = call.tool.source if call.tool is not None else "python"
             if failure is not None:
-                ctx.telemetry.hitl_decision("ask-failed")
+                ctx.telemetry.hitl_decision("ask-failed", source=source)
                 approved, reason = False, failure
                 answers[call.id] = Answer(messages.approval_failed(call.name, failure))
             else:
                 decision = decisions.get(call.id, _NO_DECISION)
                 approved, reason, policy = decision.approved, decision.reason, decision.policy
-                ctx.telemetry.hitl_decision("approved" if approved else "declined")
+                ctx.telemetry.hitl_decision("approved" if approved else "declined", source=source)
                 if not approved:
                     said = (
                         messages.approval_denied_by_policy(call.name)

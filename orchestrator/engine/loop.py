@@ -40,6 +40,7 @@ from baton.bus.events import (
     ToolResulted,
     ToolResultInfo,
 )
+from baton.bus.messages import TraceContext
 from baton.engine import budget as budgeting
 from baton.engine import messages as texts
 from baton.engine.calls import EventSink, ImageResolver, RoundContext
@@ -161,6 +162,7 @@ class AgentLoop:
         tool_choice: ToolChoice | None = None,
         call_rewriter: CallRewriter | None = None,
         spend: Spend | None = None,
+        trace: TraceContext | None = None,
     ) -> None:
         self.model = model
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -175,6 +177,9 @@ class AgentLoop:
         self.tool_choice = tool_choice
         self.call_rewriter = call_rewriter
         self.spend = spend
+        self.trace = trace
+        """The trace context its turns continue (what woke a sub-agent); when None, its first
+        turn's own, so every later turn of a long-lived loop (the lead's) stays in one trace."""
         self._turn: AgentTurn | None = None
         self._running = False
 
@@ -237,7 +242,10 @@ class AgentLoop:
         stop = StopReason.CANCELLED
         error: ModelError | None = None
         try:
-            with self.telemetry.agent_span(self.agent, self.model.model, self.session) as span:
+            with self.telemetry.agent_span(
+                self.agent, self.model.model, self.session, parent=self.trace
+            ) as span:
+                self.trace = self.trace or span.trace()
                 with turn.scope:
                     choice = self.tool_choice if tool_choice is UNSET else tool_choice
                     stop, error = await self._run(messages, state, on_text, choice)

@@ -139,14 +139,16 @@ class ModelStep:
                 return Asked(None, StopReason.BUDGET, refused, retries)
             cut: Literal["length", "runaway"]
             try:
-                reply = await self._model.complete(
-                    request,
-                    schemas,
-                    on_text=visible.feed,
-                    tool_choice=tool_choice,
-                    on_retry=on_retry,
-                    on_retract=visible.retract,
-                )
+                with self._telemetry.chat_span(self._model.model) as span:
+                    reply = await self._model.complete(
+                        request,
+                        schemas,
+                        on_text=visible.feed,
+                        tool_choice=tool_choice,
+                        on_retry=on_retry,
+                        on_retract=visible.retract,
+                    )
+                    self._telemetry.model_usage(span, self._model.model, reply.usage)
             except RunawayText as exc:
                 usage = estimated_usage(request, exc.text)
                 await self._record(usage)

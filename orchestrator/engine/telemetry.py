@@ -1,28 +1,64 @@
-"""Counters and spans of the engine, through the OpenTelemetry API when it is installed.
+"""Counters, histograms and spans of the engine, through the OpenTelemetry API when it is installed.
 
 OpenTelemetry is an optional dependency: it is imported lazily, and without it every call here is a
-no-op. With the API but no SDK configured, the API's own no-op providers apply. Tests and embedders
-pass their own ``MeterProvider`` / ``TracerProvider`` instead of touching global state.
+no-op. With the API but no SDK configured, the API's own no-op providers apply. Tests and
+embedders pass their own ``MeterProvider`` / ``TracerProvider`` instead of touching global state;
+the ``baton`` commands set the global ones up from the standard ``OTEL_*`` variables
+(:mod:`baton.cli.otel`).
+
+Metrics (instruments are made once per meter provider and shared by every :class:`Telemetry`):
 
 - ``chat.tool.loop`` (attribute ``outcome``): how often each guard fired. The round verdicts
   (``wrap-up``, ``hard-stop``) count once per round, ``cancelled`` once per cancelled turn, and the
   per-call guards (``repeated``, ``declined-repeat``, ``interaction-budget``) once per call.
-- ``hitl.decision`` (attributes ``outcome`` = approved / declined / ask-failed, ``side``): one per
-  gated call.
-- spans ``invoke_agent {agent}`` around a turn and ``execute_tool {tool}`` around each tool run,
-  with GenAI semantic-convention attributes.
+- ``hitl.decision`` (attributes ``outcome`` = approved / declined / ask-failed, ``side``,
+  ``source`` = the tool's: ``python`` or ``mcp:<server>``): one per gated call.
+- ``gen_ai.client.token.usage`` (GenAI semantic conventions; ``gen_ai.token.type`` = input /
+  output, ``gen_ai.request.model``): the tokens of each model reply that reported usage.
+- ``baton.inbox.depth`` and ``baton.wake.latency`` (attribute ``baton.profile``): how many
+  messages a sub-agent found when it woke, and how long the oldest of them had waited (seconds).
+- ``baton.worker.agents`` (attributes ``baton.worker``, ``state`` = running / idle): a gauge of
+  the agents each worker hosts, running a round or waiting for mail.
+
+Spans (GenAI semantic conventions; one trace per session, across processes):
+
+- ``invoke_agent {agent}`` around one turn of an agent (kind INTERNAL), a child of the trace
+  context it is given (what woke a sub-agent: :class:`~baton.bus.messages.TraceContext`) or else
+  of the current one;
+- ``invoke_agent {agent}`` of kind CLIENT around the lead's send to a sub-agent
+  (:meth:`Telemetry.delegate_span`); what it sends carries its context (:func:`current_trace`), so
+  the sub-agent's turns, in whichever worker runs them, are its children;
+- ``chat {model}`` (kind CLIENT) around each model request, with the usage of its reply;
+- ``execute_tool {tool}`` around each tool run.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
-from collections.abc import Iterator
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from baton.bus.messages import TraceContext
+
 if TYPE_CHECKING:
-    from opentelemetry.metrics import Counter, MeterProvider
+    from opentelemetry.context import Context
+    from opentelemetry.metrics import (
+        CallbackOptions,
+        Counter,
+        Histogram,
+        Meter,
+        MeterProvider,
+        Observation,
+    )
     from opentelemetry.trace import Span, Tracer, TracerProvider
+
+    from baton.bus.messages import Envelope
+    from baton.llm.types import Usage
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +79,38 @@ HitlOutcome = Literal["approved", "declined", "ask-failed"]
 _SCOPE = "baton.engine"
 
 
+def _otel_installed() -> bool:
+    if importlib.util.find_spec("opentelemetry.trace") is None:  # optional: a no-op without it
+        log.debug("opentelemetry is not installed; engine telemetry is off")
+        return False
+    return True
+
+
+_INSTALLED = _otel_installed()
+"""Looked up once (and without importing it): a failed import on every send would cost more
+than the send."""
+
+
+class AgentCounts(Protocol):
+    """What a worker tells the ``baton.worker.agents`` gauge (read from the exporter's thread)."""
+
+    name: str
+
+    def agent_counts(self) -> tuple[int, int]:
+        """(running a round, idle) agents now."""
+        ...
+
+
 class SpanHandle(Protocol):
     """What engine code may do with an open span."""
 
     def fail(self, error_type: str) -> None: ...
 
     def set(self, key: str, value: str | int | bool) -> None: ...
+
+    def trace(self) -> TraceContext | None:
+        """This span's context, for a message sent from inside it; None when not traced."""
+        ...
 
 
 class _NoSpan:
@@ -58,6 +120,9 @@ class _NoSpan:
         return None
 
     def set(self, key: str, value: str | int | bool) -> None:
+        return None
+
+    def trace(self) -> TraceContext | None:
         return None
 
 
@@ -79,11 +144,122 @@ class _OtelSpan:
     def set(self, key: str, value: str | int | bool) -> None:
         self._span.set_attribute(key, value)
 
+    def trace(self) -> TraceContext | None:
+        from opentelemetry.trace import set_span_in_context
+
+        return _inject(set_span_in_context(self._span))
+
+
+def _inject(context: Context | None) -> TraceContext | None:
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier, context)
+    traceparent = carrier.get("traceparent")
+    if not traceparent:
+        return None
+    return TraceContext(traceparent=traceparent, tracestate=carrier.get("tracestate", ""))
+
+
+def _extract(trace: TraceContext) -> Context:
+    """The context to start a child of ``trace`` in: an empty one (a new trace) when it does
+    not parse, never the current one (that would hang the turn under an unrelated span)."""
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier = {"traceparent": trace.traceparent}
+    if trace.tracestate:
+        carrier["tracestate"] = trace.tracestate
+    return TraceContextTextMapPropagator().extract(carrier)
+
+
+def current_trace() -> TraceContext | None:
+    """The W3C trace context of the current span, for the envelope or spawn request about to be
+    sent; None when nothing is traced (the message then goes out exactly as before)."""
+    if not _INSTALLED:
+        return None
+    from opentelemetry import trace
+
+    if not trace.get_current_span().get_span_context().is_valid:
+        return None
+    return _inject(None)
+
+
+def trace_of(batch: Sequence[Envelope], fallback: TraceContext | None) -> TraceContext | None:
+    """The context a round on ``batch`` continues: the newest message's that has one, else
+    ``fallback`` (the spawn request's: a person's message carries none)."""
+    for envelope in reversed(batch):
+        if envelope.trace is not None:
+            return envelope.trace
+    return fallback
+
+
+def _aware(moment: datetime) -> datetime:
+    """A producer may write ``created_at`` without an offset: the protocol's times are UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+class _Instruments:
+    """One meter provider's instruments, made once: the API's proxy provider keeps every
+    instrument ever made, so making them per :class:`Telemetry` (one per loop) would grow it."""
+
+    def __init__(self, meter: Meter) -> None:
+        self.loop: Counter = meter.create_counter(
+            "chat.tool.loop", unit="{guard}", description="Tool-loop guards that fired, by outcome"
+        )
+        self.hitl: Counter = meter.create_counter(
+            "hitl.decision", unit="{call}", description="Human approval decisions, by outcome"
+        )
+        self.tokens: Histogram = meter.create_histogram(
+            "gen_ai.client.token.usage", unit="{token}", description="Tokens of each model reply"
+        )
+        self.depth: Histogram = meter.create_histogram(
+            "baton.inbox.depth", unit="{message}", description="Messages a sub-agent woke to"
+        )
+        self.wake: Histogram = meter.create_histogram(
+            "baton.wake.latency",
+            unit="s",
+            description="How long the oldest message had waited when its agent woke to it",
+        )
+        self._sources: weakref.WeakSet[AgentCounts] = weakref.WeakSet()
+        self._lock = threading.Lock()  # the gauge is read from the exporter's thread
+        meter.create_observable_gauge(
+            "baton.worker.agents",
+            callbacks=[self._observe],
+            unit="{agent}",
+            description="Agents each worker hosts, by state (running a round, idle)",
+        )
+
+    def watch(self, source: AgentCounts) -> None:
+        with self._lock:
+            self._sources.add(source)
+
+    def _observe(self, options: CallbackOptions) -> Iterable[Observation]:
+        from opentelemetry.metrics import Observation
+
+        with self._lock:
+            sources = list(self._sources)
+        observed: list[Observation] = []
+        for source in sources:
+            running, idle = source.agent_counts()
+            observed.append(Observation(running, {"baton.worker": source.name, "state": "running"}))
+            observed.append(Observation(idle, {"baton.worker": source.name, "state": "idle"}))
+        return observed
+
+
+_BY_PROVIDER: weakref.WeakKeyDictionary[MeterProvider, _Instruments] = weakref.WeakKeyDictionary()
+
+
+def _instruments(provider: MeterProvider) -> _Instruments:
+    made = _BY_PROVIDER.get(provider)
+    if made is None:
+        made = _BY_PROVIDER[provider] = _Instruments(provider.get_meter(_SCOPE))
+    return made
+
 
 class Telemetry:
     """The engine's instruments; one per loop (cheap) or shared."""
 
-    __slots__ = ("_hitl", "_loop", "_tracer", "_tracer_provider", "provider_name")
+    __slots__ = ("_inst", "_tracer", "_tracer_provider", "provider_name")
 
     def __init__(
         self,
@@ -93,22 +269,14 @@ class Telemetry:
         provider_name: str = "openai",
     ) -> None:
         self.provider_name = provider_name
-        self._loop: Counter | None = None
-        self._hitl: Counter | None = None
+        self._inst: _Instruments | None = None
         self._tracer: Tracer | None = None
         self._tracer_provider = tracer_provider
-        try:
-            from opentelemetry import metrics
-        except ImportError:  # the optional dependency is absent: stay a no-op
-            log.debug("opentelemetry is not installed; engine telemetry is off")
+        if not _INSTALLED:
             return
-        meter = (meter_provider or metrics.get_meter_provider()).get_meter(_SCOPE)
-        self._loop = meter.create_counter(
-            "chat.tool.loop", unit="{guard}", description="Tool-loop guards that fired, by outcome"
-        )
-        self._hitl = meter.create_counter(
-            "hitl.decision", unit="{call}", description="Human approval decisions, by outcome"
-        )
+        from opentelemetry import metrics
+
+        self._inst = _instruments(meter_provider or metrics.get_meter_provider())
         if tracer_provider is not None:
             self._tracer = tracer_provider.get_tracer(_SCOPE)
 
@@ -118,7 +286,7 @@ class Telemetry:
         The API's default proxy provider only ever yields no-op spans, and going through it costs
         ~17 µs a span, so spans are skipped while it is what the global provider is.
         """
-        if self._tracer is not None or self._tracer_provider is not None or self._loop is None:
+        if self._tracer is not None or self._tracer_provider is not None or self._inst is None:
             return self._tracer
         from opentelemetry import trace
 
@@ -128,17 +296,59 @@ class Telemetry:
         self._tracer = provider.get_tracer(_SCOPE)
         return self._tracer
 
-    def loop_outcome(self, outcome: LoopOutcome, amount: int = 1) -> None:
-        if self._loop is not None and amount:
-            self._loop.add(amount, {"outcome": outcome})
+    # -- metrics --------------------------------------------------------------------------------
 
-    def hitl_decision(self, outcome: HitlOutcome, side: str = "chat", amount: int = 1) -> None:
-        if self._hitl is not None and amount:
-            self._hitl.add(amount, {"outcome": outcome, "side": side})
+    def loop_outcome(self, outcome: LoopOutcome, amount: int = 1) -> None:
+        if self._inst is not None and amount:
+            self._inst.loop.add(amount, {"outcome": outcome})
+
+    def hitl_decision(
+        self, outcome: HitlOutcome, side: str = "chat", amount: int = 1, *, source: str = "python"
+    ) -> None:
+        if self._inst is not None and amount:
+            self._inst.hitl.add(amount, {"outcome": outcome, "side": side, "source": source})
+
+    def woke(self, profile: str, batch: Sequence[Envelope]) -> None:
+        """A sub-agent woke to ``batch``: its inbox depth and how long the oldest had waited."""
+        if self._inst is None or not batch:
+            return
+        attributes = {"baton.profile": profile}
+        self._inst.depth.record(len(batch), attributes)
+        now = datetime.now(UTC)
+        waited = max(now - _aware(envelope.created_at) for envelope in batch).total_seconds()
+        self._inst.wake.record(max(0.0, waited), attributes)
+
+    def watch_agents(self, source: AgentCounts) -> None:
+        """Report ``source``'s agents on the ``baton.worker.agents`` gauge while it lives."""
+        if self._inst is not None:
+            self._inst.watch(source)
+
+    def model_usage(self, span: SpanHandle, model: str, usage: Usage | None) -> None:
+        """A model reply's usage (when the server sent one): on its ``chat`` span and the token
+        histogram."""
+        if usage is None:
+            return
+        input_tokens, output_tokens = usage.prompt_tokens, usage.completion_tokens
+        span.set("gen_ai.usage.input_tokens", input_tokens)
+        span.set("gen_ai.usage.output_tokens", output_tokens)
+        if self._inst is None:
+            return
+        base = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": self.provider_name,
+            "gen_ai.request.model": model,
+        }
+        self._inst.tokens.record(input_tokens, {**base, "gen_ai.token.type": "input"})
+        self._inst.tokens.record(output_tokens, {**base, "gen_ai.token.type": "output"})
+
+    # -- spans ----------------------------------------------------------------------------------
 
     @contextmanager
-    def agent_span(self, agent: str, model: str, session: str) -> Iterator[SpanHandle]:
-        """``invoke_agent`` around one turn (GenAI semantic conventions)."""
+    def agent_span(
+        self, agent: str, model: str, session: str, *, parent: TraceContext | None = None
+    ) -> Iterator[SpanHandle]:
+        """``invoke_agent`` around one turn, a child of ``parent`` when given (what woke the
+        agent, sent from another process perhaps), else of the current span."""
         tracer = self._current_tracer()
         if tracer is None:
             yield _NO_SPAN
@@ -150,8 +360,56 @@ class Telemetry:
             "gen_ai.provider.name": self.provider_name,
             "gen_ai.conversation.id": session,
         }
-        with tracer.start_as_current_span(f"invoke_agent {agent}", attributes=attributes) as span:
+        context = _extract(parent) if parent is not None else None
+        with tracer.start_as_current_span(
+            f"invoke_agent {agent}", context=context, attributes=attributes
+        ) as span:
             yield _OtelSpan(span)
+
+    @contextmanager
+    def delegate_span(self, agent: str, session: str, kind: str) -> Iterator[SpanHandle]:
+        """``invoke_agent`` of kind CLIENT around a send to sub-agent ``agent``: what is sent
+        inside it carries its context, so the agent's own turns are its children."""
+        tracer = self._current_tracer()
+        if tracer is None:
+            yield _NO_SPAN
+            return
+        from opentelemetry.trace import SpanKind
+
+        attributes: dict[str, str] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent,
+            "gen_ai.conversation.id": session,
+            "baton.message.type": kind,
+        }
+        with tracer.start_as_current_span(
+            f"invoke_agent {agent}", kind=SpanKind.CLIENT, attributes=attributes
+        ) as span:
+            yield _OtelSpan(span)
+
+    @contextmanager
+    def chat_span(self, model: str) -> Iterator[SpanHandle]:
+        """``chat {model}`` (kind CLIENT) around one model request, its retries included."""
+        tracer = self._current_tracer()
+        if tracer is None:
+            yield _NO_SPAN
+            return
+        from opentelemetry.trace import SpanKind
+
+        attributes: dict[str, str] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": model,
+            "gen_ai.provider.name": self.provider_name,
+        }
+        with tracer.start_as_current_span(
+            f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes
+        ) as span:
+            handle = _OtelSpan(span)
+            try:
+                yield handle
+            except Exception as exc:  # the request failed: say how (cancellation is no error)
+                handle.fail(type(exc).__qualname__)
+                raise
 
     @contextmanager
     def tool_span(self, tool: str, call_id: str) -> Iterator[SpanHandle]:

@@ -14,6 +14,9 @@ Two flags change how governance treats a call, and both may depend on the argume
 ``media`` declares that the tool produces media (pictures, files): the lead uses it to know which
 profiles make media, so a session that asked for media and got none is not "completed".
 
+``source`` says where a tool comes from, for telemetry (the ``hitl.decision`` counter): ``python``
+for a Python function, ``mcp:<server>`` for an MCP server's tool (``baton.subagents.mcp``).
+
 ``repeat_key`` lets a tool say which calls count as "the same" for the repeat guard beyond identical
 arguments (``send_message``: its content, whatever the target), so a model cycling one task through
 several targets is stopped like one repeating a call.
@@ -26,7 +29,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias, cast, get_type_hints, overload
+from typing import Any, Literal, TypeAlias, cast, get_type_hints, overload
 
 import anyio.to_thread
 import pydantic_core
@@ -134,6 +137,7 @@ class Tool:
         "name",
         "repeat_key",
         "schema",
+        "source",
         "timeout_s",
     )
 
@@ -150,8 +154,10 @@ class Tool:
         abandon_thread_on_cancel: bool = True,
         repeat_key: RepeatKey | None = None,
         media: bool = False,
+        source: str = "python",
     ) -> None:
         self.fn = fn
+        self.source = source
         self.repeat_key = repeat_key
         self.media = media
         self.name = name or fn.__name__
@@ -188,6 +194,14 @@ class Tool:
         """Whether this call must be approved by a human before it runs."""
         flag = self._approval
         return flag if isinstance(flag, bool) else bool(flag(args))
+
+    @property
+    def approval(self) -> Literal["always", "never", "per call"]:
+        """When its calls need a person's approval, as a listing shows it (``baton tools``)."""
+        flag = self._approval
+        if isinstance(flag, bool):
+            return "always" if flag else "never"
+        return "per call"
 
     def is_terminal(self, args: Arguments) -> bool:
         """Whether the loop ends once this call has run."""

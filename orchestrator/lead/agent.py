@@ -174,6 +174,7 @@ class Lead:
         self._taken: list[str] = []
         """Ids of the last inbox messages put into the context (for the checkpoint)."""
         self._abandoned: LeadTakenOver | None = None
+        telemetry = telemetry or Telemetry()
         self.dispatch = Dispatcher(
             bus,
             session,
@@ -185,6 +186,7 @@ class Lead:
             pool=spawn_pool,
             approve=spawn_approve,
             on_send=self._save_mid_turn,
+            telemetry=telemetry,
         )
         tools = list(tools)
         self._own_tools = frozenset(tool.name for tool in tools)

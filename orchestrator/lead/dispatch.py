@@ -33,7 +33,8 @@ from baton.bus.messages import (
     make_envelope,
 )
 from baton.bus.retry import persist
-from baton.engine import EventSink, Tool, ToolRegistry, ToolResult
+from baton.engine import EventSink, Telemetry, Tool, ToolRegistry, ToolResult
+from baton.engine.telemetry import current_trace
 from baton.engine.turn import normalise_text
 from baton.lead.checkpoint import TurnSend
 from baton.lead.delegation import DelegationLimits, TurnSends
@@ -73,8 +74,12 @@ class Dispatcher:
         pool: str = DEFAULT_POOL,
         approve: ApprovePolicy = "ask",
         on_send: Callable[[], Awaitable[None]] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.bus = bus
+        self.telemetry = telemetry or Telemetry()
+        """Each send to a sub-agent is an ``invoke_agent`` CLIENT span whose context the envelope
+        and the spawn request carry, so the agent's turns join the session's trace."""
         self.session = session
         self.pool = pool
         """Where its spawn requests go: ``local`` (the session's own worker) or a worker pool."""
@@ -135,12 +140,16 @@ class Dispatcher:
             if refusal is not None:
                 await self._guard("send-cap")
                 return ToolResult(refusal, blocked=True)
-            try:
-                envelope = await self.send(route.name, kind, content)
-            except InvalidEnvelope as exc:
-                return f"Did not send to {to!r}: {exc.reason}. Fix the name or content and retry."
-            if route.start:
-                await self.start(route)
+            with self.telemetry.delegate_span(route.name, self.session, kind) as span:
+                try:
+                    envelope = await self.send(route.name, kind, content)
+                except InvalidEnvelope as exc:
+                    span.fail(type(exc).__qualname__)
+                    return (
+                        f"Did not send to {to!r}: {exc.reason}. Fix the name or content and retry."
+                    )
+                if route.start:
+                    await self.start(route)
             self.roster.sent(route.name, Sent(envelope.id, kind, content))
             self.sends.count(route.name, route.profile, route.start)
             if kind == "task":
@@ -264,7 +273,12 @@ class Dispatcher:
 
     async def send(self, to: str, kind: SendKind, content: str) -> Envelope:
         envelope = make_envelope(
-            session=self.session, sender=LEAD_NAME, recipient=to, type=kind, content=content
+            session=self.session,
+            sender=LEAD_NAME,
+            recipient=to,
+            type=kind,
+            content=content,
+            trace=current_trace(),
         )
         await self.persist(partial(self.bus.send, envelope), f"send {to}")
         return envelope
@@ -279,6 +293,7 @@ class Dispatcher:
             profile=profile,
             pool=self.pool,
             meta={APPROVE_KEY: self.approve},
+            trace=current_trace(),
         )
         record.spawn_id = request.id  # the lead knows a worker's refusal of it by its id
         receipt = await self.persist(partial(self.bus.submit_spawn, request), f"spawn {name}")

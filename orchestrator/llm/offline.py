@@ -43,7 +43,9 @@ line; its first line is ``[<type> from <sender>]`` followed by the content, and 
 back it calls ``send_message(to="lead", type="result", content=<summary with every URL found in the
 tool results>)``, or saying what did not run and why when a call was refused (a declined
 approval); after that, or with no such tools, it answers with text. A writing task ("write a
-haiku") is answered with a canned text rather than "Done: …".
+haiku") is answered with a canned text rather than "Done: …". A tool result that is a JSON object
+(an MCP tool's data, such as the time in a zone) is quoted on the summary's first line, which the
+lead's summary quotes in turn.
 """
 
 from __future__ import annotations
@@ -258,6 +260,9 @@ def _subagent(messages: list[Json], tools: list[Json]) -> Reply:
 def _result_text(task: str, outputs: list[str]) -> str:
     urls = list(dict.fromkeys(url for output in outputs for url in _urls(output)))
     text = _written(task) or (f"Done: {task}." if task else "Done.")
+    data = _data(outputs)
+    if data:  # on the first line, which the lead's summary quotes
+        text += " " + " ".join(data)
     refused = [_first_sentence(output) for output in outputs if _NOT_RUN in output]
     if refused:  # a declined approval, a guard: say so instead of claiming it done
         text = f"Not done: {task}. " + " ".join(refused) if task else " ".join(refused)
@@ -287,6 +292,20 @@ def _written(task: str) -> str | None:
 
 _NOT_RUN = " did not run: "
 """How the engine's answer to a call that never ran begins (``<tool> did not run: <why>``)."""
+
+
+def _data(outputs: list[str]) -> list[str]:
+    """The tool outputs that are JSON objects (what MCP tools answer with, such as the time in a
+    time zone), compact: the task's answer is the data, so the result carries it to the lead."""
+    found = []
+    for output in outputs:
+        try:
+            value = json.loads(output)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append(json.dumps(value, ensure_ascii=False))
+    return found
 
 
 def _first_sentence(text: str) -> str:

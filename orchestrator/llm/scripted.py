@@ -55,6 +55,7 @@ from baton.llm.script import (
     render,
 )
 from baton.llm.scripted_http import LoopbackServer, serve_http
+from baton.llm.scripted_images import ScriptedImages
 
 IN_PROCESS_URL = "http://scripted.invalid/v1"
 """Base URL to give the ``openai`` client when it talks to the in-process transport."""
@@ -79,7 +80,8 @@ class RecordedRequest:
 
 
 class ScriptedServer:
-    """Answers Chat Completions requests from a script (and records them when ``record``).
+    """Answers Chat Completions requests from a script (and records them when ``record``), and
+    Images API requests as ``images`` says.
 
     ``script`` may be a :class:`Script` or just an iterable of replies; ``responder`` answers once
     the queued replies are spent. A responder that raises is answered with a non-retryable 400
@@ -94,8 +96,12 @@ class ScriptedServer:
         *,
         responder: Responder | None = None,
         record: bool = False,
+        images: ScriptedImages | None = None,
     ) -> None:
         self.script = script if isinstance(script, Script) else Script(script, responder)
+        self.images = images if images is not None else ScriptedImages()
+        """The Images API it serves (``POST /v1/images/generations``; see
+        :mod:`baton.llm.scripted_images`)."""
         if responder is not None:
             self.script.responder = responder
         if record:
@@ -129,6 +135,8 @@ class ScriptedServer:
         self.request_count += 1
         if self.record:
             self._requests.append(RecordedRequest(method, path, headers, body))
+        if self.images.handles(method, path):
+            return self.images.handle(method, path, headers, body)
         if method != "POST" or not path.endswith("/chat/completions"):
             return render(
                 HttpError(404, f"no route for {method} {path}", "invalid_request_error"), {}

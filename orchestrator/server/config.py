@@ -19,6 +19,8 @@ from baton.engine.spend import SpendLimits
 from baton.lead.delegation import DelegationLimits
 from baton.llm import ModelSettings
 from baton.llm.types import ToolChoice
+from baton.media import MediaStore
+from baton.subagents.images import ImageGenerator
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8321
@@ -85,6 +87,10 @@ class ServerConfig:
     session_defaults: SessionDefaults = SessionDefaults()
     profiles: Path | None = None
     media_dir: Path = Path("media")
+    media: MediaStore | None = None
+    """Where the sessions' tools put media (docs/media.md); None: a folder, ``media_dir``."""
+    images: ImageGenerator | None = None
+    """What draws ``generate_image``'s pictures; None: the offline painter."""
     cors_origins: tuple[str, ...] = ()
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     heartbeat_s: float = DEFAULT_HEARTBEAT_S

@@ -67,6 +67,8 @@ async def start_session(request: Request) -> Response:
         approve=body.approve,
         timeout_s=timeout,
         media_dir=ctx.media_root,
+        media=ctx.config.media,
+        images=ctx.config.images,
         instructions=body.instructions,
     )
     try:

@@ -47,9 +47,12 @@ def role(request: RecordedRequest) -> str:
 
 
 def by_role(server: ScriptedServer) -> dict[str, list[RecordedRequest]]:
+    """The chat requests by the agent that made them (the painter's pictures go to the Images
+    API of the same endpoint: those are not chat requests)."""
     found: dict[str, list[RecordedRequest]] = {}
     for request in server.requests:
-        found.setdefault(role(request), []).append(request)
+        if request.path.endswith("/chat/completions"):
+            found.setdefault(role(request), []).append(request)
     return found
 
 

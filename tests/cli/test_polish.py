@@ -14,7 +14,9 @@ import pytest
 
 from tests.cli.helpers import BATON, REPO, TIMEOUT_S, run_baton
 
-COMMANDS = ["run", "resume", "post", "watch", "approve", "sessions", "worker", "serve", "clean"]
+COMMANDS = [
+    "run", "resume", "post", "watch", "approve", "sessions", "worker", "serve", "clean", "tools"
+]  # fmt: skip
 
 
 def test_version_flag_prints_the_version(env: dict[str, str]) -> None:
