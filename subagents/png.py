@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
-from pathlib import Path
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -46,13 +45,3 @@ def picture_for(prompt: str, size: int = 64) -> bytes:
             row = bytearray(band * size)
         rows.append(bytes(row))
     return encode_png(size, size, rows)
-
-
-def write_picture(directory: Path, name: str, prompt: str, size: int = 64) -> Path:
-    """Write the prompt's picture to ``directory/name`` (atomically) and return its path."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / name
-    partial = path.with_suffix(path.suffix + ".part")
-    partial.write_bytes(picture_for(prompt, size))
-    partial.replace(path)
-    return path
