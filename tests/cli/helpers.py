@@ -152,6 +152,16 @@ class Proc:
     def events(self) -> list[dict[str, Any]]:
         return [e for e in (_json(line) for line in self.out) if e is not None]
 
+    def drain(self) -> None:
+        """Keep what the process wrote that no ``expect`` has read yet (for the transcript)."""
+        while True:
+            try:
+                name, line = self.lines.get_nowait()
+            except queue.Empty:
+                return
+            if line is not None:
+                (self.out if name == "out" else self.err).append(line)
+
     def transcript(self) -> str:
         return f"--- stdout\n{''.join(self.out)}--- stderr\n{''.join(self.err)}"
 
@@ -184,6 +194,11 @@ def processes() -> Iterator[Callable[..., Proc]]:
 
     try:
         yield start
+    except BaseException:
+        for proc in started:  # a failing test shows what every process said, not just one
+            proc.drain()
+            print(f"=== {proc.args}\n{proc.transcript()}")
+        raise
     finally:
         for proc in started:
             proc.kill()
