@@ -16,6 +16,7 @@ from baton.cli.clean import CLEAN_EXAMPLES, CLEAN_HELP, clean_command
 from baton.cli.exits import run_async
 from baton.cli.helpfmt import PlainArgumentsCommand
 from baton.cli.options import (
+    BaseUrlOpt,
     BudgetCallsOpt,
     BudgetTokensOpt,
     BusOpt,
@@ -26,6 +27,7 @@ from baton.cli.options import (
     MaxTokensOpt,
     MediaDirOpt,
     MediaOpt,
+    ModelOpt,
     ModelRetriesOpt,
     ModelTimeoutOpt,
     ParallelToolCallsOpt,
@@ -105,18 +107,8 @@ def run(
     bus: BusOpt = None,
     config: ConfigOpt = None,
     prefix: PrefixOpt = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model", metavar="NAME", help="model name (or BATON_MODEL)", show_default=False
-        ),
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            "--base-url", metavar="URL", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)"
-        ),
-    ] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
     profiles: ProfilesOpt = None,
     only: Annotated[
         list[str] | None,
@@ -246,18 +238,8 @@ def resume(
     bus: BusOpt = None,
     config: ConfigOpt = None,
     prefix: PrefixOpt = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model", metavar="NAME", help="model name (or BATON_MODEL)", show_default=False
-        ),
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            "--base-url", metavar="URL", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)"
-        ),
-    ] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
     profiles: ProfilesOpt = None,
     approve: Annotated[
         str | None,

@@ -33,6 +33,16 @@ BusOpt = Annotated[
         show_default=False,
     ),
 ]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", metavar="NAME", help="model name (or BATON_MODEL)",
+                 show_default=False),
+]  # fmt: skip
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option("--base-url", metavar="URL",
+                 help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)"),
+]  # fmt: skip
 PrefixOpt = Annotated[
     str | None,
     typer.Option("--prefix", metavar="PREFIX",
