@@ -376,7 +376,10 @@ def watch(
         bool, typer.Option("--from-start", help="replay the session's events from its start")
     ] = False,
     wait: Annotated[
-        bool, typer.Option("--wait", help="wait for a session the bus does not know yet")
+        bool,
+        typer.Option(
+            "--wait", help="wait for a session the bus does not know yet; show it from its start"
+        ),
     ] = False,
     bus: BusOpt = None,
     config: ConfigOpt = None,

@@ -107,7 +107,9 @@ async def watch(
     """Tail a session's events until it finishes; from now on, or from its first event.
 
     A session the bus does not know is a ``ConfigError`` (exit 2), unless ``wait``: then the
-    tail waits for it to appear. A session whose lead died ends the tail with one line and
+    tail waits for it to appear and shows it from its first event (a session started just
+    before this process could read the bus would otherwise lose its beginning, or everything
+    if it then went quiet). A session whose lead died ends the tail with one line and
     exit 1 (``baton resume`` continues it). The tail rides out a bus outage of up to
     ``bus_outage`` seconds, then carries on at its cursor; a longer one ends it with
     ``BusOutage`` (exit 3, "bus unreachable")."""
@@ -124,8 +126,8 @@ async def watch(
                     "--prefix; --wait waits for it to start"
                 )
             after: str | None = None
-            if not from_start:
-                after, last = await last_cursor(bus, session)
+            if not from_start and not wait:  # waited for: shown from its start, even if the
+                after, last = await last_cursor(bus, session)  # session beat this process up
                 if last is not None and isinstance(last.event, SessionFinished):
                     print(
                         f"session {session} already {last.event.status}; "

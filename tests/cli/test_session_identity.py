@@ -81,6 +81,25 @@ def test_two_runs_given_one_id_at_once_one_is_refused_and_the_other_is_undisturb
     assert [e["type"] for e in events].count("session.finished") == 1
 
 
+def test_watch_wait_shows_a_session_from_its_start_even_when_it_began_first(
+    start: Callable[..., Proc], tmp_path: Path, on_redis: dict[str, str]
+) -> None:
+    """``watch --wait`` is started before the run, but a loaded machine may let the run reach
+    the bus first; the watch still shows the session from ``session.started``, not from the
+    moment it looked (a session that then went quiet showed nothing at all: seen in CI)."""
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text(PROFILES + MASON)
+    run = start("run", "--json", "--session", "early", "--profiles", str(profiles),
+                "--profile", "mason", "build a wall", env=on_redis)  # fmt: skip
+    run.expect_event("tool.call", agent="mason")  # the session is under way, then holds
+    waiting = start("watch", "early", "--wait", "--json", env=on_redis)
+    waiting.expect_event("session.started")
+    waiting.expect_event("tool.call", agent="mason")
+    (tmp_path / "release").touch()
+    assert run.wait() == 0, run.transcript()
+    assert waiting.wait() == 0, waiting.transcript()
+
+
 def test_watch_refuses_an_unknown_session_and_waits_for_it_when_told(
     start: Callable[..., Proc], profiles_file: Path, on_redis: dict[str, str]
 ) -> None:
