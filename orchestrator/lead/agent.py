@@ -18,8 +18,10 @@ The engine's :class:`~baton.engine.AgentLoop` runs the micro-loop of one lead tu
           -> failed, with an answer composed from their results and every media URL
         gather the inbox: results, progress, follow-ups; wait (bounded) while sub-agents are
           outstanding and nobody asked anything new
-        answered, but nothing delegated for this request? -> sent back once (confirm_direct):
-          the profiles again, delegate or answer the same again
+        answered, but nothing delegated for this request? -> an evasive answer (it declines,
+          disclaims or restates the request) is routed: one forced choice of profiles, each
+          given the request as written (lead/routing.py); any other is sent back once
+          (confirm_direct): the profiles again, delegate or answer the same again
         nothing new and nothing outstanding?          -> the last turn's text, checked
           (lead/outcome.py): completed, or incomplete; a last turn that was cut, blocked or
           silent gets one more turn without tools, asked for the answer (cut again: incomplete;
@@ -68,7 +70,7 @@ from baton.engine import (
 )
 from baton.engine.spend import Spend
 from baton.lead import delegation as delegating
-from baton.lead import prompt
+from baton.lead import prompt, routing
 from baton.lead.answer import answer_tool
 from baton.lead.checkpoint import (
     TAKEN_KEEP,
@@ -99,6 +101,8 @@ LATE_ANSWER_S = 60.0
 """The last turn past the session deadline runs at most this long."""
 FAILURE_BACKOFF_S = 2.0
 """After the n-th failed turn in a row the lead waits up to n times this for news, then retries."""
+ROUTE_TIMEOUT_S = 120.0
+"""The routing request (one constrained call, lead/routing.py) runs at most this long."""
 
 
 class Lead:
@@ -204,6 +208,21 @@ class Lead:
         self._profiles = dict(profiles)
         self._answer_tool = answer is not None
         self._confirm_direct = delegation.confirm_direct
+        self._router = (
+            AgentLoop(
+                model,
+                ToolRegistry([routing.route_tool(profiles, self._route_to)]),
+                session=session,
+                agent=LEAD_NAME,
+                limits=LoopLimits(soft_max_rounds=1, hard_max_rounds=1),
+                events=shown,
+                telemetry=telemetry,
+                tool_choice="required",
+                spend=spend,
+            )
+            if profiles and tool_choice != "none"
+            else None
+        )
         system = prompt.system_prompt(
             profiles,
             instructions,
@@ -278,6 +297,10 @@ class Lead:
         """``send_message`` (see :class:`~baton.lead.dispatch.Dispatcher`)."""
         return await self.dispatch.deliver(to, content, kind)
 
+    async def _route_to(self, profile: str) -> str | ToolResult:
+        """A ``route`` call: the current request, as the person wrote it, to ``profile``."""
+        return await self.dispatch.deliver(profile, self.progress.request, "task")
+
     async def _delegate(self, profile: str, task: str) -> str | ToolResult:
         """A per-profile delegation tool's call: a task to that profile."""
         return await self.dispatch.deliver(profile, task, "task")
@@ -292,6 +315,7 @@ class Lead:
         """
         if task is not None:
             self.history.append({"role": "user", "content": task})
+            self.progress.request = task
         deadline = anyio.current_time() + (self.timeout_s if time_left is None else time_left)
         try:
             if task is not None:
@@ -352,12 +376,12 @@ class Lead:
                 await self._save()
             else:
                 progress.failures = 0
-                if await self._sent_back(result):
+                if await self._sent_back(result, deadline):
                     continue
                 progress.phase, progress.last = "gather", last_turn(result)
                 await self._save()
 
-    async def _sent_back(self, result: TurnResult) -> bool:
+    async def _sent_back(self, result: TurnResult, deadline: float) -> bool:
         """Send a request's answer that delegated nothing back once (``confirm_direct``), unless
         the lead used a tool of its own, was asked without tools, or has sub-agents from an
         earlier request (their work or results are in its context: a follow-up answered then
@@ -370,19 +394,49 @@ class Lead:
         progress = self.progress
         if (
             not self._confirm_direct
-            or progress.direct_checked
             or self.waves.spent
             or self.roster.agents
             or self._used_own_tools(result)
-            or not self._answer_tool
             or not self._profiles
             or self._cancelled
         ):
+            return False
+        if not progress.routed and routing.evades(reply_of(result), progress.request):
+            return await self._routed(deadline)
+        if progress.direct_checked or not self._answer_tool:
             return False
         progress.direct_checked = True
         await self._retract_shown(RETRACTED_SENT_BACK)
         note = prompt.direct_note(self._profiles, answer_tool=self._answer_tool)
         self._add_note(note, kind="check")
+        await self._save()
+        return True
+
+    async def _routed(self, deadline: float) -> bool:
+        """Route the request the lead evaded (lead/routing.py): one request offering only
+        ``route(to)``, a profile enum, with a call required; each chosen profile gets the request
+        as written. What it sent goes into the context as the ``send_message`` calls they were
+        (the route tool is not the lead's), and the lead waits for the results. Nothing sent
+        (the call failed, or was refused): the answer stands, as it would have."""
+        progress = self.progress
+        if self._router is None or not progress.request.strip():
+            return False
+        progress.routed = True
+        await self._retract_shown(RETRACTED_SENT_BACK)
+        asked = [*self.history, prompt.note_block("check", routing.ROUTE_NOTE)]
+        self.dispatch.sends.reset()
+        self.dispatch.turn_sends.clear()
+        with anyio.move_on_after(min(ROUTE_TIMEOUT_S, deadline - anyio.current_time())):
+            await self._router.run_turn(asked)
+        sends = list(self.dispatch.turn_sends)
+        self.dispatch.turn_sends.clear()
+        self.waves.count(len(sends))
+        if not sends:
+            log.info("session %s: routing the request sent nothing", self.session)
+            await self._save()
+            return False
+        self.history.extend(turn_messages(sends))
+        progress.phase, progress.last = "gather", LastTurn()
         await self._save()
         return True
 
@@ -552,12 +606,14 @@ class Lead:
     async def _refresh(self) -> None:
         await self.intake.refresh()
 
-    def _new_request(self) -> None:
-        """A person asked something new: delegation for it starts over."""
+    def _new_request(self, request: str) -> None:
+        """A person asked something new (``request``): delegation for it starts over."""
         self.dispatch.new_request()
         self.waves.reset()
         self.progress.waves_noted = False
         self.progress.direct_checked = False
+        self.progress.routed = False
+        self.progress.request = request
 
     # -- the checkpoint (lead/checkpoint.py) ----------------------------------------------------
 

@@ -56,6 +56,10 @@ class Progress(BaseModel):
     """The lead was told its delegation waves are spent."""
     direct_checked: bool = False
     """This request's answer that delegated nothing was sent back once to be confirmed."""
+    routed: bool = False
+    """This request, evaded by the lead, was routed to profiles (lead/routing.py)."""
+    request: str = ""
+    """The person's newest request, as written (what routing hands on)."""
     last: LastTurn = Field(default_factory=LastTurn)
     error: str = ""
     """Why the lead's model failed for good (``phase`` ``failed``)."""

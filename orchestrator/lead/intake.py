@@ -51,7 +51,7 @@ class Intake:
         *,
         cancel: Callable[[], None],
         cancelled: Callable[[], bool],
-        on_request: Callable[[], None],
+        on_request: Callable[[str], None],
         before_ack: Callable[[list[str]], Awaitable[None]] | None = None,
         events: EventSink | None = None,
         media_dir: Path | None = None,
@@ -185,7 +185,7 @@ class Intake:
         reports = [e for e in arrived if self.roster.is_agent(e.sender)]
         requests = [e for e in arrived if self.is_request(e)]
         if requests:
-            self._on_request()
+            self._on_request("\n\n".join(envelope.content for envelope in requests))
         self.history.extend(prompt.inbox_messages(reports, requests))
         ids = [envelope.id for envelope in arrived]
         if self._before_ack is not None:  # the lead's checkpoint: a crash now re-delivers them

@@ -59,14 +59,14 @@ async def test_a_plain_answer_is_sent_back_once_and_the_confirmed_answer_shown_o
     assert shown == "Paris.Paris." and len(shown) - sum(retracted) == len("Paris.")
 
 
-async def test_an_apology_sent_back_becomes_a_delegation_and_the_picture_arrives() -> None:
+async def test_a_claimed_picture_sent_back_becomes_a_delegation_and_the_picture_arrives() -> None:
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, ToolResulted) and event.result.call_id == "c2":
             await s.report("painter", "a fox", media=[FOX])
 
     s, outcome = await run_lead(
         [
-            calls("answer", "c1", text="I'm sorry, but I can't paint pictures."),
+            calls("answer", "c1", text="Your fox is ready, and it looks lovely."),
             calls("send_message", "c2", to="painter", content="paint a fox", type="task"),
             calls("answer", "c3", text="The painter is on it."),
             calls("answer", "c4", text=f"Here is your fox: {FOX}"),

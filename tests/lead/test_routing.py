@@ -1,0 +1,198 @@
+"""A request the lead evaded (declined, disclaimed, restated) is routed: one request offering only
+``route(to)`` with a call required, and each chosen profile gets the request as written.
+Scripted model through the real openai client, real bus; the detectors on the texts real small
+models wrote."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from baton.bus.events import RETRACTED_SENT_BACK, Event, TextRetracted, ToolResulted
+from baton.lead.delegation import DelegationLimits
+from baton.lead.routing import ROUTE_NOTE, disclaims, evades, restates
+from baton.llm.script import Call, Reply
+from tests.lead.scenario import PROFILES, Scenario, run_lead
+
+FOX = "https://cdn.example/fox.png"
+HERON = "https://cdn.example/heron.png"
+CONFIRM = DelegationLimits(confirm_direct=True)
+THREE = "Make three pictures: a fox, a heron and a cat."
+
+
+def calls(name: str, call_id: str, **args: str) -> Reply:
+    return Reply(calls=[Call(name, json.dumps(args), id=call_id)])
+
+
+def routing_requests(s: Scenario) -> list[int]:
+    """The indexes of the model requests that offered the route tool."""
+    return [
+        index
+        for index, request in enumerate(s.server.requests)
+        if [t["function"]["name"] for t in request.body.get("tools", [])] == ["route"]
+    ]
+
+
+def tasks_sent(s: Scenario) -> dict[str, list[str]]:
+    return {name: [sent.content for sent in a.sent] for name, a in s.lead.roster.agents.items()}
+
+
+@pytest.mark.parametrize(
+    ("answer", "request_text"),
+    [
+        ("The fox, the heron, and the cat are three pictures.", THREE),
+        ("Here is a mountain lake at sunrise.", "Create an image of a mountain lake at sunrise."),
+        (
+            "A red bicycle leaning against a wall!",
+            "I need a picture of a red bicycle leaning against a wall.",
+        ),
+    ],
+)
+def test_an_answer_that_says_back_the_request_restates_it(answer: str, request_text: str) -> None:
+    assert restates(answer, request_text) and evades(answer, request_text)
+
+
+@pytest.mark.parametrize(
+    ("answer", "request_text"),
+    [
+        ("Paris is the capital of France.", "What is the capital of France?"),
+        ("Yes.", "Is Paris the capital of France? Answer yes or no."),
+        ("The three primary colours are red, yellow and blue.", "Name the three primary colours."),
+        (
+            "Autumn leaves fall / quiet rivers carry gold / the year exhales slow",
+            "Write a haiku about autumn.",
+        ),
+        ("4", "What is 2 + 2?"),
+    ],
+)
+def test_a_plain_answer_is_no_evasion(answer: str, request_text: str) -> None:
+    assert not evades(answer, request_text)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "As an AI language model, I do not have access to the results of the delegated work. "
+        "However, I can provide you with some information about sailing ships.",
+        "I cannot create images, but a lighthouse at night is a lovely subject.",
+        "I don\u2019t have the ability to draw pictures.",
+        "I am unable to generate pictures directly.",
+    ],
+)
+def test_an_answer_that_says_it_cannot_make_the_thing_disclaims(answer: str) -> None:
+    assert disclaims(answer) and evades(answer, "Draw an old sailing ship in a storm.")
+
+
+def test_a_silent_answer_and_a_buried_disclaimer_are_no_evasion() -> None:
+    assert not evades("  ", "paint a fox")
+    long_answer = "The heron stands in the shallows. " * 12 + "As an AI, I cannot see it."
+    assert not disclaims(long_answer)
+
+
+async def test_a_restated_request_is_routed_and_the_profile_gets_it_as_written() -> None:
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "r1":
+            await s.report("painter", "three pictures", media=[FOX, HERON])
+
+    s, outcome = await run_lead(
+        [
+            calls("answer", "c1", text="The fox, the heron, and the cat are three pictures."),
+            calls("route", "r1", to="painter"),
+            calls("answer", "c2", text=f"Here they are: {FOX} {HERON}"),
+        ],
+        react,
+        task=THREE,
+        tool_choice="required",
+        delegation=CONFIRM,
+    )
+    assert (outcome.status, outcome.media_urls) == ("completed", [FOX, HERON])
+    assert tasks_sent(s) == {"painter": [THREE]}
+    # the routing request offered only route(to), a profile enum, with a call required
+    [index] = routing_requests(s)
+    body = s.server.requests[index].body
+    assert body["tool_choice"] == "required"
+    [route] = body["tools"]
+    assert route["function"]["parameters"]["properties"]["to"]["enum"] == list(PROFILES)
+    assert s.server.requests[index].messages[-1]["content"].endswith(ROUTE_NOTE)
+    # the lead's own context has the send as a send_message call, not the route tool
+    final = s.server.requests[-1].messages
+    sent = [m for m in final if m.get("role") == "assistant" and m.get("tool_calls")]
+    assert [c["function"]["name"] for m in sent for c in m["tool_calls"]] == [
+        "answer",  # the evasive answer stays in the context, then what routing sent
+        "send_message",
+    ]
+    assert json.loads(sent[-1]["tool_calls"][0]["function"]["arguments"])["content"] == THREE
+    assert all(ROUTE_NOTE not in str(m.get("content")) for m in final)
+    # the evasive answer was taken back, and no send-back note was needed
+    retracted = [e.why for e in s.events if isinstance(e, TextRetracted)]
+    assert retracted == [RETRACTED_SENT_BACK]
+
+
+async def test_a_disclaimer_after_the_send_back_is_routed_to_the_first_profile_chosen() -> None:
+    """A second profile for the same request is refused as a repeated task: one agent does the
+    whole request."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "r2":
+            await s.report("painter", "a ship; ships sailed on wind", media=[FOX])
+
+    task = "Draw an old sailing ship in a storm, then tell me one fact about sailing ships."
+    s, outcome = await run_lead(
+        [
+            calls("answer", "c1", text="A stormy ship would look dramatic, with waves high."),
+            calls("answer", "c2", text="As an AI language model, I cannot draw pictures."),
+            Reply(
+                calls=[
+                    Call("route", json.dumps({"to": "painter"}), id="r1"),
+                    Call("route", json.dumps({"to": "writer"}), id="r2"),
+                ]
+            ),
+            calls("answer", "c3", text=f"The ship: {FOX}. Ships sailed on wind."),
+        ],
+        react,
+        task=task,
+        tool_choice="required",
+        delegation=CONFIRM,
+    )
+    assert outcome.status == "completed" and outcome.media_urls == [FOX]
+    assert tasks_sent(s) == {"painter": [task]}
+    assert len(routing_requests(s)) == 1 and s.guards() == ["repeated"]
+
+
+async def test_a_plain_answer_is_never_routed() -> None:
+    s, outcome = await run_lead(
+        [
+            calls("answer", "c1", text="Paris is the capital of France."),
+            calls("answer", "c2", text="Paris is the capital of France."),
+        ],
+        task="What is the capital of France?",
+        tool_choice="required",
+        delegation=CONFIRM,
+    )
+    assert (outcome.status, outcome.answer) == ("completed", "Paris is the capital of France.")
+    assert routing_requests(s) == [] and s.spawned == []
+
+
+async def test_a_routing_call_that_sends_nothing_leaves_the_answer_to_be_judged() -> None:
+    """The route names no profile (a server that ignores the enum): nothing is sent, the lead
+    does not wait for anybody, and the decline is judged as before (incomplete)."""
+    s, outcome = await run_lead(
+        [
+            calls("answer", "c1", text="I'm sorry, but I can't paint pictures."),
+            calls("route", "r1", to="nobody"),
+        ],
+        tool_choice="required",
+        delegation=CONFIRM,
+    )
+    assert s.spawned == [] and len(routing_requests(s)) == 1
+    assert outcome.status == "incomplete"
+    assert "declined" in outcome.error
+
+
+async def test_routing_is_off_with_confirm_direct_off() -> None:
+    s, outcome = await run_lead(
+        [calls("answer", "c1", text="I'm sorry, but I can't paint pictures.")],
+        tool_choice="required",
+    )
+    assert routing_requests(s) == [] and outcome.status == "incomplete"
