@@ -80,10 +80,15 @@ _SCOPE = "baton.engine"
 
 
 def _otel_installed() -> bool:
-    if importlib.util.find_spec("opentelemetry.trace") is None:  # optional: a no-op without it
+    """Whether the ``otel`` extra's API is there (optional: without it telemetry is a no-op).
+    ``find_spec`` of a submodule imports its parent, and raises when the parent is missing."""
+    try:
+        found = importlib.util.find_spec("opentelemetry.trace") is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
         log.debug("opentelemetry is not installed; engine telemetry is off")
-        return False
-    return True
+    return found
 
 
 _INSTALLED = _otel_installed()
