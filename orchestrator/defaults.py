@@ -15,6 +15,9 @@ DEFAULT_MODEL = "gpt-4o-mini"
 """The model name for the lead and sub-agents when neither a flag nor ``BATON_MODEL`` names one."""
 DEFAULT_IMAGE_MODEL = "gpt-image-1"
 """The model ``generate_image`` asks of the Images API when ``BATON_IMAGE_MODEL`` names none."""
+DEMO_IMAGE_MODEL = "demo"
+"""``image_model`` that keeps ``generate_image`` on its demo painter with an endpoint configured:
+most local chat servers (llama-server, Ollama) have no Images API."""
 
 ApproveMode = Literal["ask", "auto", "deny"]
 """How approvals are answered: ``ask`` a person, or ``auto``-approve / ``deny`` them by policy."""

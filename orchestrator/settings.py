@@ -84,7 +84,7 @@ from baton.bus.connect import redis_url
 from baton.bus.errors import ConfigError, redact_url
 from baton.bus.messages import DEFAULT_POOL, check_pool
 from baton.bus.retry import DEFAULT_OUTAGE_S
-from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL, ApproveMode
+from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL, DEMO_IMAGE_MODEL, ApproveMode
 from baton.media import MediaStore, media_directory, open_store
 
 if TYPE_CHECKING:
@@ -180,7 +180,10 @@ class BatonSettings(BaseSettings):
     image_model: str = Field(
         DEFAULT_IMAGE_MODEL,
         min_length=1,
-        description="the model generate_image asks of the endpoint's Images API (offline: none)",
+        description=(
+            "the model generate_image asks of the endpoint's Images API; 'demo' (and offline): "
+            "the built-in demo painter, for servers without an Images API"
+        ),
     )
     image_response_format: Literal["b64_json", "url"] | None = Field(
         None, description="the Images API's response_format; unset: not sent, the server's default"
@@ -365,7 +368,7 @@ class BatonSettings(BaseSettings):
         """The Images API of the configured endpoint for ``generate_image``; None offline (the
         tool paints its demo picture)."""
         settings = self.model_settings()
-        if settings is None:
+        if settings is None or self.image_model == DEMO_IMAGE_MODEL:
             return None
         from baton.subagents.images import OpenAIImages
 

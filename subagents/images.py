@@ -161,6 +161,12 @@ class OpenAIImages:
                 response_format=self.response_format or openai.omit,
                 extra_headers=headers,
             )
+        except openai.NotFoundError as exc:  # a chat-only server (llama-server, Ollama)
+            raise ImageError(
+                f"{self.model} at {self.base_url} made no image: the endpoint has no Images API "
+                f"or no such model (HTTP 404); image_model = 'demo' (BATON_IMAGE_MODEL=demo) "
+                "draws the built-in demo pictures instead"
+            ) from exc
         except openai.OpenAIError as exc:
             raise ImageError(f"{self.model} at {self.base_url} made no image: {exc}") from exc
         if not response.data:

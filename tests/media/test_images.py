@@ -77,6 +77,18 @@ async def test_a_refusal_is_an_image_error_naming_the_model() -> None:
         await in_process(server).generate("a fox")
 
 
+async def test_a_chat_only_server_says_it_has_no_images_api_and_how_to_draw_anyway() -> None:
+    """llama-server and Ollama answer 404 on /images/generations: the model reads why, and the
+    setting that keeps the demo painter."""
+    missing = HttpError(404, "File Not Found", "not_found_error")  # llama-server's answer
+    server = ScriptedServer(images=ScriptedImages(error=missing), record=True)
+    with pytest.raises(ImageError) as caught:
+        await in_process(server).generate("a fox")
+    assert "has no Images API" in str(caught.value)
+    assert "BATON_IMAGE_MODEL=demo" in str(caught.value)
+    assert [r.path for r in server.requests] == ["/v1/images/generations"]
+
+
 async def test_bytes_that_are_no_picture_are_refused() -> None:
     server = ScriptedServer(images=ScriptedImages(painter=lambda prompt: b"<html>oops</html>"))
     with pytest.raises(ImageError, match="not a PNG, JPEG, WebP or GIF"):

@@ -83,6 +83,8 @@ def test_the_images_api_is_asked_only_with_a_model_endpoint(
     assert isinstance(images, OpenAIImages)
     assert (images.model, images.response_format) == ("img-1", "url")
     assert images.base_url == "http://127.0.0.1:9/v1"
+    monkeypatch.setenv("BATON_IMAGE_MODEL", "demo")  # a chat-only server: the demo painter
+    assert load_settings().image_generator() is None
 
 
 def test_a_bucket_without_the_s3_extra_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
