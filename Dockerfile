@@ -8,11 +8,17 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
+# The extras to install, comma-separated: `docker build --build-arg EXTRAS=server,s3,otel,mcp,a2a .`
+# for the S3 media store, OTLP export, MCP tools and A2A (README.md, docs/).
+ARG EXTRAS=server
+
 # Dependencies first, from pyproject.toml alone: this layer is rebuilt only when pyproject.toml
 # changes, so a code change does not reinstall them.
 COPY pyproject.toml ./
-RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
-print('\n'.join(p['dependencies'] + p['optional-dependencies']['server']))" > /tmp/deps.txt \
+RUN python -c "import os, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+extras = [e.strip() for e in os.environ['EXTRAS'].split(',') if e.strip()]; \
+print('\n'.join(p['dependencies'] + [d for e in extras for d in p['optional-dependencies'][e]]))" \
+    > /tmp/deps.txt \
     && pip install -r /tmp/deps.txt && rm /tmp/deps.txt \
     && useradd --create-home --uid 10001 baton && mkdir -p /app/media && chown baton /app/media
 
@@ -21,7 +27,7 @@ COPY README.md ./
 COPY bus ./bus
 COPY orchestrator ./orchestrator
 COPY subagents ./subagents
-RUN pip install --no-deps ".[server]"
+RUN pip install --no-deps ".[$EXTRAS]"
 
 USER baton
 

@@ -16,6 +16,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +151,17 @@ def test_dockerfile_installs_the_project_and_runs_baton() -> None:
     assert deps < first_source
     assert [line for line in lines[:deps] if line.startswith("COPY")] == ["COPY pyproject.toml ./"]
     assert "pip install --no-deps" in "\n".join(lines[first_source:])
+    # EXTRAS picks the extras; the dependency script resolves them from pyproject.toml
+    script = re.search(r'RUN python -c "(.*?)" \\\n', text, re.DOTALL)
+    assert script is not None and re.search(r"^ARG EXTRAS=server$", text, re.MULTILINE)
+    code = script[1].replace("\\\n", "\n")
+    env = {**os.environ, "EXTRAS": "server, s3,a2a"}
+    made = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=30, check=True).stdout.splitlines()  # fmt: skip
+    optional = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert set(made) == set(optional["dependencies"]).union(
+        *(optional["optional-dependencies"][e] for e in ("server", "s3", "a2a"))
+    )
     cmd = re.search(r"^CMD (\[.*\])$", text, re.MULTILINE)
     assert cmd and yaml.safe_load(cmd[1])[0] in baton_commands()
     ignored = (REPO / ".dockerignore").read_text().split()
