@@ -18,6 +18,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from baton.server import media, pages, routes, sse
+from baton.server.a2a import routes_if_installed
+from baton.server.a2a.tracing import TraceparentMiddleware
 from baton.server.context import ServerContext
 from baton.server.openapi import openapi_document
 from baton.server.security import BodyInvalid, TokenGuard
@@ -56,6 +58,7 @@ def create_app(ctx: ServerContext) -> Starlette:
         Route("/media/{path:path}", media.media_file, methods=["GET"]),
         Route("/assets/{name}", pages.asset, methods=["GET"]),
         Route("/favicon.ico", pages.favicon, methods=["GET"]),
+        *routes_if_installed(ctx),  # A2A: the card and both bindings (docs/a2a.md)
     ]
     middleware: list[Middleware] = []
     if ctx.config.cors_origins:
@@ -69,6 +72,7 @@ def create_app(ctx: ServerContext) -> Starlette:
         )
     if ctx.config.token is not None:
         middleware.append(Middleware(TokenGuard, token=ctx.config.token, bus=ctx.bus))
+    middleware.append(Middleware(TraceparentMiddleware))  # an A2A caller's trace goes on
     app = Starlette(
         routes=table,
         middleware=middleware,

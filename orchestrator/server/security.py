@@ -17,6 +17,10 @@ is a request without one; ``503`` when a session token cannot be checked (the bu
 A cross-site page cannot ride on the cookie: it is ``SameSite=Strict``, and every ``POST`` needs a
 JSON body, which a cross-origin form cannot send without a CORS preflight (closed by default).
 
+The A2A agent card (``/.well-known/agent-card.json``) is public. On the A2A routes a session
+token's request names its task in the body, so that body is read (bounded) and decided by
+:mod:`baton.server.a2a.access` (docs/a2a.md, *Tokens*).
+
 **Bodies.** JSON only (``415`` otherwise), at most ``max_body_bytes`` (``413``, counted as the
 bytes arrive, not trusted from ``Content-Length``), validated against the route's model (``422``
 with one line naming the first bad field, and every error listed).
@@ -35,15 +39,19 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from baton.bus.base import Bus
 from baton.bus.errors import BusError
-from baton.server.access import session_grant
+from baton.server.a2a import access as a2a_access
+from baton.server.a2a.paths import CARD_PATH, is_a2a
+from baton.server.access import Grant, session_grant
 
 COOKIE = "baton_token"
 QUERY = "token"
 PAGES = frozenset({"/"})
+A2A_BODY_LIMIT = 1 << 20
+"""The most of an A2A body a session token's request is read for (its task id is inside)."""
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -60,6 +68,9 @@ class TokenGuard:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        if scope["path"] == CARD_PATH:  # the A2A agent card is public (docs/a2a.md)
+            await self.app(scope, receive, send)
+            return
         headers = Headers(scope=scope)
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         method = scope.get("method", "GET")
@@ -69,6 +80,8 @@ class TokenGuard:
             refused = await self._refusal(given, method, scope["path"])
         except BusError as exc:  # the bus decides about session tokens: no answer, no entry
             refused = _error(503, f"cannot check the session token now: {exc}")
+        if isinstance(refused, Grant):  # a session token on A2A: its task is named in the body
+            receive, refused = await _a2a_refusal(refused, method, scope, receive)
         if refused is not None:
             await refused(scope, receive, send)
         elif (
@@ -78,8 +91,9 @@ class TokenGuard:
         else:
             await self.app(scope, receive, send)
 
-    async def _refusal(self, given: str | None, method: str, path: str) -> Response | None:
-        """None when ``given`` lets the request through; else the answer (401 or 403)."""
+    async def _refusal(self, given: str | None, method: str, path: str) -> Response | Grant | None:
+        """None when ``given`` lets the request through; else the answer (401 or 403); the
+        grant of a session token on an A2A path, which is decided from the body too."""
         if given is None:
             return _unauthorised()
         if hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self._token):
@@ -87,8 +101,40 @@ class TokenGuard:
         grant = await session_grant(self._bus, given)
         if grant is None:
             return _unauthorised()
+        if is_a2a(path):
+            return grant
         reason = grant.refusal(method, path)
         return None if reason is None else _error(403, reason)
+
+
+async def _a2a_refusal(
+    grant: Grant, method: str, scope: Scope, receive: Receive
+) -> tuple[Receive, Response | None]:
+    """A session token's A2A request, decided from its body (:mod:`baton.server.a2a.access`):
+    the body is read here (at most ``A2A_BODY_LIMIT`` bytes) and handed on unchanged."""
+    body = bytearray()
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        body += message.get("body", b"")
+        more = bool(message.get("more_body", False))
+        if len(body) > A2A_BODY_LIMIT:
+            return receive, _error(413, f"the body is over the {A2A_BODY_LIMIT}-byte limit")
+    reason = a2a_access.refusal(
+        grant.session, grant.scope, a2a_access.target_of(method, scope["path"], bytes(body))
+    )
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+    return replay, None if reason is None else _error(403, reason)
 
 
 def _unauthorised() -> Response:

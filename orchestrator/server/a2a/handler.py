@@ -1,0 +1,350 @@
+"""The A2A request handler: each A2A operation done with what the HTTP API already does.
+
+It implements the SDK's :class:`~a2a.server.request_handlers.RequestHandler` over the server's
+:class:`~baton.server.context.ServerContext`, with no task store of its own: a task *is* a
+session on the bus (task id = context id = session id, docs/a2a.md), so ``GetTask``,
+``ListTasks`` and ``SubscribeToTask`` fold the session's event log (:mod:`.mapping`) and any
+``baton serve`` on the same bus answers them, across restarts.
+
+- A message without a task or context id starts a session (as ``POST /sessions``, approvals
+  asked of the client), in the request's trace (:mod:`.tracing`).
+- A message naming a live task is a follow-up posted to its lead (as ``POST
+  /sessions/{id}/messages``), or, while the task is INPUT_REQUIRED, the answer to its pending
+  approvals (as ``POST /sessions/{id}/approvals/{call}``; only a clear yes approves).
+- A message to an ended task is refused: an A2A task in a terminal state cannot be restarted.
+- ``CancelTask`` cancels a session this server runs (as ``POST /sessions/{id}/cancel``) and
+  returns the task once it is CANCELED.
+- Streams (``SendStreamingMessage``, ``SubscribeToTask``) start with the task's snapshot and then
+  follow its log live, ending at a terminal state or INPUT_REQUIRED; a client that lost its
+  stream subscribes again and gets the snapshot as of now and everything after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from datetime import UTC
+
+import anyio
+from a2a.server.context import ServerCallContext
+from a2a.server.events.event_queue import Event
+from a2a.server.request_handlers.request_handler import RequestHandler, validate_request_params
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+)
+from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE, MAX_LIST_TASKS_PAGE_SIZE
+from a2a.utils.errors import (
+    ExtendedAgentCardNotConfiguredError,
+    InternalError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+
+from baton.bus.base import LoggedEvent
+from baton.bus.errors import BusError, InvalidEnvelope
+from baton.bus.ids import name_problem
+from baton.bus.messages import make_envelope
+from baton.bus.tail import tail_events
+from baton.bus.user_post import USER
+from baton.engine.bus_channel import ApprovalNotFound, answer_approval
+from baton.lead.keeper import SessionExists
+from baton.server.a2a.mapping import TaskTracker, Update
+from baton.server.a2a.messages import text_of, verdict_of
+from baton.server.context import ServerContext
+from baton.server.media import public_url
+from baton.session import SessionConfig
+
+CANCEL_WAIT_S = 10.0
+"""How long ``CancelTask`` waits for the session's end before answering with the task as is."""
+MAX_TEXT = 20_000
+"""The most text a message may carry: a task or a follow-up, as ``POST /sessions/{id}/messages``."""
+MAX_SCAN = 1000
+"""``ListTasks`` with a status or time filter looks at the newest this many sessions."""
+ROOT = "baton.root"
+"""The key of the request's root URL in the call context's state (set by :mod:`.routes`)."""
+
+
+class BatonRequestHandler(RequestHandler):
+    """A2A over a running server's bus, feeds and session host (see the module docstring)."""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+
+    # -- reading tasks --------------------------------------------------------------------------
+
+    def _tracker(self, session: str, context: ServerCallContext) -> TaskTracker:
+        root = str(context.state.get(ROOT, ""))
+        media_root = self.ctx.media_root
+
+        def public(url: str) -> str:
+            path = public_url(url, media_root)
+            return root + path if path.startswith("/") else path
+
+        return TaskTracker(session, public)
+
+    async def _fold(self, session: str, context: ServerCallContext) -> TaskTracker:
+        """The task of ``session`` as its log has it now; TaskNotFound for an unknown one."""
+        problem = name_problem(session, "session id")
+        if problem is not None:
+            raise TaskNotFoundError(f"no task {session[:80]!r}: {problem}")
+        tracker = self._tracker(session, context)
+        try:
+            async for logged in self.ctx.bus.events(session, follow=False):
+                tracker.apply(logged.cursor, logged.event)
+        except BusError as exc:
+            raise InternalError(f"the bus does not answer: {exc}") from exc
+        if tracker.events == 0 and not self.ctx.host.is_hosted(session):
+            raise TaskNotFoundError(f"no task {session!r} on this server's bus")
+        return tracker
+
+    async def _follow(self, tracker: TaskTracker) -> AsyncIterator[Update]:
+        """The task's updates after what ``tracker`` has folded, until a stream ends (terminal
+        or INPUT_REQUIRED)."""
+        tail = tail_events(self.ctx.bus, tracker.session, after=tracker.cursor, follow=True,
+                           outage_s=self.ctx.config.bus_outage_s)  # fmt: skip
+        try:
+            async for logged in tail:
+                for update in tracker.apply(logged.cursor, logged.event):
+                    yield update
+                if tracker.stopped:
+                    return
+        except BusError as exc:
+            raise InternalError(f"lost the task's event log: {exc}") from exc
+        finally:
+            await _aclose(tail)
+
+    @validate_request_params
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
+        tracker = await self._fold(params.id, context)
+        length = params.history_length if params.HasField("history_length") else None
+        return tracker.snapshot(length)
+
+    @validate_request_params
+    async def on_list_tasks(
+        self, params: ListTasksRequest, context: ServerCallContext
+    ) -> ListTasksResponse:
+        size = params.page_size if params.HasField("page_size") else DEFAULT_LIST_TASKS_PAGE_SIZE
+        if not 1 <= size <= MAX_LIST_TASKS_PAGE_SIZE:
+            raise InvalidParamsError(f"page_size: from 1 to {MAX_LIST_TASKS_PAGE_SIZE}")
+        token = params.page_token or "0"
+        if not token.isdigit():
+            raise InvalidParamsError("page_token: use the next_page_token of the previous page")
+        try:
+            sessions = await self.ctx.bus.sessions()
+        except BusError as exc:
+            raise InternalError(f"the bus does not answer: {exc}") from exc
+        if params.context_id:
+            sessions = [s for s in sessions if s == params.context_id]
+        after = None
+        if params.HasField("status_timestamp_after"):
+            after = params.status_timestamp_after.ToDatetime(tzinfo=UTC)
+        length = params.history_length if params.HasField("history_length") else None
+        artifacts = params.include_artifacts if params.HasField("include_artifacts") else True
+        start = int(token)
+        filtered = bool(params.status) or after is not None
+        # Unfiltered, only the page is folded; filtered, the newest MAX_SCAN sessions are.
+        scan = sessions[:MAX_SCAN] if filtered else sessions[start : start + size]
+        tasks: list[Task] = []
+        for session in scan:
+            try:
+                tracker = await self._fold(session, context)
+            except TaskNotFoundError:  # listed but its log is gone (retention): not a task now
+                continue
+            if params.status and tracker.state != params.status:
+                continue
+            if after is not None and tracker.timestamp < after:
+                continue
+            tasks.append(tracker.snapshot(length, artifacts=artifacts))
+        total = len(tasks) if filtered else len(sessions)
+        page = tasks[start : start + size] if filtered else tasks
+        following = str(start + size) if start + size < total else ""
+        return ListTasksResponse(tasks=page, next_page_token=following, page_size=size,
+                                 total_size=total)  # fmt: skip
+
+    # -- sending --------------------------------------------------------------------------------
+
+    async def _start(self, text: str, context: ServerCallContext) -> str:
+        """A new session for ``text``, as ``POST /sessions`` starts one, approvals asked of the
+        client (INPUT_REQUIRED)."""
+        ctx = self.ctx
+        config = SessionConfig(
+            task=text,
+            bus_url=ctx.bus.url,
+            model=ctx.model,
+            profiles=ctx.host.profiles,
+            approve="ask",
+            timeout_s=min(ctx.config.session_timeout_s, ctx.config.max_session_timeout_s),
+            media_dir=ctx.media_root,
+            media=ctx.config.media,
+            images=ctx.config.images,
+        )
+        try:  # in the request's trace context (.tracing): the session continues its trace
+            return await ctx.host.start(config)
+        except SessionExists as exc:  # a drawn id clashed: the client may simply retry
+            raise InternalError(str(exc)) from exc
+
+    async def _accept(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> tuple[TaskTracker, list[Update]]:
+        """Start a task or continue one; returns its tracker and what the message changed."""
+        message = params.message
+        if message.task_id and message.context_id and message.task_id != message.context_id:
+            raise InvalidParamsError(
+                "taskId and contextId differ: on baton a task's context is its own session, "
+                "so they are the same id (or send only one)"
+            )
+        text = text_of(message)
+        if len(text) > MAX_TEXT:
+            raise InvalidParamsError(
+                f"the message's text is {len(text)} characters; at most {MAX_TEXT} are taken"
+            )
+        session = message.task_id or message.context_id
+        if not session:
+            if not text:
+                raise InvalidParamsError("the message has no text part: say what to get done")
+            tracker = self._tracker(await self._start(text, context), context)
+            tracker.seed(text)
+            return tracker, []
+        tracker = await self._fold(session, context)
+        if tracker.finished is not None:
+            raise UnsupportedOperationError(
+                f"task {session} has ended ({tracker.finished.status.replace('_', ' ')}): a "
+                "task in a terminal state cannot be continued; send the message without "
+                "taskId/contextId to start a new task"
+            )
+        if tracker.pending:
+            return tracker, [await self._answer(tracker, message)]
+        if not text:
+            raise InvalidParamsError("the message has no text part: say what to add")
+        try:
+            envelope = make_envelope(session=session, sender=USER, recipient="lead",
+                                     type="task", content=text)  # fmt: skip
+            await self.ctx.bus.send(envelope)
+        except InvalidEnvelope as exc:
+            raise InvalidParamsError(exc.reason) from exc
+        except BusError as exc:
+            raise InternalError(f"the bus does not answer: {exc}") from exc
+        return tracker, []
+
+    async def _answer(self, tracker: TaskTracker, message: Message) -> Update:
+        """The message answers every approval the task waits for (one verdict for all)."""
+        verdict = verdict_of(message)
+        keys = list(tracker.pending)
+        for _agent, call_id in keys:
+            try:
+                await answer_approval(self.ctx.bus, tracker.session, call_id, verdict.approved,
+                                      verdict.reason)  # fmt: skip
+            except ApprovalNotFound:  # decided meanwhile (another client, baton approve)
+                continue
+            except InvalidEnvelope as exc:
+                raise InvalidParamsError(exc.reason) from exc
+            except BusError as exc:
+                raise InternalError(f"the bus does not answer: {exc}") from exc
+        said = "approved" if verdict.approved else f"declined ({verdict.reason})"
+        return tracker.answered(keys, f"{len(keys)} approval(s) {said}")
+
+    @validate_request_params
+    async def on_message_send(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Task | Message:
+        tracker, _ = await self._accept(params, context)
+        if not params.configuration.return_immediately and not tracker.terminal:
+            async for _update in self._follow(tracker):
+                pass
+        config = params.configuration
+        length = config.history_length if config.HasField("history_length") else None
+        return tracker.snapshot(length)
+
+    @validate_request_params
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        tracker, changed = await self._accept(params, context)
+        yield tracker.snapshot()
+        for update in changed:
+            yield update
+        async for update in self._follow(tracker):
+            yield update
+
+    @validate_request_params
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        tracker = await self._fold(params.id, context)
+        if tracker.finished is not None:
+            raise UnsupportedOperationError(
+                f"task {params.id} has ended ({tracker.finished.status}); GetTask gives its "
+                "final state"
+            )
+        yield tracker.snapshot()
+        async for update in self._follow(tracker):
+            yield update
+
+    @validate_request_params
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:
+        tracker = await self._fold(params.id, context)
+        if tracker.finished is not None:
+            raise TaskNotCancelableError(
+                f"task {params.id} has already ended ({tracker.finished.status})"
+            )
+        if not self.ctx.host.cancel(params.id):
+            raise TaskNotCancelableError(
+                f"task {params.id} runs in another process (baton run, or another server): "
+                "cancel it there"
+            )
+        with anyio.move_on_after(CANCEL_WAIT_S):
+            while not tracker.terminal:  # past an INPUT_REQUIRED on the way, to the end
+                async for _update in self._follow(tracker):
+                    pass
+        return tracker.snapshot()
+
+    # -- what baton does not offer --------------------------------------------------------------
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError()
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError()
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        raise PushNotificationNotSupportedError()
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        raise PushNotificationNotSupportedError()
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        raise ExtendedAgentCardNotConfiguredError()
+
+
+async def _aclose(events: AsyncIterator[LoggedEvent]) -> None:
+    """Close a bus tail even when cancelled (a Redis tail holds a watch until closed)."""
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        with anyio.CancelScope(shield=True):
+            await aclose()
