@@ -378,7 +378,7 @@ class Lead:
                 progress.failures = 0
                 if await self._sent_back(result, deadline):
                     continue
-                progress.phase, progress.last = "gather", last_turn(result)
+                progress.phase, progress.last = "gather", await self._last_turn(result)
                 await self._save()
 
     async def _sent_back(self, result: TurnResult, deadline: float) -> bool:
@@ -439,6 +439,18 @@ class Lead:
         progress.phase, progress.last = "gather", LastTurn()
         await self._save()
         return True
+
+    async def _last_turn(self, result: TurnResult) -> LastTurn:
+        """What the final answer needs of this turn. A reply that refuses the work while
+        sub-agents delivered results is no answer (lead/routing.py ``refuses``): it is taken back
+        and the answer asked for (without tools); refused again, the answer is composed from the
+        results (``incomplete``), never a refusal beside the pictures."""
+        last = last_turn(result)
+        if last.reply and self.roster.delivered and routing.refuses(last.reply):
+            log.info("session %s: the lead refused with the results in; asking again", self.session)
+            await self._retract_shown(RETRACTED_SENT_BACK)
+            return LastTurn(reply="", wants_final=True)
+        return last
 
     def _used_own_tools(self, result: TurnResult) -> bool:
         """Whether the turn called one of the lead's own tools (it worked on the request itself,

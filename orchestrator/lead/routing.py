@@ -121,8 +121,15 @@ def disclaims(answer: str) -> bool:
     return _DISCLAIMS.search(head) is not None
 
 
+def refuses(answer: str) -> bool:
+    """Whether ``answer`` says the work cannot be done: it declines or disclaims. After the
+    sub-agents delivered, such a final answer is none (a 1.5B lead answered "I'm sorry, but I
+    can't assist with that request" with the results in its context): it is asked for again."""
+    return declines(answer) or disclaims(answer)
+
+
 def evades(answer: str, request: str) -> bool:
     """Whether ``answer`` to ``request`` left the work undone while saying so, or said nothing
     new: it declines, disclaims or restates the request. A silent turn is not one: the lead is
     asked for its answer without tools then (lead/ending.py)."""
-    return declines(answer) or disclaims(answer) or restates(answer, request)
+    return refuses(answer) or restates(answer, request)

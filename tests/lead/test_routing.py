@@ -11,6 +11,7 @@ import pytest
 
 from baton.bus.events import RETRACTED_SENT_BACK, Event, TextRetracted, ToolResulted
 from baton.lead.delegation import DelegationLimits
+from baton.lead.outcome import LeadOutcome
 from baton.lead.routing import ROUTE_NOTE, disclaims, evades, restates
 from baton.llm.script import Call, Reply
 from tests.lead.scenario import PROFILES, Scenario, run_lead
@@ -196,3 +197,41 @@ async def test_routing_is_off_with_confirm_direct_off() -> None:
         tool_choice="required",
     )
     assert routing_requests(s) == [] and outcome.status == "incomplete"
+
+
+async def _delegated_then(*finals: Reply) -> tuple[Scenario, LeadOutcome]:
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "c1":
+            await s.report("painter", "a fox in the snow", media=[FOX])
+
+    return await run_lead(
+        [
+            calls("send_message", "c1", to="painter", content="paint a fox", type="task"),
+            Reply(text="The painter is on it."),
+            *finals,
+        ],
+        react,
+    )
+
+
+async def test_a_refusal_with_the_results_in_is_taken_back_and_the_answer_asked_again() -> None:
+    s, outcome = await _delegated_then(
+        Reply(text="I'm sorry, but I can't assist with that request."),
+        Reply(text=f"Here is your fox: {FOX}"),
+    )
+    assert (outcome.status, outcome.answer) == ("completed", f"Here is your fox: {FOX}")
+    last = s.server.requests[-1]
+    assert "tools" not in last.body or last.body.get("tool_choice") == "none"
+    assert last.messages[-1]["content"].startswith("[note from session] All delegated work is in")
+    retracted = [e.chars for e in s.events if isinstance(e, TextRetracted)]
+    assert retracted == [len("I'm sorry, but I can't assist with that request.")]
+
+
+async def test_a_refusal_given_twice_is_no_answer_and_the_results_are_composed() -> None:
+    _, outcome = await _delegated_then(
+        Reply(text="I'm sorry, but I can't assist with that request."),
+        Reply(text="As an AI language model, I cannot create images."),
+    )
+    assert outcome.status == "incomplete" and outcome.error == "the lead gave no final answer"
+    assert "a fox in the snow" in outcome.answer and FOX in outcome.answer
+    assert "sorry" not in outcome.answer
