@@ -586,7 +586,11 @@ class Lead:
     async def _checked(self, outcome: LeadOutcome) -> LeadOutcome:
         """The final answer against what the tools produced (lead/outcome.py), and the event."""
         check = check_answer(
-            outcome.answer, self.roster, self.history, media_profiles=self.media_profiles
+            outcome.answer,
+            self.roster,
+            self.history,
+            media_profiles=self.media_profiles,
+            request=self.progress.request,
         )
         if self._emit is not None:
             await self._emit(

@@ -13,8 +13,10 @@ said "completed". So, on the final answer:
   lead's, and only the media its tools produced are real;
 - the status is ``incomplete`` (not ``completed``) when work was delegated and no sub-agent
   finished its work, when an agent of a media-making profile was asked and no media was produced
-  at all, when the answer cites invented URLs and no media was produced at all, or when the lead
-  declined ("I'm sorry, but I can't...") without asking any sub-agent.
+  at all, when the request asked for a picture (:func:`asks_for_media`) that a media-making
+  profile could have made and no media was produced at all, when the answer cites invented URLs
+  and no media was produced at all, or when the lead declined ("I'm sorry, but I can't...")
+  without asking any sub-agent.
 
 When the lead gives no answer (its model failed for good, or it stayed silent when asked),
 :func:`composed_answer` writes one from what the sub-agents reported, so their work (and every
@@ -104,11 +106,13 @@ def check_answer(
     *,
     media_profiles: Collection[str] = frozenset(),
     extra_known: Iterable[str] = (),
+    request: str = "",
 ) -> AnswerCheck:
     """Append the media the answer left out, flag the URLs nobody produced, judge completeness.
 
     ``media_profiles``: the profiles whose tools make media; an agent of one that was asked while
-    no media came back at all makes the work incomplete.
+    no media came back at all makes the work incomplete, and so does ``request`` (the person's
+    newest) asking for a picture while one of them is on offer and no media came back.
     """
     known = "\n".join([known_text(history, roster.agents), *extra_known])
     known_urls = {_plain(url) for url in urls_in(known)}
@@ -128,11 +132,35 @@ def check_answer(
         incomplete = (
             f"no media was produced though a media-making agent was asked ({', '.join(asked)})"
         )
+    elif not media and set(media_profiles) & set(roster.profiles) and asks_for_media(request):
+        incomplete = "the request asked for a picture and no sub-agent produced any media"
     elif invented and not media:
         incomplete = f"the answer cites URLs that no tool produced: {', '.join(invented)}"
     elif not roster.agents and roster.profiles and declines(answer):
         incomplete = "the lead declined the request without asking any sub-agent"
     return AnswerCheck(checked, missing, invented, incomplete)
+
+
+_MEDIA_NOUN = (
+    r"(?:pictures?|images?|photos?|photographs?|drawings?|paintings?|illustrations?|sketch(?:es)?"
+    r"|portraits?|posters?|logos?|icons?|diagrams?|renderings?|artworks?|videos?|animations?)"
+)
+_ASKS_FOR_MEDIA = re.compile(
+    r"(?:^|[.!?;:,]\s*|\b(?:please|can you|could you|would you|will you|you to|and|then)\s+)"
+    r"(?:paint|draw|sketch|illustrate)\b"
+    r"|\b(?:paint|draw|sketch|illustrate|render|generate|create|make|produce|design|get me|give me"
+    r"|send me|show me|need|want|like)\b[^.?!\n]{0,40}?\b" + _MEDIA_NOUN + r"\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_media(request: str) -> bool:
+    """Whether ``request`` asks for a picture (or another medium) to be made: "paint a fox",
+    "I need a picture of...", "create an image of...", "make three pictures". A question *about*
+    pictures ("which image format is best?") is not. English only: a heuristic that errs towards
+    "not asked", so a plain answer is never judged incomplete by it; what it misses is judged by
+    the other rules."""
+    return _ASKS_FOR_MEDIA.search(request.strip()) is not None
 
 
 _DECLINE = re.compile(

@@ -39,7 +39,9 @@ async def test_unknown_subagent_name_gets_a_hint_listing_the_profiles(tmp_path: 
     async with Session(config, model=model) as session:
         result = await session.run()
         log = await logged_events(session.bus, session.id)
-    assert result.status == "completed" and result.answer == "Sorry."
+    # a picture was asked and none was made: not completed, whatever the answer says
+    assert (result.status, result.answer) == ("incomplete", "Sorry.")
+    assert result.error == "the request asked for a picture and no sub-agent produced any media"
     hint = server.requests[1].messages[-1]
     assert hint["role"] == "tool"
     assert "no sub-agent or profile named 'ghost'" in hint["content"]

@@ -10,10 +10,13 @@ import json
 import pytest
 
 from baton.bus.events import RETRACTED_SENT_BACK, Event, TextRetracted, ToolResulted
+from baton.bus.messages import Envelope
 from baton.lead.delegation import DelegationLimits
-from baton.lead.outcome import LeadOutcome
+from baton.lead.outcome import LeadOutcome, asks_for_media, check_answer
+from baton.lead.roster import Roster
 from baton.lead.routing import ROUTE_NOTE, disclaims, evades, restates
 from baton.llm.script import Call, Reply
+from baton.llm.types import Message
 from tests.lead.scenario import PROFILES, Scenario, run_lead
 
 FOX = "https://cdn.example/fox.png"
@@ -235,3 +238,62 @@ async def test_a_refusal_given_twice_is_no_answer_and_the_results_are_composed()
     assert outcome.status == "incomplete" and outcome.error == "the lead gave no final answer"
     assert "a fox in the snow" in outcome.answer and FOX in outcome.answer
     assert "sorry" not in outcome.answer
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "Paint a fox sleeping in the snow.",
+        "I need a picture of a red bicycle leaning against a wall.",
+        "Make three pictures: a fox, a heron and a cat.",
+        "Create an image of a mountain lake at sunrise.",
+        "Can you get me a picture of a hot air balloon over green hills?",
+        "Write a two-line poem, then draw the lighthouse it is about.",
+        "could you sketch a cat",
+        "I'd like a few photos of old trains.",
+    ],
+)
+def test_a_request_for_a_picture_asks_for_media(request_text: str) -> None:
+    assert asks_for_media(request_text)
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "Which image format is best for photographs?",
+        "What is the capital of France?",
+        "Describe the painting style of Monet in one sentence.",
+        "Write a haiku about autumn.",
+        "The paint on my wall is peeling; what should I do?",
+    ],
+)
+def test_a_question_about_pictures_asks_for_none(request_text: str) -> None:
+    assert not asks_for_media(request_text)
+
+
+def test_a_picture_asked_and_none_made_is_incomplete_whoever_was_asked() -> None:
+    """Delegated to the writer alone (a 1.5B lead did): no media came back, so the request is not
+    done, though the writer delivered; without a media-making profile on offer it is."""
+    roster = Roster({"painter": "Paints.", "writer": "Writes."})
+    roster.started("writer", "writer")
+    roster.on_report(
+        Envelope(
+            session="s",
+            sender="writer",
+            recipient="lead",
+            type="result",
+            content="A heron stands in the river.",
+            meta={"final": True, "reason": "finished"},
+        )
+    )
+    assert roster.delivered
+    request = "Paint a heron standing in a river."
+    history: list[Message] = [{"role": "user", "content": request}]
+    check = check_answer("Done!", roster, history, media_profiles={"painter"}, request=request)
+    assert check.incomplete == "the request asked for a picture and no sub-agent produced any media"
+    plain = check_answer("Done!", roster, history, media_profiles=(), request=request)
+    assert plain.incomplete == ""
+    other = check_answer(
+        "Done!", roster, history, media_profiles={"painter"}, request="Write a haiku."
+    )
+    assert other.incomplete == ""
