@@ -110,6 +110,7 @@ from baton.llm import ModelSettings
 from baton.llm.offline import OFFLINE_MODEL_NAME
 from baton.llm.types import ChatModel, ToolChoice
 from baton.media import DirectoryStore, MediaStore
+from baton.subagents.a2a_worker import with_card_descriptions
 from baton.subagents.images import ImageGenerator
 from baton.subagents.mcp_config import McpServerConfig
 from baton.subagents.mcp_worker import lead_tools
@@ -433,6 +434,7 @@ class Session(Service):
         else:
             await keeper.claim()
         profiles = _offered(self.id, resolve_profiles(config.profiles), offered)
+        profiles = await with_card_descriptions(profiles)  # remote agents' cards, once a process
         model = self._given_model or lead_model(config.model)
         if self._given_model is None:
             stack.push_async_callback(_close_model, model)

@@ -29,6 +29,10 @@ Giving back also cuts short the start (announcing the agent, restoring its state
 outage would otherwise retry for as long as the outage lasts; every shielded step after it is
 bounded.
 
+A remote agent's profile (``kind = "a2a"``) runs this same loop, its rounds relayed to the remote
+by a :class:`TurnRunner` its worker makes (:mod:`baton.subagents.a2a_remote`) instead of the
+engine's :class:`~baton.engine.AgentLoop`.
+
 What must outlive a worker — restoring from the checkpoint, checkpointing each round before its
 messages are acked, recording the final report before delivering it, so that the lead gets exactly
 one — is the :class:`~baton.subagents.bookkeeping.Bookkeeper`'s job, which each agent owns. This
@@ -39,10 +43,11 @@ by what it reports.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import cast
+from typing import Protocol, cast
 
 import anyio
 
@@ -56,7 +61,9 @@ from baton.bus.retry import persist
 from baton.defaults import ApproveMode
 from baton.engine import (
     AgentLoop,
+    AgentTurn,
     InteractionChannel,
+    LoopLimits,
     StopReason,
     Telemetry,
     ToolRegistry,
@@ -78,11 +85,46 @@ from baton.subagents.profiles import Profile
 from baton.subagents.state import Checkpoint, ExitKind, FinalReport, format_inbox
 from baton.subagents.stopping import shielded
 
-__all__ = ["RoundHook", "SubAgent"]
+__all__ = ["RemoteRound", "RoundHook", "SubAgent", "TurnMaker", "TurnRunner"]
 
 log = logging.getLogger(__name__)
 
 RoundHook = Callable[["SubAgent", Sequence[Envelope]], None]
+
+
+class TurnRunner(Protocol):
+    """What runs one round on a batch: the engine's :class:`AgentLoop`, or a remote agent's
+    relay. ``run_turn`` appends to ``memory`` (checkpointed after the round) and ends when
+    ``turn`` is cancelled (a shutdown, a stopping worker)."""
+
+    @property
+    def trace(self) -> TraceContext | None: ...
+
+    def new_turn(self) -> AgentTurn: ...
+
+    async def run_turn(self, memory: list[Message], *, turn: AgentTurn) -> TurnResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteRound:
+    """What a round relayed to a remote agent needs of the agent it runs for."""
+
+    session: str
+    agent: str
+    batch: Sequence[Envelope]
+    trace: TraceContext | None
+    limits: LoopLimits
+    telemetry: Telemetry
+    report: Callable[[str], Awaitable[None]]
+    """A progress message to the lead (and its ``agent.progress`` event)."""
+    emit: Callable[[Event], Awaitable[None]]
+    """An event to the session's log (approvals are found there by ``baton approve``)."""
+    channel: InteractionChannel
+    media: MediaStore
+
+
+TurnMaker = Callable[[RemoteRound], TurnRunner]
+"""Makes the round's runner for a remote agent (its worker's; None: the engine's)."""
 
 
 class SubAgent:
@@ -116,6 +158,7 @@ class SubAgent:
         trace: TraceContext | None = None,
         media: MediaStore | None = None,
         images: ImageGenerator | None = None,
+        remote: TurnMaker | None = None,
     ) -> None:
         self.bus = bus
         self.profile = profile
@@ -126,6 +169,8 @@ class SubAgent:
         self.media_dir = media_dir or Path("media")
         self.media = media
         self.images = images
+        self.remote = remote
+        """Makes each round's runner when the agent runs elsewhere (``kind = "a2a"``)."""
         self.tools = tools or ToolRegistry(profile.tools)
         self.telemetry = telemetry or Telemetry()
         self.on_round = on_round
@@ -313,19 +358,24 @@ class SubAgent:
         if not memory:
             memory.append({"role": "system", "content": self.profile.system_prompt})
         memory.append({"role": "user", "content": format_inbox(batch)})
-        engine = AgentLoop(
-            self.model,
-            self.tools,
-            session=self.session,
-            agent=self.name,
-            limits=self.profile.limits.loop,
-            events=self._forward,
-            telemetry=self.telemetry,
-            tool_choice=self.profile.tool_choice,
-            spend=self.spend,
-            channel=self._channel(),
-            trace=trace_of(batch, self._trace),
-        )
+        trace = trace_of(batch, self._trace)
+        engine: TurnRunner
+        if self.remote is not None:
+            engine = self.remote(self._remote_round(batch, trace))
+        else:
+            engine = AgentLoop(
+                self.model,
+                self.tools,
+                session=self.session,
+                agent=self.name,
+                limits=self.profile.limits.loop,
+                events=self._forward,
+                telemetry=self.telemetry,
+                tool_choice=self.profile.tool_choice,
+                spend=self.spend,
+                channel=self._channel(),
+                trace=trace,
+            )
         result = await self._run_turn(engine, memory)
         self._trace = self._trace or engine.trace
         self.state.last_text = result.text or self.state.last_text
@@ -348,7 +398,21 @@ class SubAgent:
             self.bus, self.session, self.name
         )
 
-    async def _run_turn(self, engine: AgentLoop, memory: list[Message]) -> TurnResult:
+    def _remote_round(self, batch: Sequence[Envelope], trace: TraceContext | None) -> RemoteRound:
+        return RemoteRound(
+            session=self.session,
+            agent=self.name,
+            batch=batch,
+            trace=trace,
+            limits=self.profile.limits.loop,
+            telemetry=self.telemetry,
+            report=self._report,
+            emit=self._forward,
+            channel=self._channel(),
+            media=self._context().media_store(),
+        )
+
+    async def _run_turn(self, engine: TurnRunner, memory: list[Message]) -> TurnResult:
         """Run the turn in a shielded child task, so that a cancellation from outside becomes
         the turn's ``cancel()``: the turn then ends cleanly and its media are still counted.
         Meanwhile a :class:`RoundWatch` reads the inbox when woken, and a ``shutdown`` there

@@ -48,6 +48,17 @@ model settings for this profile alone — another model, even another endpoint::
 A profile with its own ``base_url`` never gets the session's API key (it would hand the key to
 another host): it sends the key ``api_key_env`` names, or none.
 
+A profile of ``kind = "a2a"`` is an agent that runs elsewhere, reached over A2A (the ``a2a`` extra;
+:mod:`baton.subagents.a2a_remote`); the lead delegates to it like to any other::
+
+    [profiles.critic]
+    kind = "a2a"
+    url = "https://critic.example/"  # its root: the card is at /.well-known/agent-card.json
+    description = "..."              # optional: the card's description and skills otherwise
+    token_env = "CRITIC_TOKEN"       # optional: sent as Authorization: Bearer <token>
+    headers = { X-Team = "art" }     # optional
+    timeout_s = 300                  # optional: one exchange with it, at most
+
 A bad profile raises one :class:`~baton.subagents.errors.ProfileError` naming the file, the profile
 and the field, because a worker that starts with a half-read profile fails much later and obscurely.
 """
@@ -59,12 +70,13 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from baton.engine import LoopLimits, Tool
 from baton.llm.types import ToolChoice
+from baton.subagents.a2a_config import A2A_KIND, A2AConfig
 from baton.subagents.errors import ProfileError
 from baton.subagents.mcp_config import McpServerConfig, check_server_name
 from baton.subagents.tools import SEND_MESSAGE, builtin_tools, import_tool
@@ -121,7 +133,9 @@ class Profile:
     ``model`` is a model name or a :class:`ProfileModel` of overrides (None: the session's model);
     ``tool_choice`` is sent with every request of its rounds (None: not sent). ``mcp`` are MCP
     servers by name: their tools join ``tools`` in the worker that hosts the profile, which starts
-    them on the profile's first agent (:mod:`baton.subagents.mcp`).
+    them on the profile's first agent (:mod:`baton.subagents.mcp`). ``a2a`` makes it a remote A2A
+    agent: its worker relays each inbox batch to it instead of running a model (its ``tools``,
+    ``model`` and ``mcp`` are then unused), and an empty ``description`` is filled from its card.
     """
 
     name: str
@@ -132,6 +146,7 @@ class Profile:
     limits: AgentLimits = field(default_factory=AgentLimits)
     tool_choice: ToolChoice | None = DEFAULT_TOOL_CHOICE
     mcp: Mapping[str, McpServerConfig] = field(default_factory=dict)
+    a2a: A2AConfig | None = None
 
     def __post_init__(self) -> None:
         if not self.name.strip():
@@ -141,6 +156,13 @@ class Profile:
             if problem is not None:
                 raise ProfileError(problem, source=None, profile=self.name, field=f"mcp.{server}")
         names = [t.name for t in self.tools]
+        if self.a2a is not None and (set(names) - {SEND_MESSAGE} or self.mcp):
+            raise ProfileError(
+                'a profile of kind "a2a" runs elsewhere: it has no tools or MCP servers',
+                source=None,
+                profile=self.name,
+                field="tools",
+            )
         duplicate = next((n for n in names if names.count(n) > 1), None)
         if duplicate is not None:
             raise ProfileError(
@@ -183,6 +205,7 @@ class _LimitsSpec(BaseModel):
 class _ProfileSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    kind: Literal["agent"] = "agent"
     description: str = Field(min_length=1)
     system_prompt: str = Field(min_length=1)
     tools: list[str] = Field(default_factory=list)
@@ -190,6 +213,14 @@ class _ProfileSpec(BaseModel):
     tool_choice: ToolChoice | None = DEFAULT_TOOL_CHOICE
     limits: _LimitsSpec = Field(default_factory=_LimitsSpec)
     mcp: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+
+class _A2AProfileSpec(A2AConfig):
+    """``kind = "a2a"``: a remote agent's table (:class:`A2AConfig` and what the lead is told)."""
+
+    kind: Literal["a2a"]
+    description: str = ""
+    limits: _LimitsSpec = Field(default_factory=_LimitsSpec)
 
 
 class _LeadSpec(BaseModel):
@@ -280,6 +311,8 @@ def _profile(
 ) -> Profile:
     if not isinstance(table, Mapping):
         raise ProfileError("must be a table", source=source, profile=name, field=None)
+    if table.get("kind") == A2A_KIND:
+        return _a2a_profile(name, table, source)
     try:
         spec = _ProfileSpec.model_validate(table)
     except ValidationError as exc:
@@ -292,7 +325,10 @@ def _profile(
                 field="model",
             ) from exc
         where = ".".join(str(p) for p in error["loc"]) or None
-        raise ProfileError(error["msg"], source=source, profile=name, field=where) from exc
+        problem = error["msg"]
+        if where == "kind":
+            problem = f'must be "agent" (the default) or "{A2A_KIND}", not {table["kind"]!r}'
+        raise ProfileError(problem, source=source, profile=name, field=where) from exc
     resolved = [_resolve_tool(ref, i, name, source, tools) for i, ref in enumerate(spec.tools)]
     model = _model(spec.model, name, source)
     loop_values = {
@@ -320,6 +356,49 @@ def _profile(
         raise ProfileError(str(exc), source=source, profile=name, field="limits") from exc
     except ProfileError as exc:
         raise ProfileError(exc.problem, source=source, profile=name, field=exc.field) from exc
+
+
+def _a2a_profile(name: str, table: Mapping[str, Any], source: Path | str | None) -> Profile:
+    """A ``kind = "a2a"`` table: a remote agent, with no prompt, tools or model of its own."""
+    if "url" not in table:
+        raise ProfileError(
+            'a profile of kind "a2a" needs url = "<the remote agent\'s root URL>"',
+            source=source,
+            profile=name,
+            field="url",
+        )
+    try:
+        spec = _A2AProfileSpec.model_validate(table)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in error["loc"]) or None
+        problem = error["msg"]
+        if where in {"tools", "system_prompt", "model", "tool_choice", "mcp"}:
+            problem = 'a profile of kind "a2a" runs elsewhere: it has no ' + where
+        raise ProfileError(problem, source=source, profile=name, field=where) from exc
+    remote = A2AConfig.model_validate(spec.model_dump(include=set(A2AConfig.model_fields)))
+    limits = spec.limits
+    try:
+        return Profile(
+            name=name,
+            description=spec.description,
+            system_prompt=f"A remote A2A agent at {remote.url}.",
+            limits=AgentLimits(
+                max_steps=limits.max_steps,
+                idle_timeout_s=limits.idle_timeout_s,
+                loop=LoopLimits(
+                    **{
+                        key: value
+                        for key, value in limits.model_dump().items()
+                        if key in _LOOP_FIELDS and value is not None
+                    }
+                ),
+            ),
+            tool_choice=None,
+            a2a=remote,
+        )
+    except ValueError as exc:
+        raise ProfileError(str(exc), source=source, profile=name, field="limits") from exc
 
 
 def _model(

@@ -34,6 +34,9 @@ What it guarantees:
 - a profile's MCP servers (:mod:`baton.subagents.mcp`) start on its first agent, one connection
   per server shared by every agent here, restarted after they die, closed with the worker; one
   that cannot start refuses the agent with an error result naming the profile and the server;
+- a remote A2A agent's profile (``kind = "a2a"``) runs its agents' rounds as a relay to the
+  remote (:mod:`baton.subagents.a2a_remote`), one client per profile, closed with the worker;
+  without the ``a2a`` extra its agents are refused with an error result saying what to install;
 - bus faults are ridden out with backoff (:func:`~baton.bus.retry.persist`); a failed
   heartbeat keeps every agent and renews at the next beat (a lease spans several beats);
 - stopping ends on time whatever the bus does: giving back cuts an agent's start short, every
@@ -64,8 +67,9 @@ from baton.bus.payloads import ResultReport
 from baton.bus.retry import persist
 from baton.engine import Telemetry, ToolRegistry
 from baton.media import MediaStore
+from baton.subagents.a2a_worker import WorkerA2A
 from baton.subagents.images import ImageGenerator
-from baton.subagents.loop import RoundHook, SubAgent
+from baton.subagents.loop import RoundHook, SubAgent, TurnMaker
 from baton.subagents.mcp_worker import WorkerMcp
 from baton.subagents.models import EnvModels, ModelFactory, offline_models
 from baton.subagents.profiles import Profile, builtin_profiles
@@ -157,6 +161,7 @@ class Worker(Service):
         self.telemetry.watch_agents(self)
         self._tools = {name: ToolRegistry(p.tools) for name, p in self.profiles.items()}
         self._mcp = WorkerMcp(self.profiles, self.name)  # its MCP servers, opened by run()
+        self._a2a = WorkerA2A()  # its remote A2A agents' clients, opened by run()
         self._limiter = anyio.CapacityLimiter(concurrency)
         self._hosted: dict[str, SubAgent] = {}
         self._by_agent: dict[tuple[str, str], str] = {}
@@ -235,7 +240,7 @@ class Worker(Service):
         drain."""
         shields = self._shields.enter()  # every agent started from here on finds them
         try:
-            async with self._mcp.open(), anyio.create_task_group() as outer:
+            async with self._mcp.open(), self._a2a, anyio.create_task_group() as outer:
                 await outer.start(self._host_agents)
                 try:
                     log.info("worker %s serving %s (concurrency %d)",
@@ -432,7 +437,7 @@ class Worker(Service):
             # A profile's MCP tools join its own on its first agent (its servers start then).
             tools = self._tools[profile.name]
             self._tools[profile.name] = await self._mcp.registry(profile, tools)
-            return self._agent(claim, profile)
+            return self._agent(claim, profile, self._a2a.turns(profile))
         except Exception as exc:
             # Its model or its tools cannot be set up here (a profile's endpoint settings, a
             # bug): the same on every claim, so the lead gets an error result at once instead
@@ -441,7 +446,7 @@ class Worker(Service):
             await self._refuse(claim, f"it could not be set up here: {_why(exc)}")
             return None
 
-    def _agent(self, claim: SpawnClaim, profile: Profile) -> SubAgent:
+    def _agent(self, claim: SpawnClaim, profile: Profile, remote: TurnMaker | None) -> SubAgent:
         request = claim.request
         return SubAgent(
             self.bus,
@@ -460,6 +465,7 @@ class Worker(Service):
             trace=request.trace,  # its rounds join the lead's trace, in this process or not
             media=self.media,
             images=self.images,
+            remote=remote,  # a remote A2A agent: its rounds are relayed there
         )
 
     async def _run_agent(self, claim: SpawnClaim, agent: SubAgent) -> None:
