@@ -5,21 +5,37 @@ another server on the same bus."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import httpx
 import pytest
 from a2a.client import A2ACardResolver
+from a2a.server.context import ServerCallContext
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
+    Part,
     StreamResponse,
     SubscribeToTaskRequest,
+    Task,
     TaskState,
 )
-from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
+from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 
+from baton.bus.base import Bus, LoggedEvent
+from baton.bus.tail import tail_events
+from baton.server.a2a import handler as handler_module
+from baton.server.a2a.handler import BatonRequestHandler
 from tests.conftest import BusFactory
 from tests.server.a2a_helpers import (
     TERMINAL,
@@ -37,6 +53,8 @@ from tests.support.profiles import ARTISTS, SURVEYORS
 
 WORKING = TaskState.TASK_STATE_WORKING
 COMPLETED = TaskState.TASK_STATE_COMPLETED
+WAIT_S = 20.0
+"""A bound on what should happen at once (a failure, not a pause, when it does not)."""
 
 
 @pytest.fixture
@@ -118,6 +136,9 @@ async def test_the_http_json_binding_sends_and_gets(make_bus: BusFactory, tmp_pa
             got = await client.get_task(GetTaskRequest(id=response.task.id))
             with pytest.raises(TaskNotFoundError, match="no task 's-nobody'"):  # a 404
                 await client.get_task(GetTaskRequest(id="s-nobody"))
+            for token in ("²", "9" * 5000, "-1"):  # a digit to str.isdigit, not to int()
+                with pytest.raises(InvalidParamsError, match="page_token"):
+                    await client.list_tasks(ListTasksRequest(page_token=token))
     assert response.task.status.state == COMPLETED  # blocking: answered at the end
     assert got.status.state == COMPLETED
     assert any(p.media_type == "image/png" for a in got.artifacts for p in a.parts)
@@ -189,6 +210,8 @@ async def test_an_approval_is_input_required_and_the_next_message_answers_it(
             asked = await collect(client.send_message(user_message("publish the news")))
             task = task_id_of(asked[0])
             waiting = await client.get_task(GetTaskRequest(id=task))
+            with anyio.fail_after(WAIT_S):  # a stream ends at INPUT_REQUIRED: at once here
+                again = await collect(client.subscribe(SubscribeToTaskRequest(id=task)))
             answered = await collect(client.send_message(user_message("approve", task=task)))
             final = await client.get_task(GetTaskRequest(id=task))
 
@@ -196,9 +219,95 @@ async def test_an_approval_is_input_required_and_the_next_message_answers_it(
     question = status_text(asked[-1])
     assert "publisher asks to run publish(" in question
     assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert [state_of(r) for r in again] == [TaskState.TASK_STATE_INPUT_REQUIRED]
     assert state_of(answered[-1]) == COMPLETED
     said = [status_text(r) for r in answered if r.HasField("status_update")]
     assert said[0] == "1 approval(s) approved"  # at once, before the agent reads it
     assert any(text.startswith("publisher: publish(") and "approved" in text for text in said)
     assert final.status.state == COMPLETED
     assert "publisher: Done: publish the news" in final.status.message.parts[0].text
+
+
+async def test_bad_bodies_get_clear_errors_and_start_nothing(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    big = "x" * 70_000  # over the default max_body_bytes (64 KiB)
+    message = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": big}]}
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    version = {"A2A-Version": "1.0"}
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted as it arrives
+        yield b'{"message": {"parts": [{"text": "'
+        for _ in range(20):
+            yield b"y" * 4096
+        yield b'"}]}}'
+
+    async with make_bus() as bus, serving(bus, tmp_path, ARTISTS) as server:
+        async with httpx.AsyncClient(trust_env=False, headers=version) as http:
+            url = root(server)
+            oversized = [
+                await http.post(f"{url}/a2a/jsonrpc", json=rpc),
+                await http.post(f"{url}/a2a/rest/message:send", json={"message": message}),
+                await http.post(f"{url}/a2a/rest/message:stream", content=chunks()),
+            ]
+            unparsable = await http.post(f"{url}/a2a/jsonrpc", content=b"{not json")
+            nope = {"jsonrpc": "2.0", "id": 2, "method": "Nope", "params": {}}
+            unknown = await http.post(f"{url}/a2a/jsonrpc", json=nope)
+        sessions = await bus.sessions()
+
+    assert [answer.status_code for answer in oversized] == [413, 413, 413]
+    assert all("65536-byte limit" in answer.json()["detail"] for answer in oversized)
+    assert unparsable.json()["error"]["code"] == -32700
+    assert unknown.json()["error"]["code"] == -32601
+    assert sessions == []  # nothing was started
+
+
+async def test_a_part_baton_cannot_read_is_refused_not_dropped(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    request = user_message("paint this fox")
+    request.message.parts.append(Part(url="https://example.com/fox.png", media_type="image/png"))
+    async with make_bus() as bus, serving(bus, tmp_path, ARTISTS) as server:
+        async with a2a_client(server, streaming=False) as client:
+            with pytest.raises(ContentTypeNotSupportedError, match=r"part 1 is url \(image/png\)"):
+                await collect(client.send_message(request))
+        sessions = await bus.sessions()
+    assert sessions == []  # refused, not started with the picture silently dropped
+
+
+async def test_a_stream_closed_mid_way_closes_its_tail_of_the_log_at_once(
+    make_bus: BusFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No tail of the bus outlives the stream that follows it (none left to the collector)."""
+    release = tmp_path / "release"
+    monkeypatch.setenv("BATON_TEST_RELEASE", str(release))
+    open_tails: list[str] = []
+
+    async def tracked(bus: Bus, session: str, **kwargs: Any) -> AsyncIterator[LoggedEvent]:
+        open_tails.append(session)
+        try:
+            async for logged in tail_events(bus, session, **kwargs):
+                yield logged
+        finally:
+            open_tails.remove(session)
+
+    monkeypatch.setattr(handler_module, "tail_events", tracked)  # the handler's tails only
+    async with make_bus() as bus, serving(bus, tmp_path, SURVEYORS) as server:
+        async with a2a_client(server) as client:
+            stream = client.send_message(user_message("survey the north"))
+            task = task_id_of(await anext(stream))
+            await hang_up(stream)
+        assert server.ctx is not None
+        handler = BatonRequestHandler(server.ctx)
+        followed = handler.on_subscribe_to_task(
+            SubscribeToTaskRequest(id=task), ServerCallContext()
+        )
+        with anyio.fail_after(WAIT_S):
+            snapshot = await anext(followed)
+            release.touch()
+            update = await anext(followed)  # from the live tail
+        assert open_tails == [task]
+        await followed.aclose()
+        still_open = list(open_tails)
+    assert isinstance(snapshot, Task) and snapshot.id == update.task_id == task
+    assert still_open == []

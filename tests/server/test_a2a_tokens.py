@@ -94,6 +94,30 @@ async def test_a_403_says_why(make_bus: BusFactory, tmp_path: Path) -> None:
     assert "read-only" in answer.json()["detail"]
 
 
+async def test_a_session_token_cannot_name_another_task_by_a_second_spelling(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    """The SDK reads ``task_id`` after ``taskId``: the guard must not pass the first alone."""
+    async with make_bus() as bus, serving(bus, tmp_path, ARTISTS, token=TOKEN) as server:
+        tokens = await issue(bus, "s-mine")
+        message = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "approve"}],
+                   "taskId": "s-mine", "task_id": "s-other"}  # fmt: skip
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+               "params": {"message": message}}  # fmt: skip
+        async with httpx.AsyncClient(trust_env=False) as http:
+            bearer = {"Authorization": f"Bearer {tokens['write']}", "A2A-Version": "1.0"}
+            answers = [
+                await http.post(f"{root(server)}/a2a/jsonrpc", json=rpc, headers=bearer),
+                await http.post(
+                    f"{root(server)}/a2a/rest/message:send",
+                    json={"message": message},
+                    headers=bearer,
+                ),
+            ]
+    assert [answer.status_code for answer in answers] == [403, 403]
+    assert all("starting a task" in answer.json()["detail"] for answer in answers)
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body", "target"),
     [
@@ -103,6 +127,19 @@ async def test_a_403_says_why(make_bus: BusFactory, tmp_path: Path) -> None:
          b'{"contextId": "s-1"}}}', Target("write", "s-1")),
         ("POST", "/a2a/jsonrpc", b'{"method": "SendMessage", "params": {"message": {}}}',
          Target("admin")),
+        ("POST", "/a2a/jsonrpc", b'{"method": "SendMessage", "params": {"message": '
+         b'{"taskId": "s-1", "contextId": "s-1"}}}', Target("write", "s-1")),
+        # Ambiguous about the task (the SDK keeps the last spelling; "" starts a new task).
+        ("POST", "/a2a/jsonrpc", b'{"method": "SendMessage", "params": {"message": '
+         b'{"taskId": "s-1", "task_id": "s-2"}}}', Target("admin")),
+        ("POST", "/a2a/jsonrpc", b'{"method": "SendMessage", "params": {"message": '
+         b'{"contextId": "s-1", "context_id": ""}}}', Target("admin")),
+        ("POST", "/a2a/jsonrpc", b'{"method": "SendMessage", "params": {"message": '
+         b'{"taskId": "s-1", "contextId": "s-2"}}}', Target("admin")),
+        ("POST", "/a2a/jsonrpc", b'{"method": "SendMessage", "params": {"message": '
+         b'{"taskId": 1, "contextId": "s-1"}}}', Target("admin")),
+        ("POST", "/a2a/rest/message:send", b'{"message": {"contextId": "s-1", '
+         b'"context_id": "s-2"}}', Target("admin")),
         ("POST", "/a2a/jsonrpc", b"[]", Target("admin")),
         ("POST", "/a2a/jsonrpc", b"not json", Target("admin")),
         ("GET", "/a2a/rest/tasks/s-1", b"", Target("read", "s-1")),

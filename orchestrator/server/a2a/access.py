@@ -39,15 +39,23 @@ class Target:
 
 
 def _message_task(params: Any) -> str | None:
-    """The task a ``SendMessage`` body continues: its ``taskId``, else its ``contextId``."""
+    """The task a ``SendMessage`` body continues: its ``taskId``, else its ``contextId``; None
+    (admin only) when the body is ambiguous about it.
+
+    The SDK's protobuf parser takes both spellings of a field (``taskId`` and ``task_id``) and
+    keeps whichever comes last, and an empty id starts a new task: so a field given twice, an id
+    that is not a string, or two different ids make the request admin-only, lest the guard and
+    the handler read different tasks from one body."""
     message = params.get("message") if isinstance(params, dict) else None
     if not isinstance(message, dict):
         return None
-    for key in ("taskId", "task_id", "contextId", "context_id"):
-        value = message.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    named: set[str] = set()
+    for spellings in (("taskId", "task_id"), ("contextId", "context_id")):
+        given = [message[key] for key in spellings if key in message]
+        if len(given) > 1 or not all(isinstance(value, str) for value in given):
+            return None
+        named.update(value for value in given if value)
+    return named.pop() if len(named) == 1 else None
 
 
 def jsonrpc_target(body: bytes) -> Target:

@@ -22,6 +22,7 @@ session on the bus (task id = context id = session id, docs/a2a.md), so ``GetTas
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from datetime import UTC
 
 import anyio
@@ -65,7 +66,7 @@ from baton.bus.user_post import USER
 from baton.engine.bus_channel import ApprovalNotFound, answer_approval
 from baton.lead.keeper import SessionExists
 from baton.server.a2a.mapping import TaskTracker, Update
-from baton.server.a2a.messages import text_of, verdict_of
+from baton.server.a2a.messages import refuse_other_parts, text_of, verdict_of
 from baton.server.context import ServerContext
 from baton.server.media import public_url
 from baton.session import SessionConfig
@@ -113,7 +114,7 @@ class BatonRequestHandler(RequestHandler):
             raise TaskNotFoundError(f"no task {session!r} on this server's bus")
         return tracker
 
-    async def _follow(self, tracker: TaskTracker) -> AsyncIterator[Update]:
+    async def _follow(self, tracker: TaskTracker) -> AsyncGenerator[Update, None]:
         """The task's updates after what ``tracker`` has folded, until a stream ends (terminal
         or INPUT_REQUIRED)."""
         tail = tail_events(self.ctx.bus, tracker.session, after=tracker.cursor, follow=True,
@@ -143,7 +144,7 @@ class BatonRequestHandler(RequestHandler):
         if not 1 <= size <= MAX_LIST_TASKS_PAGE_SIZE:
             raise InvalidParamsError(f"page_size: from 1 to {MAX_LIST_TASKS_PAGE_SIZE}")
         token = params.page_token or "0"
-        if not token.isdigit():
+        if not (token.isascii() and token.isdigit() and len(token) <= 9):  # int() takes "²"
             raise InvalidParamsError("page_token: use the next_page_token of the previous page")
         try:
             sessions = await self.ctx.bus.sessions()
@@ -216,6 +217,7 @@ class BatonRequestHandler(RequestHandler):
             )
         session = message.task_id or message.context_id
         if not session:
+            refuse_other_parts(message, answering=False)
             if not text:
                 raise InvalidParamsError("the message has no text part: say what to get done")
             tracker = self._tracker(await self._start(text, context), context)
@@ -228,6 +230,7 @@ class BatonRequestHandler(RequestHandler):
                 "task in a terminal state cannot be continued; send the message without "
                 "taskId/contextId to start a new task"
             )
+        refuse_other_parts(message, answering=bool(tracker.pending))
         if tracker.pending:
             return tracker, [await self._answer(tracker, message)]
         if not text:
@@ -279,8 +282,9 @@ class BatonRequestHandler(RequestHandler):
         yield tracker.snapshot()
         for update in changed:
             yield update
-        async for update in self._follow(tracker):
-            yield update
+        async with aclosing(self._follow(tracker)) as updates:  # closed with the stream
+            async for update in updates:
+                yield update
 
     @validate_request_params
     async def on_subscribe_to_task(
@@ -293,8 +297,11 @@ class BatonRequestHandler(RequestHandler):
                 "final state"
             )
         yield tracker.snapshot()
-        async for update in self._follow(tracker):
-            yield update
+        if tracker.stopped:  # waiting for input: the snapshot says so, and a stream ends there
+            return
+        async with aclosing(self._follow(tracker)) as updates:  # closed with the stream
+            async for update in updates:
+                yield update
 
     @validate_request_params
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from a2a.types import Message
+from a2a.utils.errors import ContentTypeNotSupportedError
 
 YES = frozenset({"approve", "approved", "yes", "y", "ok", "okay", "allow", "allowed", "accept"})
 
@@ -24,6 +25,20 @@ class Verdict:
 def text_of(message: Message) -> str:
     """The message's text parts, joined by blank lines."""
     return "\n\n".join(part.text for part in message.parts if part.HasField("text")).strip()
+
+
+def refuse_other_parts(message: Message, *, answering: bool) -> None:
+    """Refuse a message with parts baton would not read (a file, a URL, data outside an
+    approval's answer), rather than start or continue a task with them silently dropped."""
+    for index, part in enumerate(message.parts):
+        kind = part.WhichOneof("content")
+        if kind == "text" or (kind == "data" and answering):
+            continue
+        raise ContentTypeNotSupportedError(
+            f"part {index} is {kind or 'empty'}{f' ({part.media_type})' if part.media_type else ''}"
+            ": baton takes text parts only (and a data part answering an approval); put what "
+            "the task needs in words, or a link in the text"
+        )
 
 
 def verdict_of(message: Message) -> Verdict:

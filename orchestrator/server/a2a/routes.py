@@ -12,8 +12,9 @@ from a2a.server.routes import (
 )
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Mount, Route, Router
 
+from baton.server.a2a.body import BodyLimit
 from baton.server.a2a.card import build_card
 from baton.server.a2a.handler import ROOT, BatonRequestHandler
 from baton.server.a2a.paths import CARD_PATH, JSONRPC_PATH, REST_PREFIX
@@ -46,8 +47,13 @@ def a2a_routes(ctx: ServerContext) -> list[BaseRoute]:
     """The card and both bindings over ``ctx``."""
     handler = BatonRequestHandler(ctx)
     builder = ContextBuilder()
+    limit = ctx.config.max_body_bytes  # the SDK reads whole bodies: bounded first (.body)
+    jsonrpc = create_jsonrpc_routes(handler, JSONRPC_PATH, context_builder=builder)
+    for route in jsonrpc:
+        route.app = BodyLimit(route.app, limit)
+    rest = Router(routes=create_rest_routes(handler, context_builder=builder))
     return [
         Route(CARD_PATH, agent_card, methods=["GET"]),
-        *create_jsonrpc_routes(handler, JSONRPC_PATH, context_builder=builder),
-        Mount(REST_PREFIX, routes=create_rest_routes(handler, context_builder=builder)),
+        *jsonrpc,
+        Mount(REST_PREFIX, app=BodyLimit(rest, limit)),
     ]
