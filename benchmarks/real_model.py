@@ -124,6 +124,12 @@ class SessionRecord:
     spawned: int
     finished_agents: int
     invented: list[str] = field(default_factory=list)
+    agents: dict[str, str] = field(default_factory=dict)
+    """Each sub-agent started: its profile and how it exited ("painter: finished")."""
+    routed: int = 0
+    """``route`` calls of the lead (a request it evaded, routed to a profile)."""
+    error: str = ""
+    """Why the session did not complete, as its result says."""
     appended: list[str] | None = None
     """Media URLs the model's answer left out and baton appended (``answer.checked``); None when
     this baton does not check answers."""
@@ -149,10 +155,52 @@ def model_settings(base_url: str, model: str, options: Mapping[str, Any]) -> Any
     return ModelSettings(model=model, base_url=base_url, api_key=SecretStr("local"), **extra)
 
 
+@dataclass
+class Seen:
+    """What one session's events showed, counted as they arrive."""
+
+    guards: Counter[str] = field(default_factory=Counter)
+    retries: int = 0
+    spawned: int = 0
+    finished_agents: int = 0
+    tool_urls: set[str] = field(default_factory=set)
+    appended: list[str] | None = None
+    agents: dict[str, str] = field(default_factory=dict)
+    routed: int = 0
+
+    def see(self, event: Any) -> None:
+        from baton.bus.events import (
+            AgentExited,
+            AgentResult,
+            AgentSpawned,
+            GuardFired,
+            ToolCalled,
+            ToolResulted,
+        )
+
+        if isinstance(event, GuardFired):
+            self.guards[event.outcome] += 1
+        elif event.type == "model.retried":  # an event newer batons have
+            self.retries += 1
+        elif isinstance(event, AgentSpawned) and event.worker:
+            self.spawned += 1
+            self.agents[event.agent] = event.profile
+        elif isinstance(event, AgentExited):
+            self.finished_agents += event.reason == "finished"
+            self.agents[event.agent] = f"{self.agents.get(event.agent, '?')}: {event.reason}"
+        elif isinstance(event, ToolCalled) and event.call.name == "route":
+            self.routed += 1
+        elif isinstance(event, ToolResulted):
+            self.tool_urls.update(URL.findall(event.result.content))
+        elif isinstance(event, AgentResult):
+            self.tool_urls.update(event.media_urls)
+        elif event.type == "answer.checked":  # an event newer batons have
+            self.appended = list(getattr(event, "missing_media", []))
+
+
 async def run_one(
     prompt: str, make_model: Any, media_dir: Path, timeout_s: float, config_extra: dict[str, Any]
 ) -> SessionRecord:
-    from baton.bus.events import AgentExited, AgentResult, AgentSpawned, GuardFired, ToolResulted
     from baton.session import Session, SessionConfig
 
     counts = Counts()
@@ -168,37 +216,22 @@ async def run_one(
     known = SessionConfig.model_fields
     extra = {key: value for key, value in config_extra.items() if key in known}
     config = SessionConfig(task=prompt, media_dir=media_dir, timeout_s=timeout_s, **extra)
-    guards: Counter[str] = Counter()
-    retries = spawned = finished_agents = 0
-    tool_urls: set[str] = set()
+    seen = Seen()
     started = time.perf_counter()
-    status, answer, media = "failed", "", []
-    appended: list[str] | None = None
+    status, answer, media, error = "failed", "", [], ""
     try:
         async with Session(config, model=lead, subagent_models=subagent_models) as session:
             async for event in session.events():
-                if isinstance(event, GuardFired):
-                    guards[event.outcome] += 1
-                elif event.type == "model.retried":  # an event newer batons have
-                    retries += 1
-                elif isinstance(event, AgentSpawned) and event.worker:
-                    spawned += 1
-                elif isinstance(event, AgentExited) and event.reason == "finished":
-                    finished_agents += 1
-                elif isinstance(event, ToolResulted):
-                    tool_urls.update(URL.findall(event.result.content))
-                elif isinstance(event, AgentResult):
-                    tool_urls.update(event.media_urls)
-                elif event.type == "answer.checked":  # an event newer batons have
-                    appended = list(getattr(event, "missing_media", []))
+                seen.see(event)
             result = await session.run()
             status, answer, media = result.status, result.answer, list(result.media_urls)
+            error = result.error or ""
     finally:
         await lead.aclose()
         for model in models.values():
             await model.aclose()
     seconds = time.perf_counter() - started
-    known_urls = tool_urls | set(media) | set(URL.findall(prompt))
+    known_urls = seen.tool_urls | set(media) | set(URL.findall(prompt))
     cited = dict.fromkeys(url.rstrip(".,;:") for url in URL.findall(answer))
     invented = [url for url in cited if url not in known_urls]
     return SessionRecord(
@@ -210,12 +243,15 @@ async def run_one(
         requests=counts.requests,
         calls=counts.calls,
         tokens=counts.tokens,
-        retries=retries,
-        guards=dict(guards),
-        spawned=spawned,
-        finished_agents=finished_agents,
+        retries=seen.retries,
+        guards=dict(seen.guards),
+        spawned=seen.spawned,
+        finished_agents=seen.finished_agents,
         invented=invented,
-        appended=appended,
+        agents=seen.agents,
+        routed=seen.routed,
+        error=error,
+        appended=seen.appended,
     )
 
 
