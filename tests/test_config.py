@@ -10,6 +10,7 @@ import anyio
 import pytest
 import typer
 from pydantic import ValidationError
+from typer.testing import CliRunner
 
 from baton.api import SessionConfig, builtin_profiles, open_bus, open_session
 from baton.bus.errors import (
@@ -20,11 +21,12 @@ from baton.bus.errors import (
     ExitCode,
     InvalidEnvelope,
 )
+from baton.cli.app import app
 from baton.cli.exits import run_async
 from baton.engine.bus_channel import ApprovalNotFound
 from baton.engine.spend import SpendLimits
 from baton.errors import ModelError, StreamBroken
-from baton.server.config import SessionDefaults
+from baton.server.config import ServerConfig, SessionDefaults
 from baton.server.host import SessionHost
 from baton.subagents.errors import ProfileError
 
@@ -112,3 +114,32 @@ async def test_a_servers_session_defaults_apply_where_the_request_did_not_say(
         await host.aclose()
         assert (await bus.spend(plain)).limits == server_budget
         assert (await bus.spend(own)).limits == own_budget
+
+
+def test_baton_serve_gives_its_sessions_the_profiles_files_lead_mcp_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[lead.mcp.<server>]`` in the profiles file reaches the sessions ``baton serve`` starts
+    (it resolves the profiles itself, so the file's lead tables travel in its defaults)."""
+    import baton.server
+
+    profiles = tmp_path / "p.toml"
+    profiles.write_text(
+        '[profiles.clock]\ndescription = "Tells the time."\n\n'
+        '[lead.mcp.search]\nurl = "http://127.0.0.1:9/mcp"\n'
+    )
+    seen: list[object] = []
+
+    async def serve(config: object) -> int:
+        seen.append(config)
+        return 0
+
+    monkeypatch.setattr(baton.server, "serve", serve)
+    result = CliRunner().invoke(app, ["serve", "--profiles", str(profiles), "--port", "0"])
+    assert result.exit_code == 0, result.output
+    [config] = seen
+    assert isinstance(config, ServerConfig)
+    defaults = config.session_defaults.fields()
+    lead = defaults["lead_mcp"]
+    assert isinstance(lead, dict) and list(lead) == ["search"]
+    assert lead["search"].url == "http://127.0.0.1:9/mcp"

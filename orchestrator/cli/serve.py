@@ -103,7 +103,7 @@ def serve_command(
 ) -> None:
     """Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."""
     from baton.cli.exits import fail, run_async
-    from baton.cli.run import configure_logging
+    from baton.cli.run import configure_logging, lead_mcp
 
     settings = settings_from(
         config,
@@ -158,6 +158,7 @@ def serve_command(
                 profile_tools=settings.profile_tools,
                 delegation=settings.delegation(),
                 retention_s=settings.retention,
+                lead_mcp=lead_mcp(settings),
             ),
             profiles=settings.profiles,
             media_dir=settings.media_dir,

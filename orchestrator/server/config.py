@@ -21,6 +21,7 @@ from baton.llm import ModelSettings
 from baton.llm.types import ToolChoice
 from baton.media import MediaStore
 from baton.subagents.images import ImageGenerator
+from baton.subagents.mcp_config import McpServerConfig
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8321
@@ -41,6 +42,9 @@ class SessionDefaults:
     profile_tools: bool | None = None
     delegation: DelegationLimits | None = None
     retention_s: float | None = None
+    lead_mcp: dict[str, McpServerConfig] | None = None
+    """The lead's MCP servers (a profiles file's ``[lead.mcp.<server>]``): the server loads its
+    profiles itself, so the file's lead tables reach its sessions only this way."""
 
     def fields(self) -> dict[str, object]:
         """The :class:`~baton.session.SessionConfig` fields these defaults set."""
@@ -50,6 +54,7 @@ class SessionDefaults:
             "profile_tools": self.profile_tools,
             "delegation": self.delegation,
             "retention_s": self.retention_s,
+            "lead_mcp": self.lead_mcp or None,
         }
         return {name: value for name, value in values.items() if value is not None}
 
