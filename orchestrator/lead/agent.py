@@ -401,7 +401,7 @@ class Lead:
             or self._cancelled
         ):
             return False
-        if not progress.routed and routing.evades(reply_of(result), progress.request):
+        if not progress.routed and routing.evades_work(reply_of(result), progress.request):
             return await self._routed(deadline)
         if progress.direct_checked or not self._answer_tool:
             return False

@@ -28,25 +28,27 @@ CUT = "the final answer was cut at the output limit (max_tokens)"
 
 
 QUOTE_CHARS = 40
-"""A reply sharing this many characters in a row with one of the lead's tool results quotes it."""
+"""A reply sharing this many characters in a row with one of the lead's tool results (or its system
+prompt) quotes it."""
 
 
 def _folded(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-def quotes_a_tool_result(reply: str, messages: Sequence[Message]) -> bool:
-    """Whether ``reply`` repeats one of the lead's tool results. The lead's tools are its
-    delegation (lead/dispatch.py): their results are receipts and guard notices meant for the
-    lead alone ("...already called 3 times with the exact same arguments"), and small models
-    hand them to the user as the answer. The sub-agents' results reach the lead as user messages,
-    not tool results, so quoting those stays an answer."""
+def quotes_what_it_was_told(reply: str, messages: Sequence[Message]) -> bool:
+    """Whether ``reply`` repeats one of the lead's tool results or its system prompt. The lead's
+    tools are its delegation (lead/dispatch.py): their results are receipts and guard notices
+    meant for the lead alone ("...already called 3 times with the exact same arguments"), and
+    small models hand them to the user as the answer, as they do their rules ("You must call a
+    tool in every reply: to reply to the user..."). The sub-agents' results reach the lead as
+    user messages, not tool results, so quoting those stays an answer."""
     said = _folded(reply)
     if len(said) < QUOTE_CHARS:
         return False
     for message in messages:
         content = message.get("content")
-        if message.get("role") != "tool" or not isinstance(content, str):
+        if message.get("role") not in ("tool", "system") or not isinstance(content, str):
             continue
         told = _folded(content)
         if len(told) < QUOTE_CHARS:
@@ -66,7 +68,7 @@ def reply_of(result: TurnResult) -> str:
     reply = text_answer(result.text) if answered is None else answered
     if echoes_correction(reply) or echoes_note(reply):
         return ""
-    return "" if quotes_a_tool_result(reply, result.messages) else reply
+    return "" if quotes_what_it_was_told(reply, result.messages) else reply
 
 
 def wants_final(result: TurnResult) -> bool:

@@ -27,7 +27,7 @@ from typing import Annotated
 from pydantic import Field, JsonValue
 
 from baton.engine import Tool, ToolResult
-from baton.lead.outcome import declines
+from baton.lead.outcome import asks_for_media, declines
 
 ROUTE = "route"
 
@@ -133,3 +133,13 @@ def evades(answer: str, request: str) -> bool:
     new: it declines, disclaims or restates the request. A silent turn is not one: the lead is
     asked for its answer without tools then (lead/ending.py)."""
     return refuses(answer) or restates(answer, request)
+
+
+def evades_work(answer: str, request: str) -> bool:
+    """Whether ``answer`` evades ``request`` (:func:`evades`), or says nothing at all to a request
+    for a picture (:func:`~baton.lead.outcome.asks_for_media`): a 1.5B lead "answered" a
+    lighthouse painting with its own rules, which is no reply. A silent answer to anything else
+    is asked for again instead (lead/ending.py)."""
+    if not answer.strip():
+        return asks_for_media(request)
+    return evades(answer, request)

@@ -26,12 +26,13 @@ from baton.bus.events import (
 from baton.bus.messages import make_envelope
 from baton.compose import media_profiles
 from baton.lead.delegation import DelegationLimits, Waves
-from baton.lead.ending import quotes_a_tool_result
+from baton.lead.ending import quotes_what_it_was_told
+from baton.lead.prompt import system_prompt
 from baton.llm.script import Call, HttpError, Reply
 from baton.llm.types import Message
 from baton.settings import load_settings
 from baton.subagents.profiles import builtin_profiles
-from tests.lead.scenario import SESSION, React, Scenario, run_lead
+from tests.lead.scenario import PROFILES, SESSION, React, Scenario, run_lead
 from tests.support.models import call, scripted
 
 FOX = "https://cdn.example/fox.png"
@@ -350,7 +351,7 @@ async def test_a_final_answer_that_parrots_what_the_session_said_is_no_answer(pa
     assert parrot not in outcome.answer and FOX in outcome.answer
 
 
-def test_a_reply_quoting_a_tool_result_of_the_lead_is_no_answer() -> None:
+def test_a_reply_quoting_a_tool_result_or_the_rules_of_the_lead_is_no_answer() -> None:
     """A 0.5B lead answered with the repeat guard's notice; quoting a sub-agent's result (a user
     message in the lead's context) is an answer, and so is a short overlap."""
     notice = (
@@ -359,13 +360,18 @@ def test_a_reply_quoting_a_tool_result_of_the_lead_is_no_answer() -> None:
     )
     report = "[result from painter] I painted a red fox asleep in deep snow under a pale moon."
     history: list[Message] = [
+        {"role": "system", "content": system_prompt(PROFILES, answer_tool=True, must_call=True)},
         {"role": "user", "content": report},
         {"role": "tool", "tool_call_id": "c1", "content": notice},
     ]
     parrot = "The task is already called 3 times with the exact same arguments (limit 3), sorry."
-    assert quotes_a_tool_result(parrot, history)
-    assert not quotes_a_tool_result("Here it is: I painted a red fox asleep in deep snow.", history)
-    assert not quotes_a_tool_result("It did not run: already called 3 times today.", history)
+    assert quotes_what_it_was_told(parrot, history)
+    # a 1.5B lead "answered" a lighthouse request with its rules
+    rules = "You must call a tool in every reply: to reply to the user (your answer, or a short"
+    assert quotes_what_it_was_told(rules, history)
+    said = "Here it is: I painted a red fox asleep in deep snow."
+    assert not quotes_what_it_was_told(said, history)
+    assert not quotes_what_it_was_told("It did not run: already called 3 times today.", history)
 
 
 async def test_a_last_reply_that_only_writes_out_a_send_is_no_answer() -> None:

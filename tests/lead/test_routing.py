@@ -297,3 +297,26 @@ def test_a_picture_asked_and_none_made_is_incomplete_whoever_was_asked() -> None
         "Done!", roster, history, media_profiles={"painter"}, request="Write a haiku."
     )
     assert other.incomplete == ""
+
+
+async def test_a_silent_answer_to_a_picture_request_is_routed() -> None:
+    """The lead parroted its own rules (no reply) to "paint a fox": routed at once."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "r1":
+            await s.report("painter", "a fox", media=[FOX])
+
+    rules = "You must call a tool in every reply: to reply to the user (your answer, or a short"
+    s, outcome = await run_lead(
+        [
+            calls("answer", "c1", text=rules),
+            calls("route", "r1", to="painter"),
+            calls("answer", "c2", text=f"Your fox: {FOX}"),
+        ],
+        react,
+        task="Paint a fox sleeping in the snow.",
+        tool_choice="required",
+        delegation=CONFIRM,
+    )
+    assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
+    assert tasks_sent(s) == {"painter": ["Paint a fox sleeping in the snow."]}
