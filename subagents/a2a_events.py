@@ -29,8 +29,12 @@ _ERROR_STATES = {
     TaskState.TASK_STATE_CANCELED: "cancelled the task",
     TaskState.TASK_STATE_AUTH_REQUIRED: "asked for authentication, which baton cannot give",
 }
-TERMINAL = frozenset({TaskState.TASK_STATE_COMPLETED, *_ERROR_STATES})
-"""States after which a task takes no more messages (a follow-up starts a new task)."""
+TERMINAL = frozenset(
+    {TaskState.TASK_STATE_COMPLETED, *_ERROR_STATES} - {TaskState.TASK_STATE_AUTH_REQUIRED}
+)
+"""States after which a task takes no more messages (a follow-up starts a new task).
+``AUTH_REQUIRED`` is not one (the task waits on the remote): baton ends it as an error, and so
+cancels it there."""
 
 
 class Step(enum.Enum):
@@ -72,6 +76,8 @@ class Exchange:
     error: str = ""
     _text_of: dict[str, int] = field(default_factory=dict)
     """Where each artifact's text is in :attr:`texts`, for the chunks appended to it."""
+    _raw_of: dict[str, list[RawMedia]] = field(default_factory=dict)
+    """Each artifact's inline media, replaced with it."""
 
     @property
     def text(self) -> str:
@@ -92,7 +98,7 @@ class Exchange:
             self._ids(task.context_id, task.id)
             for artifact in task.artifacts:
                 self._artifact(artifact)
-            return self._status(task.status)
+            return self._status(task.status, snapshot=True)
         if kind == "status_update":
             update = response.status_update
             self._ids(update.context_id, update.task_id)
@@ -115,30 +121,43 @@ class Exchange:
         return Step.DONE
 
     def _artifact(self, artifact: Artifact, *, append: bool = False) -> None:
-        """An artifact, or a chunk of one (``append``: its text continues the artifact's)."""
+        """An artifact, or a chunk of one (``append``: its text continues the artifact's). An
+        artifact whose id was seen already, not appended, is that artifact whole again (a task's
+        snapshot, as a resubscribed stream starts with, or a replacement): it takes the place of
+        what it said before instead of being counted twice."""
         key = artifact.artifact_id
-        at = self._text_of.get(key) if append and key else None
-        if at is not None:
-            self.texts[at] += _text(artifact.parts, "")
-            self._parts([p for p in artifact.parts if p.WhichOneof("content") != "text"])
+        if not key:  # no id: nothing can continue or repeat it
+            self._parts(artifact.parts, artifact.name)
             return
-        before = len(self.texts)
-        self._parts(artifact.parts, artifact.name)
-        if key and len(self.texts) > before:
-            self._text_of[key] = len(self.texts) - 1
+        text = _text(artifact.parts, "" if append else "\n\n")
+        raw = _raw(artifact.parts, artifact.name)
+        self._urls(artifact.parts)
+        at = self._text_of.get(key)
+        if at is None:
+            self._text_of[key] = len(self.texts)
+            self.texts.append(text)
+        elif append:
+            self.texts[at] += text
+        else:
+            self.texts[at] = text
+            before = self._raw_of.pop(key, [])
+            self.raw = [r for r in self.raw if not any(r is old for old in before)]
+        self._raw_of.setdefault(key, []).extend(raw)
+        self.raw.extend(raw)
+
+    def _urls(self, parts: Sequence[Part]) -> None:
+        for part in parts:
+            if part.WhichOneof("content") == "url" and part.url not in self.media:
+                self.media.append(part.url)
 
     def _parts(self, parts: Sequence[Part], name: str = "") -> None:
-        for part in parts:
-            kind = part.WhichOneof("content")
-            if kind == "text":
-                self.texts.append(part.text)
-            elif kind == "url" and part.url not in self.media:
-                self.media.append(part.url)
-            elif kind == "raw":
-                named = part.filename or name or "artifact"
-                self.raw.append(RawMedia(part.raw, part.media_type, named))
+        self.texts.extend(part.text for part in parts if part.WhichOneof("content") == "text")
+        self._urls(parts)
+        self.raw.extend(_raw(parts, name))
 
-    def _status(self, status: TaskStatus) -> Step:
+    def _status(self, status: TaskStatus, *, snapshot: bool = False) -> Step:
+        """``snapshot``: the status of a whole task (a stream's first event, as a resubscribed
+        one starts with), whose message may be the progress already reported."""
         self.state = status.state
         said = _text(status.message.parts) if status.HasField("message") else ""
         if status.state == TaskState.TASK_STATE_COMPLETED:
@@ -153,9 +172,19 @@ class Exchange:
             self.error = f"the remote agent {how}" + (f": {said}" if said else "")
             return Step.FAILED
         if said and status.state == TaskState.TASK_STATE_WORKING:
+            if snapshot and said == self.progress:
+                return Step.GO_ON
             self.progress = said
             return Step.PROGRESS
         return Step.GO_ON
+
+
+def _raw(parts: Sequence[Part], name: str) -> list[RawMedia]:
+    return [
+        RawMedia(part.raw, part.media_type, part.filename or name or "artifact")
+        for part in parts
+        if part.WhichOneof("content") == "raw"
+    ]
 
 
 def _text(parts: Sequence[Part], between: str = "\n") -> str:

@@ -10,13 +10,16 @@ checkpoints, shutdown, one final result — and each round, instead of the model
         WORKING with a message -> a progress report to the lead
         INPUT_REQUIRED -> the question, asked as an approval (baton approve, the live view, the
             page answer it); approved -> its reason (or "yes") is the next message, same task;
-            declined, no answer -> CancelTask, and an error result (fail closed)
+            declined, no answer, one question too many -> CancelTask, and an error result
+            (fail closed)
         COMPLETED / a message -> the result: its text, and its url parts as media URLs
         FAILED, REJECTED, ... -> an error result quoting the remote
-    a stream that ends early is subscribed to again; a request that cannot connect is retried
-        (``connect_retries``, with backoff); nothing else is, since the remote may have acted
+    a stream that ends early, or breaks off, while its task is open is subscribed to again (at
+        most ``connect_retries`` times); a request that cannot connect is retried (as often, with
+        backoff); nothing is ever sent twice, since the remote may have acted
     the turn cancelled (a shutdown, the session's cancel, a stopping worker) -> CancelTask, the
-        stream closed
+        stream closed; cancelled before the remote's first event named the task, that event is
+        still awaited a moment (``NAMING_S``), so the cancel can name it
 
 Every fault of the remote (unreachable, a timeout, a protocol error) ends the round as an error
 result the lead reads, never as a failure of the worker. One :class:`RemoteAgent` per profile and
@@ -67,11 +70,16 @@ from baton.subagents.a2a_card import agent_card, http_client
 from baton.subagents.a2a_config import A2AConfig
 from baton.subagents.a2a_events import Exchange, Step
 from baton.subagents.loop import RemoteRound
+from baton.subagents.stopping import shielded
 
 log = logging.getLogger(__name__)
 
 CANCEL_S = 10.0
-"""How long telling the remote to cancel may take (shielded: a stopping worker still tells it)."""
+"""How long telling the remote to cancel may take (shielded: a stopping worker still tells it,
+until its stop deadline)."""
+NAMING_S = 5.0
+"""How long a turn cancelled after its message went out still waits for the remote's first event:
+it names the task the message started, and only a named task can be cancelled there."""
 QUESTION_TOOL = "remote_question"
 """The name an approval of a remote agent's question shows (``baton approve`` lists it)."""
 MEMORY_KEY = "a2a"
@@ -83,7 +91,8 @@ class RemoteAgentError(ModelError):
 
 
 class _Streamed(Exception):
-    """A stream broke after events arrived: never retried (the remote acted already)."""
+    """A stream broke after events arrived: its message is never sent again (the remote has
+    it); while its task is open, the task is subscribed to instead."""
 
 
 class RemoteAgent:
@@ -151,9 +160,22 @@ class RemoteTurn:
         self.round = round
         self.trace: TraceContext | None = round.trace
         self._headers: dict[str, str] = {}
+        self._naming: anyio.CancelScope | None = None
+        """While a message that starts a task waits for its first event: that wait's scope."""
 
     def new_turn(self) -> AgentTurn:
-        return AgentTurn(self.round.limits, on_cancel=self.round.channel.cancel_pending)
+        return AgentTurn(self.round.limits, on_cancel=self._on_cancel)
+
+    def _on_cancel(self) -> None:
+        """The turn is cancelled: release a pending question, and give a message the remote has
+        not answered yet at most ``NAMING_S`` more for the event that names its task."""
+        self.round.channel.cancel_pending()
+        naming = self._naming
+        if naming is not None:
+            naming.deadline = min(naming.deadline, anyio.current_time() + NAMING_S)
+            log.info("%s/%s: cancelled before %s named its task: waiting up to %g s for it",
+                     self.round.session, self.round.agent, self.remote.config.url,
+                     NAMING_S)  # fmt: skip
 
     async def run_turn(self, memory: list[ChatMessage], *, turn: AgentTurn) -> TurnResult:
         r = self.round
@@ -203,14 +225,30 @@ class RemoteTurn:
         """Messages and their streams until the remote ends the task (or asks in vain)."""
         context = ClientCallContext(service_parameters=self._headers)
         retries_left = self.remote.config.connect_retries
+        questions_left = self.round.limits.hard_max_rounds  # an auto-approving session says yes
         events = self._sending(client, request, context)
         while True:
-            step = await self._follow(events, exchange)
+            try:
+                step = await self._follow(events, exchange)
+            except _Streamed as broken:  # the remote has the message: follow its task instead
+                if not exchange.open_task or retries_left <= 0:
+                    raise
+                log.info("%s/%s: the stream of %s broke off (%s): subscribing to task %s",
+                         self.round.session, self.round.agent, self.remote.config.url, broken,
+                         exchange.open_task)  # fmt: skip
+                step = None
             if step is Step.DONE:
                 return StopReason.ANSWERED, ""
             if step is Step.FAILED:
                 return StopReason.ERROR, exchange.error
             if step is Step.ASK:
+                if questions_left <= 0:
+                    return StopReason.ERROR, (
+                        f"the remote agent asked {exchange.question!r} after "
+                        f"{self.round.limits.hard_max_rounds} questions this round, the most a "
+                        "round allows: its task was cancelled"
+                    )
+                questions_left -= 1
                 answer = await self._ask(exchange.question)
                 if answer is None:
                     return StopReason.ERROR, (
@@ -222,7 +260,7 @@ class RemoteTurn:
             if not exchange.open_task or retries_left <= 0:
                 state = TaskState.Name(exchange.state).removeprefix("TASK_STATE_")
                 return StopReason.ERROR, f"the remote agent's stream ended in state {state}"
-            retries_left -= 1  # its stream ended early: read the task's events again
+            retries_left -= 1  # its stream ended early or broke: read the task's events again
             events = self._subscribing(client, exchange.open_task, context)
 
     def _subscribing(
@@ -243,9 +281,17 @@ class RemoteTurn:
 
         async def attempt() -> Step | None:
             seen = 0
+            naming = not exchange.open_task  # a message that starts a task, which it names
             try:
                 async with aclosing(events()) as stream:  # type: ignore[type-var]
-                    async for response in stream:
+                    responses = aiter(stream)
+                    while True:
+                        if naming and not seen:
+                            response = await self._first(responses)
+                        else:
+                            response = await anext(responses, None)
+                        if response is None:
+                            break
                         seen += 1
                         step = exchange.fold(response)
                         if step is Step.PROGRESS:
@@ -261,6 +307,26 @@ class RemoteTurn:
         with anyio.fail_after(self.remote.config.timeout_s):
             step: Step | None = await self.remote._retrying(attempt)
             return step
+
+    async def _first(self, responses: AsyncIterator[StreamResponse]) -> StreamResponse | None:
+        """The first event of a message that starts a task. The remote may act on the message
+        before it says so, and only that event names the task a cancel must name: so a cancel
+        landing meanwhile (the turn's, a stopping worker's) lets it come for at most ``NAMING_S``
+        more (:meth:`_on_cancel`) before it takes effect. Bounded by the exchange's timeout and
+        cut with the worker's other shielded steps."""
+        deadline = anyio.current_effective_deadline()
+        if deadline <= anyio.current_time():  # cancelled or out of time before sending
+            await anyio.lowlevel.checkpoint()
+        with shielded() as naming:
+            naming.deadline = deadline
+            self._naming = naming
+            try:
+                return await anext(responses, None)
+            finally:
+                self._naming = None
+        # Not named in time: the pending cancel or timeout takes effect here, else it was a cut.
+        await anyio.lowlevel.checkpoint()
+        raise TimeoutError
 
     async def _ask(self, question: str) -> str | None:
         """The remote's question, asked as an approval of ``remote_question``: the answer to send
@@ -305,7 +371,7 @@ class RemoteTurn:
         if not task:
             return
         context = ClientCallContext(service_parameters=self._headers, timeout=CANCEL_S)
-        with anyio.move_on_after(CANCEL_S, shield=True):
+        with shielded(CANCEL_S):  # a stopping worker's cut still ends it on time
             try:
                 await client.cancel_task(CancelTaskRequest(id=task), context=context)
                 log.info("cancelled task %s of %s", task, self.remote.config.url)

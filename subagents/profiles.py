@@ -375,6 +375,10 @@ def _a2a_profile(name: str, table: Mapping[str, Any], source: Path | str | None)
         problem = error["msg"]
         if where in {"tools", "system_prompt", "model", "tool_choice", "mcp"}:
             problem = 'a profile of kind "a2a" runs elsewhere: it has no ' + where
+        elif where == "url":
+            problem = (
+                f"must be the remote agent's http:// or https:// root URL, not {table['url']!r}"
+            )
         raise ProfileError(problem, source=source, profile=name, field=where) from exc
     remote = A2AConfig.model_validate(spec.model_dump(include=set(A2AConfig.model_fields)))
     limits = spec.limits

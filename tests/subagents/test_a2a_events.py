@@ -76,3 +76,37 @@ def test_questions_and_failures_say_what_the_remote_said() -> None:
         failed = Exchange()
         assert failed.fold(status(state, "out of paint")) is Step.FAILED
         assert failed.error == words and failed.open_task == ""
+    # waiting for credentials baton cannot give: an error, and the task still open on the
+    # remote, so that the relay cancels it there
+    locked = Exchange()
+    assert locked.fold(status(TaskState.TASK_STATE_AUTH_REQUIRED, "sign in")) is Step.FAILED
+    assert "asked for authentication" in locked.error and locked.open_task == "t1"
+
+
+def test_a_task_snapshot_repeats_its_artifacts_without_counting_them_twice() -> None:
+    """A resubscribed stream starts with the task as it stands (every artifact streamed so far):
+    the result says each once, and an artifact sent whole again replaces what it said."""
+    exchange = Exchange()
+    assert exchange.fold(status(TaskState.TASK_STATE_WORKING, "sketching")) is Step.PROGRESS
+    exchange.fold(artifact("a1", Part(text="painted a fox")))
+    exchange.fold(artifact("a2", Part(raw=b"\x89PNG", media_type="image/png")))
+    exchange.fold(artifact("a3", Part(text="in the "), append=True))
+    exchange.fold(artifact("a3", Part(text="snow"), append=True))
+    snapshot = Task(
+        id="t1",
+        context_id="c1",
+        status=TaskStatus(
+            state=TaskState.TASK_STATE_WORKING,
+            message=Message(role=Role.ROLE_AGENT, parts=[Part(text="sketching")]),
+        ),
+        artifacts=[
+            Artifact(artifact_id="a1", parts=[Part(text="painted a fox")]),
+            Artifact(artifact_id="a2", parts=[Part(raw=b"\x89PNG", media_type="image/png")]),
+            Artifact(artifact_id="a3", parts=[Part(text="in the snow")]),
+        ],
+    )
+    assert exchange.fold(StreamResponse(task=snapshot)) is Step.GO_ON  # reported already
+    exchange.fold(artifact("a1", Part(text="painted a fox, twice")))  # the same artifact, redone
+    assert exchange.fold(status(TaskState.TASK_STATE_COMPLETED)) is Step.DONE
+    assert exchange.text == "painted a fox, twice\n\nin the snow"
+    assert [raw.data for raw in exchange.raw] == [b"\x89PNG"]

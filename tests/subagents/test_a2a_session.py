@@ -132,6 +132,14 @@ def test_a_profile_without_url_is_refused_naming_it(tmp_path: Path) -> None:
     assert 'kind "a2a" needs url' in message
 
 
+def test_a_url_that_is_not_http_is_refused_saying_what_it_must_be(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError) as refused:
+        load_profiles(profiles_file(tmp_path, "critic.example.com"))
+    message = str(refused.value)
+    assert "field 'url'" in message and "http:// or https://" in message
+    assert "'critic.example.com'" in message
+
+
 def test_a_remote_profile_takes_no_tools_and_a_kind_must_be_known(tmp_path: Path) -> None:
     path = profiles_file(tmp_path, "http://127.0.0.1:9", 'tools = ["summarise"]\n')
     with pytest.raises(ProfileError, match="runs elsewhere: it has no tools"):

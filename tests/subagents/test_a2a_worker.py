@@ -3,9 +3,11 @@ SDK's own server parts, :mod:`tests.support.a2a_agent`), read through the lead's
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import anyio
@@ -17,6 +19,7 @@ from baton.bus.memory import MemoryBus
 from baton.bus.messages import SpawnRequest, TraceContext
 from baton.engine import LoopLimits
 from baton.engine.bus_channel import answer_approval
+from baton.subagents import a2a_remote
 from baton.subagents.a2a_card import forget_cards
 from baton.subagents.a2a_config import A2AConfig
 from baton.subagents.a2a_remote import QUESTION_TOOL
@@ -60,9 +63,12 @@ async def hosting(
             yield bus
 
 
-async def delegate(bus: Bus, content: str, agent: str = "r1") -> None:
+async def delegate(bus: Bus, content: str, agent: str = "r1", approve: str = "ask") -> None:
     await bus.send(task(agent, content, trace=TraceContext(traceparent=TRACEPARENT)))
-    await bus.submit_spawn(SpawnRequest(session=SESSION, agent=agent, profile="remote"))
+    request = SpawnRequest(session=SESSION, agent=agent, profile="remote")
+    if approve != "ask":
+        request.meta["approve"] = approve
+    await bus.submit_spawn(request)
 
 
 def _progress(text: str) -> Callable[[Event], bool]:
@@ -141,6 +147,38 @@ async def test_a_declined_question_cancels_the_remote_task_and_reports_an_error(
     assert len(seen.cancelled) == 1
 
 
+async def test_an_unanswered_question_cancels_the_remote_task_in_time(tmp_path: Path) -> None:
+    limits = AgentLimits(idle_timeout_s=30.0, loop=LoopLimits(approval_timeout_s=0.3))
+    async with serve_agent() as (url, seen):
+        async with hosting(dataclasses.replace(remote(url), limits=limits), tmp_path) as bus:
+            await delegate(bus, "ask a heron")  # nobody answers
+            with anyio.fail_after(10):
+                (result,) = await Lead(bus).until_results(1)
+            log = await logged_events(bus, SESSION)
+    assert result.meta["reason"] == "error" and "nobody said yes" in result.content
+    decided = [e for e in log if isinstance(e, ApprovalDecided)]
+    assert [(e.approved, e.reason) for e in decided] == [(False, "no answer in time")]
+    assert len(seen.cancelled) == 1 and len(seen.messages) == 1  # told, and never answered
+
+
+async def test_a_remote_that_asks_without_end_is_stopped_at_the_round_limit(
+    tmp_path: Path,
+) -> None:
+    loop = LoopLimits(soft_max_rounds=2, hard_max_rounds=3)
+    async with serve_agent() as (url, seen):
+        limits = AgentLimits(idle_timeout_s=30.0, loop=loop)
+        async with hosting(dataclasses.replace(remote(url), limits=limits), tmp_path) as bus:
+            await delegate(bus, "quiz a heron", approve="auto")  # every question says yes
+            with anyio.fail_after(30):
+                (result,) = await Lead(bus).until_results(1)
+            with anyio.fail_after(10):
+                await seen.cancel_seen.wait()
+    assert result.meta["reason"] == "error"
+    assert "after 3 questions this round" in result.content, result.content
+    assert [text for text, _, _ in seen.messages] == ["quiz a heron", "yes", "yes", "yes"]
+    assert len(seen.cancelled) == 1
+
+
 async def test_a_shutdown_mid_task_cancels_it_on_the_remote(tmp_path: Path) -> None:
     async with serve_agent() as (url, seen), hosting(remote(url), tmp_path) as bus:
         await delegate(bus, "hold the line")
@@ -153,6 +191,90 @@ async def test_a_shutdown_mid_task_cancels_it_on_the_remote(tmp_path: Path) -> N
     assert result.meta["reason"] == "shutdown"
     (held,) = {task_id for _, _, task_id in seen.messages} | set(seen.cancelled)
     assert seen.cancelled == [held]
+
+
+@contextmanager
+def on_log(logger: str, words: str, then: Callable[[], None]) -> Iterator[None]:
+    """Calls ``then`` when ``logger`` logs a line with ``words`` (at INFO and above)."""
+
+    class Hook(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if words in record.getMessage():
+                then()
+
+    found, hook = logging.getLogger(logger), Hook(logging.INFO)
+    level = found.level
+    found.setLevel(logging.INFO)
+    found.addHandler(hook)
+    try:
+        yield
+    finally:
+        found.removeHandler(hook)
+        found.setLevel(level)
+
+
+async def test_a_shutdown_before_the_remote_named_its_task_still_cancels_it(
+    tmp_path: Path,
+) -> None:
+    waiting = anyio.Event()
+    with on_log("baton.subagents.a2a_remote", "named its task", waiting.set):
+        async with serve_agent() as (url, seen), hosting(remote(url), tmp_path) as bus:
+            await delegate(bus, "stall the line")
+            with anyio.fail_after(30):
+                await seen.stalled.wait()  # the remote has the message, and has said nothing
+            await bus.send(task("r1", "", type="shutdown"))
+            with anyio.fail_after(10):
+                await waiting.wait()  # the relay, cancelled, waits for the task's name
+            seen.release.set()
+            (result,) = await Lead(bus).until_results(1)
+            with anyio.fail_after(10):
+                await seen.cancel_seen.wait()
+    assert result.meta["reason"] == "shutdown"
+    assert seen.stalled_task and seen.cancelled == [seen.stalled_task]
+
+
+async def test_a_remote_that_never_names_its_task_holds_a_shutdown_only_briefly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(a2a_remote, "NAMING_S", 0.2)
+    async with serve_agent() as (url, seen), hosting(remote(url), tmp_path) as bus:
+        await delegate(bus, "stall the line")
+        with anyio.fail_after(30):
+            await seen.stalled.wait()
+        await bus.send(task("r1", "", type="shutdown"))
+        with anyio.fail_after(4):  # NAMING_S, not the exchange's timeout (300 s)
+            (result,) = await Lead(bus).until_results(1)
+        seen.release.set()  # the remote's task goes on: nobody could name it
+    assert result.meta["reason"] == "shutdown"
+    assert seen.cancelled == []
+
+
+async def test_a_remote_that_never_answers_cancel_task_holds_a_stop_no_longer_than_it_lasts(
+    tmp_path: Path,
+) -> None:
+    async with serve_agent() as (url, seen), MemoryBus() as bus:
+        worker = Worker(bus, {"remote": remote(url)}, media_dir=tmp_path, shutdown_timeout_s=1.0)
+        async with worker:
+            await delegate(bus, "stubborn as a mule")
+            await wait_for_event(bus, SESSION, _progress("holding as a mule"), timeout=30)
+            stopping = anyio.current_time()
+            # leaving drains it: the round is given back at 0.5 s, the stop cut at 1 s
+        stopped = anyio.current_time() - stopping
+        seen.release.set()
+    assert seen.cancel_seen.is_set()  # the remote was told, and never answered
+    assert stopped < 5.0, stopped  # the stop's 1 s (and some), not CANCEL_S
+
+
+async def test_a_stream_broken_off_mid_task_is_followed_again_not_resent(tmp_path: Path) -> None:
+    async with serve_agent() as (url, seen), hosting(remote(url), tmp_path) as bus:
+        await delegate(bus, "flaky a fox")
+        with anyio.fail_after(30):
+            (result,) = await Lead(bus).until_results(1)
+    assert result.meta["reason"] == "finished", result.content
+    assert result.content == "painted a fox"  # once, though the task was read twice
+    assert result.media_urls == [f"{url}/media/a-fox.png"]
+    assert [text for text, _, _ in seen.messages] == ["flaky a fox"]  # sent once
+    assert seen.methods == ["SendStreamingMessage", "SubscribeToTask"]
 
 
 async def test_a_failed_task_is_an_error_result_quoting_the_remote(tmp_path: Path) -> None:

@@ -8,8 +8,15 @@ What it does depends on the words of the task (so one agent serves every test):
   artifact "painted X", then COMPLETED;
 - ``ask X``: WORKING, then INPUT_REQUIRED "which colour for X?"; the next message of the same
   task is the colour: it paints "X in <colour>" as above;
+- ``stubborn X``: holds like ``hold``, but answers ``CancelTask`` only once the test sets
+  ``Seen.release``;
+- ``flaky X``: its stream breaks off (the connection cut mid-body) after the first event; once
+  the caller has subscribed to the task again, it paints X as above;
+- ``quiz X``: like ``ask``, but every answer is met with another question, "and which size?";
 - ``draw X``: a PNG sent inline (a ``raw`` part), then COMPLETED;
 - ``hold X``: WORKING, then waits until the task is cancelled (``CancelTask``);
+- ``stall X``: says nothing (not even its task) until the test sets ``Seen.release``, then holds
+  as above: a cancel that lands while it is silent is one the remote cannot be told by name yet;
 - ``fail X``: FAILED "cannot do X".
 
 It records what a test asserts on: every message (its text, contextId, taskId), every task it
@@ -18,6 +25,7 @@ was asked to cancel, and the ``traceparent`` header of every request.
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -44,6 +52,7 @@ from a2a.types import (
 from a2a.utils.constants import TransportProtocol
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Message as Message_
 
 from baton.subagents.png import picture_for
 
@@ -59,6 +68,15 @@ class Seen:
     holding: anyio.Event = field(default_factory=anyio.Event)
     """Set once a ``hold`` task is working (a test may then cancel its session)."""
     cancel_seen: anyio.Event = field(default_factory=anyio.Event)
+    stalled: anyio.Event = field(default_factory=anyio.Event)
+    """Set once a ``stall`` task's message arrived (its task not yet told to the caller)."""
+    release: anyio.Event = field(default_factory=anyio.Event)
+    """Set by a test: a ``stall`` task names itself and holds."""
+    stalled_task: str = ""
+    methods: list[str] = field(default_factory=list)
+    """The JSON-RPC method of every request to the agent's endpoint, in order."""
+    resubscribed: anyio.Event = field(default_factory=anyio.Event)
+    """Set once a ``SubscribeToTask`` stream has started (its snapshot sent)."""
 
 
 class PainterExecutor(AgentExecutor):
@@ -73,11 +91,19 @@ class PainterExecutor(AgentExecutor):
         task = context.current_task
         if task is None:
             task = new_task_from_user_message(message)
+            if text.startswith("stall "):  # the message is here, its task not yet told
+                self.seen.stalled_task = task.id
+                self.seen.stalled.set()
+                await self.seen.release.wait()
             await event_queue.enqueue_event(task)
         self.seen.messages.append((text, task.context_id, message.task_id))
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         if task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:  # the answer to a question
-            subject = _subject(task.history[0].parts[0].text if task.history else "it")
+            asked = task.history[0].parts[0].text if task.history else "it"
+            if asked.startswith("quiz "):
+                await updater.requires_input(_say(updater, "and which size?"))
+                return
+            subject = _subject(asked)
             await self._paint(updater, f"{subject} in {text}")
             return
         verb, _, subject = text.partition(" ")
@@ -87,10 +113,13 @@ class PainterExecutor(AgentExecutor):
             picture = Part(raw=picture_for(subject), media_type="image/png", filename="x.png")
             await updater.add_artifact([picture], name="drawing")
             await updater.complete(_say(updater, f"drew {subject}"))
-        elif verb == "ask":
+        elif verb in ("ask", "quiz"):
             await updater.start_work(_say(updater, f"thinking about {subject}"))
             await updater.requires_input(_say(updater, f"which colour for {subject}?"))
-        elif verb == "hold":
+        elif verb == "flaky":
+            await self.seen.resubscribed.wait()  # its first stream was broken off meanwhile
+            await self._paint(updater, subject)
+        elif verb in ("hold", "stall", "stubborn"):
             await updater.start_work(_say(updater, f"holding {subject}"))
             self.seen.holding.set()
             await anyio.sleep_forever()
@@ -110,6 +139,12 @@ class PainterExecutor(AgentExecutor):
         self.seen.cancelled.append(task_id)
         self.seen.cancel_seen.set()
         task = context.current_task
+        if (
+            task is not None
+            and task.history
+            and task.history[0].parts[0].text.startswith("stubborn ")
+        ):
+            await self.seen.release.wait()
         updater = TaskUpdater(event_queue, task_id, task.context_id if task else "")
         await updater.cancel()
 
@@ -136,6 +171,47 @@ class _RecordTrace:
             if parent is not None:
                 self.seen.traceparents.append(parent.decode())
         await self.app(scope, receive, send)
+
+
+class _BrokenOff(Exception):
+    """Raised into the server to cut a ``flaky`` stream's connection mid-body."""
+
+
+class _Streams:
+    """ASGI middleware: records each JSON-RPC method, notes when a ``SubscribeToTask`` stream
+    has started, and breaks off the stream of a ``flaky`` message after its first event."""
+
+    def __init__(self, app: ASGIApp, seen: Seen) -> None:
+        self.app = app
+        self.seen = seen
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        read: list[Message_] = []
+        while not read or read[-1].get("more_body", False):
+            read.append(await receive())
+        body = b"".join(message.get("body", b"") for message in read)
+        try:
+            method = str(json.loads(body).get("method", ""))
+        except ValueError:
+            method = ""
+        self.seen.methods.append(method)
+        breaking = method == "SendStreamingMessage" and b"flaky " in body
+
+        async def replay() -> Message_:
+            return read.pop(0) if read else await receive()
+
+        async def sending(message: Message_) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and message.get("body"):
+                if method == "SubscribeToTask":
+                    self.seen.resubscribed.set()
+                if breaking:
+                    raise _BrokenOff("the test breaks off this stream")
+
+        await self.app(scope, replay, sending)
 
 
 def card_for(base_url: str) -> AgentCard:
@@ -189,7 +265,7 @@ async def serve_agent() -> AsyncIterator[tuple[str, Seen]]:
         agent_card=card,
     )
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/a2a")]
-    app = _RecordTrace(Starlette(routes=routes), seen)
+    app = _RecordTrace(_Streams(Starlette(routes=routes), seen), seen)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     with sock:
         async with anyio.create_task_group() as group:
