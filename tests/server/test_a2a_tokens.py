@@ -123,8 +123,11 @@ async def test_a_session_token_cannot_name_another_task_by_a_second_spelling(
     [
         ("POST", "/a2a/jsonrpc", b'{"method": "GetTask", "params": {"id": "s-1"}}',
          Target("read", "s-1")),
+        # Only a context: it may start the context's next task, or reach another of its tasks.
         ("POST", "/a2a/jsonrpc", b'{"method": "SendMessage", "params": {"message": '
-         b'{"contextId": "s-1"}}}', Target("write", "s-1")),
+         b'{"contextId": "s-1"}}}', Target("admin")),
+        ("POST", "/a2a/jsonrpc", b'{"method": "SendMessage", "params": {"message": '
+         b'{"taskId": "s-1.t2", "contextId": "s-1"}}}', Target("write", "s-1.t2")),
         ("POST", "/a2a/jsonrpc", b'{"method": "SendMessage", "params": {"message": {}}}',
          Target("admin")),
         ("POST", "/a2a/jsonrpc", b'{"method": "SendMessage", "params": {"message": '

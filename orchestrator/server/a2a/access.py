@@ -7,9 +7,11 @@ HTTP+JSON for ``message:send``), so for a session token the guard reads the body
 (bounded, and handed on unchanged) and decides here, before the SDK or any handler runs:
 
 - read: ``GetTask`` and ``SubscribeToTask`` of its own task;
-- write: also ``SendMessage``/``SendStreamingMessage`` to its own task (a follow-up, an approval
-  answer) and ``CancelTask`` of it;
-- anything else (a new task, ``ListTasks``, push configs, the extended card): the admin token.
+- write: also ``SendMessage``/``SendStreamingMessage`` to its own task named by ``taskId`` (a
+  follow-up, an approval answer) and ``CancelTask`` of it;
+- anything else (a new task, a message naming only a context, which may start the context's
+  next task or reach another of its tasks, ``ListTasks``, push configs, the extended card): the
+  admin token. Another task of the same context is another task: its own token or the admin's.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from baton.server.a2a.contexts import context_of
 from baton.server.a2a.paths import JSONRPC_PATH, REST_PREFIX
 
 Need = Literal["read", "write", "admin"]
@@ -39,23 +42,28 @@ class Target:
 
 
 def _message_task(params: Any) -> str | None:
-    """The task a ``SendMessage`` body continues: its ``taskId``, else its ``contextId``; None
-    (admin only) when the body is ambiguous about it.
+    """The task a ``SendMessage`` body continues: its ``taskId`` (with no ``contextId``, or the
+    task's own); None (admin only) otherwise.
 
-    The SDK's protobuf parser takes both spellings of a field (``taskId`` and ``task_id``) and
-    keeps whichever comes last, and an empty id starts a new task: so a field given twice, an id
-    that is not a string, or two different ids make the request admin-only, lest the guard and
-    the handler read different tasks from one body."""
+    A message naming only a ``contextId`` may start the context's next task, or reach whichever
+    task of the context runs now (docs/a2a.md, *Ids*): which, only the bus can tell, so it is the
+    admin token's. The SDK's protobuf parser takes both spellings of a field (``taskId`` and
+    ``task_id``) and keeps whichever comes last, and an empty id starts a new task: so a field
+    given twice, or an id that is not a string, makes the request admin-only too, lest the guard
+    and the handler read different tasks from one body."""
     message = params.get("message") if isinstance(params, dict) else None
     if not isinstance(message, dict):
         return None
-    named: set[str] = set()
+    named: list[str] = []
     for spellings in (("taskId", "task_id"), ("contextId", "context_id")):
         given = [message[key] for key in spellings if key in message]
         if len(given) > 1 or not all(isinstance(value, str) for value in given):
             return None
-        named.update(value for value in given if value)
-    return named.pop() if len(named) == 1 else None
+        named.append(given[0] if given else "")
+    task, context = named
+    if not task or (context and context != context_of(task)):
+        return None
+    return task
 
 
 def jsonrpc_target(body: bytes) -> Target:
@@ -111,8 +119,9 @@ def refusal(session: str, scope: str, target: Target) -> str | None:
     if target.need == "admin":
         return (
             f"this token is for session {session!r} only: over A2A it may read that task"
-            f"{' and send to or cancel it' if scope == 'write' else ''}; starting a task, "
-            "listing tasks and the rest need the admin token"
+            f"{' and send to it (by its taskId) or cancel it' if scope == 'write' else ''}; "
+            "starting a task, a message naming only a contextId (it may start the context's "
+            "next task), listing tasks and the rest need the admin token"
         )
     if target.task != session:
         return (

@@ -2,16 +2,20 @@
 
 It implements the SDK's :class:`~a2a.server.request_handlers.RequestHandler` over the server's
 :class:`~baton.server.context.ServerContext`, with no task store of its own: a task *is* a
-session on the bus (task id = context id = session id, docs/a2a.md), so ``GetTask``,
-``ListTasks`` and ``SubscribeToTask`` fold the session's event log (:mod:`.mapping`) and any
-``baton serve`` on the same bus answers them, across restarts.
+session on the bus (task id = session id; its context is written in the id, :mod:`.contexts`;
+docs/a2a.md), so ``GetTask``, ``ListTasks`` and ``SubscribeToTask`` fold the session's event log
+(:mod:`.mapping`) and any ``baton serve`` on the same bus answers them, across restarts.
 
 - A message without a task or context id starts a session (as ``POST /sessions``, approvals
-  asked of the client), in the request's trace (:mod:`.tracing`).
-- A message naming a live task is a follow-up posted to its lead (as ``POST
-  /sessions/{id}/messages``), or, while the task is INPUT_REQUIRED, the answer to its pending
-  approvals (as ``POST /sessions/{id}/approvals/{call}``; only a clear yes approves).
-- A message to an ended task is refused: an A2A task in a terminal state cannot be restarted.
+  asked of the client), in the request's trace (:mod:`.tracing`): a new context.
+- A message naming a live task (its ``taskId``, or only the ``contextId`` of a context whose
+  newest task runs) is a follow-up posted to its lead (as ``POST /sessions/{id}/messages``), or,
+  while the task is INPUT_REQUIRED, the answer to its pending approvals (as ``POST
+  /sessions/{id}/approvals/{call}``; only a clear yes approves).
+- A message naming only the context of an ended task starts the context's next task: a new
+  session whose lead is given the context's earlier exchange (requests and final answers).
+- A message naming an ended task by ``taskId`` is refused: an A2A task in a terminal state
+  cannot be restarted (the error says to send only the ``contextId``).
 - ``CancelTask`` cancels a session this server runs (as ``POST /sessions/{id}/cancel``) and
   returns the task once it is CANCELED.
 - Streams (``SendStreamingMessage``, ``SubscribeToTask``) start with the task's snapshot and then
@@ -65,6 +69,16 @@ from baton.bus.tail import tail_events
 from baton.bus.user_post import USER
 from baton.engine.bus_channel import ApprovalNotFound, answer_approval
 from baton.lead.keeper import SessionExists
+from baton.server.a2a.contexts import (
+    Turn,
+    context_of,
+    exchange_text,
+    id_problem,
+    parse,
+    task_id,
+    tasks_of,
+    with_exchange,
+)
 from baton.server.a2a.mapping import TaskTracker, Update
 from baton.server.a2a.messages import refuse_other_parts, text_of, verdict_of
 from baton.server.context import ServerContext
@@ -77,6 +91,8 @@ MAX_TEXT = 20_000
 """The most text a message may carry: a task or a follow-up, as ``POST /sessions/{id}/messages``."""
 MAX_SCAN = 1000
 """``ListTasks`` with a status or time filter looks at the newest this many sessions."""
+MAX_EARLIER = 20
+"""A context's next task is given the exchange of at most this many tasks before it."""
 ROOT = "baton.root"
 """The key of the request's root URL in the call context's state (set by :mod:`.routes`)."""
 
@@ -146,12 +162,9 @@ class BatonRequestHandler(RequestHandler):
         token = params.page_token or "0"
         if not (token.isascii() and token.isdigit() and len(token) <= 9):  # int() takes "²"
             raise InvalidParamsError("page_token: use the next_page_token of the previous page")
-        try:
-            sessions = await self.ctx.bus.sessions()
-        except BusError as exc:
-            raise InternalError(f"the bus does not answer: {exc}") from exc
-        if params.context_id:
-            sessions = [s for s in sessions if s == params.context_id]
+        sessions = await self._sessions()
+        if params.context_id:  # every task of the context, newest first (as the whole list)
+            sessions = [s for s in sessions if context_of(s) == params.context_id]
         after = None
         if params.HasField("status_timestamp_after"):
             after = params.status_timestamp_after.ToDatetime(tzinfo=UTC)
@@ -180,10 +193,13 @@ class BatonRequestHandler(RequestHandler):
 
     # -- sending --------------------------------------------------------------------------------
 
-    async def _start(self, text: str, context: ServerCallContext) -> str:
+    async def _start(self, text: str, *, session_id: str | None = None) -> str:
         """A new session for ``text``, as ``POST /sessions`` starts one, approvals asked of the
-        client (INPUT_REQUIRED)."""
+        client (INPUT_REQUIRED). ``session_id``: the next task of a context (its id says which,
+        :mod:`.contexts`); a clash then raises ``SessionExists`` (another message started that
+        task meanwhile)."""
         ctx = self.ctx
+        chosen: dict[str, str] = {} if session_id is None else {"session_id": session_id}
         config = SessionConfig(
             task=text,
             bus_url=ctx.bus.url,
@@ -194,42 +210,122 @@ class BatonRequestHandler(RequestHandler):
             media_dir=ctx.media_root,
             media=ctx.config.media,
             images=ctx.config.images,
+            **chosen,
         )
         try:  # in the request's trace context (.tracing): the session continues its trace
             return await ctx.host.start(config)
-        except SessionExists as exc:  # a drawn id clashed: the client may simply retry
-            raise InternalError(str(exc)) from exc
+        except SessionExists as exc:
+            if session_id is not None:
+                raise
+            raise InternalError(str(exc)) from exc  # a drawn id clashed: the client may retry
+
+    async def _sessions(self) -> list[str]:
+        try:
+            return await self.ctx.bus.sessions()
+        except BusError as exc:
+            raise InternalError(f"the bus does not answer: {exc}") from exc
 
     async def _accept(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> tuple[TaskTracker, list[Update]]:
         """Start a task or continue one; returns its tracker and what the message changed."""
         message = params.message
-        if message.task_id and message.context_id and message.task_id != message.context_id:
-            raise InvalidParamsError(
-                "taskId and contextId differ: on baton a task's context is its own session, "
-                "so they are the same id (or send only one)"
-            )
         text = text_of(message)
         if len(text) > MAX_TEXT:
             raise InvalidParamsError(
                 f"the message's text is {len(text)} characters; at most {MAX_TEXT} are taken"
             )
-        session = message.task_id or message.context_id
-        if not session:
+        if message.task_id:
+            session = message.task_id
+            if message.context_id and message.context_id != context_of(session):
+                raise InvalidParamsError(
+                    f"task {session} is in context {context_of(session)}, not "
+                    f"{message.context_id}: send its own contextId, or none"
+                )
+            tracker = await self._fold(session, context)
+            if tracker.finished is not None:
+                raise UnsupportedOperationError(
+                    f"task {session} has ended ({tracker.finished.status.replace('_', ' ')}): a "
+                    "task in a terminal state cannot be continued; send the message with only "
+                    f"contextId {tracker.context} (no taskId) to start a new task in its "
+                    "context, or with neither to start a new context"
+                )
+            return await self._continue(tracker, message, text)
+        if message.context_id:
+            return await self._in_context(message.context_id, message, text, context)
+        refuse_other_parts(message, answering=False)
+        if not text:
+            raise InvalidParamsError("the message has no text part: say what to get done")
+        tracker = self._tracker(await self._start(text), context)
+        tracker.seed(text)
+        return tracker, []
+
+    async def _in_context(
+        self, context_id: str, message: Message, text: str, context: ServerCallContext
+    ) -> tuple[TaskTracker, list[Update]]:
+        """A message naming only a context: a follow-up to its newest task while that runs,
+        else the context's next task, its lead given the earlier exchange (A2A: a message with
+        a contextId and no taskId starts a new task in that context)."""
+        problem = name_problem(context_id, "context id")
+        if problem is not None:
+            raise TaskNotFoundError(f"no context {context_id[:80]!r}: {problem}")
+        owner, number = parse(context_id)
+        if number > 1:
+            raise InvalidParamsError(
+                f"{context_id} is task {number} of context {owner}, not a context: send "
+                f"contextId {owner} (with taskId {context_id} to continue that task while it runs)"
+            )
+        for _attempt in range(2):
+            tasks = tasks_of(context_id, await self._sessions())
+            if not tasks and self.ctx.host.is_hosted(context_id):
+                tasks = [context_id]  # started here a moment ago, nothing logged yet
+            if not tasks:
+                raise TaskNotFoundError(
+                    f"no context {context_id!r} on this server's bus: baton makes its contexts "
+                    "(a task's contextId); send the message without contextId to start one"
+                )
+            number = parse(tasks[-1])[1]
+            if self.ctx.host.is_hosted(task_id(context_id, number + 1)):
+                number += 1  # started here a moment ago, not in the index yet
+            newest = await self._fold(task_id(context_id, number), context)
+            if newest.finished is None:
+                return await self._continue(newest, message, text)
             refuse_other_parts(message, answering=False)
             if not text:
                 raise InvalidParamsError("the message has no text part: say what to get done")
-            tracker = self._tracker(await self._start(text, context), context)
+            too_long = id_problem(context_id, number + 1)
+            if too_long is not None:
+                raise InvalidParamsError(too_long)
+            earlier = await self._exchange(tasks[-MAX_EARLIER:], context)
+            try:
+                session = await self._start(
+                    with_exchange(context_id, text, earlier),
+                    session_id=task_id(context_id, number + 1),
+                )
+            except SessionExists:  # another message started it meanwhile: look again
+                continue
+            tracker = self._tracker(session, context)
             tracker.seed(text)
             return tracker, []
-        tracker = await self._fold(session, context)
-        if tracker.finished is not None:
-            raise UnsupportedOperationError(
-                f"task {session} has ended ({tracker.finished.status.replace('_', ' ')}): a "
-                "task in a terminal state cannot be continued; send the message without "
-                "taskId/contextId to start a new task"
-            )
+        raise InternalError(f"context {context_id}: its next task could not be started; retry")
+
+    async def _exchange(self, tasks: list[str], context: ServerCallContext) -> str | None:
+        """The earlier tasks' requests and final answers, for the next task's lead."""
+        turns = []
+        for task in tasks:
+            try:
+                tracker = await self._fold(task, context)
+            except TaskNotFoundError:  # expired meanwhile
+                continue
+            answer = tracker.finished.answer if tracker.finished is not None else ""
+            turns.append(Turn(task=task, request=tracker.task_text, answer=answer))
+        return exchange_text(turns)
+
+    async def _continue(
+        self, tracker: TaskTracker, message: Message, text: str
+    ) -> tuple[TaskTracker, list[Update]]:
+        """A message to a live task: the answer to its pending approvals, else a follow-up."""
+        session = tracker.session
         refuse_other_parts(message, answering=bool(tracker.pending))
         if tracker.pending:
             return tracker, [await self._answer(tracker, message)]

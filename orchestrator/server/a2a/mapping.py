@@ -47,6 +47,7 @@ from baton.bus.events import (
     SessionFinished,
     SessionStarted,
 )
+from baton.server.a2a.contexts import context_of, request_of
 from baton.view import LEAD_NAME, describe_verdict
 
 Update = TaskStatusUpdateEvent | TaskArtifactUpdateEvent
@@ -75,7 +76,7 @@ def agent_message(session: str, message_id: str, text: str) -> Message:
     """A message from the agent (baton) in the task's context."""
     return Message(
         message_id=message_id,
-        context_id=session,
+        context_id=context_of(session),
         task_id=session,
         role=Role.ROLE_AGENT,
         parts=[Part(text=text)],
@@ -90,6 +91,8 @@ class TaskTracker:
 
     def __init__(self, session: str, public_url: Callable[[str], str]) -> None:
         self.session = session
+        self.context = context_of(session)
+        """The task's A2A context (:mod:`.contexts`: written in the session's id)."""
         self.public_url = public_url
         self.task_text = ""
         self.state: TaskState = TaskState.TASK_STATE_SUBMITTED
@@ -132,7 +135,7 @@ class TaskTracker:
         self.timestamp = event.ts if event.ts.tzinfo else event.ts.replace(tzinfo=UTC)
         match event:
             case SessionStarted():
-                self.task_text = event.task
+                self.task_text = request_of(event.task)  # as the client sent it
                 return [self._status(TaskState.TASK_STATE_WORKING, "working on it", cursor)]
             case AgentSpawned() if event.agent != LEAD_NAME:
                 return [self._working(f"{event.agent} started ({event.profile})", cursor)]
@@ -197,7 +200,7 @@ class TaskTracker:
         return updates
 
     def _artifact_update(self, artifact: Artifact) -> TaskArtifactUpdateEvent:
-        return TaskArtifactUpdateEvent(task_id=self.session, context_id=self.session,
+        return TaskArtifactUpdateEvent(task_id=self.session, context_id=self.context,
                                        artifact=artifact, last_chunk=True)  # fmt: skip
 
     def _working(self, text: str, cursor: str) -> TaskStatusUpdateEvent:
@@ -207,7 +210,7 @@ class TaskTracker:
     def _status(self, state: TaskState, text: str, cursor: str) -> TaskStatusUpdateEvent:
         self.state = state
         self.status_message = agent_message(self.session, f"{self.session}-{cursor}", text)
-        return TaskStatusUpdateEvent(task_id=self.session, context_id=self.session,
+        return TaskStatusUpdateEvent(task_id=self.session, context_id=self.context,
                                      status=self._task_status())  # fmt: skip
 
     def _task_status(self) -> TaskStatus:
@@ -218,12 +221,12 @@ class TaskTracker:
 
     def snapshot(self, history_length: int | None = None, *, artifacts: bool = True) -> Task:
         """The task as of the last event folded (``GetTask``, a stream's first event)."""
-        task = Task(id=self.session, context_id=self.session, status=self._task_status())
+        task = Task(id=self.session, context_id=self.context, status=self._task_status())
         if artifacts:
             task.artifacts.extend(self.artifacts.values())
         history: list[Message] = []
         if self.task_text:
-            asked = Message(message_id=f"{self.session}-task", context_id=self.session,
+            asked = Message(message_id=f"{self.session}-task", context_id=self.context,
                             task_id=self.session, role=Role.ROLE_USER,
                             parts=[Part(text=self.task_text)])  # fmt: skip
             history.append(asked)
