@@ -18,9 +18,10 @@ The engine's :class:`~baton.engine.AgentLoop` runs the micro-loop of one lead tu
           -> failed, with an answer composed from their results and every media URL
         gather the inbox: results, progress, follow-ups; wait (bounded) while sub-agents are
           outstanding and nobody asked anything new
-        answered, but nothing delegated for this request? -> an evasive answer (it declines,
-          disclaims or restates the request) is routed: one forced choice of profiles, each
-          given the request as written (lead/routing.py); any other is sent back once
+        answered, but nothing delegated for this request? -> a request for a picture that a
+          profile makes, or an evasive answer (it declines, disclaims or restates the request),
+          is routed: one forced choice of profiles, the chosen one given the request as written
+          (lead/routing.py); any other answer is sent back once
           (confirm_direct): the profiles again, delegate or answer the same again
         nothing new and nothing outstanding?          -> the last turn's text, checked
           (lead/outcome.py): completed, or incomplete; a last turn that was cut, blocked or
@@ -89,7 +90,7 @@ from baton.lead.intake import Intake
 from baton.lead.keeper import LeadTakenOver
 from baton.lead.outcome import LeadOutcome as LeadOutcome
 from baton.lead.outcome import LeadStatus as LeadStatus
-from baton.lead.outcome import check_answer, failure_answer
+from baton.lead.outcome import asks_for_media, check_answer, failure_answer
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.roster import Roster
 from baton.lead.tools import SEND_MESSAGE, SendKind
@@ -401,7 +402,9 @@ class Lead:
             or self._cancelled
         ):
             return False
-        if not progress.routed and routing.evades_work(reply_of(result), progress.request):
+        if not progress.routed and (
+            self._picture_asked() or routing.evades_work(reply_of(result), progress.request)
+        ):
             return await self._routed(deadline)
         if progress.direct_checked or not self._answer_tool:
             return False
@@ -411,6 +414,15 @@ class Lead:
         self._add_note(note, kind="check")
         await self._save()
         return True
+
+    def _picture_asked(self) -> bool:
+        """Whether the request asks for a picture (lead/outcome.py ``asks_for_media``) that a
+        profile on offer can make: answered without delegating, it is routed at once, whatever
+        the answer says (a 1.5B lead answered "get me a picture of a balloon" with "I can't
+        fully answer your question without delegating the part that requires painting")."""
+        return bool(self.media_profiles & set(self._profiles)) and asks_for_media(
+            self.progress.request
+        )
 
     async def _routed(self, deadline: float) -> bool:
         """Route the request the lead evaded (lead/routing.py): one request offering only

@@ -320,3 +320,31 @@ async def test_a_silent_answer_to_a_picture_request_is_routed() -> None:
     )
     assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
     assert tasks_sent(s) == {"painter": ["Paint a fox sleeping in the snow."]}
+
+
+async def test_a_picture_request_answered_without_delegating_is_routed_at_once() -> None:
+    """With a media-making profile on offer, "get me a picture" answered in words (here one that
+    reads like an answer) is routed without a send-back."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "r1":
+            await s.report("painter", "a balloon", media=[FOX])
+
+    task = "Can you get me a picture of a hot air balloon over green hills?"
+    s, outcome = await run_lead(
+        [
+            calls("answer", "c1", text="A balloon drifts over rolling green hills at dawn."),
+            calls("route", "r1", to="painter"),
+            calls("answer", "c2", text=f"Your balloon: {FOX}"),
+        ],
+        react,
+        task=task,
+        tool_choice="required",
+        delegation=CONFIRM,
+        media_profiles={"painter"},
+    )
+    assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
+    assert tasks_sent(s) == {"painter": [task]} and len(routing_requests(s)) == 1
+    sent_back = [m for r in s.server.requests for m in r.messages if "You answered without "
+                 "delegating" in str(m.get("content"))]  # fmt: skip
+    assert sent_back == []
