@@ -10,6 +10,8 @@ built-in demo profiles: painter, writer, helper), and prints one JSON object:
 - ``media_appended``: sessions whose answer baton completed with the media URLs it left out;
 - ``final_answer_has_all_media``: completed, and the session's final answer (appended list
   included) carries every media URL;
+- ``composed_answers``: sessions whose lead gave no final answer, so baton composed it from the
+  sub-agents' reports (``completed`` only when every sub-agent delivered);
 - ``invented_urls``: URLs in final answers that no tool produced (summed over the sessions);
 - ``exit0_without_result``: sessions that would exit 0 although no sub-agent delivered a picture;
 - ``median_s`` (and ``max_s``): wall time per session;
@@ -130,6 +132,8 @@ class SessionRecord:
     """``route`` calls of the lead (a request it evaded, routed to a profile)."""
     error: str = ""
     """Why the session did not complete, as its result says."""
+    composed: bool = False
+    """The lead gave no final answer: baton composed it from the sub-agents' reports."""
     appended: list[str] | None = None
     """Media URLs the model's answer left out and baton appended (``answer.checked``); None when
     this baton does not check answers."""
@@ -167,6 +171,7 @@ class Seen:
     appended: list[str] | None = None
     agents: dict[str, str] = field(default_factory=dict)
     routed: int = 0
+    composed: bool = False
 
     def see(self, event: Any) -> None:
         from baton.bus.events import (
@@ -196,6 +201,7 @@ class Seen:
             self.tool_urls.update(event.media_urls)
         elif event.type == "answer.checked":  # an event newer batons have
             self.appended = list(getattr(event, "missing_media", []))
+            self.composed = bool(getattr(event, "composed", False))
 
 
 async def run_one(
@@ -251,6 +257,7 @@ async def run_one(
         agents=seen.agents,
         routed=seen.routed,
         error=error,
+        composed=seen.composed,
         appended=seen.appended,
     )
 
@@ -270,6 +277,7 @@ def summarise(records: Sequence[SessionRecord], max_tokens: int | None) -> dict[
         "final_answer_has_all_media": sum(
             1 for r in completed if r.media and all(url in r.answer for url in r.media)
         ),
+        "composed_answers": sum(1 for r in records if r.composed),
         "invented_urls": sum(len(r.invented) for r in records),
         "exit0_without_result": sum(1 for r in completed if not r.media),
         "median_s": statistics.median(seconds) if seconds else None,

@@ -211,6 +211,9 @@ class AnswerChecked(_Event):
     """Media URLs sub-agents produced that the answer left out (baton appended them)."""
     invented_urls: list[str] = Field(default_factory=list)
     """URLs in the answer that no tool produced."""
+    composed: bool = False
+    """The lead gave no final answer, even asked once more: baton composed it from the
+    sub-agents' reports (the answer says so)."""
 
 
 Event = Annotated[

@@ -245,6 +245,8 @@ def describe_check(event: AnswerChecked) -> str:
         said.append(f"{len(event.missing_media)} media URL(s) the answer left out were appended")
     if event.invented_urls:
         said.append("it cites URL(s) no tool produced: " + ", ".join(event.invented_urls))
+    if event.composed:
+        said.append("the lead gave none: it was composed from the sub-agents' reports")
     return ("! answer checked: " + "; ".join(said)) if said else ""
 
 

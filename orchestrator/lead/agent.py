@@ -344,6 +344,7 @@ class Lead:
             self.roster.media_urls,
             outcome.error,
             outcome.invented_urls,
+            outcome.composed,
         )
 
     async def _loop(self, deadline: float) -> LeadOutcome:
@@ -611,12 +612,13 @@ class Lead:
                     agent=LEAD_NAME,
                     missing_media=check.missing_media,
                     invented_urls=check.invented_urls,
+                    composed=outcome.composed,
                 )
             )
         status, error = outcome.status, outcome.error
         if status == "completed" and check.incomplete:
             status, error = "incomplete", check.incomplete
-        return LeadOutcome(status, check.answer, [], error, check.invented_urls)
+        return LeadOutcome(status, check.answer, [], error, check.invented_urls, outcome.composed)
 
     def _last_text(self) -> str:
         for message in reversed(self.history):

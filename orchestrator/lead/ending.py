@@ -92,10 +92,15 @@ def last_turn(result: TurnResult) -> LastTurn:
 
 def final_outcome(last: LastTurn, roster: Roster, final_asked: bool) -> LeadOutcome:
     """The last turn's reply as the answer; once asked again (``final_asked``): cut again,
-    ``incomplete``; still nothing, composed from the sub-agents' results (``incomplete``)."""
+    ``incomplete``; still nothing, composed from the sub-agents' results: ``completed`` when
+    every sub-agent delivered (the work is done and the answer carries all of it, saying that
+    baton wrote it), else ``incomplete``."""
     reply = last.reply
     if final_asked and not reply.strip():
-        return LeadOutcome("incomplete", composed_answer(NO_ANSWER, roster), error=NO_ANSWER)
+        answer = composed_answer(NO_ANSWER, roster)
+        if roster.all_delivered:
+            return LeadOutcome("completed", answer, composed=True)
+        return LeadOutcome("incomplete", answer, error=NO_ANSWER, composed=True)
     if final_asked and last.truncated:
         return LeadOutcome("incomplete", reply, error=CUT)
     return LeadOutcome("completed", reply)

@@ -50,6 +50,8 @@ class LeadOutcome:
     error: str = ""
     invented_urls: list[str] = field(default_factory=list)
     """URLs in the answer that no tool, sub-agent or user message produced."""
+    composed: bool = False
+    """The lead gave no answer: baton composed it from the sub-agents' reports."""
 
 
 _URL = re.compile(r"(?:https?|file)://[^\s<>\"'()\[\]{},|`]+", re.IGNORECASE)

@@ -135,6 +135,18 @@ class Roster:
         """Whether any sub-agent finished its work normally (``finished``) and reported it."""
         return any(record.exit_reason == "finished" for record in self.agents.values())
 
+    @property
+    def all_delivered(self) -> bool:
+        """Whether every sub-agent's work is in: none outstanding, and each that no successor
+        took over finished normally (``finished``); False with no sub-agents."""
+        if not self.agents or self.outstanding:
+            return False
+        return all(
+            record.exit_reason == "finished"
+            for name, record in self.agents.items()
+            if name not in self.successors
+        )
+
     def is_running(self, name: str) -> bool:
         record = self.agents.get(name)
         return record is not None and record.state != "done"

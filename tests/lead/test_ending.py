@@ -16,6 +16,7 @@ from baton.api import Session, SessionConfig
 from baton.bus.connect import open_bus
 from baton.bus.events import (
     RETRACTED_DEADLINE,
+    AnswerChecked,
     ErrorEvent,
     Event,
     ModelRetried,
@@ -166,14 +167,39 @@ async def test_a_silent_last_turn_is_asked_once_more_without_tools() -> None:
 
 
 async def test_no_answer_even_when_asked_is_composed_from_the_results() -> None:
+    """Every sub-agent delivered: the work is done, and the composed answer (which says who wrote
+    it) carries all of it, so the session completed; the check says it was composed."""
     s, outcome = await run_lead(
         [send("painter", "a fox", "c1"), Reply(text="On it."), Reply(text=""), Reply(text="")],
         reports_after(("c1", "painter", [FOX], "a fox in the snow")),
     )
-    assert outcome.status == "incomplete" and outcome.error == "the lead gave no final answer"
+    assert (outcome.status, outcome.error, outcome.composed) == ("completed", "", True)
+    assert outcome.answer.startswith("the lead gave no final answer, so this answer was composed")
     assert "- painter: a fox in the snow" in outcome.answer
     assert outcome.answer.endswith(f"Media:\n- {FOX}")
+    [check] = [e for e in s.events if isinstance(e, AnswerChecked)]
+    assert check.composed
     assert len(s.server.requests) == 4
+
+
+async def test_no_answer_with_a_sub_agent_that_failed_is_composed_and_incomplete() -> None:
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "c2":
+            await s.report("painter", "a fox", media=[FOX])
+            await s.report("writer", "the model failed", reason="error")
+
+    _, outcome = await run_lead(
+        [
+            send("painter", "a fox", "c1"),
+            send("writer", "a poem", "c2"),
+            Reply(text="On it."),
+            Reply(text=""),
+            Reply(text=""),
+        ],
+        react,
+    )
+    assert (outcome.status, outcome.error) == ("incomplete", "the lead gave no final answer")
+    assert outcome.composed and FOX in outcome.answer
 
 
 async def test_a_final_answer_cut_twice_is_incomplete() -> None:
@@ -347,7 +373,7 @@ async def test_a_final_answer_that_parrots_what_the_session_said_is_no_answer(pa
         [send("painter", "a fox", "c1"), Reply(text="On it."), Reply(text=""), Reply(text=parrot)],
         reports_after(("c1", "painter", [FOX], "a fox")),
     )
-    assert (outcome.status, outcome.error) == ("incomplete", "the lead gave no final answer")
+    assert (outcome.status, outcome.composed) == ("completed", True)  # the painter delivered
     assert parrot not in outcome.answer and FOX in outcome.answer
 
 
@@ -382,7 +408,7 @@ async def test_a_last_reply_that_only_writes_out_a_send_is_no_answer() -> None:
         [send("painter", "a fox", "c1"), Reply(text="On it."), Reply(text=""), Reply(text=written)],
         reports_after(("c1", "painter", [FOX], "a fox")),
     )
-    assert (outcome.status, outcome.error) == ("incomplete", "the lead gave no final answer")
+    assert (outcome.status, outcome.composed) == ("completed", True)  # the painter delivered
     assert outcome.answer.endswith(f"Media:\n- {FOX}") and "send_message" not in outcome.answer
     assert choices(s)[-1] == "none" and s.spawned == ["painter"]
 

@@ -230,12 +230,12 @@ async def test_a_refusal_with_the_results_in_is_taken_back_and_the_answer_asked_
     assert retracted == [len("I'm sorry, but I can't assist with that request.")]
 
 
-async def test_a_refusal_given_twice_is_no_answer_and_the_results_are_composed() -> None:
+async def test_a_refusal_given_twice_is_no_answer_and_the_answer_is_composed() -> None:
     _, outcome = await _delegated_then(
         Reply(text="I'm sorry, but I can't assist with that request."),
         Reply(text="As an AI language model, I cannot create images."),
     )
-    assert outcome.status == "incomplete" and outcome.error == "the lead gave no final answer"
+    assert (outcome.status, outcome.composed) == ("completed", True)  # the painter delivered
     assert "a fox in the snow" in outcome.answer and FOX in outcome.answer
     assert "sorry" not in outcome.answer
 
