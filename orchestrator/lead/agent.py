@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -209,21 +210,19 @@ class Lead:
         self._profiles = dict(profiles)
         self._answer_tool = answer is not None
         self._confirm_direct = delegation.confirm_direct
-        self._router = (
-            AgentLoop(
-                model,
-                ToolRegistry([routing.route_tool(profiles, self._route_to)]),
-                session=session,
-                agent=LEAD_NAME,
-                limits=LoopLimits(soft_max_rounds=1, hard_max_rounds=1),
-                events=shown,
-                telemetry=telemetry,
-                tool_choice="required",
-                spend=spend,
-            )
-            if profiles and tool_choice != "none"
-            else None
+        self._routes = tool_choice != "none"
+        self._router = partial(
+            AgentLoop,
+            model,
+            session=session,
+            agent=LEAD_NAME,
+            limits=LoopLimits(soft_max_rounds=1, hard_max_rounds=1),
+            events=shown,
+            telemetry=telemetry,
+            tool_choice="required",
+            spend=spend,
         )
+        """Makes the routing request's loop over a ``route`` tool (lead/routing.py)."""
         system = prompt.system_prompt(
             profiles,
             instructions,
@@ -432,15 +431,20 @@ class Lead:
         (the route tool is not the lead's), and the lead waits for the results. Nothing sent
         (the call failed, or was refused): the answer stands, as it would have."""
         progress = self.progress
-        if self._router is None or not progress.request.strip():
+        if not self._routes or not progress.request.strip():
             return False
         progress.routed = True
         await self._retract_shown(RETRACTED_SENT_BACK)
-        asked = [*self.history, prompt.note_block("check", routing.ROUTE_NOTE)]
+        choices = self._route_choices()
         self.dispatch.sends.reset()
         self.dispatch.turn_sends.clear()
-        with anyio.move_on_after(min(ROUTE_TIMEOUT_S, deadline - anyio.current_time())):
-            await self._router.run_turn(asked)
+        if len(choices) == 1:  # one profile can do it: no model call to choose
+            await self._route_to(next(iter(choices)))
+        else:
+            asked = [*self.history, prompt.note_block("check", routing.ROUTE_NOTE)]
+            router = self._router(ToolRegistry([routing.route_tool(choices, self._route_to)]))
+            with anyio.move_on_after(min(ROUTE_TIMEOUT_S, deadline - anyio.current_time())):
+                await router.run_turn(asked)
         sends = list(self.dispatch.turn_sends)
         self.dispatch.turn_sends.clear()
         self.waves.count(len(sends))
@@ -452,6 +456,13 @@ class Lead:
         progress.phase, progress.last = "gather", LastTurn()
         await self._save()
         return True
+
+    def _route_choices(self) -> dict[str, str]:
+        """The profiles a routed request may go to: for a request for a picture only those
+        that make media (a 1.5B router sent "paint a lighthouse" to the helper), else all."""
+        if self._picture_asked():
+            return {p: d for p, d in self._profiles.items() if p in self.media_profiles}
+        return dict(self._profiles)
 
     async def _last_turn(self, result: TurnResult) -> LastTurn:
         """What the final answer needs of this turn. A reply that refuses the work while

@@ -7,11 +7,13 @@ drawing request with "As an AI language model, I do not have access to...". Aske
 delegation instead, the same model runs away in the task text or invents a picture. What it does
 reliably is pick one name from an enum when a tool call is required (the server then constrains
 the output to the schema). So an evasive answer (:func:`evades`) is routed: one request offering
-only ``route(to)``, ``to`` one of the profiles, with ``tool_choice="required"``; the chosen profile
-gets the person's request, exactly as written, as its task (a second profile chosen for the same
-request is refused as a repeat, like any task sent twice: one agent does the whole request). The
-request is self-contained by construction (a person wrote it to the lead), so no model has to
-restate it.
+only ``route(to)``, ``to`` one of the profiles, with ``tool_choice="required"``. A request for a
+picture is routed among the profiles that make media only (a 1.5B router sent "paint a
+lighthouse" to the helper), and with one such profile it goes there with no request. The chosen
+profile gets the person's request, exactly as written, as its task (a second profile chosen for
+the same request is refused as a repeat, like any task sent twice: one agent does the whole
+request). The request is self-contained by construction (a person wrote it to the lead), so no
+model has to restate it.
 
 A plain question answered plainly never gets here: an answer that says something the request did
 not (Paris, for "the capital of France") is no restatement, and a refusal is one only when it says

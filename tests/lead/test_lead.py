@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from baton.api import Session, SessionConfig
+from baton.api import DelegationLimits, Session, SessionConfig
 from baton.bus.connect import open_bus
 from baton.bus.events import (
     AgentExited,
@@ -31,11 +31,13 @@ async def test_unknown_subagent_name_gets_a_hint_listing_the_profiles(tmp_path: 
         [
             call("send_message", to="ghost", content="paint", type="task"),
             Reply(text="Sorry."),
-            Reply(text="Sorry."),  # the answer that delegated nothing, confirmed
         ],
         fallback=False,
     )
-    config = SessionConfig(task="paint a fox", media_dir=tmp_path)
+    # without the check of an answer that delegated nothing, which routes "paint a fox" to the
+    # painter (tests/lead/test_routing.py)
+    delegation = DelegationLimits(confirm_direct=False)
+    config = SessionConfig(task="paint a fox", media_dir=tmp_path, delegation=delegation)
     async with Session(config, model=model) as session:
         result = await session.run()
         log = await logged_events(session.bus, session.id)

@@ -9,7 +9,13 @@ import json
 
 import pytest
 
-from baton.bus.events import RETRACTED_SENT_BACK, Event, TextRetracted, ToolResulted
+from baton.bus.events import (
+    RETRACTED_SENT_BACK,
+    AgentSpawned,
+    Event,
+    TextRetracted,
+    ToolResulted,
+)
 from baton.bus.messages import Envelope
 from baton.lead.delegation import DelegationLimits
 from baton.lead.outcome import LeadOutcome, asks_for_media, check_answer
@@ -322,19 +328,18 @@ async def test_a_silent_answer_to_a_picture_request_is_routed() -> None:
     assert tasks_sent(s) == {"painter": ["Paint a fox sleeping in the snow."]}
 
 
-async def test_a_picture_request_answered_without_delegating_is_routed_at_once() -> None:
-    """With a media-making profile on offer, "get me a picture" answered in words (here one that
-    reads like an answer) is routed without a send-back."""
+async def test_a_picture_request_answered_without_delegating_goes_to_its_one_painter() -> None:
+    """With one media-making profile on offer, "get me a picture" answered in words (here one
+    that reads like an answer) goes to it at once: no send-back, and no model call to choose."""
 
     async def react(s: Scenario, event: Event) -> None:
-        if isinstance(event, ToolResulted) and event.result.call_id == "r1":
+        if isinstance(event, AgentSpawned):
             await s.report("painter", "a balloon", media=[FOX])
 
     task = "Can you get me a picture of a hot air balloon over green hills?"
     s, outcome = await run_lead(
         [
             calls("answer", "c1", text="A balloon drifts over rolling green hills at dawn."),
-            calls("route", "r1", to="painter"),
             calls("answer", "c2", text=f"Your balloon: {FOX}"),
         ],
         react,
@@ -344,7 +349,32 @@ async def test_a_picture_request_answered_without_delegating_is_routed_at_once()
         media_profiles={"painter"},
     )
     assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
-    assert tasks_sent(s) == {"painter": [task]} and len(routing_requests(s)) == 1
+    assert tasks_sent(s) == {"painter": [task]} and routing_requests(s) == []
+    assert len(s.server.requests) == 2
     sent_back = [m for r in s.server.requests for m in r.messages if "You answered without "
                  "delegating" in str(m.get("content"))]  # fmt: skip
     assert sent_back == []
+
+
+async def test_a_picture_request_is_routed_among_the_media_making_profiles_only() -> None:
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "r1":
+            await s.report("writer", "a lighthouse", media=[FOX])
+
+    task = "Paint a lighthouse at night and write a two-line poem about it."
+    s, outcome = await run_lead(
+        [
+            calls("answer", "c1", text="As an AI language model, I cannot paint."),
+            calls("route", "r1", to="writer"),
+            calls("answer", "c2", text=f"The lighthouse: {FOX}"),
+        ],
+        react,
+        task=task,
+        tool_choice="required",
+        delegation=CONFIRM,
+        media_profiles={"painter", "writer"},
+    )
+    assert outcome.status == "completed" and tasks_sent(s) == {"writer": [task]}
+    [index] = routing_requests(s)
+    [route] = s.server.requests[index].body["tools"]
+    assert route["function"]["parameters"]["properties"]["to"]["enum"] == ["painter", "writer"]
