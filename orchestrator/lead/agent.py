@@ -391,7 +391,8 @@ class Lead:
         answer work they cannot do with an apology or a made-up picture ("The fox is available
         at [url]"); asked once more with the profiles in view, they delegate, while a plain
         question costs one more call and is answered again. What the reply showed is taken back
-        (``text.retracted``), so a confirmed answer is not shown twice."""
+        (``text.retracted``), so a confirmed answer is not shown twice. A request for a picture,
+        or an answer that evades the request, is routed instead (:meth:`_routed`), once."""
         progress = self.progress
         if (
             not self._confirm_direct
