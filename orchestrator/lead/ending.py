@@ -25,6 +25,7 @@ from baton.llm.types import Message
 
 NO_ANSWER = "the lead gave no final answer"
 CUT = "the final answer was cut at the output limit (max_tokens)"
+CUT_TWICE = "the lead's final answer was cut at the output limit (max_tokens) twice"
 
 
 QUOTE_CHARS = 40
@@ -91,10 +92,10 @@ def last_turn(result: TurnResult) -> LastTurn:
 
 
 def final_outcome(last: LastTurn, roster: Roster, final_asked: bool) -> LeadOutcome:
-    """The last turn's reply as the answer; once asked again (``final_asked``): cut again,
-    ``incomplete``; still nothing, composed from the sub-agents' results: ``completed`` when
-    every sub-agent delivered (the work is done and the answer carries all of it, saying that
-    baton wrote it), else ``incomplete``."""
+    """The last turn's reply as the answer; once asked again (``final_asked``): still nothing, or
+    cut again, an answer composed from the sub-agents' results: ``completed`` when every
+    sub-agent delivered (the work is done and the answer carries all of it, saying that baton
+    wrote it), else ``incomplete``. A cut answer with no sub-agents stays, ``incomplete``."""
     reply = last.reply
     if final_asked and not reply.strip():
         answer = composed_answer(NO_ANSWER, roster)
@@ -102,6 +103,9 @@ def final_outcome(last: LastTurn, roster: Roster, final_asked: bool) -> LeadOutc
             return LeadOutcome("completed", answer, composed=True)
         return LeadOutcome("incomplete", answer, error=NO_ANSWER, composed=True)
     if final_asked and last.truncated:
+        if roster.all_delivered:  # a runaway summary of work that is done: the work's own words
+            answer = composed_answer(CUT_TWICE, roster)
+            return LeadOutcome("completed", answer, composed=True)
         return LeadOutcome("incomplete", reply, error=CUT)
     return LeadOutcome("completed", reply)
 

@@ -202,16 +202,41 @@ async def test_no_answer_with_a_sub_agent_that_failed_is_composed_and_incomplete
     assert outcome.composed and FOX in outcome.answer
 
 
-async def test_a_final_answer_cut_twice_is_incomplete() -> None:
+async def test_a_final_answer_cut_twice_is_composed_from_work_that_is_done() -> None:
+    """A runaway summary of work every sub-agent delivered: the answer is composed from their
+    reports (and says why), and the session completed."""
     cut = Reply(text="the fox " * 20, finish_reason="length")
     s, outcome = await run_lead(
         [send("painter", "a fox", "c1"), Reply(text="On it."), cut, cut, cut, cut],
-        reports_after(("c1", "painter", [FOX], "a fox")),
+        reports_after(("c1", "painter", [FOX], "a fox in the snow")),
     )
-    assert outcome.status == "incomplete"
+    assert (outcome.status, outcome.composed) == ("completed", True)
+    assert outcome.answer.startswith("the lead's final answer was cut at the output limit")
+    assert "- painter: a fox in the snow" in outcome.answer
+    assert "the fox the fox" not in outcome.answer
+    assert outcome.answer.endswith(f"Media:\n- {FOX}")
+    assert choices(s)[-2:] == ["none", "none"]  # the last turn (and its shorter retry)
+
+
+async def test_a_final_answer_cut_twice_is_incomplete_when_work_is_missing() -> None:
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "c1":
+            await s.report("painter", "cut twice", media=[FOX], reason="error")
+
+    cut = Reply(text="the fox " * 20, finish_reason="length")
+    _, outcome = await run_lead(
+        [send("painter", "a fox", "c1"), Reply(text="On it."), cut, cut, cut, cut], react
+    )
+    assert outcome.status == "incomplete" and not outcome.composed
     assert "cut at the output limit" in outcome.error
     assert outcome.answer.endswith(f"Media:\n- {FOX}")  # the media still reach the user
-    assert choices(s)[-2:] == ["none", "none"]  # the last turn (and its shorter retry)
+
+
+async def test_a_plain_answer_cut_twice_is_incomplete() -> None:
+    cut = Reply(text="Paris " * 20, finish_reason="length")
+    _, outcome = await run_lead([cut, cut, cut, cut], task="What is the capital of France?")
+    assert outcome.status == "incomplete"
+    assert "cut at the output limit" in outcome.error and not outcome.composed
 
 
 # -- what counts as produced ------------------------------------------------------------------
