@@ -384,6 +384,9 @@ class SubAgent:
             outcome: Outcome | None = Outcome("shutdown")  # read mid-round; acked with the rest
         else:
             outcome = _outcome_of(result)
+        if result.stop is StopReason.TRUNCATED and outcome is not None:
+            if outcome.reason == "finished":  # media made; only the words about them ran away
+                self.state.last_text = _made_then_cut(result.media_urls)
         if result.stop is StopReason.ERROR:
             return outcome  # not checkpointed: the batch goes back unacked with the report
         if outcome is not None:
@@ -544,9 +547,20 @@ _ENDED_BY_ERROR = {
 }
 
 
+def _made_then_cut(media: Sequence[str]) -> str:
+    return (
+        f"Made {len(media)} media file(s) (below); the reply about them was then cut at the "
+        "length limit twice, so there is no description."
+    )
+
+
 def _outcome_of(result: TurnResult) -> Outcome | None:
-    """How a round's stop ends the agent; None when it waits for the next batch."""
+    """How a round's stop ends the agent; None when it waits for the next batch. A round cut at
+    the length limit twice after its tools made media finishes with them (a 1.5B painter drew the
+    lighthouse, then its result text ran away): the work is there, only its summary is not."""
     stop = result.stop
+    if stop is StopReason.TRUNCATED and result.media_urls:
+        return Outcome("finished")
     if stop is StopReason.ERROR:
         return Outcome("error", str(result.error) if result.error is not None else "model error")
     if stop in _ENDED_BY_ERROR:

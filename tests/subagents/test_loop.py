@@ -247,3 +247,32 @@ async def test_progress_tool_reaches_the_lead(make_bus: BusFactory, tmp_path: Pa
             if isinstance(logged.event, AgentProgress):
                 progress_events.append(logged.event.content)
         assert progress_events == [m.content for m in lead.progress]
+
+
+async def test_a_reply_cut_twice_after_the_picture_finishes_with_it(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    """The picture was made, then the words about it ran to the length limit twice: the agent
+    finishes with the picture (and says why there is no description), not with an error."""
+    cut = Reply(text="the fox " * 30, finish_reason="length")
+    _, model = scripted([image("a fox"), cut, cut])
+    async with make_bus() as bus, model:
+        await bus.send(task("painter", "paint a fox"))
+        agent = SubAgent(bus, profile("generate_image"), model, session=SESSION, name="painter",
+                         media_dir=tmp_path)  # fmt: skip
+        assert await agent.run() == "finished"
+        content = await assert_one_final(bus, "painter", "finished", media=1)
+        assert content.startswith("Made 1 media file(s)") and "the fox the fox" not in content
+
+
+async def test_a_reply_cut_twice_without_media_is_an_error(
+    make_bus: BusFactory, tmp_path: Path
+) -> None:
+    cut = Reply(text="the fox " * 30, finish_reason="length")
+    _, model = scripted([cut, cut])
+    async with make_bus() as bus, model:
+        await bus.send(task("writer", "write about a fox"))
+        agent = SubAgent(bus, profile(), model, session=SESSION, name="writer", media_dir=tmp_path)
+        assert await agent.run() == "error"
+        content = await assert_one_final(bus, "writer", "error", media=0)
+        assert "cut at the length limit twice" in content
