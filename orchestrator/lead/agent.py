@@ -24,9 +24,10 @@ The engine's :class:`~baton.engine.AgentLoop` runs the micro-loop of one lead tu
           (lead/routing.py); any other answer is sent back once
           (confirm_direct): the profiles again, delegate or answer the same again
         nothing new and nothing outstanding?          -> the last turn's text, checked
-          (lead/outcome.py): completed, or incomplete; a last turn that was cut, blocked or
-          silent gets one more turn without tools, asked for the answer (cut again: incomplete;
-          silent again: composed from the results, incomplete)
+          (lead/outcome.py): completed, or incomplete; a last turn that was cut, blocked,
+          silent or a refusal beside delivered results gets one more turn without tools, asked
+          for the answer (cut or silent again: composed from the results, completed when every
+          sub-agent delivered, else incomplete)
         put what arrived into the context, ack it
     not completed: shutdown to every outstanding sub-agent
 
@@ -440,7 +441,10 @@ class Lead:
         self.dispatch.sends.reset()
         self.dispatch.turn_sends.clear()
         if len(choices) == 1:  # one profile can do it: no model call to choose
-            await self._route_to(next(iter(choices)))
+            try:
+                await self._route_to(next(iter(choices)))
+            except BusError as exc:  # as a tool's error would be: nothing sent, the answer stands
+                log.warning("session %s: could not route the request: %s", self.session, exc)
         else:
             asked = [*self.history, prompt.note_block("check", routing.ROUTE_NOTE)]
             router = self._router(ToolRegistry([routing.route_tool(choices, self._route_to)]))
@@ -469,7 +473,7 @@ class Lead:
         """What the final answer needs of this turn. A reply that refuses the work while
         sub-agents delivered results is no answer (lead/routing.py ``refuses``): it is taken back
         and the answer asked for (without tools); refused again, the answer is composed from the
-        results (``incomplete``), never a refusal beside the pictures."""
+        results (lead/ending.py ``final_outcome``), never a refusal beside the pictures."""
         last = last_turn(result)
         if last.reply and self.roster.delivered and routing.refuses(last.reply):
             log.info("session %s: the lead refused with the results in; asking again", self.session)
