@@ -139,6 +139,12 @@ class SessionRecord:
     this baton does not check answers."""
 
     @property
+    def has_all_media(self) -> bool:
+        """Whether the final answer (baton's appended list included) carries every media URL:
+        from the whole answer here, and kept in the per-session record, whose answer is cut."""
+        return all(url in self.answer for url in self.media)
+
+    @property
     def cites_all(self) -> bool:
         """Whether the model's own answer cited every media URL (not baton's appended list)."""
         if not self.media:
@@ -274,9 +280,7 @@ def summarise(records: Sequence[SessionRecord], max_tokens: int | None) -> dict[
         "completed_with_media": sum(1 for r in completed if r.media),
         "final_cites_all_media": sum(1 for r in completed if r.cites_all),
         "media_appended": sum(1 for r in records if r.appended),
-        "final_answer_has_all_media": sum(
-            1 for r in completed if r.media and all(url in r.answer for url in r.media)
-        ),
+        "final_answer_has_all_media": sum(1 for r in completed if r.media and r.has_all_media),
         "composed_answers": sum(1 for r in records if r.composed),
         "invented_urls": sum(len(r.invented) for r in records),
         "exit0_without_result": sum(1 for r in completed if not r.media),
@@ -347,7 +351,11 @@ async def main(argv: Sequence[str] | None = None) -> None:
             record = await run_one(prompt, make_model, Path(media), args.timeout, config_extra)
             records.append(record)
             if args.verbose:
-                shown = {**record.__dict__, "answer": record.answer[:400]}
+                shown = {
+                    **record.__dict__,
+                    "answer": record.answer[:400],
+                    "has_all_media": record.has_all_media,
+                }
                 print(json.dumps(shown), file=sys.stderr, flush=True)
     print(json.dumps(summarise(records, args.max_session_tokens)))
 
