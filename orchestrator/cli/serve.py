@@ -53,7 +53,10 @@ request needs it: 'Authorization: Bearer TOKEN', or ?token=TOKEN on a page or Ev
 
 Sessions and event streams ride out a bus outage of up to --bus-outage seconds (a session then
 fails; the server keeps running). Exit codes: 0 stopped by a signal, 2 usage or configuration
-error (e.g. no token off loopback), 3 bus unreachable at start."""
+error (e.g. no token off loopback), 3 bus unreachable at start.
+
+With the a2a extra (pip install 'baton[a2a]') it is also an A2A 1.0 server: the agent card at
+/.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc, HTTP+JSON under /a2a/rest (docs/a2a.md)."""
 
 
 def serve_command(
