@@ -134,10 +134,10 @@ def check_answer(
         incomplete = (
             f"no media was produced though a media-making agent was asked ({', '.join(asked)})"
         )
-    elif not media and set(media_profiles) & set(roster.profiles) and asks_for_media(request):
-        incomplete = "the request asked for a picture and no sub-agent produced any media"
     elif invented and not media:
         incomplete = f"the answer cites URLs that no tool produced: {', '.join(invented)}"
+    elif not media and set(media_profiles) & set(roster.profiles) and asks_for_media(request):
+        incomplete = "the request asked for a picture and no sub-agent produced any media"
     elif not roster.agents and roster.profiles and declines(answer):
         incomplete = "the lead declined the request without asking any sub-agent"
     return AnswerCheck(checked, missing, invented, incomplete)
