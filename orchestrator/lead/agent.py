@@ -92,7 +92,7 @@ from baton.lead.intake import Intake
 from baton.lead.keeper import LeadTakenOver
 from baton.lead.outcome import LeadOutcome as LeadOutcome
 from baton.lead.outcome import LeadStatus as LeadStatus
-from baton.lead.outcome import asks_for_media, check_answer, failure_answer
+from baton.lead.outcome import check_answer, failure_answer, picture_asked
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.roster import Roster
 from baton.lead.tools import SEND_MESSAGE, SendKind
@@ -422,9 +422,7 @@ class Lead:
         profile on offer can make: answered without delegating, it is routed at once, whatever
         the answer says (a 1.5B lead answered "get me a picture of a balloon" with "I can't
         fully answer your question without delegating the part that requires painting")."""
-        return bool(self.media_profiles & set(self._profiles)) and asks_for_media(
-            self.progress.request
-        )
+        return picture_asked(self.progress.request, self.media_profiles, self._profiles)
 
     async def _routed(self, deadline: float) -> bool:
         """Route the request the lead evaded (lead/routing.py): one request offering only

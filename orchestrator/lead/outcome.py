@@ -136,7 +136,7 @@ def check_answer(
         )
     elif invented and not media:
         incomplete = f"the answer cites URLs that no tool produced: {', '.join(invented)}"
-    elif not media and set(media_profiles) & set(roster.profiles) and asks_for_media(request):
+    elif not media and picture_asked(request, media_profiles, roster.profiles):
         incomplete = "the request asked for a picture and no sub-agent produced any media"
     elif not roster.agents and roster.profiles and declines(answer):
         incomplete = "the lead declined the request without asking any sub-agent"
@@ -163,6 +163,13 @@ def asks_for_media(request: str) -> bool:
     "not asked", so a plain answer is never judged incomplete by it; what it misses is judged by
     the other rules."""
     return _ASKS_FOR_MEDIA.search(request.strip()) is not None
+
+
+def picture_asked(request: str, media_profiles: Collection[str], offered: Iterable[str]) -> bool:
+    """Whether ``request`` asks for a picture (:func:`asks_for_media`) that a profile on offer
+    can make (one of ``media_profiles``): the lead routes it when it answers in words
+    (lead/agent.py), and a session that made no media for it is not completed."""
+    return bool(set(media_profiles) & set(offered)) and asks_for_media(request)
 
 
 _DECLINE = re.compile(
