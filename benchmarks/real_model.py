@@ -1,9 +1,17 @@
 """How well whole sessions go against a real OpenAI-compatible model server (too slow for CI).
 
-Runs N sessions, one after another, over varied delegation prompts that each ask for pictures (the
-built-in demo profiles: painter, writer, helper), and prints one JSON object:
+Runs N sessions, one after another, over requests of many shapes (:data:`ASKS`: pictures, several
+items in one request, work for two profiles, writing, plain questions the lead should answer itself,
+other languages; the built-in demo profiles: painter, writer, helper), and prints one JSON object:
 
 - ``sessions``; ``statuses``: how many ended in each status;
+- ``met`` (and ``met_by_shape``): sessions whose outcome met the request, judged by structure
+  (:func:`judged`: pictures made, the profiles it named delivered, no sub-agent for a question,
+  and a right answer's word in a question's answer);
+- ``exit0_unmet``: completed (exit 0) without meeting the request; ``not_completed_but_met``:
+  the request was met but the session said otherwise;
+- ``subagents_median``; ``over_delegated``: sessions that started more sub-agents than the
+  request needs;
 - ``completed_with_media``: completed with at least one sub-agent picture;
 - ``final_cites_all_media``: completed, with a picture, and the model's own final answer cites
   *every* media URL the sub-agents produced, exactly (before baton appends what it left out);
@@ -13,7 +21,8 @@ built-in demo profiles: painter, writer, helper), and prints one JSON object:
 - ``composed_answers``: sessions whose lead gave no final answer, so baton composed it from the
   sub-agents' reports (``completed`` only when every sub-agent delivered);
 - ``invented_urls``: URLs in final answers that no tool produced (summed over the sessions);
-- ``exit0_without_result``: sessions that would exit 0 although no sub-agent delivered a picture;
+- ``exit0_without_result``: sessions that would exit 0 although a picture was asked and no
+  sub-agent delivered one;
 - ``median_s`` (and ``max_s``): wall time per session;
 - ``requests``: HTTP requests the server got; ``model_calls``: completions asked by baton;
   ``retries``: ``model.retried`` events (the client's own retries, as baton reports them) and
@@ -49,18 +58,57 @@ from typing import Any
 import anyio
 import httpx2
 
-PROMPTS = (
-    "Paint a fox sleeping in the snow.",
-    "Paint a heron standing in a river, and a cat on a windowsill.",
-    "Paint a lighthouse at night and write a two-line poem about it.",
-    "I need a picture of a red bicycle leaning against a wall.",
-    "Make three pictures: a fox, a heron and a cat.",
-    "Draw an old sailing ship in a storm, then tell me one fact about sailing ships.",
-    "Create an image of a mountain lake at sunrise.",
-    "Please paint a bowl of oranges on a wooden table and describe the painting in one sentence.",
-    "Paint two pictures: a city street in the rain and a desert at noon.",
-    "Can you get me a picture of a hot air balloon over green hills?",
-)
+
+@dataclass(frozen=True)
+class Ask:
+    """One request and what meeting it takes, judged from structure where it can be: how many
+    pictures at least, which profiles must deliver, how many sub-agents it needs at most (0: a
+    question the lead answers itself), and for a question, words one of which a right answer
+    contains (the benchmark's own check, never the runtime's)."""
+
+    prompt: str
+    shape: str
+    pictures: int = 0
+    agents: int = 0
+    needs: tuple[str, ...] = ()
+    answer_any: tuple[str, ...] = ()
+
+
+ASKS = (
+    Ask("Paint a fox sleeping in the snow.", "picture", pictures=1, agents=1),
+    Ask("What is the capital of Australia?", "question", answer_any=("canberra",)),
+    Ask("Make three pictures: a fox, a heron and a cat.", "several", pictures=3, agents=3),
+    Ask("Have the writer write a short thank-you note to a neighbour who watered my plants.",
+        "writing", agents=1, needs=("writer",)),
+    Ask("Paint a lighthouse at night and have the writer write a two-line poem about it.",
+        "two-profiles", pictures=1, agents=2, needs=("painter", "writer")),
+    Ask("Are Python lists ordered and mutable?", "question", answer_any=("yes", "ordered")),
+    Ask("Peins un renard qui dort dans la neige.", "other-language", pictures=1, agents=1),
+    Ask("Paint two pictures: a city street in the rain and a desert at noon.", "several",
+        pictures=2, agents=2),
+    Ask("Draw conclusions from this: revenue rose 5% while costs fell 2%.", "question",
+        answer_any=("margin", "profit")),
+    Ask("I need a picture of a red bicycle leaning against a wall.", "picture", pictures=1,
+        agents=1),
+    Ask("How many days are there in a leap year?", "question", answer_any=("366",)),
+    Ask("paint a fox and a heron, then write a haiku", "two-profiles", pictures=2, agents=3),
+    Ask("Male ein Bild von einem Leuchtturm bei Nacht.", "other-language", pictures=1, agents=1),
+    Ask("¿Cuál es la capital de Japón?", "other-language", answer_any=("tokio", "tokyo")),
+    Ask("Draw an old sailing ship in a storm, then tell me one fact about sailing ships.",
+        "picture", pictures=1, agents=2),
+    Ask("Ask the writer for a limerick about a cat, and the painter for a picture of that cat.",
+        "two-profiles", pictures=1, agents=2, needs=("painter", "writer")),
+    Ask("Translate 'good morning' into Spanish.", "question", answer_any=("buenos", "buen")),
+    Ask("Can you get me a picture of a hot air balloon over green hills?", "picture",
+        pictures=1, agents=1),
+    Ask("请画一只在雪中睡觉的狐狸。", "other-language", pictures=1, agents=1),
+    Ask("Give me one word that rhymes with 'cat'.", "question",
+        answer_any=("hat", "bat", "mat", "rat", "sat", "fat", "pat", "chat", "flat", "that")),
+)  # fmt: skip
+"""Requests of many shapes (pictures, several items, two profiles, writing, plain questions,
+other languages): a session per request, in order, wrapping around."""
+
+ASKS_BY_PROMPT = {ask.prompt: ask for ask in ASKS}
 URL = re.compile(r"(?:https?|file)://[^\s)\]>\"'`]+")
 
 
@@ -114,6 +162,7 @@ class CountingModel:
 @dataclass
 class SessionRecord:
     prompt: str
+    shape: str
     status: str
     seconds: float
     answer: str
@@ -137,6 +186,12 @@ class SessionRecord:
     appended: list[str] | None = None
     """Media URLs the model's answer left out and baton appended (``answer.checked``); None when
     this baton does not check answers."""
+    unmet: str = ""
+    """Why the session did not meet its request (:func:`judged`); empty when it did."""
+
+    @property
+    def met(self) -> bool:
+        return not self.unmet
 
     @property
     def has_all_media(self) -> bool:
@@ -193,8 +248,8 @@ class Seen:
             self.guards[event.outcome] += 1
         elif event.type == "model.retried":  # an event newer batons have
             self.retries += 1
-        elif isinstance(event, AgentSpawned) and event.worker:
-            self.spawned += 1
+        elif isinstance(event, AgentSpawned) and event.agent not in self.agents:
+            self.spawned += 1  # one per agent, whether the lead, its worker or both log it
             self.agents[event.agent] = event.profile
         elif isinstance(event, AgentExited):
             self.finished_agents += event.reason == "finished"
@@ -210,8 +265,26 @@ class Seen:
             self.composed = bool(getattr(event, "composed", False))
 
 
+def judged(ask: Ask, answer: str, media: Sequence[str], agents: Mapping[str, str]) -> str:
+    """Why a session's outcome does not meet ``ask`` (empty when it does): too few pictures, a
+    profile it needed that did not deliver, sub-agents for a question the lead should answer, or
+    a question's answer without any of the words a right one has."""
+    if len(media) < ask.pictures:
+        return f"{len(media)} of {ask.pictures} pictures"
+    delivered = {p.split(":")[0] for p in agents.values() if p.endswith(": finished")}
+    missing = [profile for profile in ask.needs if profile not in delivered]
+    if missing:
+        return f"no result from {', '.join(missing)}"
+    if ask.agents == 0 and agents:
+        return f"{len(agents)} sub-agents for a question"
+    folded = answer.casefold()
+    if ask.answer_any and not any(word in folded for word in ask.answer_any):
+        return "the answer has none of " + "/".join(ask.answer_any)
+    return ""
+
+
 async def run_one(
-    prompt: str, make_model: Any, media_dir: Path, timeout_s: float, config_extra: dict[str, Any]
+    ask: Ask, make_model: Any, media_dir: Path, timeout_s: float, config_extra: dict[str, Any]
 ) -> SessionRecord:
     from baton.session import Session, SessionConfig
 
@@ -227,6 +300,7 @@ async def run_one(
     lead = CountingModel(make_model(counts), counts)
     known = SessionConfig.model_fields
     extra = {key: value for key, value in config_extra.items() if key in known}
+    prompt = ask.prompt
     config = SessionConfig(task=prompt, media_dir=media_dir, timeout_s=timeout_s, **extra)
     seen = Seen()
     started = time.perf_counter()
@@ -248,6 +322,7 @@ async def run_one(
     invented = [url for url in cited if url not in known_urls]
     return SessionRecord(
         prompt=prompt,
+        shape=ask.shape,
         status=status,
         seconds=round(seconds, 2),
         answer=answer,
@@ -265,6 +340,7 @@ async def run_one(
         error=error,
         composed=seen.composed,
         appended=seen.appended,
+        unmet=judged(ask, answer, media, seen.agents),
     )
 
 
@@ -274,16 +350,27 @@ def summarise(records: Sequence[SessionRecord], max_tokens: int | None) -> dict[
     for record in records:
         guards.update(record.guards)
     completed = [r for r in records if r.status == "completed"]
+    shapes: dict[str, list[int]] = {}
+    for record in records:
+        shapes.setdefault(record.shape, [0, 0])[record.met] += 1
     return {
         "sessions": len(records),
         "statuses": dict(Counter(r.status for r in records)),
+        "met": sum(r.met for r in records),
+        "met_by_shape": {shape: f"{met}/{unmet + met}" for shape, (unmet, met) in shapes.items()},
+        "exit0_unmet": sum(1 for r in completed if not r.met),
+        "not_completed_but_met": sum(1 for r in records if r.met and r.status != "completed"),
+        "subagents_median": statistics.median([r.spawned for r in records]) if records else None,
+        "over_delegated": sum(1 for r in records if r.spawned > ASKS_BY_PROMPT[r.prompt].agents),
         "completed_with_media": sum(1 for r in completed if r.media),
         "final_cites_all_media": sum(1 for r in completed if r.cites_all),
         "media_appended": sum(1 for r in records if r.appended),
         "final_answer_has_all_media": sum(1 for r in completed if r.media and r.has_all_media),
         "composed_answers": sum(1 for r in records if r.composed),
         "invented_urls": sum(len(r.invented) for r in records),
-        "exit0_without_result": sum(1 for r in completed if not r.media),
+        "exit0_without_result": sum(
+            1 for r in completed if not r.media and ASKS_BY_PROMPT[r.prompt].pictures
+        ),
         "median_s": statistics.median(seconds) if seconds else None,
         "max_s": max(seconds) if seconds else None,
         "requests": sum(r.requests for r in records),
@@ -347,8 +434,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
     records = []
     with tempfile.TemporaryDirectory(prefix="baton-real-") as media:
         for index in range(sessions):
-            prompt = PROMPTS[(args.first + index) % len(PROMPTS)]
-            record = await run_one(prompt, make_model, Path(media), args.timeout, config_extra)
+            ask = ASKS[(args.first + index) % len(ASKS)]
+            record = await run_one(ask, make_model, Path(media), args.timeout, config_extra)
             records.append(record)
             if args.verbose:
                 shown = {
