@@ -111,7 +111,9 @@ class ModelStep:
         """One reply, asked once more when it was cut; never raises a ``ModelError``."""
         schemas = self.tools.schemas
         tool_choice = self._tool_choice(round_no)
-        visible = VisibleText(self._session, self._agent, self._emit, on_text)
+        shows = self.tools.shown_arguments
+        visible = VisibleText(self._session, self._agent, self._emit, on_text, shows)
+        on_call_delta = visible.call_delta if shows else None
         retries = 0
 
         async def on_retry(notice: RetryNotice) -> None:
@@ -147,6 +149,7 @@ class ModelStep:
                         tool_choice=tool_choice,
                         on_retry=on_retry,
                         on_retract=visible.retract,
+                        on_call_delta=on_call_delta,
                     )
                     self._telemetry.model_usage(span, self._model.model, reply.usage)
             except RunawayText as exc:
@@ -168,7 +171,12 @@ class ModelStep:
                 cut = "length"
             if second_try:
                 await visible.finish(drop_held=False)
-                cut_reply = dataclasses.replace(reply, tool_calls=(), finish_reason="length")
+                cut_reply = dataclasses.replace(
+                    reply,
+                    text=reply.text or visible.arguments_text,  # an answer call cut mid-way
+                    tool_calls=(),
+                    finish_reason="length",
+                )
                 return Asked(cut_reply, StopReason.TRUNCATED, None, retries)
             await self._cut(cut, reply.text, visible)
             note = texts.reply_cut(len(reply.text), runaway=cut == "runaway")
@@ -199,6 +207,7 @@ class ModelStep:
         """The reply with its final calls: native ones rewritten, or calls read from its text."""
         if reply.tool_calls:
             await visible.finish(drop_held=True)
+            await visible.finish_calls(reply.tool_calls)
             return self._rewritten(reply)
         found = None
         if self.tools and self.tool_choice != "none":
@@ -207,6 +216,7 @@ class ModelStep:
             await visible.finish(drop_held=False)
             return reply
         await visible.keep_only(found.rest)
+        await visible.finish_calls(found.calls)
         log.info(
             "%s/%s wrote %d tool call(s) as text: %s",
             self._session,

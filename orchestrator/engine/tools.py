@@ -20,6 +20,10 @@ for a Python function, ``mcp:<server>`` for an MCP server's tool (``baton.subage
 ``repeat_key`` lets a tool say which calls count as "the same" for the repeat guard beyond identical
 arguments (``send_message``: its content, whatever the target), so a model cycling one task through
 several targets is stopped like one repeating a call.
+
+``shows`` names a string parameter that *is* the agent's reply (the lead's ``answer(text)``): the
+engine shows it to every view token by token while the call's arguments stream, exactly as it shows
+a reply written as text (:mod:`baton.engine.visible`), so a typed answer costs the user no latency.
 """
 
 from __future__ import annotations
@@ -137,6 +141,7 @@ class Tool:
         "name",
         "repeat_key",
         "schema",
+        "shows",
         "source",
         "timeout_s",
     )
@@ -155,6 +160,7 @@ class Tool:
         repeat_key: RepeatKey | None = None,
         media: bool = False,
         source: str = "python",
+        shows: str | None = None,
     ) -> None:
         self.fn = fn
         self.source = source
@@ -167,6 +173,10 @@ class Tool:
         self.description = description if description is not None else doc_summary
         self.args_model = _args_model(self.name, fn, doc_params)
         self._param_names = tuple(self.args_model.model_fields)
+        if shows is not None and shows not in self._param_names:
+            raise ToolDefinitionError(self.name, f"shows={shows!r} names no parameter of it")
+        self.shows = shows
+        """The parameter shown as the agent's text while it streams (None: none)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self._approval = needs_approval
         self._terminal = terminal
@@ -357,6 +367,11 @@ class ToolRegistry:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self._tools)
+
+    @property
+    def shown_arguments(self) -> dict[str, str]:
+        """Tool name -> the parameter the engine shows while it streams (:attr:`Tool.shows`)."""
+        return {name: item.shows for name, item in self._tools.items() if item.shows is not None}
 
     @property
     def schemas(self) -> tuple[ToolSchema, ...]:

@@ -9,6 +9,11 @@ a call is never shown, anything else is shown in one piece). A call that follows
 shown is taken back alone, so the prose stays (:meth:`VisibleText.keep_only`). What was shown of an
 attempt that is retried or cut is taken back with one ``text.retracted`` event.
 
+A tool's argument that *is* the reply (``Tool.shows``: the lead's ``answer(text)``) is shown the
+same way while the call's arguments stream: each piece is parsed as partial JSON (``jiter``, whose
+trailing-string mode yields the string so far) and what the argument grew by is shown, through the
+same runaway check. A call read from the text is shown whole once the reply has ended.
+
 :class:`RepetitionDetector` watches every streamed character (held or shown) for a runaway: the
 tail of the reply repeating one unit over and over. It ends the stream early by raising
 :class:`RunawayText` from the text sink, which the model client propagates unchanged.
@@ -16,11 +21,15 @@ tail of the reply repeating one unit over and over. It ends the stream early by 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Mapping
 from enum import Enum
+
+import jiter
 
 from baton.bus.events import TextDelta, TextRetracted
 from baton.engine.calls import EventSink
-from baton.llm.types import TextSink
+from baton.llm.types import TextSink, ToolCall
 
 _JSON_STARTS = {"{": '"}', "[": "{["}
 """A reply (after whitespace or a fence line) starting with one of these characters, followed by
@@ -143,20 +152,33 @@ class VisibleText:
 
     __slots__ = (
         "_agent",
+        "_arguments",
         "_detector",
         "_emit",
         "_held",
         "_mode",
         "_on_text",
         "_session",
+        "_shows",
         "shown",
     )
 
-    def __init__(self, session: str, agent: str, emit: EventSink, on_text: TextSink | None) -> None:
+    def __init__(
+        self,
+        session: str,
+        agent: str,
+        emit: EventSink,
+        on_text: TextSink | None,
+        shows: Mapping[str, str] | None = None,
+    ) -> None:
         self._session = session
         self._agent = agent
         self._emit = emit
         self._on_text = on_text
+        self._shows = dict(shows or {})
+        """Tool name -> the argument of its calls shown as the reply (``Tool.shows``)."""
+        self._arguments: dict[int, _ShownArgument] = {}
+        """The shown argument of each call of this attempt, by the call's position."""
         self._detector = RepetitionDetector()
         self._held: list[str] = []
         self._mode = _Mode.UNDECIDED
@@ -183,6 +205,48 @@ class VisibleText:
         if self._mode is _Mode.PROSE:
             self._held.clear()
             await self._show(held)
+
+    @property
+    def arguments_text(self) -> str:
+        """What this attempt streamed of shown arguments (the reply a cut call was giving)."""
+        return "".join(argument.text for argument in self._arguments.values())
+
+    async def call_delta(self, position: int, name: str, piece: str) -> None:
+        """The ``on_call_delta`` of a model call: the shown argument of a call grows by what the
+        new piece adds to it (raises :class:`RunawayText` when it loops, as text does)."""
+        argument = self._arguments.get(position)
+        if argument is None:
+            shows = self._shows.get(name)
+            if shows is None:
+                return
+            argument = self._arguments[position] = _ShownArgument(shows)
+        grown = argument.feed(piece)
+        if grown:
+            if self._detector.feed(grown):
+                raise RunawayText(self._detector.text)
+            await self._show(grown)
+
+    async def finish_calls(self, calls: Iterable[ToolCall]) -> None:
+        """The reply ended with these calls: each shown argument appears whole. What streamed
+        of it is completed; one that streamed otherwise than it parsed whole is taken back and
+        shown again; a call read from the text (it streamed as held text) is shown now."""
+        for position, call in enumerate(calls):
+            shows = self._shows.get(call.name)
+            if shows is None:
+                continue
+            whole = shown_value(call.arguments, shows)
+            argument = self._arguments.get(position)
+            streamed = argument.text if argument is not None else ""
+            if whole.startswith(streamed):
+                rest = whole[len(streamed) :]
+            else:
+                assert argument is not None  # only a streamed argument can differ
+                await self._take_back(len(argument.text))
+                rest = whole
+            if rest and not streamed and self.shown:
+                rest = "\n\n" + rest  # after prose already shown
+            if rest:
+                await self._show(rest)
 
     async def finish(self, *, drop_held: bool) -> None:
         """The reply ended: show what was held back, unless it is part of a call (``drop_held``)."""
@@ -221,11 +285,52 @@ class VisibleText:
             )
         self.shown = 0
         self._held.clear()
+        self._arguments.clear()
         self._mode = _Mode.UNDECIDED
         self._detector.reset()
+
+    async def _take_back(self, chars: int) -> None:
+        if chars:
+            await self._emit(TextRetracted(session=self._session, agent=self._agent, chars=chars))
+            self.shown -= chars
 
     async def _show(self, text: str) -> None:
         self.shown += len(text)
         await self._emit(TextDelta(session=self._session, agent=self._agent, text=text))
         if self._on_text is not None:
             await self._on_text(text)
+
+
+class _ShownArgument:
+    """One call's shown argument as its JSON streams: the raw pieces, and the text so far (all
+    of it shown: it is shown as it grows)."""
+
+    __slots__ = ("name", "raw", "text")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.raw = bytearray()
+        self.text = ""
+
+    def feed(self, piece: str) -> str:
+        """Add a piece of the arguments; what the argument's text grew by ("" if nothing)."""
+        self.raw += piece.encode()
+        try:
+            parsed = jiter.from_json(bytes(self.raw), partial_mode="trailing-strings")
+        except ValueError:
+            return ""  # not JSON so far (a model's odd arguments): shown whole at the end, if ever
+        value = parsed.get(self.name) if isinstance(parsed, dict) else None
+        if not isinstance(value, str) or not value.startswith(self.text):
+            return ""
+        grown, self.text = value[len(self.text) :], value
+        return grown
+
+
+def shown_value(arguments: str, name: str) -> str:
+    """The string argument ``name`` of a call's whole arguments ("" when it has none)."""
+    try:
+        parsed = json.loads(arguments or "{}")
+    except ValueError:
+        return ""
+    value = parsed.get(name) if isinstance(parsed, dict) else None
+    return value if isinstance(value, str) else ""

@@ -37,10 +37,13 @@ class _Slot:
 class StreamAssembler:
     """Feed it parsed chunks in order with :meth:`feed`; read the result with :meth:`reply`."""
 
-    __slots__ = ("_by_index", "_slots", "finish_reason", "text_parts", "usage")
+    __slots__ = ("_by_index", "_slots", "call_deltas", "finish_reason", "text_parts", "usage")
 
-    def __init__(self) -> None:
+    def __init__(self, *, watch_calls: bool = False) -> None:
         self.text_parts: list[str] = []
+        self.call_deltas: list[tuple[int, str, str]] | None = [] if watch_calls else None
+        """With ``watch_calls``: the argument pieces fed since the caller last emptied it, as
+        ``(position, name, piece)``, for a caller that shows arguments while they stream."""
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self._slots: list[_Slot] = []
@@ -91,10 +94,15 @@ class StreamAssembler:
                 slot.name = name
         args = function.get("arguments")
         if isinstance(args, str):
-            if args:
-                slot.args.append(args)
+            piece = args
         elif args is not None:
-            slot.args.append(json.dumps(args))
+            piece = json.dumps(args)
+        else:
+            return
+        if piece:
+            slot.args.append(piece)
+            if self.call_deltas is not None:
+                self.call_deltas.append((self._slots.index(slot), slot.name, piece))
 
     def _find(self, index: int | None, call_id: str | None) -> _Slot | None:
         """The open slot this delta continues, or None when it starts a new call."""

@@ -66,6 +66,7 @@ from baton.llm.failures import (
 from baton.llm.guard import check_model_endpoint
 from baton.llm.stream import SseDecoder, read_stream
 from baton.llm.types import (
+    CallDeltaSink,
     Message,
     ModelReply,
     RetractSink,
@@ -200,6 +201,7 @@ class OpenAIChatModel:
         tool_choice: ToolChoice | None = None,
         on_retry: RetrySink | None = None,
         on_retract: RetractSink | None = None,
+        on_call_delta: CallDeltaSink | None = None,
     ) -> ModelReply:
         """One streamed completion, retried as the module docstring says."""
         if self._closed:
@@ -210,7 +212,9 @@ class OpenAIChatModel:
             return self._corrected(messages, tools, tool_choice, detail)
 
         body = self._body(messages, tools, tool_choice)
-        call = Attempts(body, self._stream_once, corrected, on_text, on_retry, on_retract)
+        call = Attempts(
+            body, self._stream_once, corrected, on_text, on_retry, on_retract, on_call_delta
+        )
         try:
             try:
                 return await call.attempt()  # the common case, without building retry machinery
@@ -301,7 +305,9 @@ class OpenAIChatModel:
             status_code=failure.status_code,
         )
 
-    async def _stream_once(self, body: dict[str, Any], sink: TextSink | None) -> ModelReply:
+    async def _stream_once(
+        self, body: dict[str, Any], sink: TextSink | None, call_sink: CallDeltaSink | None
+    ) -> ModelReply:
         try:
             response = await self._client.post(
                 "/chat/completions",
@@ -318,7 +324,7 @@ class OpenAIChatModel:
             reason = f"cannot reach the endpoint: {exc.__cause__ or exc}"
             raise AttemptFailed(reason, retryable=True) from exc
         try:
-            return await read_stream(response, sink)
+            return await read_stream(response, sink, call_sink)
         except httpx2.TimeoutException as exc:
             reason = "the stream stalled past the read timeout"
             raise AttemptFailed(reason, retryable=True, broken=True) from exc

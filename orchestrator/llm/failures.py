@@ -23,7 +23,19 @@ import httpx2
 import openai
 from tenacity import RetryCallState
 
-from baton.llm.types import ModelReply, RetractSink, RetryNotice, RetrySink, TextSink
+from baton.llm.types import (
+    CallDeltaSink,
+    ModelReply,
+    RetractSink,
+    RetryNotice,
+    RetrySink,
+    TextSink,
+)
+
+StreamOnce = Callable[
+    [dict[str, Any], TextSink | None, CallDeltaSink | None], Awaitable[ModelReply]
+]
+"""One streamed request: its body, the text sink and the call-argument sink."""
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _PARSE_ERROR = re.compile(
@@ -147,17 +159,20 @@ class Attempts:
     def __init__(
         self,
         body: dict[str, Any],
-        stream_once: Callable[[dict[str, Any], TextSink | None], Awaitable[ModelReply]],
+        stream_once: StreamOnce,
         corrected: Callable[[str], dict[str, Any]],
         on_text: TextSink | None,
         on_retry: RetrySink | None,
         on_retract: RetractSink | None,
+        on_call_delta: CallDeltaSink | None = None,
     ) -> None:
         self.body = body
         self._stream_once = stream_once
         self._corrected = corrected
         self._on_text = on_text
         self._text_sink = self._sink if on_text is not None else None
+        self._on_call_delta = on_call_delta
+        self._call_sink = self._call_delta if on_call_delta is not None else None
         self._on_retry = on_retry
         self._on_retract = on_retract
         self.attempts = 0
@@ -178,12 +193,20 @@ class Attempts:
             raise failure
         self.attempts += 1
         self.shown = False
-        return await self._stream_once(self.body, self._text_sink)
+        return await self._stream_once(self.body, self._text_sink, self._call_sink)
 
     async def _sink(self, delta: str) -> None:
         self.shown = True
         try:
             await self._on_text(delta)  # type: ignore[misc]  # only used when on_text is set
+        except Exception as exc:
+            raise SinkRaised(exc) from exc
+
+    async def _call_delta(self, position: int, name: str, piece: str) -> None:
+        """Like the text sink: the caller may show a call's argument as it streams."""
+        self.shown = True
+        try:
+            await self._on_call_delta(position, name, piece)  # type: ignore[misc]  # set
         except Exception as exc:
             raise SinkRaised(exc) from exc
 

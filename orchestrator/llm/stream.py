@@ -10,44 +10,63 @@ a partial reply is never returned as if it were whole.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
 
 from baton.llm.assemble import StreamAssembler
 from baton.llm.failures import AttemptFailed, stream_error
-from baton.llm.types import ModelReply, TextSink
+from baton.llm.types import CallDeltaSink, ModelReply, TextSink
 
 
-async def read_stream(response: httpx2.Response, sink: TextSink | None) -> ModelReply:
-    """Assemble the whole body of ``response``, forwarding text deltas to ``sink`` as they come."""
-    assembler = StreamAssembler()
-    decoder = SseDecoder()
-    done = False
-    async for raw in response.aiter_bytes():
-        for payload in decoder.feed(raw):
-            if done:
-                continue
-            if payload == b"[DONE]":
-                done = True
-                continue
-            delta = assembler.feed(parse_chunk(payload))
-            if delta and sink is not None:
-                await sink(delta)
-    for payload in decoder.flush():
-        if payload == b"[DONE]":
-            done = True
-        elif not done:
-            delta = assembler.feed(parse_chunk(payload))
-            if delta and sink is not None:
-                await sink(delta)
-    if not done and assembler.finish_reason is None:
+async def read_stream(
+    response: httpx2.Response, sink: TextSink | None, call_sink: CallDeltaSink | None = None
+) -> ModelReply:
+    """Assemble the whole body of ``response``, forwarding text deltas to ``sink`` and the tool
+    calls' argument pieces to ``call_sink`` as they come."""
+    assembler = StreamAssembler(watch_calls=call_sink is not None)
+    body = _Body()
+    async for payload in body.payloads(response):
+        delta = assembler.feed(parse_chunk(payload))
+        if delta and sink is not None:
+            await sink(delta)
+        pieces = assembler.call_deltas
+        if pieces and call_sink is not None:
+            for position, name, piece in pieces:
+                await call_sink(position, name, piece)
+            pieces.clear()
+    if not body.done and assembler.finish_reason is None:
         raise AttemptFailed(
             "the stream ended before the server said it was done (no finish_reason, no [DONE])",
             retryable=True,
             broken=True,
         )
     return assembler.reply()
+
+
+class _Body:
+    """The ``data`` payloads of a streamed body up to ``[DONE]`` (what follows it is read and
+    ignored, so the connection ends cleanly); ``done`` says whether it came."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = False
+
+    async def payloads(self, response: httpx2.Response) -> AsyncIterator[bytes]:
+        decoder = SseDecoder()
+        async for raw in response.aiter_bytes():
+            for payload in decoder.feed(raw):
+                if payload == b"[DONE]":
+                    self.done = True
+                elif not self.done:
+                    yield payload
+        for payload in decoder.flush():
+            if payload == b"[DONE]":
+                self.done = True
+            elif not self.done:
+                yield payload
 
 
 def parse_chunk(payload: bytes) -> dict[str, Any]:

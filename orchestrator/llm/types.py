@@ -17,6 +17,9 @@ from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolPara
 Message = ChatCompletionMessageParam
 ToolSchema = ChatCompletionToolParam
 TextSink = Callable[[str], Awaitable[None]]
+CallDeltaSink = Callable[[int, str, str], Awaitable[None]]
+"""``on_call_delta(position, name, piece)``: the next ``piece`` of the arguments of the reply's
+``position``-th tool call (0 first) named ``name`` (as far as it is known yet), as it streams."""
 ToolChoice = Literal["auto", "required", "none"]
 """What a request asks of the model about tools (the Chat Completions ``tool_choice``)."""
 
@@ -80,6 +83,9 @@ class ChatModel(Protocol):
     A retry after the server could not parse the output as a tool call carries one corrective
     user message (the caller's list is never changed) and may ask ``tool_choice="required"``.
     ``finish_reason == "length"`` is returned as it came: the reply was cut, not finished.
+    ``on_call_delta``, when given, hears each piece of the tool calls' arguments as it arrives
+    (so a tool's argument can be shown while it streams); it is treated like ``on_text``: what it
+    was given counts as shown, taken back through ``on_retract`` before a retry.
     """
 
     @property
@@ -94,4 +100,5 @@ class ChatModel(Protocol):
         tool_choice: ToolChoice | None = None,
         on_retry: RetrySink | None = None,
         on_retract: RetractSink | None = None,
+        on_call_delta: CallDeltaSink | None = None,
     ) -> ModelReply: ...
