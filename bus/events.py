@@ -123,13 +123,15 @@ class ApprovalRequested(_Event):
 
 
 class ApprovalDecided(_Event):
-    """``policy`` is the session's policy when it decided (nobody was asked), else None."""
+    """``policy`` is the session's policy when it decided (nobody was asked: ``auto``, ``deny``),
+    ``nobody`` when no person could be asked and the call was declined for that, else None (a
+    person decided)."""
 
     type: Literal["approval.decided"] = "approval.decided"
     call_id: str
     approved: bool
     reason: str = ""
-    policy: Literal["auto", "deny"] | None = None
+    policy: Literal["auto", "deny", "nobody"] | None = None
 
 
 class AgentSpawned(_Event):
@@ -214,6 +216,11 @@ class AnswerChecked(_Event):
     composed: bool = False
     """The lead gave no final answer, even asked once more: baton composed it from the
     sub-agents' reports (the answer says so)."""
+    policy: str = ""
+    """The lead policy that judged the answer (``structural``, ``guided``; docs/lead.md)."""
+    reasons: list[str] = Field(default_factory=list)
+    """Why the policy judged the work not complete although the lead answered (empty: it is);
+    the session is then ``incomplete``."""
 
 
 Event = Annotated[

@@ -16,7 +16,16 @@ from __future__ import annotations
 
 from typing import ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictBool,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
 
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.messages import Envelope, describe_error
@@ -28,25 +37,35 @@ class Payload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
 
     OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset()
-    """Keys left out of ``meta`` while empty: added later, they leave the wire as it was."""
+    """Keys left out of ``meta`` while empty (``""``, ``false``): added later, they leave the
+    wire as it was."""
 
     def to_meta(self) -> dict[str, JsonValue]:
         """The payload as the envelope's ``meta`` object."""
         meta: dict[str, JsonValue] = self.model_dump(mode="json")
         for name in self.OMIT_EMPTY:
-            if meta.get(name) == "":
+            if name in meta and not meta[name]:
                 del meta[name]
         return meta
 
 
 class ApprovalAnswer(Payload):
-    """A person's decision on one tool call (an ``approval`` envelope to ``<agent>.approvals``)."""
+    """A decision on one tool call (an ``approval`` envelope to ``<agent>.approvals``): a
+    person's, or with ``nobody`` set, the runtime's when no person could be asked (it declines,
+    and says so rather than "the user declined it")."""
 
     call_id: StrictStr = Field(min_length=1, max_length=200)
     approved: StrictBool
     reason: StrictStr = ""
+    nobody: StrictBool = False
+
+    OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset({"nobody"})
 
 
+TOOL_ERRORS_MAX = 20
+"""The most tool errors a result carries (one per failing tool)."""
+TOOL_ERROR_CHARS = 500
+"""The longest tool error a result carries."""
 OWNER_MAX = 400
 """The longest ``owner`` a report may carry (a worker's name and a claim's receipt)."""
 
@@ -65,8 +84,21 @@ class ResultReport(Payload):
     reason: StrictStr = Field(default="", max_length=100)
     steps: int = Field(default=0, ge=0)
     owner: StrictStr = Field(default="", max_length=OWNER_MAX)
+    tool_errors: list[StrictStr] = Field(default_factory=list)
+    """What the agent's failing tools said in its last round (at most :data:`TOOL_ERRORS_MAX`,
+    each cut to :data:`TOOL_ERROR_CHARS`): the structural fact that its work did not get done as
+    asked, whatever its text says."""
 
-    OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset({"owner"})
+    OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset({"owner", "tool_errors"})
+
+    @field_validator("tool_errors", mode="before")
+    @classmethod
+    def _cut(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [v[:TOOL_ERROR_CHARS] if isinstance(v, str) else v for v in value][
+                :TOOL_ERRORS_MAX
+            ]
+        return value
 
 
 class ProgressReport(Payload):

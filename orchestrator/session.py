@@ -104,6 +104,8 @@ from baton.errors import describe_validation
 from baton.lead.agent import Lead, LeadOutcome, LeadStatus
 from baton.lead.delegation import DelegationLimits
 from baton.lead.keeper import LEAD_LEASE_S, LeadKeeper, LeadRecord, LeadTakenOver, ResumeRefused
+from baton.lead.options import LeadOptions, LeadParts
+from baton.lead.profiles import PolicyName, lead_policy
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.stream import DEFAULT_FLUSH_S, EventFanout, EventRouter, EventStream
 from baton.llm import ModelSettings
@@ -170,11 +172,12 @@ class SessionConfig(BaseModel):
     written to the bus before the lead starts, so remote workers see it); ``delegation`` caps the
     lead's sends per turn; ``profile_tools`` also offers the lead one delegation tool per
     profile; ``lead_mcp`` gives the lead the tools of MCP servers (over a profiles file's
-    ``[lead.mcp.<server>]``; docs/profiles.md), started when the session opens. A failed lead turn
-    is retried ``model_failures_allowed`` times; after the last, the
-    session waits up to ``failure_grace_s`` for its sub-agents' results before it ends
-    ``failed`` with them. Once it ended, its keys on Redis live ``retention_s`` more (7 days by
-    default; ``docs/bus.md``, *Retention*).
+    ``[lead.mcp.<server>]``; docs/profiles.md), started when the session opens; ``lead_policy``
+    is what decides after the lead's turns and judges its answer (lead/profiles.py). Once the
+    lead's model failed for good (the model's own retries spent), the session waits up to
+    ``failure_grace_s`` for its sub-agents' results before it ends ``failed`` with them. Once it
+    ended, its keys on Redis live ``retention_s`` more (7 days by default; ``docs/bus.md``,
+    *Retention*).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
@@ -216,7 +219,13 @@ class SessionConfig(BaseModel):
         default_factory=dict,
         description="the lead's MCP servers, over a profiles file's [lead.mcp.<server>] tables",
     )
-    model_failures_allowed: int = Field(2, ge=0, description="failed lead turns retried")
+    lead_policy: PolicyName = Field(
+        "auto",
+        description=(
+            "what judges the lead's answers: structural, guided (aids for small models), or auto "
+            "(guided for models whose name says at most 4B parameters); docs/small-models.md"
+        ),
+    )
     failure_grace_s: float = Field(120.0, ge=0, description="wait for results after a failure")
     bus_outage_s: float = Field(
         DEFAULT_OUTAGE_S, gt=0, description="seconds of bus outage the session rides out"
@@ -457,29 +466,35 @@ class Session(Service):
             outage_s=config.bus_outage_s,
             on_outage=self._lose_bus,
         )
+        lead_options = LeadOptions(
+            instructions=config.instructions,
+            limits=config.limits,
+            timeout_s=config.timeout_s,
+            shutdown_grace_s=config.shutdown_grace_s,
+            tool_choice=config.tool_choice,
+            delegation=config.delegation,
+            failure_grace_s=config.failure_grace_s,
+            profile_tools=config.profile_tools,
+            media_profiles=frozenset(media_profiles(profiles)),
+            spawn_pool=LOCAL_POOL if config.local_workers else config.pool,
+            spawn_approve=config.approve,
+            media_dir=config.media_dir,
+        )
+        parts = LeadParts(
+            tools=[*self._tools, *mcp_tools],
+            events=self._router,
+            channel=self._channel(),
+            spend=None if config.budget is None else BusSpend(bus, self.id),
+            checkpoints=keeper,
+            policy=lead_policy(config.lead_policy, model.model),
+        )
         self._lead = Lead(
             bus,
             model,
             session=self.id,
             profiles=descriptions(profiles),
-            tools=[*self._tools, *mcp_tools],
-            events=self._router,
-            channel=self._channel(),
-            limits=config.limits,
-            instructions=config.instructions,
-            timeout_s=config.timeout_s,
-            shutdown_grace_s=config.shutdown_grace_s,
-            tool_choice=config.tool_choice,
-            delegation=config.delegation,
-            spend=None if config.budget is None else BusSpend(bus, self.id),
-            model_failures_allowed=config.model_failures_allowed,
-            failure_grace_s=config.failure_grace_s,
-            profile_tools=config.profile_tools,
-            media_profiles=media_profiles(profiles),
-            spawn_pool=LOCAL_POOL if config.local_workers else config.pool,
-            spawn_approve=config.approve,
-            checkpoints=keeper,
-            media_dir=config.media_dir,
+            options=lead_options,
+            parts=parts,
         )
         resumed = self._resumed
         if resumed is not None and resumed.restorable:
@@ -595,9 +610,12 @@ class Session(Service):
         )
         return await self.bus.send(envelope)
 
-    async def answer(self, call_id: str, approved: bool, reason: str = "") -> str:
-        """Answer a pending approval of this session; returns the agent that asked."""
-        return await answer_approval(self.bus, self.id, call_id, approved, reason)
+    async def answer(
+        self, call_id: str, approved: bool, reason: str = "", *, nobody: bool = False
+    ) -> str:
+        """Answer a pending approval of this session; returns the agent that asked.
+        ``nobody``: no person could be asked, so it is declined on the runtime's behalf."""
+        return await answer_approval(self.bus, self.id, call_id, approved, reason, nobody=nobody)
 
     def cancel(self) -> None:
         """Cancel the session: its lead stops, its sub-agents are told to shut down."""

@@ -253,11 +253,11 @@ class BatonSettings(BaseSettings):
     max_waves: int | None = Field(
         None, ge=1, description="lead turns that delegate per request (default 2)"
     )
-    confirm_direct: bool | None = Field(
-        None,
+    lead_policy: Literal["auto", "structural", "guided"] = Field(
+        "auto",
         description=(
-            "send a request's answer that delegated nothing back to the lead once, to confirm it "
-            "or delegate; unset: the default (on)"
+            "what judges the lead's answers: structural (structure only), guided (aids for small "
+            "models, English), auto (guided for models whose name says at most 4B parameters)"
         ),
     )
 
@@ -383,7 +383,6 @@ class BatonSettings(BaseSettings):
                 "max_new_agents_per_profile",
                 "max_sends_per_agent",
                 "max_waves",
-                "confirm_direct",
             )
             if getattr(self, name) is not None
         }

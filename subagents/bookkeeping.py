@@ -215,6 +215,7 @@ class Bookkeeper:
             steps=state.step,
             reply_to=state.reply_to,
             owner=self._owner,
+            tool_errors=state.tool_errors,
         )
 
     async def deliver(self, final: FinalReport) -> Delivery:
@@ -251,7 +252,10 @@ class Bookkeeper:
                 media_urls=final.media,
                 reply_to=final.reply_to,
                 meta=ResultReport(
-                    reason=final.reason, steps=final.steps, owner=final.owner
+                    reason=final.reason,
+                    steps=final.steps,
+                    owner=final.owner,
+                    tool_errors=final.tool_errors,
                 ).to_meta(),
             )
             await persist(lambda: bus.send(envelope), "final result")

@@ -379,6 +379,7 @@ class SubAgent:
         result = await self._run_turn(engine, memory)
         self._trace = self._trace or engine.trace
         self.state.last_text = result.text or self.state.last_text
+        self.state.tool_errors = list(result.tool_errors)
         self.state.reply_to = batch[-1].id
         if self._shut_down and result.stop is StopReason.CANCELLED:
             outcome: Outcome | None = Outcome("shutdown")  # read mid-round; acked with the rest

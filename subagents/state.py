@@ -50,6 +50,8 @@ class Checkpoint(BaseModel):
     instead of waiting for a message that will never come."""
     error: str = ""
     """The error text of an ``error`` ending."""
+    tool_errors: list[str] = Field(default_factory=list)
+    """What its failing tools said in its last round (engine ``TurnResult.tool_errors``)."""
 
 
 class FinalReport(BaseModel):
@@ -66,6 +68,8 @@ class FinalReport(BaseModel):
     owner: str = ""
     """The claim that decided it: whoever delivers it sends it as that owner, whom the agent's hash
     still names (a ``finishing`` agent is not claimed again), so the lead takes it."""
+    tool_errors: list[str] = Field(default_factory=list)
+    """What its failing tools said: the work did not get done as asked, whatever its text says."""
 
 
 def load_checkpoint(raw: str | None) -> Checkpoint | None:

@@ -67,7 +67,7 @@ async def decline_unanswerable(session: Session, request: ApprovalRequested) -> 
     )
     for call in request.calls:
         try:
-            await session.answer(call.call_id, False, NOBODY_REASON)
+            await session.answer(call.call_id, False, NOBODY_REASON, nobody=True)
         except ApprovalNotFound:  # decided meanwhile (it cannot have been a person)
             log.info("approval of %s was decided meanwhile", call.call_id)
 

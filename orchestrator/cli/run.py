@@ -275,6 +275,7 @@ def session_settings(settings: BatonSettings) -> dict[str, object]:
         "budget": settings.budget(),
         "profile_tools": settings.profile_tools,
         "delegation": settings.delegation(),
+        "lead_policy": settings.lead_policy,
     }
     return {name: value for name, value in fields.items() if value is not None}
 

@@ -160,6 +160,7 @@ def serve_command(
                 budget=settings.budget(),
                 profile_tools=settings.profile_tools,
                 delegation=settings.delegation(),
+                lead_policy=settings.lead_policy,
                 retention_s=settings.retention,
                 lead_mcp=lead_mcp(settings),
             ),

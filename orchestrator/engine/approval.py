@@ -69,11 +69,12 @@ class HumanApproval:
                 approved, reason, policy = decision.approved, decision.reason, decision.policy
                 ctx.telemetry.hitl_decision("approved" if approved else "declined", source=source)
                 if not approved:
-                    said = (
-                        messages.approval_denied_by_policy(call.name)
-                        if policy == "deny"
-                        else messages.approval_declined(call.name, reason)
-                    )
+                    if policy == "deny":
+                        said = messages.approval_denied_by_policy(call.name)
+                    elif policy == "nobody":
+                        said = messages.approval_unanswerable(call.name, reason)
+                    else:
+                        said = messages.approval_declined(call.name, reason)
                     answers[call.id] = Answer(said)
             if not approved:
                 ctx.turn.decline(call.name)

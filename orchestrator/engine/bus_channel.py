@@ -133,7 +133,10 @@ class BusInteractionChannel:
                          self.session, self.agent, envelope.id, envelope.type)  # fmt: skip
                 continue
             reason = answer.reason or envelope.content
-            decisions[answer.call_id] = ApprovalDecision(approved=answer.approved, reason=reason)
+            nobody = answer.nobody and not answer.approved
+            decisions[answer.call_id] = ApprovalDecision(
+                approved=answer.approved, reason=reason, policy="nobody" if nobody else None
+            )
 
     async def request_upload(self, question: UploadQuestion) -> ProvidedMedia | None:
         raise InteractionUnavailable(
@@ -174,9 +177,10 @@ async def find_pending_approval(bus: Bus, session: str, call_id: str) -> str:
 
 
 async def answer_approval(
-    bus: Bus, session: str, call_id: str, approved: bool, reason: str = ""
+    bus: Bus, session: str, call_id: str, approved: bool, reason: str = "", *, nobody: bool = False
 ) -> str:
-    """Answer a pending approval; returns the name of the agent that asked.
+    """Answer a pending approval; returns the name of the agent that asked. ``nobody``: no
+    person could be asked, and the runtime declines on their behalf (said as such).
 
     Raises :class:`ApprovalNotFound` when the session's log has no undecided request for
     ``call_id``.
@@ -188,7 +192,9 @@ async def answer_approval(
         recipient=approvals_inbox(agent),
         type=APPROVAL_TYPE,
         content="approved" if approved else (reason or "declined"),
-        meta=ApprovalAnswer(call_id=call_id, approved=approved, reason=reason).to_meta(),
+        meta=ApprovalAnswer(
+            call_id=call_id, approved=approved, reason=reason, nobody=nobody
+        ).to_meta(),
     )
     await bus.send(envelope)
     log.info("session %s: %s call %s of %s", session, "approved" if approved else "declined",

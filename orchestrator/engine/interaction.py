@@ -72,7 +72,8 @@ class ApprovalDecision(BaseModel):
 
     approved: bool
     reason: str = ""
-    policy: Literal["auto", "deny"] | None = None
+    policy: Literal["auto", "deny", "nobody"] | None = None
+    """``nobody``: no person could be asked, so the runtime declined (never an approval)."""
 
 
 class ProvidedMedia(BaseModel):

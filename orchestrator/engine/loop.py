@@ -104,6 +104,9 @@ class TurnResult:
     """Model requests the client retried this turn (each one a ``model.retried`` event)."""
     finish_reason: str | None = None
     """The finish reason of the last model reply (``length`` when it was cut)."""
+    tool_errors: tuple[str, ...] = ()
+    """What the tools that failed this turn said (they raised or ran past their timeout), one
+    per tool whose last call failed: a tool called again successfully is no longer failing."""
 
 
 @dataclass(slots=True)
@@ -123,6 +126,8 @@ class _TurnState:
     finish_reason: str | None = None
     blocked_rounds: int = 0
     """Consecutive rounds in which every call was blocked."""
+    failing: dict[str, str] = field(default_factory=dict)
+    """Tool name -> what its last call said, when that call failed."""
 
 
 class AgentLoop:
@@ -270,6 +275,7 @@ class AgentLoop:
             error=error,
             retries=state.retries,
             finish_reason=state.finish_reason,
+            tool_errors=tuple(state.failing.values()),
         )
 
     async def _run(
@@ -368,6 +374,13 @@ class AgentLoop:
         state.ctx.media_seen = state.media
         outcome = await run_round(calls, state.ctx)
         state.media.extend(outcome.media_urls)
+        for call, answer in outcome.results:
+            if answer.synthetic:  # governance answered: the tool itself neither failed nor ran
+                continue
+            if answer.is_error:
+                state.failing[call.name] = answer.content
+            else:
+                state.failing.pop(call.name, None)
         return outcome
 
     async def _round_ended(self, round_no: int, outcome: RoundOutcome) -> None:

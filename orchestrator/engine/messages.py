@@ -92,6 +92,16 @@ def approval_denied_by_policy(tool: str) -> str:
     )
 
 
+def approval_unanswerable(tool: str, why: str) -> str:
+    """Nobody could be asked (no terminal, no process that can reach the session): declined by
+    the runtime, not by a person."""
+    because = f" ({why})" if why else ""
+    return (
+        f"{tool} did not run: it needs a person's approval and nobody could be asked{because}, "
+        f"so it was declined without asking. {DO_NOT_RETRY}"
+    )
+
+
 def approval_failed(tool: str, why: str) -> str:
     """The approval question could not be answered (timeout, error): fail closed."""
     return (

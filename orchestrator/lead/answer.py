@@ -1,76 +1,132 @@
-"""The lead's ``answer`` tool, offered when its ``tool_choice`` is ``"required"``.
+"""The lead's typed answer: ``answer(text, status, media)``, the call that ends a request's turn.
 
-Small models make a valid tool call far more often when the request says ``tool_choice="required"``
-(8/8 against 2/8 on a 1.5B model), but a request that requires a tool call can never get a plain
-answer: the lead would have to delegate again after delegating, and again at every turn. So a lead
-that requires tool calls is also given ``answer(text)``, a terminal tool: the turn ends with that
-text as the lead's reply, streamed to the viewers as the lead's text, and a plain question is
-answered by calling it without delegating.
+The lead decides by structure, not by reading its model's prose: a turn ends with a call the
+runtime reads without understanding language. ``send_message`` delegates; ``answer`` replies, with
+
+- ``text``, the reply itself, shown to every view token by token while the call's arguments
+  stream (``Tool.shows``, :mod:`baton.engine.visible`), so a typed answer costs no latency;
+- ``status``: ``done`` (answered, or the work is delegated and under way) or ``cannot`` (neither
+  the lead nor a sub-agent on offer can do it): a decline is a field, not a regex hit;
+- ``media``: the media URLs the answer presents, which the runtime checks against what the tools
+  produced (a URL no tool made is *invented*, whatever language the text is in).
+
+Both are offered together under the lead's ``tool_choice`` (``required`` by default), so
+"delegate" and "answer" are both typed calls, and a reply given as plain text (a model asked with
+``tool_choice="auto"``, or a turn asked without tools) is read as ``answer(text)``: ``done``, with
+the URLs its text cites. docs/lead.md says why this shape was chosen over the alternatives.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
 from pydantic import Field
 
-from baton.bus.events import TextDelta
-from baton.engine import EventSink, Tool
+from baton.engine import Tool
 from baton.engine.textcalls import parse_text_calls
-from baton.lead.prompt import LEAD_NAME
 from baton.llm.types import ToolCall
 
 ANSWER = "answer"
 
+AnswerStatus = Literal["done", "cannot"]
 
-def answer_tool(session: str, events: EventSink | None, taken: Collection[str]) -> Tool | None:
-    """``answer(text)`` (terminal), which shows ``text`` as the lead's reply; None when another
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a turn of the lead answered, typed."""
+
+    text: str
+    status: AnswerStatus = "done"
+    media: tuple[str, ...] = ()
+    """The URLs the answer presents as media (its ``media`` argument)."""
+    typed: bool = False
+    """Given through the ``answer`` tool (False: a plain-text reply read as one)."""
+
+    @property
+    def silent(self) -> bool:
+        """No words at all: no answer a person can read."""
+        return not self.text.strip()
+
+
+def answer_tool(taken: Collection[str]) -> Tool | None:
+    """``answer(text, status, media)`` (terminal; ``text`` shown as it streams); None when another
     tool already has the name."""
     if ANSWER in taken:
         return None
 
-    async def answer(text: str) -> str:
-        if events is not None and text:
-            await events(TextDelta(session=session, agent=LEAD_NAME, text=text))
+    async def answer(
+        text: str, status: AnswerStatus = "done", media: list[str] | None = None
+    ) -> str:
         return "Answered."
 
     answer.__annotations__ = {
         "text": Annotated[str, Field(description="your whole reply to the user")],
+        "status": Annotated[
+            AnswerStatus,
+            Field(
+                description=(
+                    "'done': you answered, or the work is delegated and under way; 'cannot': "
+                    "neither you nor any sub-agent can do it (say why in text)"
+                )
+            ),
+        ],
+        "media": Annotated[
+            list[str] | None,
+            Field(
+                description=(
+                    "the media URLs your sub-agents reported that this answer presents, exactly "
+                    "as given; never a URL you made up"
+                )
+            ),
+        ],
         "return": str,
     }
     return Tool(
         answer,
         name=ANSWER,
         terminal=True,
+        shows="text",
         description=(
             "Reply to the user: your answer, or after delegating a short note that the work is "
-            "under way. Only this text is shown to the user."
+            "under way. Only `text` is shown to the user."
         ),
     )
 
 
-def answered_text(call: ToolCall | None) -> str | None:
-    """The text of a terminal ``answer`` call, or None when the turn did not end with one."""
+def answer_of(call: ToolCall | None) -> Answer | None:
+    """The typed answer of a turn that ended with an ``answer`` call; None for any other end.
+    Arguments a lenient reader can use are used (a missing ``status`` is ``done``; a ``media``
+    entry that is not a string is skipped): a small model's slightly-off call is still its
+    answer, and the checks that matter (URLs, delegation) are made on what it says."""
     if call is None or call.name != ANSWER:
         return None
     try:
         args = json.loads(call.arguments or "{}")
     except ValueError:
         return None
-    text = args.get("text") if isinstance(args, dict) else None
-    return text if isinstance(text, str) else None
+    if not isinstance(args, dict) or not isinstance(args.get("text"), str):
+        return None
+    status: AnswerStatus = "cannot" if args.get("status") == "cannot" else "done"
+    media = args.get("media")
+    presented = (
+        tuple(url for url in media if isinstance(url, str)) if isinstance(media, list) else ()
+    )
+    return Answer(args["text"], status, presented, typed=True)
 
 
-def text_answer(text: str) -> str:
-    """``text`` as a reply a person can read: an ``answer`` call written out as text (``{"name":
-    "answer", "arguments": {"text": ...}}``, fenced or bare) becomes its text, as a 1.5B lead
-    wrote its final reply when asked without tools; calls of other tools written out as text
+def written_answer(text: str) -> Answer:
+    """A plain-text reply as an answer: an ``answer`` call written out as text (``{"name":
+    "answer", "arguments": {"text": ...}}``, fenced or bare) is read as the call it is, as a 1.5B
+    lead wrote its final reply when asked without tools; calls of other tools written out as text
     (a ``send_message`` after the work was done) are no reply and are dropped."""
     found = parse_text_calls(text, lambda call: call)
     if found is None:
-        return text
-    answers = [answered_text(call) for call in found.calls if call.name == ANSWER]
-    said = [answer for answer in answers if answer]
-    return "\n\n".join(part for part in (found.rest, *said) if part)
+        return Answer(text)
+    answers = [answer for call in found.calls if (answer := answer_of(call)) is not None]
+    said = "\n\n".join(part for part in (found.rest, *(a.text for a in answers)) if part)
+    cannot = any(answer.status == "cannot" for answer in answers)
+    media = tuple(dict.fromkeys(url for answer in answers for url in answer.media))
+    return Answer(said, "cannot" if cannot else "done", media, typed=bool(answers))

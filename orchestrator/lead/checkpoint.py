@@ -1,12 +1,13 @@
 """The lead's checkpoint: what a new process needs to carry a session on where its lead died.
 
 The lead's conversation alone is not enough to resume it: the roster says which sub-agents are
-still working and which of the lead's messages each has seen, the dispatcher remembers the tasks
-delegated for the current request and the delegation waves spent, and the macro-loop knows whether
-it was about to run a turn or wait for results (and, for the final answer, what the last turn
-said). :class:`LeadCheckpoint` holds all of it as JSON; the conversation itself is stored apart
+still working and which of the lead's messages each has seen, the tasks delegated for the current
+request, the sends the caps refused and the delegation waves spent, where the loop stood (about to
+run a turn or to wait for results, and what the last turn answered), and the lead policy's own
+part (``policy``: whatever the policy remembers, opaque here, so a new policy never changes this
+schema). :class:`LeadCheckpoint` holds all of it as JSON; the conversation itself is stored apart
 (``history``), since a send rewrites only this small part (``docs/protocol.md``, *The lead's
-checkpoint and resuming a session*).
+checkpoint and resuming a session*). The live state is :class:`~baton.lead.state.LeadState`.
 
 :class:`Progress` and :class:`TurnSend` are also the live objects the lead works with, so what is
 written is exactly what the loop reads back.
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from openai.types.chat import ChatCompletionMessageFunctionToolCallParam
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from baton.engine.history import tool_message
 from baton.lead.roster import Roster, Sent, SubAgentRecord
@@ -34,9 +35,12 @@ Phase = Literal["turn", "gather", "failed"]
 
 
 class LastTurn(BaseModel):
-    """What the final answer needs of the last turn that ended normally."""
+    """What the final answer needs of the last turn that ended normally: its answer, typed."""
 
     reply: str = ""
+    status: Literal["done", "cannot"] = "done"
+    media: list[str] = Field(default_factory=list)
+    """The URLs the answer presented as media (its ``media`` argument)."""
     wants_final: bool = True
     """It gave no usable answer (cut, blocked, silent): the final answer must be asked for."""
     truncated: bool = False
@@ -54,10 +58,6 @@ class Progress(BaseModel):
     """The next turn must give the final answer: asked without tools."""
     waves_noted: bool = False
     """The lead was told its delegation waves are spent."""
-    direct_checked: bool = False
-    """This request's answer that delegated nothing was sent back once to be confirmed."""
-    routed: bool = False
-    """This request, evaded by the lead, was routed to profiles (lead/routing.py)."""
     request: str = ""
     """The person's newest request, as written (what routing hands on)."""
     last: LastTurn = Field(default_factory=LastTurn)
@@ -92,6 +92,7 @@ class _Agent(BaseModel):
     exit_reason: str = ""
     noted: list[str] = Field(default_factory=list)
     spawn_id: str = ""
+    tool_errors: list[str] = Field(default_factory=list)
 
 
 class LeadCheckpoint(BaseModel):
@@ -105,7 +106,11 @@ class LeadCheckpoint(BaseModel):
     tasks: dict[str, str] = Field(default_factory=dict)
     """The tasks delegated for the current request: normalised content -> the agent."""
     waves_spent: int = 0
+    refused: list[str] = Field(default_factory=list)
+    """What the delegation caps refused for the current request (the refusals, as told)."""
     progress: Progress = Field(default_factory=Progress)
+    policy: dict[str, JsonValue] = Field(default_factory=dict)
+    """The lead policy's own memory for the current request (lead/policy.py), opaque here."""
     taken: list[str] = Field(default_factory=list)
     """Ids of the last inbox messages put into the context (a re-delivery of one is skipped)."""
     mid_turn: bool = False
@@ -126,6 +131,7 @@ def roster_state(roster: Roster) -> tuple[list[_Agent], dict[str, str]]:
             exit_reason=record.exit_reason,
             noted=list(record.noted),
             spawn_id=record.spawn_id,
+            tool_errors=list(record.tool_errors),
         )
         for record in roster.agents.values()
     ]
@@ -145,6 +151,7 @@ def restore_roster(roster: Roster, checkpoint: LeadCheckpoint) -> None:
             exit_reason=agent.exit_reason,
             noted=list(agent.noted),
             spawn_id=agent.spawn_id,
+            tool_errors=list(agent.tool_errors),
         )
         for agent in checkpoint.agents
     }

@@ -49,15 +49,6 @@ class DelegationLimits(BaseModel):
             "once spent, the lead is asked to answer from the results, without tools"
         ),
     )
-    confirm_direct: bool = Field(
-        True,
-        description=(
-            "a request's first answer that delegated nothing is sent back once, with the profiles "
-            "listed, to be confirmed or replaced by delegation (one more model call for a plain "
-            "question; small models otherwise apologise or invent a picture instead of asking "
-            "the painter)"
-        ),
-    )
 
 
 class Waves:

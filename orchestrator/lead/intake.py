@@ -1,11 +1,11 @@
-"""The lead's inbox side: what arrived, put into its context in order, and the roster kept current.
+"""The lead's inbox side: what arrived, screened, noted in the roster and rendered as context.
 
 :class:`Intake` reads the lead's inbox the way every agent reads its own (through bus blips too).
-Reports update the roster the moment they are read — also when a send reads the inbox early to
-know who has finished (:meth:`Intake.refresh`) — and a departed agent's unseen messages are handed
-over; what was read goes into the context at the next gather, sub-agents' reports first, then
-people's requests (a new request is announced through ``on_request``), and is acked after the
-lead's checkpoint has it (``before_ack``), so a lead that dies in between gets it again.
+Reports update the roster the moment they are read (:meth:`Intake.note`) — also when a send reads
+the inbox early to know who has finished — and say which of the lead's messages a departed agent
+left unseen (its caller hands them over); what was read goes into the context at the next gather,
+sub-agents' reports first, then people's requests (:meth:`Intake.render`), and is acked after the
+lead's checkpoint has it (:meth:`Intake.ack`), so a lead that dies in between gets it again.
 
 Nothing is noted before it is screened: a report that is not its agent's own word (lead/trust.py)
 is dead-lettered with the reason and acked, and ``file://`` media outside the media root are
@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import anyio
 
 from baton.bus.errors import BusUnreachable
 from baton.bus.events import ErrorEvent
@@ -26,119 +25,97 @@ from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
 from baton.engine import EventSink
 from baton.lead import prompt
-from baton.lead.dispatch import Dispatcher
 from baton.lead.media import confine, media_root
 from baton.lead.prompt import LEAD_NAME
-from baton.lead.roster import Roster
+from baton.lead.roster import Sent
+from baton.lead.state import LeadState
 from baton.lead.trust import ReportCheck
 from baton.llm.types import Message
 
 log = logging.getLogger(__name__)
 
+
+def _never() -> bool:
+    return False
+
+
 MAX_WAIT_S = 60.0
 """One inbox wait; the wait is repeated until the session deadline."""
 
 
+@dataclass(slots=True)
+class Noted:
+    """What one read of the inbox left for the lead once the roster had taken it in."""
+
+    envelopes: list[Envelope] = field(default_factory=list)
+    """What goes into the context (reports and requests that passed the screening)."""
+    handovers: list[tuple[str, list[Sent]]] = field(default_factory=list)
+    """Agents that left before reading some of the lead's messages, and those messages."""
+    shutdown: bool = False
+    """Someone outside the session (not a sub-agent) asked it to stop."""
+
+
 class Intake:
-    """Reads, notes, puts into ``history`` and acks the lead's inbox; see the module docstring."""
+    """Reads, screens and notes the lead's inbox, renders it as context, acks it; see the module
+    docstring. Its caller (lead/team.py) serialises the noting with the sends."""
 
     def __init__(
         self,
         inbox: InboxReader,
-        roster: Roster,
-        dispatch: Dispatcher,
-        history: list[Message],
+        state: LeadState,
         *,
-        cancel: Callable[[], None],
+        check: ReportCheck,
         cancelled: Callable[[], bool],
-        on_request: Callable[[str], None],
-        before_ack: Callable[[list[str]], Awaitable[None]] | None = None,
         events: EventSink | None = None,
         media_dir: Path | None = None,
     ) -> None:
         self.inbox = inbox
-        self.roster = roster
-        self.dispatch = dispatch
-        self.history = history
-        self.session = dispatch.session
-        self._cancel = cancel
+        self.state = state
+        self.roster = state.roster
+        self.session = inbox.session
         self._cancelled = cancelled
-        self._on_request = on_request
-        self._before_ack = before_ack
-        self._early: list[Envelope] = []
-        """Read before a send (to keep the roster current), not yet in the context."""
-        self.check = ReportCheck(dispatch.bus, self.session, roster, cancelled)
+        self.check = check
         """Who may report (lead/trust.py): what fails it is refused before it is noted."""
         self._events = events
         self._media_root = None if media_dir is None else media_root(media_dir)
         """Where reported ``file://`` media must lie (lead/media.py); None: not checked."""
 
-    async def gather(self, deadline: float) -> tuple[list[Envelope], bool]:
-        """What arrived, waiting while sub-agents work and nobody asked anything new.
-
-        Returns the envelopes and whether the session deadline passed first.
-        """
-
-        def enough(arrived: list[Envelope]) -> bool:
-            return not self.roster.outstanding or any(self.is_request(e) for e in arrived)
-
-        arrived = await self.collect(deadline, enough)
-        return arrived, not enough(arrived) and anyio.current_time() >= deadline
-
-    async def gather_news(self, deadline: float, backoff: float) -> tuple[list[Envelope], bool]:
-        """After a failed turn: what is there now; while sub-agents work, whatever arrives
-        first or nothing within ``backoff`` (it grows with each failure in a row; bounded by the
-        deadline). With nothing outstanding there is no news to wait for: the model client has
-        already backed off between its own retries."""
-        until = min(deadline, anyio.current_time() + backoff)
-        arrived = await self.collect(until, bool)
-        return arrived, not arrived and anyio.current_time() >= deadline
-
-    async def collect(
-        self, until: float, enough: Callable[[list[Envelope]], bool]
-    ) -> list[Envelope]:
-        """Read the inbox (and what a send read early) until ``enough(arrived)`` or ``until``
-        (one read at least, even when ``until`` has passed)."""
-        arrived, self._early = self._early, []
-
-        async def take(fresh: list[Envelope]) -> bool:
-            arrived.extend(await self.note(fresh))
-            return enough(arrived)
-
-        await self.inbox.collect(take, deadline=until, slice_s=MAX_WAIT_S, stop=self._cancelled)
-        return arrived
-
-    async def refresh(self) -> None:
-        """Before a send (the dispatcher's lock held): read the inbox without waiting, so the
-        roster knows who has finished; what was read waits for the next gather."""
+    async def read_now(self) -> list[Envelope]:
+        """The inbox as it is, without waiting (an outage only once cancelled: nothing then)."""
         try:
-            fresh = await self.inbox.read(give_up=self._cancelled)
+            return await self.inbox.read(give_up=self._cancelled)
         except BusUnreachable as exc:  # only once cancelled: the send meets the same bus
             log.warning("session %s: could not refresh the roster: %s", self.session, exc)
-            return
-        self._early.extend(await self.note(fresh, locked=True))
+            return []
 
-    async def note(self, fresh: list[Envelope], *, locked: bool = False) -> list[Envelope]:
-        """Reports update the roster as they are read; a shutdown from outside cancels. What
-        may not report is refused first, and reported media outside the media root dropped;
-        returns what is left, to go into the context."""
-        fresh = await self.screen(fresh)
-        for envelope in fresh:
+    async def wait(
+        self,
+        take: Callable[[list[Envelope]], Awaitable[bool]],
+        until: float,
+        *,
+        stoppable: bool = True,
+    ) -> None:
+        """Read the inbox, handing each batch to ``take``, until it says enough or ``until``
+        (one read at least, even when ``until`` has passed); a cancelled lead stops waiting,
+        unless not ``stoppable`` (the wait for the results of the agents it stops)."""
+        stop = self._cancelled if stoppable else _never
+        await self.inbox.collect(take, deadline=until, slice_s=MAX_WAIT_S, stop=stop)
+
+    async def note(self, fresh: list[Envelope]) -> Noted:
+        """Reports update the roster as they are read; a shutdown from outside is flagged. What
+        may not report is refused first, and reported media outside the media root dropped."""
+        noted = Noted(await self.screen(fresh))
+        for envelope in noted.envelopes:
             if envelope.type == "shutdown" and not self.roster.is_agent(envelope.sender):
                 log.info("session %s: shutdown requested by %s", self.session, envelope.sender)
-                self._cancel()
+                noted.shutdown = True
             elif self.roster.is_agent(envelope.sender):
                 unseen = self.roster.on_report(envelope)
-                self.dispatch.roster_changed()
                 if unseen:
                     log.info("session %s: %s left %d message(s) unread; handing them over",
                              self.session, envelope.sender, len(unseen))  # fmt: skip
-                    if locked:
-                        await self.dispatch.hand_over(envelope.sender, unseen)
-                    else:
-                        async with self.dispatch.lock:
-                            await self.dispatch.hand_over(envelope.sender, unseen)
-        return fresh
+                    noted.handovers.append((envelope.sender, unseen))
+        return noted
 
     async def screen(self, fresh: list[Envelope]) -> list[Envelope]:
         """The envelopes the lead may read: each report checked (lead/trust.py) and, if taken,
@@ -178,35 +155,19 @@ class Intake:
     def is_request(self, envelope: Envelope) -> bool:
         return not self.roster.is_agent(envelope.sender) and envelope.type != "shutdown"
 
-    async def take(self, arrived: Sequence[Envelope]) -> None:
-        """Put what arrived into the context (reports first, then requests), then ack it."""
-        if not arrived:
-            return
+    def render(self, arrived: Sequence[Envelope]) -> tuple[list[Message], str | None]:
+        """What arrived as context (reports first, then people's requests), and the new request
+        they make (None: none)."""
         reports = [e for e in arrived if self.roster.is_agent(e.sender)]
         requests = [e for e in arrived if self.is_request(e)]
-        if requests:
-            self._on_request("\n\n".join(envelope.content for envelope in requests))
-        self.history.extend(prompt.inbox_messages(reports, requests))
-        ids = [envelope.id for envelope in arrived]
-        if self._before_ack is not None:  # the lead's checkpoint: a crash now re-delivers them
-            await self._before_ack(ids)
+        request = "\n\n".join(e.content for e in requests) if requests else None
+        return prompt.inbox_messages(reports, requests), request
+
+    async def ack(self, arrived: Sequence[Envelope]) -> None:
+        """Ack what went into the context (after the checkpoint has it: a crash before
+        re-delivers it)."""
         try:
-            await self.inbox.ack(ids, give_up=self._cancelled)
+            await self.inbox.ack([e.id for e in arrived], give_up=self._cancelled)
         except BusUnreachable as exc:  # cancelled during an outage: the reader's done set holds
             log.warning("session %s: left %d message(s) un-acked: %s",
                         self.session, len(arrived), exc)  # fmt: skip
-
-    async def stop_agents(self, grace: float) -> None:
-        """``shutdown`` to every outstanding sub-agent, then wait (``grace``) for their results."""
-        early, self._early = self._early, []
-        await self.take(early)
-        await self.dispatch.shut_down_running("the session is ending")
-        if not self.roster.outstanding:
-            return
-
-        async def take(fresh: list[Envelope]) -> bool:
-            await self.take(await self.note(fresh))
-            return not self.roster.outstanding
-
-        with anyio.move_on_after(grace):
-            await self.inbox.collect(take, deadline=anyio.current_time() + grace, slice_s=grace)

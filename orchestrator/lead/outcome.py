@@ -1,22 +1,22 @@
 """An honest outcome: the lead's final answer checked against what the tools really produced.
 
-Small models leave the sub-agents' media URLs out of their answer, or invent URLs
-(``https://via.placeholder.com/...``, ``example.com``) when nothing was made, and the session still
-said "completed". So, on the final answer:
+Every check here reads structure, never the words: the URLs an answer carries against the URLs the
+tools and people gave, the sub-agents' exits, the sends the caps refused. So it holds for any model
+and any language. On the final answer:
 
 - every media URL a sub-agent produced that the answer leaves out is appended, exactly, under a
-  ``Media:`` line;
-- every ``http(s)://`` or ``file://`` URL in the answer that is no media URL a sub-agent's result
-  carried and appears in no message of a person (the task, follow-ups), the system prompt or the
-  lead's own tool results is *invented* (``data:`` URLs are not checked). The prose of a
-  sub-agent's report does not count: its model invents ``example.com`` URLs as readily as the
-  lead's, and only the media its tools produced are real;
-- the status is ``incomplete`` (not ``completed``) when work was delegated and no sub-agent
-  finished its work, when an agent of a media-making profile was asked and no media was produced
-  at all, when the request asked for a picture (:func:`asks_for_media`) that a media-making
-  profile could have made and no media was produced at all, when the answer cites invented URLs
-  and no media was produced at all, or when the lead declined ("I'm sorry, but I can't...")
-  without asking any sub-agent.
+  ``Media:`` line (:func:`check_answer`);
+- every ``http(s)://`` or ``file://`` URL in the answer (its text, and the ``media`` it presents)
+  that is no media URL a sub-agent's result carried and appears in no message of a person (the
+  task, follow-ups), the system prompt or the lead's own tool results is *invented* (``data:``
+  URLs are not checked). The prose of a sub-agent's report does not count: its model invents
+  ``example.com`` URLs as readily as the lead's, and only the media its tools produced are real.
+  Of those, the ones the answer *presents as media* (its ``media`` argument, or a URL naming a
+  media file: ``.png``, ``.mp4``, ...) are *invented media*, which a policy judges
+  (lead/policy.py); a link to documentation is reported, not judged;
+- why the work is not complete (:func:`structural_reasons`): work delegated that a sub-agent did
+  not deliver (its exit and its last words named), sends the delegation caps refused, invented
+  media, and an answer whose typed ``status`` is ``cannot``.
 
 When the lead gives no answer (its model failed for good, or it stayed silent when asked),
 :func:`composed_answer` writes one from what the sub-agents reported, so their work (and every
@@ -29,15 +29,16 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import urlsplit
 
 from baton.lead.roster import Roster
 from baton.llm.types import Message
 
 LeadStatus = Literal["completed", "incomplete", "failed", "cancelled", "timed_out"]
-"""``incomplete``: the lead answered, but work was delegated and no sub-agent delivered a result,
-media was asked of a media-making agent and none was produced, the answer cites URLs that no tool
-produced while none were produced, the lead declined without delegating, or the final answer
-was cut or missing (docs/protocol.md)."""
+"""``incomplete``: the lead answered, but the work is not done as asked: a sub-agent did not
+deliver, the caps refused sends, the answer presents media no tool made, the lead answered that it
+cannot, or the final answer was cut or missing (docs/protocol.md, the policy's own reasons
+besides: docs/small-models.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,11 @@ class LeadOutcome:
 
 _URL = re.compile(r"(?:https?|file)://[^\s<>\"'()\[\]{},|`]+", re.IGNORECASE)
 _TRAILING = ".,;:!?*_'\""
+MEDIA_SUFFIXES = frozenset(
+    ".png .jpg .jpeg .gif .webp .svg .bmp .tif .tiff .avif .heic .mp4 .webm .mov .mkv .avi .mp3 "
+    ".wav .ogg .flac .m4a .pdf".split()
+)
+"""What a URL's path ends with when it names a media file (an answer citing one presents media)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +71,9 @@ class AnswerCheck:
     answer: str
     missing_media: list[str] = field(default_factory=list)
     invented_urls: list[str] = field(default_factory=list)
-    incomplete: str = ""
-    """Why the work is not complete although the lead answered; empty when it is."""
+    """Every URL of the answer that nobody gave (reported)."""
+    invented_media: list[str] = field(default_factory=list)
+    """Those of them the answer presents as media (judged)."""
 
 
 def urls_in(text: str) -> list[str]:
@@ -75,21 +82,30 @@ def urls_in(text: str) -> list[str]:
     return list(dict.fromkeys(url for url in found if "://" in url and not url.endswith("://")))
 
 
+def names_media_file(url: str) -> bool:
+    """Whether ``url``'s path ends like a media file (``.../fox.png``, ``...clip.mp4?x=1``)."""
+    path = urlsplit(url).path.casefold()
+    dot = path.rfind(".")
+    return dot > path.rfind("/") and path[dot:] in MEDIA_SUFFIXES
+
+
 _BLOCK_HEADER = re.compile(r"^\[[\w-]+ from ([^\]]+)\]", re.MULTILINE)
 """An inbox block's header (lead/prompt.py); a sub-agent's content is defused, so it cannot
 write one in another's name."""
 
 
 def known_text(history: Sequence[Message], agents: Collection[str] = ()) -> str:
-    """What the lead was *given* by a person or a tool: the system prompt, people's messages and
-    the session's notes, and tool results; not what it wrote, and not the prose of the reports
-    of ``agents`` (its sub-agents; their media URLs are known from the envelopes instead)."""
+    """What the lead was *given* by a person or a tool: the system prompt, people's messages, and
+    tool results; not what it wrote, not the session's own notes (one quotes the URLs it calls
+    invented), and not the prose of the reports of ``agents`` (its sub-agents; their media URLs
+    are known from the envelopes instead)."""
     parts: list[str] = []
+    unknown = {*agents, "session"}
     for message in history:
         if message.get("role") == "assistant":
             continue
         texts = _texts(message.get("content"))
-        if message.get("role") == "user" and all(_from_agents(t, agents) for t in texts):
+        if message.get("role") == "user" and all(_from_agents(t, unknown) for t in texts):
             continue
         parts.extend(texts)
     return "\n".join(parts)
@@ -106,88 +122,64 @@ def check_answer(
     roster: Roster,
     history: Sequence[Message],
     *,
-    media_profiles: Collection[str] = frozenset(),
+    presented: Iterable[str] = (),
     extra_known: Iterable[str] = (),
-    request: str = "",
 ) -> AnswerCheck:
-    """Append the media the answer left out, flag the URLs nobody produced, judge completeness.
-
-    ``media_profiles``: the profiles whose tools make media; an agent of one that was asked while
-    no media came back at all makes the work incomplete, and so does ``request`` (the person's
-    newest) asking for a picture while one of them is on offer and no media came back.
-    """
+    """Append the media the answer left out, and flag the URLs nobody gave: all of them
+    (``invented_urls``), and those presented as media (``presented``, the answer's ``media``
+    argument, and media-file URLs in its text: ``invented_media``)."""
     known = "\n".join([known_text(history, roster.agents), *extra_known])
     known_urls = {_plain(url) for url in urls_in(known)}
     media = roster.media_urls
     known_urls.update(_plain(url) for url in media)
-    invented = [url for url in urls_in(answer) if _plain(url) not in known_urls]
+    claimed = [url for url in presented if "://" in url]
+    cited = list(dict.fromkeys([*urls_in(answer), *claimed]))
+    invented = [url for url in cited if _plain(url) not in known_urls]
+    as_media = [url for url in invented if url in claimed or names_media_file(url)]
     missing = [url for url in media if url not in answer]
     checked = answer
     if missing:
         listing = "\n".join(f"- {url}" for url in missing)
         checked = f"{answer.rstrip()}\n\nMedia:\n{listing}".lstrip()
-    incomplete = ""
+    return AnswerCheck(checked, missing, invented, as_media)
+
+
+def structural_reasons(
+    check: AnswerCheck,
+    roster: Roster,
+    *,
+    cannot: bool,
+    refused: Sequence[str] = (),
+    media_profiles: Collection[str] = frozenset(),
+) -> list[str]:
+    """Why the work is not complete although the lead answered, from structure alone (empty when
+    it is): the default policy's whole judgement (lead/policy.py)."""
+    reasons: list[str] = []
+    if refused:
+        reasons.append(f"{len(refused)} send(s) to sub-agents were refused by the delegation caps")
+    for name, record in roster.agents.items():
+        if name in roster.successors or record.exit_reason in ("finished", ""):
+            continue
+        if roster.redone(name):  # its work was sent again and done
+            continue
+        said = _one_line(record.results[-1], 200) if record.results else "no report"
+        reasons.append(f"{name} did not deliver ({record.exit_reason}): {said}")
+    for name, record in roster.agents.items():
+        if record.exit_reason == "finished" and record.tool_errors and not roster.redone(name):
+            failed = "; ".join(_one_line(error, 200) for error in record.tool_errors)
+            reasons.append(f"{name}'s tools failed: {failed}")
     asked = sorted({r.profile for r in roster.agents.values()} & set(media_profiles))
-    if roster.agents and not roster.delivered:
-        incomplete = "work was delegated and no sub-agent delivered a result"
-    elif asked and not media:
-        incomplete = (
+    if asked and not roster.media_urls and roster.delivered:
+        reasons.append(
             f"no media was produced though a media-making agent was asked ({', '.join(asked)})"
         )
-    elif invented and not media:
-        incomplete = f"the answer cites URLs that no tool produced: {', '.join(invented)}"
-    elif not media and picture_asked(request, media_profiles, roster.profiles):
-        incomplete = "the request asked for a picture and no sub-agent produced any media"
-    elif not roster.agents and roster.profiles and declines(answer):
-        incomplete = "the lead declined the request without asking any sub-agent"
-    return AnswerCheck(checked, missing, invented, incomplete)
-
-
-_MEDIA_NOUN = (
-    r"(?:pictures?|images?|photos?|photographs?|drawings?|paintings?|illustrations?|sketch(?:es)?"
-    r"|portraits?|posters?|logos?|icons?|diagrams?|renderings?|artworks?|videos?|animations?)"
-)
-_ASKS_FOR_MEDIA = re.compile(
-    r"(?:^|[.!?;:,]\s*|\b(?:please|can you|could you|would you|will you|you to|and|then)\s+)"
-    r"(?:paint|draw|sketch|illustrate)\b"
-    r"|\b(?:paint|draw|sketch|illustrate|render|generate|create|make|produce|design|get me|give me"
-    r"|send me|show me|need|want|like)\b[^.?!\n]{0,40}?\b" + _MEDIA_NOUN + r"\b",
-    re.IGNORECASE,
-)
-
-
-def asks_for_media(request: str) -> bool:
-    """Whether ``request`` asks for a picture (or another medium) to be made: "paint a fox",
-    "I need a picture of...", "create an image of...", "make three pictures". A question *about*
-    pictures ("which image format is best?") is not. English only: a heuristic that errs towards
-    "not asked", so a plain answer is never judged incomplete by it; what it misses is judged by
-    the other rules."""
-    return _ASKS_FOR_MEDIA.search(request.strip()) is not None
-
-
-def picture_asked(request: str, media_profiles: Collection[str], offered: Iterable[str]) -> bool:
-    """Whether ``request`` asks for a picture (:func:`asks_for_media`) that a profile on offer
-    can make (one of ``media_profiles``): the lead routes it when it answers in words
-    (lead/agent.py), and a session that made no media for it is not completed."""
-    return bool(set(media_profiles) & set(offered)) and asks_for_media(request)
-
-
-_DECLINE = re.compile(
-    r"\b(?:sorry|unfortunately|apologi[sz]e|apologies)\b[^.!?\n]{0,40}?"
-    r"\b(?:can(?:no|')t|can ?not|won't|will not|unable|not able|do not have|don't have)\b"
-    r"(?P<rest>[^.!?\n]*)",
-    re.IGNORECASE,
-)
-
-
-def declines(answer: str) -> bool:
-    """Whether ``answer`` opens by declining ("I'm sorry, but I can't assist with that"): a lead
-    with sub-agents that delegated nothing and declined has not done the work, although it
-    answered (a 0.5B lead declined "paint a lighthouse" twice, even with its painter named). A
-    decline that goes on to answer ("..., but Paris is the capital") is an answer."""
-    head = answer.strip()[:200].replace("\u2019", "'")
-    match = _DECLINE.search(head)
-    return match is not None and not re.search(r"\bbut\b", match.group("rest"), re.IGNORECASE)
+    if check.invented_media:
+        reasons.append(
+            f"the answer presents media that no tool produced: {', '.join(check.invented_media)}"
+        )
+    if cannot:
+        reasons.append("the lead answered that it cannot do this")
+    return reasons
 
 
 def failure_answer(error: str, roster: Roster) -> str:

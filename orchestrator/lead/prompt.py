@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from baton.bus.messages import Envelope
+from baton.bus.payloads import result_report
 from baton.llm.offline import LEAD_MARKER
 from baton.llm.types import Message
 
@@ -38,11 +39,15 @@ in. Your final answer must cite every sub-agent's result and list every media UR
 exactly as given. Never make up a URL."""
 
 
-ANSWER_RULE = """You must call a tool in every reply: to reply to the user (your answer, or a short
-note after delegating), call answer(text). Only that text is shown to the user."""
+_ANSWER_FIELDS = """Its text is all the user sees; status is "done" when you answered or the work
+is delegated, "cannot" when neither you nor any sub-agent can do it; media lists the media URLs
+your sub-agents reported that the answer presents, exactly as given."""
 
-ANSWER_OPTION = """To reply to the user, write your reply as plain text, or call answer(text) when
-you must call a tool. Never write a tool call as text."""
+ANSWER_RULE = f"""You must call a tool in every reply: to reply to the user (your answer, or a short
+note after delegating), call answer(text, status, media). {_ANSWER_FIELDS}"""
+
+ANSWER_OPTION = f"""To reply to the user, call answer(text, status, media), or write your reply as
+plain text. {_ANSWER_FIELDS} Never write a tool call as text."""
 
 FINAL_NOTE = """All delegated work is in, but you gave no final answer. Answer the user now, in
 plain text, from the results above: cite every sub-agent's result and every media URL exactly as
@@ -60,6 +65,32 @@ def direct_note(profiles: Mapping[str, str], *, answer_tool: bool) -> str:
         "cannot do it yourself: delegate that part now with send_message, one call per task, and "
         "do not claim it is done before the result arrives. If you can fully answer it yourself, "
         f"{again} your complete answer."
+    )
+
+
+def cannot_note(profiles: Mapping[str, str]) -> str:
+    """The note that sends back an answer whose status was ``cannot`` while nothing was delegated:
+    the profiles again, and the two ways on."""
+    listed = "; ".join(f"{name}: {description}" for name, description in profiles.items())
+    return (
+        "You answered that this cannot be done, without delegating anything. Your sub-agents can "
+        f"do work you cannot ({listed}). If any part of the request is work one of them does, "
+        "delegate that part now with send_message, one call per task. If none of them can, "
+        'answer again with status "cannot" and say why.'
+    )
+
+
+def invented_note(invented: Sequence[str], media: Sequence[str]) -> str:
+    """The note that sends back an answer presenting media no tool produced."""
+    reported = (
+        f" Your sub-agents reported these: {' '.join(media)}."
+        if media
+        else " No sub-agent has reported any."
+    )
+    return (
+        f"Your answer presents media that no tool produced: {' '.join(invented)}. Only the URLs "
+        f"your sub-agents report exist.{reported} Delegate the work that makes the media, or "
+        "answer again without URLs nobody gave you."
     )
 
 
@@ -110,6 +141,10 @@ def inbox_block(envelope: Envelope) -> str:
     block = f"[{envelope.type} from {envelope.sender}] {defuse(envelope.content)}"
     if envelope.media_urls:
         block += "\nmedia: " + " ".join(envelope.media_urls)
+    if envelope.type == "result":
+        failed = result_report(envelope).tool_errors
+        if failed:  # what the runtime saw, whatever the agent's words say
+            block += "\ntools failed: " + " | ".join(defuse(" ".join(e.split())) for e in failed)
     return block
 
 
@@ -126,28 +161,3 @@ def inbox_messages(reports: Sequence[Envelope], requests: Sequence[Envelope]) ->
 def note_block(kind: str, text: str) -> Message:
     """A note from the session itself (a timeout, say), in the same block format."""
     return {"role": "user", "content": f"[{kind} from session] {text}"}
-
-
-_NOTE_OPENING = re.compile(r"\s*\[\w+ from session\]")
-_TO_THE_LEAD = (
-    "arrive in your inbox",
-    "do not wait or poll",
-    "you gave no final answer",
-    "you answered without delegating",
-    "your previous reply was cut off after",
-    "a few sentences at most, with no repetition",
-    "through the tools interface instead of writing about it",
-)
-"""Phrases of what the session tells the lead (the receipt of a send, lead/dispatch.py; the notes
-asking for the final answer or sending back an answer that delegated nothing, lead/agent.py; the
-engine's request to reply again shorter, engine/messages.py ``reply_cut``) that no answer to a
-person contains."""
-
-
-def echoes_note(text: str) -> bool:
-    """Whether ``text`` repeats what the session told the lead: it opens like a
-    :func:`note_block` (a 1.5B lead "answered" with "[note from session] All delegated work is
-    in") or quotes a send's receipt (a 0.5B lead answered "...Its result will arrive in your
-    inbox: do not wait or poll"). Such a reply is no answer."""
-    folded = text.casefold()
-    return _NOTE_OPENING.match(text) is not None or any(p in folded for p in _TO_THE_LEAD)

@@ -32,6 +32,7 @@ from typing import Literal
 
 from baton.bus.messages import Envelope
 from baton.bus.payloads import result_report
+from baton.engine.turn import normalise_text
 
 AgentState = Literal["running", "stopping", "done"]
 
@@ -77,6 +78,8 @@ class SubAgentRecord:
     spawn_id: str = ""
     """The id of the lead's spawn request for it: a worker that refuses the request answers with
     a result whose id is made from it (``refusal_id``), the one report an unclaimed agent has."""
+    tool_errors: list[str] = field(default_factory=list)
+    """What its failing tools said, as its last result reported."""
 
 
 class Roster:
@@ -147,6 +150,20 @@ class Roster:
             if name not in self.successors
         )
 
+    def redone(self, name: str) -> bool:
+        """Whether every task ``name`` was given went again, later, to an agent that finished
+        (the lead sent a failed agent's work again, and it was done)."""
+        names = list(self.agents)
+        tasks = {normalise_text(m.content) for m in self.agents[name].sent if m.type == "task"}
+        done = {
+            normalise_text(message.content)
+            for later in names[names.index(name) + 1 :]
+            if self.agents[later].exit_reason == "finished"
+            for message in self.agents[later].sent
+            if message.type == "task"
+        }
+        return bool(tasks) and tasks <= done
+
     def is_running(self, name: str) -> bool:
         record = self.agents.get(name)
         return record is not None and record.state != "done"
@@ -204,6 +221,7 @@ class Roster:
         record.results.append(envelope.content)
         record.media_urls.extend(u for u in envelope.media_urls if u not in record.media_urls)
         report = result_report(envelope)  # the inbox reader dead-letters one that misfits
+        record.tool_errors = list(report.tool_errors)
         if not report.final:
             return []
         was_stopping = record.state == "stopping"

@@ -8,7 +8,16 @@ key is configured.
 
 from baton.llm.client import ModelSettings, OpenAIChatModel
 from baton.llm.offline import OFFLINE_LABEL, OFFLINE_MODEL_NAME, offline_model
-from baton.llm.script import Call, HttpError, Reply, Script, Stall, parse_failure, runaway
+from baton.llm.script import (
+    Call,
+    HttpError,
+    Reply,
+    Script,
+    Stall,
+    answer,
+    parse_failure,
+    runaway,
+)
 from baton.llm.scripted import IN_PROCESS_URL, RecordedRequest, ScriptedServer
 
 __all__ = [
@@ -24,6 +33,7 @@ __all__ = [
     "Script",
     "ScriptedServer",
     "Stall",
+    "answer",
     "offline_model",
     "parse_failure",
     "runaway",

@@ -17,16 +17,23 @@ wherever the offline model is in use.
 **Lead script.** The *request* is the latest user message that is not an inbox block (below).
 
 * Nothing answered since the request: split it into sub-tasks (on newlines, ``;``, ``,``, and the
-  words "and"/"then") and call ``send_message(to=<agent>, content=<sub-task>, type="task")`` once
-  per sub-task, all in parallel, to the agent whose name the sub-task's words start like ("paint
-  a fox" → ``painter``, "publish a haiku" → ``publisher``), else round-robin from the ``to``
-  parameter's ``enum`` (``"lead"``/``"user"`` left out, and agents only a name reaches:
+  words "and"/"then"; a sub-task that starts with an article or a number, "a heron", has no verb
+  of its own and takes the one before it: "paint a fox and a heron" is two paintings) and call
+  ``send_message(to=<agent>, content=<sub-task>, type="task")`` once per sub-task, all in
+  parallel, to the agent whose name the sub-task's words start like ("paint a fox" →
+  ``painter``, "publish a haiku" → ``publisher``), else round-robin from the ``to`` parameter's
+  ``enum`` (``"lead"``/``"user"`` left out, and agents only a name reaches:
   :data:`BY_NAME_ONLY`) or ``"worker"`` when there is none. No ``send_message`` tool: it
   answers with text.
-* Delegated, no results yet: "Delegated N task(s) (…); waiting for results.", in the singular
-  for one.
-* Results in the context since the request: a summary naming each agent that reported and listing
-  every media URL found, saying which delegated agents are still outstanding, if any.
+* Delegated, no results yet: "Delegated N task(s) (…); waiting for results.", counting only the
+  sends that went out (a send the lead refused is no task), in the singular for one.
+* Results in the context since the request: a summary naming each agent that reported, saying
+  which started agents are still outstanding, if any, and listing every media URL of the whole
+  conversation (a follow-up's answer lists the first request's pictures too).
+
+It answers the way the lead asks: through the ``answer`` tool when one is offered and calls are
+allowed (``answer(text, status="done", media=[every media URL])``, its text streamed in pieces),
+else as plain text.
 
 **Inbox blocks — the format the lead's context must use for sub-agent messages.** Each message is a
 block in a ``user`` (or ``tool``) message, several blocks per message allowed, separated by a blank
@@ -41,8 +48,9 @@ line; its first line is ``[<type> from <sender>]`` followed by the content, and 
 ``[task from lead]`` is stripped). It calls, in parallel, every offered tool other than
 ``send_message`` that takes a single string parameter, with the task text; once their results are
 back it calls ``send_message(to="lead", type="result", content=<summary with every URL found in the
-tool results>)``, or saying what did not run and why when a call was refused (a declined
-approval); after that, or with no such tools, it answers with text. A writing task ("write a
+tool results>)``, or saying what did not run or failed and why when a call was refused (a declined
+approval) or failed (the tool's error, as the engine reports it); after that, or with no such
+tools, it answers with text. A writing task ("write a
 haiku") is answered with a canned text rather than "Done: …". A tool result that is a JSON object
 (an MCP tool's data, such as the time in a zone) is quoted on the summary's first line, which the
 lead's summary quotes in turn.
@@ -53,6 +61,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from baton.llm.client import ModelSettings, OpenAIChatModel
@@ -106,7 +115,7 @@ def offline_reply(body: Json) -> Reply:
     messages: list[Json] = list(body.get("messages", []))
     tools: list[Json] = list(body.get("tools", []))
     if role_of(messages, tools) == "lead":
-        return _lead(messages, tools)
+        return _lead(body, messages, tools)
     return _subagent(messages, tools)
 
 
@@ -131,34 +140,80 @@ def role_of(messages: list[Json], tools: list[Json]) -> Literal["lead", "subagen
 # --- the lead ---------------------------------------------------------------------------------
 
 
-def _lead(messages: list[Json], tools: list[Json]) -> Reply:
+def _lead(body: Json, messages: list[Json], tools: list[Json]) -> Reply:
     request_at = _request_index(messages)
     request = _strip_header(_text(messages[request_at])) if request_at >= 0 else ""
     since = messages[request_at + 1 :]
     send = _tool(tools, "send_message")
-    delegated = [
-        _argument(call, "to")
-        for message in since
-        if message.get("role") == "assistant"
-        for call in message.get("tool_calls") or ()
-        if call["function"]["name"] == "send_message"
-    ]
+    reply = _answerer(body, tools, len(messages))
+    started = _started(since)
     reports = [block for message in since for block in _inbox_blocks(message)]
     results = [(sender, text) for kind, sender, text in reports if kind == "result"]
+    every = [text for m in messages for kind, _, text in _inbox_blocks(m) if kind == "result"]
+    media = list(dict.fromkeys(url for text in every for url in _urls(text)))
     if not any(m.get("role") == "assistant" for m in since):
         if send is None:
-            return _say(f"Offline model: no send_message tool to delegate with; request: {request}")
+            return reply(f"Offline model: no send_message tool to delegate; request: {request}")
         return _delegate(request, _agents(send), len(messages))
     if results:
-        return _say(_summary(results, delegated))
-    names = ", ".join(dict.fromkeys(delegated)) or "nobody"
-    tasks = "task" if len(delegated) == 1 else "tasks"
-    return _say(f"Delegated {len(delegated)} {tasks} ({names}); waiting for results.")
+        return reply(_summary(results, started, media))
+    names = ", ".join(dict.fromkeys(started)) or "nobody"
+    tasks = "task" if len(started) == 1 else "tasks"
+    return reply(f"Delegated {len(started)} {tasks} ({names}); waiting for results.")
+
+
+_STARTED = re.compile(r"^(?:Started (\S+), a new |.*? so (\S+) \(profile )")
+"""The runtime's receipt of a send that started an agent (lead/dispatch.py)."""
+
+
+def _started(since: list[Json]) -> list[str]:
+    """The agents the lead's sends since the request started, read from the tool results (the
+    runtime's receipts): a send it refused started nobody."""
+    started: list[str] = []
+    for message in since:
+        match = _STARTED.match(_text(message)) if message.get("role") == "tool" else None
+        if match is not None:
+            started.append(match.group(1) or match.group(2))
+    return list(dict.fromkeys(started))
+
+
+def _answerer(body: Json, tools: list[Json], turn: int) -> Callable[[str], Reply]:
+    """How this request wants the reply: an ``answer`` call when that tool is offered and calls
+    are allowed (``tool_choice`` is not ``none``), else text."""
+    if _tool(tools, "answer") is None or body.get("tool_choice") == "none":
+        return _say
+
+    def answer(text: str) -> Reply:
+        media = list(dict.fromkeys(_urls(text)))
+        args = json.dumps({"text": text, "status": "done", "media": media}, ensure_ascii=False)
+        return Reply(calls=[Call("answer", pieces(args, _ARG_PIECE), id=f"call_answer_{turn}")])
+
+    return answer
+
+
+_OBJECT_START = re.compile(r"^(?:an?|the|some|\d+|two|three|four|five|six)\b", re.IGNORECASE)
+"""A sub-task that starts like this names a thing, not work: it takes the verb before it."""
+
+
+def _tasks_of(request: str) -> list[str]:
+    """The request split into sub-tasks, each with its verb ("paint a fox and a heron" is
+    "paint a fox", "paint a heron")."""
+    tasks: list[str] = []
+    verb = ""
+    for part in _SPLIT.split(request):
+        task = part.strip(" .")
+        if not task:
+            continue
+        if verb and _OBJECT_START.match(task):
+            task = f"{verb} {task}"
+        else:
+            verb = task.split()[0]
+        tasks.append(task)
+    return tasks
 
 
 def _delegate(request: str, agents: list[str], turn: int) -> Reply:
-    tasks = [part.strip(" .") for part in _SPLIT.split(request)]
-    tasks = [task for task in tasks if task] or [request or "(empty request)"]
+    tasks = _tasks_of(request) or [request or "(empty request)"]
     anyone = [agent for agent in agents if not agent.startswith(BY_NAME_ONLY)] or agents
     calls = []
     for number, task in enumerate(tasks):
@@ -184,12 +239,13 @@ def _digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:8]
 
 
-def _summary(results: list[tuple[str, str]], delegated: list[str]) -> str:
+def _summary(results: list[tuple[str, str]], started: list[str], urls: list[str]) -> str:
+    """This request's results, and every media URL of the conversation (a follow-up's answer
+    still lists what the first request made)."""
     reported = list(dict.fromkeys(sender for sender, _ in results))
-    urls = list(dict.fromkeys(url for _, text in results for url in _urls(text)))
     lines = [f"Results from {len(results)} task(s), by {', '.join(reported)}."]
     lines += [f"- {sender}: {_first_line(text)}" for sender, text in results]
-    outstanding = [name for name in dict.fromkeys(delegated) if name not in reported]
+    outstanding = [name for name in started if name not in reported]
     if outstanding:
         lines.append(f"Still waiting for: {', '.join(outstanding)}.")
     lines.append("Media:" if urls else "No media was produced.")
@@ -263,8 +319,8 @@ def _result_text(task: str, outputs: list[str]) -> str:
     data = _data(outputs)
     if data:  # on the first line, which the lead's summary quotes
         text += " " + " ".join(data)
-    refused = [_first_sentence(output) for output in outputs if _NOT_RUN in output]
-    if refused:  # a declined approval, a guard: say so instead of claiming it done
+    refused = [_first_sentence(output) for output in outputs if _not_done(output)]
+    if refused:  # a declined approval, a guard, a failed tool: say so, never "Done"
         text = f"Not done: {task}. " + " ".join(refused) if task else " ".join(refused)
     if urls:
         text += "\nmedia: " + " ".join(urls)
@@ -290,8 +346,13 @@ def _written(task: str) -> str | None:
     )
 
 
-_NOT_RUN = " did not run: "
-"""How the engine's answer to a call that never ran begins (``<tool> did not run: <why>``)."""
+_NOT_DONE = re.compile(r"^\S+ (?:did not run: |failed with |did not finish within )")
+"""How the engine answers a call that never ran, raised, or ran past its timeout
+(``<tool> did not run: <why>``, ``<tool> failed with <Error>: <why>``, engine/messages.py)."""
+
+
+def _not_done(output: str) -> bool:
+    return _NOT_DONE.match(output.strip()) is not None
 
 
 def _data(outputs: list[str]) -> list[str]:

@@ -113,6 +113,21 @@ def tool_calls(*calls: Call, **options: Any) -> Reply:
     return Reply(calls=calls, **options)
 
 
+def answer(
+    text: str,
+    *,
+    status: Literal["done", "cannot"] = "done",
+    media: Sequence[str] = (),
+    piece: int = 8,
+    **options: Any,
+) -> Reply:
+    """A reply that ends the lead's turn with its typed answer, ``answer(text, status, media)``,
+    the arguments streamed ``piece`` characters at a time as a real model streams them: what a
+    capable model does (docs/lead.md)."""
+    args = json.dumps({"text": text, "status": status, "media": list(media)}, ensure_ascii=False)
+    return Reply(calls=[Call("answer", pieces(args, piece))], **options)
+
+
 def pieces(value: str, size: int) -> tuple[str, ...]:
     """Split ``value`` into chunks of ``size`` characters (arguments split across chunks)."""
     return tuple(value[i : i + size] for i in range(0, len(value), size)) or ("",)

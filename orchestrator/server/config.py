@@ -17,6 +17,7 @@ from baton.bus.errors import ConfigError
 from baton.bus.retry import DEFAULT_OUTAGE_S
 from baton.engine.spend import SpendLimits
 from baton.lead.delegation import DelegationLimits
+from baton.lead.profiles import PolicyName
 from baton.llm import ModelSettings
 from baton.llm.types import ToolChoice
 from baton.media import MediaStore
@@ -41,6 +42,7 @@ class SessionDefaults:
     budget: SpendLimits | None = None
     profile_tools: bool | None = None
     delegation: DelegationLimits | None = None
+    lead_policy: PolicyName | None = None
     retention_s: float | None = None
     lead_mcp: dict[str, McpServerConfig] | None = None
     """The lead's MCP servers (a profiles file's ``[lead.mcp.<server>]``): the server loads its
@@ -53,6 +55,7 @@ class SessionDefaults:
             "budget": self.budget,
             "profile_tools": self.profile_tools,
             "delegation": self.delegation,
+            "lead_policy": self.lead_policy,
             "retention_s": self.retention_s,
             "lead_mcp": self.lead_mcp or None,
         }

@@ -125,9 +125,11 @@ def test_ask_without_a_terminal_on_the_in_process_bus_declines_at_once_and_says_
         assert works in line, works
     events = _events(out)
     _, decided = _the_decision(events)  # decided at once, not after the 120 s timeout
-    assert decided["approved"] is False and decided["policy"] is None
+    assert decided["approved"] is False and decided["policy"] == "nobody"
     assert "nobody can answer" in decided["reason"]
-    assert _publish_result(events, decided["call_id"])["synthetic"]
+    declined = _publish_result(events, decided["call_id"])
+    assert declined["synthetic"] and "nobody could be asked" in declined["content"]
+    assert "the user declined" not in declined["content"]  # no person said no
     assert _published(tmp_path / "media") == []
 
 

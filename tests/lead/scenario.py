@@ -6,7 +6,8 @@ sleep).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,13 +19,38 @@ from baton.bus.events import AgentSpawned, Event, GuardFired, ToolResulted
 from baton.bus.messages import Envelope
 from baton.bus.payloads import ResultReport
 from baton.lead.agent import Lead, LeadOutcome
-from baton.lead.delegation import DelegationLimits
+from baton.lead.options import LeadOptions, LeadParts
 from baton.llm.script import ScriptItem
 from baton.llm.scripted import ScriptedServer
+from baton.llm.types import ChatModel
 from tests.support.models import llama_like, scripted
 
 SESSION = "s-lead"
 PROFILES = {"painter": "Paints pictures.", "writer": "Writes text.", "helper": "Helps."}
+
+
+_OPTIONS = {f.name for f in dataclasses.fields(LeadOptions)}
+_PARTS = {f.name for f in dataclasses.fields(LeadParts)}
+
+
+def make_lead(
+    bus: Bus,
+    model: ChatModel,
+    *,
+    session: str = SESSION,
+    profiles: Mapping[str, str] = PROFILES,
+    **settings: Any,
+) -> Lead:
+    """A :class:`Lead` from flat keywords, each sorted into its options or its parts (a test
+    names what it sets, whichever group it belongs to)."""
+    unknown = set(settings) - _OPTIONS - _PARTS
+    if unknown:
+        raise TypeError(f"not a lead option or part: {sorted(unknown)}")
+    if "media_profiles" in settings:
+        settings["media_profiles"] = frozenset(settings["media_profiles"])
+    options = LeadOptions(**{k: v for k, v in settings.items() if k in _OPTIONS})
+    parts = LeadParts(**{k: v for k, v in settings.items() if k in _PARTS})
+    return Lead(bus, model, session=session, profiles=profiles, options=options, parts=parts)
 
 
 @dataclass
@@ -99,14 +125,18 @@ async def run_lead(
     timeout: float = 20.0,
     setup: Callable[[Bus], Awaitable[dict[str, Any]]] | None = None,
     llama: bool = False,
+    retries: int = 0,
     **options: Any,
 ) -> tuple[Scenario, LeadOutcome]:
     """Run a lead on ``task`` with the scripted ``script`` (no fallback), ``react`` called with
     every event it emits (after it was recorded), ``options`` passed to :class:`Lead`, and the
     options ``setup(bus)`` returns (for parts that live on the lead's bus). ``llama``: the server
-    is as strict about tool calls as llama-server, and the client retries its parse errors."""
-    make = llama_like if llama else scripted
-    server, model = make(list(script), fallback=False)
+    is as strict about tool calls as llama-server, and the client retries its parse errors;
+    ``retries``: the model client's own retries (the only ones: the lead retries no turn)."""
+    if llama:
+        server, model = llama_like(list(script), fallback=False)
+    else:
+        server, model = scripted(list(script), fallback=False, max_retries=retries)
     async with open_bus() as bus:
         if setup is not None:
             options.update(await setup(bus))
@@ -118,12 +148,8 @@ async def run_lead(
             if react is not None:
                 await react(scenario, event)
 
-        options.setdefault("profiles", PROFILES)
-        # The scripts here are written turn by turn; the send-back of an answer that delegated
-        # nothing adds a turn, and has its own tests (test_direct.py) that turn it on.
-        options.setdefault("delegation", DelegationLimits(confirm_direct=False))
         options.setdefault("shutdown_grace_s", 0.2)
-        lead = Lead(bus, model, session=SESSION, events=on_event, **options)
+        lead = make_lead(bus, model, events=on_event, **options)
         holder.append(Scenario(bus, lead, server))
         with anyio.fail_after(timeout):
             outcome = await lead.run(task)

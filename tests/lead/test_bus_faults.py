@@ -15,7 +15,7 @@ from baton.lead.agent import Lead, LeadOutcome
 from baton.lead.stream import EventFanout, EventRouter
 from baton.llm.script import Reply
 from baton.testing import RedisServer
-from tests.lead.scenario import claimed
+from tests.lead.scenario import claimed, make_lead
 from tests.support.models import call, scripted
 from tests.support.outages import outage_when_logged, redis_outage, retry_logged
 
@@ -38,7 +38,7 @@ def delegating_lead(bus: Bus) -> tuple[Lead, anyio.Event]:
         if isinstance(event, AgentSpawned):
             spawned.set()
 
-    lead = Lead(
+    lead = make_lead(
         bus,
         model,
         session=SESSION,
@@ -72,7 +72,7 @@ async def test_lead_rides_out_a_redis_restart_while_waiting_for_results(
                 if isinstance(event, AgentSpawned):
                     outage.begin()
 
-            lead = Lead(
+            lead = make_lead(
                 bus, model, session=SESSION, profiles={"painter": "Paints."}, events=on_event
             )
             outcomes: list[LeadOutcome] = []
@@ -139,7 +139,8 @@ async def test_a_hand_over_rides_out_a_redis_restart(redis_server: RedisServer) 
             successor_spawned.set()
 
     async with RedisBus(redis_server.url, prefix="lead-handover") as bus:
-        lead = Lead(bus, model, session=SESSION, profiles={"painter": "Paints."}, events=on_event)
+        profiles = {"painter": "Paints."}
+        lead = make_lead(bus, model, session=SESSION, profiles=profiles, events=on_event)
         outcomes: list[LeadOutcome] = []
 
         async def run() -> None:

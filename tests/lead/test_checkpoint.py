@@ -24,7 +24,7 @@ from baton.lead.keeper import LeadKeeper, LeadTakenOver, ResumeRefused, SessionE
 from baton.lead.roster import Roster
 from baton.llm.script import Call, Reply
 from baton.session import _setup_of, open_session
-from tests.lead.scenario import PROFILES, SESSION, Scenario, claimed, run_lead
+from tests.lead.scenario import PROFILES, SESSION, Scenario, claimed, make_lead, run_lead
 from tests.support.models import scripted
 
 FOX = "https://cdn.example/fox.png"
@@ -106,7 +106,7 @@ async def test_a_lead_restored_mid_turn_waits_for_what_it_sent_and_does_not_send
             if isinstance(event, AgentSpawned):
                 first[0].abandon(LeadTakenOver(SESSION, "the test"))
 
-        first.append(Lead(bus, model, session=SESSION, profiles=PROFILES, events=die,
+        first.append(make_lead(bus, model, session=SESSION, profiles=PROFILES, events=die,
                           checkpoints=recorder))  # fmt: skip
         with pytest.raises(LeadTakenOver), anyio.fail_after(20):
             await first[0].run("paint a fox")
@@ -117,7 +117,7 @@ async def test_a_lead_restored_mid_turn_waits_for_what_it_sent_and_does_not_send
 
         events: list[Event] = []
         server, model = scripted([Reply(text=f"Here: {FOX}")], fallback=False)
-        lead = Lead(bus, model, session=SESSION, profiles=PROFILES, events=_append(events))
+        lead = make_lead(bus, model, session=SESSION, profiles=PROFILES, events=_append(events))
         lead.restore(history, checkpoint)
         with anyio.fail_after(20):
             outcome = await lead.run(None)

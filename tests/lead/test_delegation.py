@@ -141,7 +141,9 @@ async def test_sends_past_the_turn_caps_are_refused_and_blocked_rounds_end_the_t
     # the turn ended after the second blocked round: the next request is a new turn
     assert len(s.server.requests) == 6
     assert s.server.requests[5].messages[-1]["content"].startswith("[result from painter]")
-    assert (outcome.status, outcome.answer) == ("completed", "Done.")
+    # work was asked and refused: not done, whatever the answer says
+    assert (outcome.status, outcome.answer) == ("incomplete", "Done.")
+    assert outcome.error.startswith("4 send(s) to sub-agents were refused by the delegation caps")
 
 
 async def test_the_same_task_cycled_over_targets_is_refused_until_a_new_request() -> None:

@@ -1,7 +1,8 @@
-"""A request's answer that delegated nothing is sent back once (``confirm_direct``): with the
-profiles in view the model delegates what it cannot do, or gives the same answer again. Small
-models answer "paint a fox" with an apology or "The fox is available at [url]" otherwise.
-Scripted model through the real openai client, real bus."""
+"""Under the guided policy (aids for small models, lead/guided.py), a request's answer that
+delegated nothing is sent back once ("confirm direct"): with the profiles in view the model
+delegates what it cannot do, or gives the same answer again. Small models answer "paint a fox"
+with an apology or "The fox is available at [url]" otherwise. The default (structural) policy
+lets the first answer stand. Scripted model through the real openai client, real bus."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import json
 from baton.bus.events import RETRACTED_SENT_BACK, Event, TextDelta, TextRetracted, ToolResulted
 from baton.bus.messages import make_envelope
 from baton.engine import tool
-from baton.lead.delegation import DelegationLimits
+from baton.lead.guided import GuidedPolicy
 from baton.llm.script import Call, Reply
 from tests.lead.scenario import PROFILES, SESSION, Scenario, run_lead
 
 FOX = "https://cdn.example/fox.png"
-CONFIRM = DelegationLimits(confirm_direct=True)
+CONFIRM = GuidedPolicy()
 SENT_BACK = "[check from session] You answered without delegating"
 
 
@@ -42,7 +43,7 @@ async def test_a_plain_answer_is_sent_back_once_and_the_confirmed_answer_shown_o
         ],
         task="What is the capital of France?",
         tool_choice="required",
-        delegation=CONFIRM,
+        policy=CONFIRM,
     )
     assert (outcome.status, outcome.answer) == ("completed", "Paris.")
     assert s.spawned == [] and len(s.server.requests) == 2
@@ -73,7 +74,7 @@ async def test_a_claimed_picture_sent_back_becomes_a_delegation_and_the_picture_
         ],
         react,
         tool_choice="required",
-        delegation=CONFIRM,
+        policy=CONFIRM,
     )
     assert (outcome.status, outcome.answer) == ("completed", f"Here is your fox: {FOX}")
     assert outcome.media_urls == [FOX] and s.spawned == ["painter"]
@@ -92,7 +93,7 @@ async def test_an_answer_after_delegating_is_never_sent_back() -> None:
             Reply(text=f"Here is your fox: {FOX}"),
         ],
         react,
-        delegation=CONFIRM,
+        policy=CONFIRM,
     )
     assert outcome.status == "completed" and outcome.media_urls == [FOX]
     assert notes(s) == [] and len(s.server.requests) == 3
@@ -108,18 +109,14 @@ async def test_a_lead_that_used_its_own_tool_is_not_sent_back() -> None:
         [calls("clock", "c1"), Reply(text="It is noon.")],
         task="what time is it?",
         tools=[clock],
-        delegation=CONFIRM,
+        policy=CONFIRM,
     )
     assert (outcome.status, outcome.answer) == ("completed", "It is noon.")
     assert notes(s) == [] and len(s.server.requests) == 2
 
 
-async def test_without_confirm_direct_the_first_answer_stands() -> None:
-    s, outcome = await run_lead(
-        [Reply(text="Paris.")],
-        task="What is the capital of France?",
-        delegation=DelegationLimits(confirm_direct=False),
-    )
+async def test_under_the_structural_policy_the_first_answer_stands() -> None:
+    s, outcome = await run_lead([Reply(text="Paris.")], task="What is the capital of France?")
     assert (outcome.status, outcome.answer) == ("completed", "Paris.")
     assert notes(s) == [] and len(s.server.requests) == 1
 
@@ -134,7 +131,7 @@ async def test_a_reply_that_parrots_the_check_note_is_no_answer() -> None:
             Reply(text="Paris, the capital of France."),
         ],
         task="What is the capital of France?",
-        delegation=CONFIRM,
+        policy=CONFIRM,
     )
     assert (outcome.status, outcome.answer) == ("completed", "Paris, the capital of France.")
     assert len(notes(s)) == 1
@@ -161,7 +158,7 @@ async def test_a_follow_up_answered_while_a_subagent_works_is_not_sent_back() ->
             Reply(text=f"Here is your fox: {FOX}"),
         ],
         react,
-        delegation=CONFIRM,
+        policy=CONFIRM,
     )
     assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
     assert notes(s) == [] and len(s.server.requests) == 4
@@ -169,7 +166,7 @@ async def test_a_follow_up_answered_while_a_subagent_works_is_not_sent_back() ->
 
 async def test_a_lead_asked_without_tools_is_not_sent_back() -> None:
     s, outcome = await run_lead(
-        [Reply(text="Paris.")], task="Capital of France?", tool_choice="none", delegation=CONFIRM
+        [Reply(text="Paris.")], task="Capital of France?", tool_choice="none", policy=CONFIRM
     )
     assert (outcome.status, outcome.answer) == ("completed", "Paris.")
     assert notes(s) == [] and len(s.server.requests) == 1

@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from baton.api import DelegationLimits, Session, SessionConfig
+from baton.api import Session, SessionConfig
 from baton.bus.connect import open_bus
 from baton.bus.events import (
     AgentExited,
@@ -30,20 +30,19 @@ async def test_unknown_subagent_name_gets_a_hint_listing_the_profiles(tmp_path: 
     server, model = scripted(
         [
             call("send_message", to="ghost", content="paint", type="task"),
-            Reply(text="Sorry."),
+            call("answer", text="Sorry.", status="cannot"),
+            call("answer", text="Sorry.", status="cannot"),
         ],
         fallback=False,
     )
-    # without the check of an answer that delegated nothing, which routes "paint a fox" to the
-    # painter (tests/lead/test_routing.py)
-    delegation = DelegationLimits(confirm_direct=False)
-    config = SessionConfig(task="paint a fox", media_dir=tmp_path, delegation=delegation)
+    config = SessionConfig(task="paint a fox", media_dir=tmp_path, lead_policy="structural")
     async with Session(config, model=model) as session:
         result = await session.run()
         log = await logged_events(session.bus, session.id)
-    # a picture was asked and none was made: not completed, whatever the answer says
+    # the lead said, typed, that it cannot: sent back once with the profiles, then not completed
     assert (result.status, result.answer) == ("incomplete", "Sorry.")
-    assert result.error == "the request asked for a picture and no sub-agent produced any media"
+    assert result.error == "the lead answered that it cannot do this"
+    assert "You answered that this cannot be done" in server.requests[2].messages[-1]["content"]
     hint = server.requests[1].messages[-1]
     assert hint["role"] == "tool"
     assert "no sub-agent or profile named 'ghost'" in hint["content"]

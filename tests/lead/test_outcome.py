@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from baton.bus.base import Bus
-from baton.bus.events import AnswerChecked, ErrorEvent, Event, ToolResulted
+from baton.bus.events import AnswerChecked, ErrorEvent, Event, ModelRetried, ToolResulted
 from baton.bus.spend import SpendLimits
 from baton.engine.spend import BusSpend
-from baton.lead.outcome import declines
+from baton.lead.guided import GuidedPolicy
+from baton.lead.heuristics import declines
 from baton.llm.script import Call, HttpError, Reply
 from tests.lead.scenario import SESSION, React, Scenario, run_lead
 
@@ -58,15 +59,30 @@ async def test_media_the_answer_left_out_is_appended() -> None:
     assert (checked(s).missing_media, checked(s).invented_urls) == ([HERON], [])
 
 
-async def test_urls_nobody_produced_are_invented_and_without_media_incomplete() -> None:
+async def test_media_nobody_produced_is_sent_back_once_then_judged_incomplete() -> None:
+    """An answer presenting a picture no tool made is sent back once with the fact; presented
+    again, the session is incomplete. A link the person gave is no invention."""
+    made_up = "Done: https://via.placeholder.com/fox.png and https://docs.example/guide."
     s, outcome = await run_lead(
-        [Reply(text="Done: https://via.placeholder.com/fox.png and https://docs.example/guide.")],
+        [Reply(text=made_up), Reply(text=made_up)],
         task="draw a fox like the one on https://docs.example/guide",
     )
     assert outcome.status == "incomplete"
     assert outcome.invented_urls == ["https://via.placeholder.com/fox.png"]  # the user's is not
     assert checked(s).invented_urls == outcome.invented_urls
-    assert "via.placeholder.com" in outcome.error
+    assert "presents media that no tool produced" in outcome.error
+    note = s.server.requests[1].messages[-1]["content"]
+    assert "https://via.placeholder.com/fox.png" in note and "No sub-agent has reported" in note
+
+
+async def test_a_link_nobody_gave_is_reported_but_not_judged() -> None:
+    """A capable model citing documentation it knows: reported as invented (the event and the
+    result say so), and the answer stands: only media presented are judged."""
+    answer = "Lists are ordered and mutable: https://docs.python.org/3/tutorial/datastructures"
+    s, outcome = await run_lead([Reply(text=answer)], task="Are Python lists ordered?")
+    assert (outcome.status, outcome.answer) == ("completed", answer)
+    assert outcome.invented_urls == ["https://docs.python.org/3/tutorial/datastructures"]
+    assert len(s.server.requests) == 1
 
 
 async def test_a_plain_answer_without_delegation_is_completed() -> None:
@@ -79,10 +95,25 @@ async def test_a_plain_answer_without_delegation_is_completed() -> None:
     assert (checked(s).missing_media, checked(s).invented_urls) == ([], [])
 
 
-async def test_a_lead_that_declines_without_delegating_is_incomplete() -> None:
-    s, outcome = await run_lead([Reply(text="I'm sorry, but I can't assist with that.")])
+async def test_a_lead_that_declines_without_delegating_is_incomplete_under_guided() -> None:
+    s, outcome = await run_lead(
+        [Reply(text="I'm sorry, but I can't assist with that.")] * 2,
+        task="tell me a secret",
+        policy=GuidedPolicy(),
+    )
     assert outcome.status == "incomplete" and s.spawned == []
     assert outcome.error == "the lead declined the request without asking any sub-agent"
+
+
+async def test_a_typed_cannot_is_sent_back_once_then_incomplete_in_any_language() -> None:
+    """The decline is a field, not words: a French "cannot" is judged as an English one."""
+    cannot = Reply(
+        calls=[Call("answer", json.dumps({"text": "Je ne peux pas.", "status": "cannot"}))]
+    )
+    s, outcome = await run_lead([cannot, cannot], task="Réserve-moi un vol.")
+    assert (outcome.status, outcome.answer) == ("incomplete", "Je ne peux pas.")
+    assert outcome.error == "the lead answered that it cannot do this"
+    assert len(s.server.requests) == 2 and s.spawned == []
 
 
 @pytest.mark.parametrize(
@@ -110,32 +141,22 @@ async def test_delegated_work_that_every_subagent_failed_is_incomplete() -> None
         after_the_send(("painter", [], "error")),
     )
     assert outcome.status == "incomplete"
-    assert outcome.error == "work was delegated and no sub-agent delivered a result"
+    assert outcome.error == "painter did not deliver (error): painter is done"
     assert s.lead.roster.agents["painter"].exit_reason == "error"
 
 
-async def test_a_failed_turn_is_retried_while_results_keep_arriving() -> None:
-    """The model fails right after delegating; the painter's result arrives during the lead's
-    wait for news; the retried turn answers with it."""
-
-    async def react(s: Scenario, event: Event) -> None:
-        if isinstance(event, ErrorEvent):
-            await s.report("painter", "a fox", media=[FOX])
-
+async def test_n_model_retries_are_n_retries_in_all() -> None:
+    """``--model-retries 3`` is three retries of a failing request, and no more: the lead does
+    not retry a turn the client already retried (3 retries were once 12 attempts)."""
     s, outcome = await run_lead(
-        [
-            send("painter", "a fox"),
-            HttpError(500, "the model server crashed"),
-            Reply(text=f"Here is your fox: {FOX}"),
-        ],
-        react,
-        failure_backoff_s=30.0,  # the news, not the backoff, ends the wait (else: test timeout)
-        timeout=20.0,
+        [HttpError(500, "the model server crashed")] * 12,
+        task="hi",
+        retries=3,
     )
-    assert (outcome.status, outcome.answer) == ("completed", f"Here is your fox: {FOX}")
-    assert outcome.media_urls == [FOX]
-    retried = s.server.requests[2].messages
-    assert retried[-1]["content"].startswith("[result from painter] a fox")
+    assert outcome.status == "failed" and "gave up after 4 attempt(s)" in outcome.error
+    assert len(s.server.requests) == 4
+    retried = [e for e in s.events if isinstance(e, ModelRetried)]
+    assert [e.attempt for e in retried] == [1, 2, 3]
 
 
 async def test_a_lead_that_fails_for_good_answers_with_the_subagents_work() -> None:
@@ -147,19 +168,19 @@ async def test_a_lead_that_fails_for_good_answers_with_the_subagents_work() -> N
         nonlocal errors
         if isinstance(event, ErrorEvent):
             errors += 1
-            if errors == 3:  # the last try: the painter reports only now
+            if errors == 1:  # the model failed for good: the painter reports only now
                 await s.report("painter", "a fox in the snow", media=[FOX])
 
     s, outcome = await run_lead(
         [send("painter", "a fox"), *[HttpError(500, "the model server crashed")] * 3],
         react,
-        failure_backoff_s=0.01,
+        retries=2,
     )
     assert outcome.status == "failed" and "the model server crashed" in outcome.error
     assert outcome.media_urls == [FOX]
     assert "- painter: a fox in the snow" in outcome.answer
     assert outcome.answer.endswith(f"Media:\n- {FOX}")
-    assert len(s.server.requests) == 4  # the first try and the two retries allowed
+    assert len(s.server.requests) == 4  # the delegation, the first try and the two retries
 
 
 async def test_a_refused_configuration_is_not_retried() -> None:

@@ -36,7 +36,7 @@ async def test_a_required_tool_choice_delegates_then_answers_through_the_answer_
     bodies = [request.body for request in s.server.requests]
     assert [body["tool_choice"] for body in bodies] == ["required"] * 3
     assert "answer" in {t["function"]["name"] for t in bodies[0]["tools"]}
-    assert "call answer(text)" in bodies[0]["messages"][0]["content"]
+    assert "call answer(text, status, media)" in bodies[0]["messages"][0]["content"]
     # the turn ended with its answer call: the next request is the next turn, with the result
     assert bodies[2]["messages"][-1]["content"].startswith("[result from painter] a fox")
     shown = "".join(e.text for e in s.events if isinstance(e, TextDelta))
@@ -72,10 +72,11 @@ async def test_the_answer_tool_is_offered_unless_none_and_a_callers_answer_tool_
     names = [t["function"]["name"] for t in plain.server.requests[0].body["tools"]]
     assert names == ["send_message", "answer"]
     system = plain.server.requests[0].body["messages"][0]["content"]
-    assert "or call answer(text) when" in system and "You must call a tool" not in system
+    assert "call answer(text, status, media), or" in system
+    assert "You must call a tool" not in system
     assert [t["function"]["name"] for t in none.server.requests[0].body["tools"]] == [
         "send_message"
     ]
     offered = {t["function"]["name"]: t for t in own.server.requests[0].body["tools"]}
     assert offered["answer"]["function"]["description"].startswith("The caller's own tool")
-    assert "call answer(text)" not in own.server.requests[0].body["messages"][0]["content"]
+    assert "call answer(text" not in own.server.requests[0].body["messages"][0]["content"]

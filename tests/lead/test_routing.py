@@ -17,17 +17,20 @@ from baton.bus.events import (
     ToolResulted,
 )
 from baton.bus.messages import Envelope
-from baton.lead.delegation import DelegationLimits
-from baton.lead.outcome import LeadOutcome, asks_for_media, check_answer
+from baton.lead.answer import Answer
+from baton.lead.guided import GuidedPolicy
+from baton.lead.heuristics import asks_for_media, disclaims, evades, restates
+from baton.lead.outcome import LeadOutcome, check_answer
+from baton.lead.policy import Facts
 from baton.lead.roster import Roster
-from baton.lead.routing import ROUTE_NOTE, disclaims, evades, restates
+from baton.lead.routing import ROUTE_NOTE
 from baton.llm.script import Call, Reply
 from baton.llm.types import Message
 from tests.lead.scenario import PROFILES, Scenario, run_lead
 
 FOX = "https://cdn.example/fox.png"
 HERON = "https://cdn.example/heron.png"
-CONFIRM = DelegationLimits(confirm_direct=True)
+GUIDED = GuidedPolicy()
 THREE = "Make three pictures: a fox, a heron and a cat."
 
 
@@ -114,7 +117,7 @@ async def test_a_restated_request_is_routed_and_the_profile_gets_it_as_written()
         react,
         task=THREE,
         tool_choice="required",
-        delegation=CONFIRM,
+        policy=GUIDED,
     )
     assert (outcome.status, outcome.media_urls) == ("completed", [FOX, HERON])
     assert tasks_sent(s) == {"painter": [THREE]}
@@ -163,7 +166,7 @@ async def test_a_disclaimer_after_the_send_back_is_routed_to_the_first_profile_c
         react,
         task=task,
         tool_choice="required",
-        delegation=CONFIRM,
+        policy=GUIDED,
     )
     assert outcome.status == "completed" and outcome.media_urls == [FOX]
     assert tasks_sent(s) == {"painter": [task]}
@@ -178,7 +181,7 @@ async def test_a_plain_answer_is_never_routed() -> None:
         ],
         task="What is the capital of France?",
         tool_choice="required",
-        delegation=CONFIRM,
+        policy=GUIDED,
     )
     assert (outcome.status, outcome.answer) == ("completed", "Paris is the capital of France.")
     assert routing_requests(s) == [] and s.spawned == []
@@ -193,19 +196,22 @@ async def test_a_routing_call_that_sends_nothing_leaves_the_answer_to_be_judged(
             calls("route", "r1", to="nobody"),
         ],
         tool_choice="required",
-        delegation=CONFIRM,
+        policy=GUIDED,
     )
     assert s.spawned == [] and len(routing_requests(s)) == 1
     assert outcome.status == "incomplete"
     assert "declined" in outcome.error
 
 
-async def test_routing_is_off_with_confirm_direct_off() -> None:
+async def test_under_the_structural_policy_words_are_never_routed_or_judged() -> None:
+    """A decline in words with ``status`` left ``done`` is the model's answer: the structural
+    policy does not read it (the guided one would route it)."""
     s, outcome = await run_lead(
         [calls("answer", "c1", text="I'm sorry, but I can't paint pictures.")],
         tool_choice="required",
     )
-    assert routing_requests(s) == [] and outcome.status == "incomplete"
+    assert routing_requests(s) == [] and s.spawned == []
+    assert (outcome.status, len(s.server.requests)) == ("completed", 1)
 
 
 async def _delegated_then(*finals: Reply) -> tuple[Scenario, LeadOutcome]:
@@ -220,6 +226,7 @@ async def _delegated_then(*finals: Reply) -> tuple[Scenario, LeadOutcome]:
             *finals,
         ],
         react,
+        policy=GUIDED,
     )
 
 
@@ -295,14 +302,16 @@ def test_a_picture_asked_and_none_made_is_incomplete_whoever_was_asked() -> None
     assert roster.delivered
     request = "Paint a heron standing in a river."
     history: list[Message] = [{"role": "user", "content": request}]
-    check = check_answer("Done!", roster, history, media_profiles={"painter"}, request=request)
-    assert check.incomplete == "the request asked for a picture and no sub-agent produced any media"
-    plain = check_answer("Done!", roster, history, media_profiles=(), request=request)
-    assert plain.incomplete == ""
-    other = check_answer(
-        "Done!", roster, history, media_profiles={"painter"}, request="Write a haiku."
-    )
-    assert other.incomplete == ""
+
+    def judged(request: str, media_profiles: frozenset[str]) -> list[str]:
+        check = check_answer("Done!", roster, history)
+        facts = Facts(request, roster.profiles, media_profiles, roster, delegated=True)
+        return GUIDED.judge(Answer("Done!"), check, facts)
+
+    picture = "the request asked for a picture and no sub-agent produced any media"
+    assert judged(request, frozenset({"painter"})) == [picture]
+    assert judged(request, frozenset()) == []
+    assert judged("Write a haiku.", frozenset({"painter"})) == []
 
 
 async def test_a_silent_answer_to_a_picture_request_is_routed() -> None:
@@ -322,7 +331,7 @@ async def test_a_silent_answer_to_a_picture_request_is_routed() -> None:
         react,
         task="Paint a fox sleeping in the snow.",
         tool_choice="required",
-        delegation=CONFIRM,
+        policy=GUIDED,
     )
     assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
     assert tasks_sent(s) == {"painter": ["Paint a fox sleeping in the snow."]}
@@ -345,7 +354,7 @@ async def test_a_picture_request_answered_without_delegating_goes_to_its_one_pai
         react,
         task=task,
         tool_choice="required",
-        delegation=CONFIRM,
+        policy=GUIDED,
         media_profiles={"painter"},
     )
     assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
@@ -371,7 +380,7 @@ async def test_a_picture_request_is_routed_among_the_media_making_profiles_only(
         react,
         task=task,
         tool_choice="required",
-        delegation=CONFIRM,
+        policy=GUIDED,
         media_profiles={"painter", "writer"},
     )
     assert outcome.status == "completed" and tasks_sent(s) == {"writer": [task]}

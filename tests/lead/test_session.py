@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 import baton.session as session_module
-from baton.api import DelegationLimits, Session, SessionConfig, Worker, open_session
+from baton.api import Session, SessionConfig, Worker, open_session
 from baton.bus.events import (
     AgentExited,
     AgentResult,
@@ -254,17 +254,13 @@ async def test_the_leads_tool_choice_is_asked_and_an_invented_url_is_no_complete
 ) -> None:
     invented = "https://via.placeholder.com/fox.png"
     reply = Reply(text=f"Here is your fox: {invented}")
-    server, model = scripted([reply], fallback=False)
-    # without the check of an answer that delegated nothing (which routes "paint a fox" to the
-    # painter), the made-up picture is the answer
-    delegation = DelegationLimits(confirm_direct=False)
-    config = SessionConfig(
-        task="paint a fox", media_dir=tmp_path, tool_choice="required", delegation=delegation
-    )
+    server, model = scripted([reply, reply], fallback=False)
+    # the made-up picture is sent back once with the fact, then it is the answer
+    config = SessionConfig(task="paint a fox", media_dir=tmp_path, tool_choice="required")
     async with model, Session(config, model=model) as session:
         result = await session.run()
         log = await logged_events(session.bus, session.id)
-    assert [request.body["tool_choice"] for request in server.requests] == ["required"]
+    assert [request.body["tool_choice"] for request in server.requests] == ["required"] * 2
     assert result.status == "incomplete" and result.invented_urls == [invented]
     finished = log[-1]
     assert isinstance(finished, SessionFinished)

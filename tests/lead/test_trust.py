@@ -31,7 +31,7 @@ from baton.lead.roster import Roster
 from baton.lead.trust import ReportCheck
 from baton.llm.script import Call, Reply
 from baton.testing import RedisServer
-from tests.lead.scenario import PROFILES, SESSION, Scenario, run_lead
+from tests.lead.scenario import PROFILES, SESSION, Scenario, make_lead, run_lead
 from tests.support.models import scripted
 
 FOX = "https://cdn.example/fox.png"
@@ -100,7 +100,7 @@ async def test_a_raw_xadd_in_a_strangers_or_an_agents_name_never_reaches_the_ans
                     client.xadd(inbox, {"msg": envelope.to_json()})
                 await bus.send(report("painter", "a fox", media=[FOX]))
 
-        lead = Lead(bus, model, session=SESSION, profiles=PROFILES, events=on_event,
+        lead = make_lead(bus, model, session=SESSION, profiles=PROFILES, events=on_event,
                     shutdown_grace_s=0.2)  # fmt: skip
         outcome = await lead.run("paint a fox")
         reasons = [letter.reason for letter in await bus.dead_letters()]

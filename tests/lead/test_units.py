@@ -200,11 +200,18 @@ def test_answer_check_appends_missing_media_and_flags_invented_urls() -> None:
         "Like ![ref](https://art.example/ref.jpg), see file:///etc/guide.txt, "
         "https://made.up/x.png and https://example.com/fox.png. data:image/png;base64,AAAA"
     )
-    check = check_answer(answer, roster, history)
-    assert check.invented_urls == ["https://made.up/x.png", "https://example.com/fox.png"]
+    check = check_answer(answer, roster, history, presented=["https://made.up/y"])
+    assert check.invented_urls == [
+        "https://made.up/x.png",
+        "https://example.com/fox.png",
+        "https://made.up/y",
+    ]
+    # presented as media: a media file's URL, or one the answer's ``media`` names
+    assert check.invented_media == check.invented_urls
     assert check.missing_media == ["https://cdn.example/a.png"]
     assert check.answer == f"{answer}\n\nMedia:\n- https://cdn.example/a.png"
-    assert check.incomplete == ""  # a sub-agent delivered and media exists
+    docs = check_answer("see https://docs.example/guide", roster, history)
+    assert (docs.invented_urls, docs.invented_media) == (["https://docs.example/guide"], [])
     assert urls_in("(https://a.example/x.png).") == ["https://a.example/x.png"]
 
 

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from baton.bus.events import ApprovalRequested, ToolResulted
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import Envelope, SpawnRequest
+from baton.bus.payloads import result_report
 from baton.subagents.mcp import McpCallFailed, McpServers, McpTool
 from baton.subagents.mcp_config import McpServerConfig, McpServerUnavailable
 from baton.subagents.profiles import Profile
@@ -232,9 +233,13 @@ async def test_the_crash_reaches_the_model_as_an_error_result(tmp_path: Path) ->
             await bus.send(task("k1", "boom"))
             await bus.submit_spawn(spawn("k1", "crashy"))
             event = await wait_for_event(bus, SESSION, ToolResulted, timeout=60)
-            await Lead(bus).until_results(1, timeout=60)
+            (result,) = await Lead(bus).until_results(1, timeout=60)
     assert event.result.is_error and event.result.name == "crash"
     assert "went away during the call" in event.result.content
+    # the agent does not say "Done", and its report carries the tool's error for the lead
+    assert result.content.startswith("Not done: boom.")
+    (failed,) = result_report(result).tool_errors
+    assert failed.startswith("crash failed with McpCallFailed") and "went away" in failed
 
 
 # -- the demo server over streamable HTTP ---------------------------------------------------------

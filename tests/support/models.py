@@ -14,12 +14,24 @@ from baton.llm.script import Call, Reply, Script, ScriptItem
 
 
 def scripted(
-    items: Iterable[ScriptItem] = (), *, fallback: bool = True, name: str = "scripted"
+    items: Iterable[ScriptItem] = (),
+    *,
+    fallback: bool = True,
+    name: str = "scripted",
+    max_retries: int = 0,
 ) -> tuple[ScriptedServer, OpenAIChatModel]:
     """A scripted server (falling back to the offline answers) and a model client on it; the
-    server records every request (``server.requests``) for the test to assert on."""
+    server records every request (``server.requests``) for the test to assert on. The client
+    retries ``max_retries`` times, with tiny backoff."""
     server = ScriptedServer(list(items), responder=offline_reply if fallback else None, record=True)
-    settings = ModelSettings(model=name, base_url=IN_PROCESS_URL, api_key="sk-test", max_retries=0)
+    settings = ModelSettings(
+        model=name,
+        base_url=IN_PROCESS_URL,
+        api_key="sk-test",
+        max_retries=max_retries,
+        backoff_initial=0.001,
+        backoff_max=0.005,
+    )
     return server, OpenAIChatModel(settings, http_client=server.http_client())
 
 

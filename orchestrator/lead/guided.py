@@ -1,0 +1,104 @@
+"""The guided policy: the default's structural judgement, plus aids for small models (opt-in).
+
+Small models (1.5B parameters and below were measured) answer work they cannot do without doing
+it, apologise instead of delegating, say the request back, quote their own instructions as the
+answer, and refuse beside pictures their sub-agents made. Typed decisions remove most of that
+(lead/answer.py); what is left needs the model's words read, in English
+(lead/heuristics.py), which cannot be right for every model, language and request. So these aids
+run only under this policy, chosen with ``lead_policy = "guided"`` or by a model profile
+(lead/profiles.py); docs/small-models.md lists each aid with its trigger, its switch and its
+language. On top of :class:`~baton.lead.policy.StructuralPolicy`:
+
+- **screened replies**: a reply that repeats what the session told the lead (a note, a send's
+  receipt, the client's parse-error correction) or quotes one of its tool results or its system
+  prompt is no reply (the turn counts as silent, so the answer is asked for again);
+- **routing**: an answer to a request for a picture a profile on offer makes
+  (:func:`~baton.lead.heuristics.picture_asked`), or one that evades the request (declines,
+  disclaims, restates it), while nothing was delegated, is routed (once per request) among the
+  profiles that can do it: for a picture, those that make media;
+- **confirm direct**: any other answer that delegated nothing is sent back once with the profiles
+  listed (one more model call for a plain question);
+- **no refusal beside results**: a final answer that refuses while sub-agents delivered is taken
+  back and asked for again (once);
+- **judged**: a request for a picture that ends with no media, a decline with nothing delegated,
+  and URLs no tool produced while no media was made, are ``incomplete``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from baton.engine import TurnResult
+from baton.lead import heuristics, prompt
+from baton.lead.answer import Answer
+from baton.lead.outcome import AnswerCheck
+from baton.lead.policy import (
+    AskAgain,
+    Decision,
+    Facts,
+    Memo,
+    Route,
+    SendBack,
+    StructuralPolicy,
+)
+from baton.llm.correction import echoes_correction
+
+
+class GuidedPolicy(StructuralPolicy):
+    """See the module docstring."""
+
+    name: ClassVar[str] = "guided"
+
+    def answer(self, result: TurnResult) -> Answer:
+        answer = super().answer(result)
+        text = answer.text
+        if echoes_correction(text) or heuristics.echoes_note(text):
+            return Answer("", answer.status, answer.media, answer.typed)
+        if heuristics.quotes_what_it_was_told(text, result.messages):
+            return Answer("", answer.status, answer.media, answer.typed)
+        return answer
+
+    def after_turn(self, answer: Answer, facts: Facts, memo: Memo) -> Decision:
+        roster = facts.roster
+        if roster.delivered and heuristics.refuses(answer.text):
+            return AskAgain()  # bounded: asked again once, the answer is composed (ending.py)
+        if (
+            facts.delegated
+            or roster.agents
+            or facts.own_tools
+            or not facts.profiles
+            or not facts.can_delegate
+        ):
+            return super().after_turn(answer, facts, memo)
+        picture = self._picture_asked(facts)
+        if not memo.get("routed") and (
+            picture or heuristics.evades_work(answer.text, facts.request)
+        ):  # evades_work: a silent answer to a request for a picture too
+            memo["routed"] = True
+            choices = dict(facts.profiles)
+            if picture:
+                choices = {p: d for p, d in choices.items() if p in facts.media_profiles}
+            return Route(choices)
+        if not memo.get("confirmed") and not answer.silent:
+            memo["confirmed"] = True
+            return SendBack(prompt.direct_note(facts.profiles, answer_tool=True))
+        return super().after_turn(answer, facts, memo)
+
+    def judge(self, answer: Answer, check: AnswerCheck, facts: Facts) -> list[str]:
+        reasons = super().judge(answer, check, facts)
+        roster = facts.roster
+        if roster.media_urls:
+            return reasons
+        if check.invented_urls and not check.invented_media:
+            reasons.append(
+                f"the answer cites URLs that no tool produced: {', '.join(check.invented_urls)}"
+            )
+        if self._picture_asked(facts):
+            reasons.append("the request asked for a picture and no sub-agent produced any media")
+        if not roster.agents and facts.profiles and heuristics.declines(answer.text):
+            reasons.append("the lead declined the request without asking any sub-agent")
+        return reasons
+
+    @staticmethod
+    def _picture_asked(facts: Facts) -> bool:
+        return heuristics.picture_asked(facts.request, facts.media_profiles, facts.profiles)

@@ -1,0 +1,202 @@
+"""English heuristics over a model's words: the small-model aids of the opt-in guided policy.
+
+Each function here reads prose and answers a yes/no a policy can act on. None of them is right for
+every model, language and request, which is why none runs by default: the default policy judges
+structure only (lead/policy.py), and these serve :class:`~baton.lead.guided.GuidedPolicy`, chosen
+by setting or by a model profile for small models (docs/small-models.md lists each with its
+trigger, its switch and its language). They are English, and err towards "no": a heuristic that
+misses leaves the model's answer as it was.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Sequence
+from difflib import SequenceMatcher
+
+from baton.llm.types import Message
+
+_MEDIA_NOUN = (
+    r"(?:pictures?|images?|photos?|photographs?|drawings?|paintings?|illustrations?|sketch(?:es)?"
+    r"|portraits?|posters?|logos?|icons?|diagrams?|renderings?|artworks?|videos?|animations?)"
+)
+_ASKS_FOR_MEDIA = re.compile(
+    r"(?:^|[.!?;:,]\s*|\b(?:please|can you|could you|would you|will you|you to|and|then)\s+)"
+    r"(?:paint|draw|sketch|illustrate)\b"
+    r"|\b(?:paint|draw|sketch|illustrate|render|generate|create|make|produce|design|get me|give me"
+    r"|send me|show me|need|want|like)\b[^.?!\n]{0,40}?\b" + _MEDIA_NOUN + r"\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_media(request: str) -> bool:
+    """Whether ``request`` asks for a picture (or another medium) to be made: "paint a fox",
+    "I need a picture of...", "create an image of...", "make three pictures". A question *about*
+    pictures ("which image format is best?") is not. English only: a heuristic that errs towards
+    "not asked", so a plain answer is never judged incomplete by it; what it misses is judged by
+    the other rules."""
+    return _ASKS_FOR_MEDIA.search(request.strip()) is not None
+
+
+def picture_asked(request: str, media_profiles: Collection[str], offered: Iterable[str]) -> bool:
+    """Whether ``request`` asks for a picture (:func:`asks_for_media`) that a profile on offer
+    can make (one of ``media_profiles``): the lead routes it when it answers in words
+    (lead/agent.py), and a session that made no media for it is not completed."""
+    return bool(set(media_profiles) & set(offered)) and asks_for_media(request)
+
+
+_DECLINE = re.compile(
+    r"\b(?:sorry|unfortunately|apologi[sz]e|apologies)\b[^.!?\n]{0,40}?"
+    r"\b(?:can(?:no|')t|can ?not|won't|will not|unable|not able|do not have|don't have)\b"
+    r"(?P<rest>[^.!?\n]*)",
+    re.IGNORECASE,
+)
+
+
+def declines(answer: str) -> bool:
+    """Whether ``answer`` opens by declining ("I'm sorry, but I can't assist with that"): a lead
+    with sub-agents that delegated nothing and declined has not done the work, although it
+    answered (a 0.5B lead declined "paint a lighthouse" twice, even with its painter named). A
+    decline that goes on to answer ("..., but Paris is the capital") is an answer."""
+    head = answer.strip()[:200].replace("\u2019", "'")
+    match = _DECLINE.search(head)
+    return match is not None and not re.search(r"\bbut\b", match.group("rest"), re.IGNORECASE)
+
+
+_WORD = re.compile(r"[^\W\d_][\w'-]*", re.UNICODE)
+_FILLER = frozenset(
+    """a an the and or but of to in on at by for with from into as is are was were be been being
+    it its it's this that these those there here you your yours i me my we our they them their
+    he she his her have has had do does did will would can could shall should may might must
+    so such very just also too some any all each both one which what who whom whose when where
+    how why not no yes please thank thanks ok okay sure now then than only""".split()
+)
+"""Words that carry no content of their own: what is left is what an answer *says*."""
+
+RESTATES_MAX_NEW = 0.2
+"""An answer restates the request when at most this share of its content words is new."""
+RESTATES_MIN_WORDS = 3
+"""Fewer content words than this ("Yes.", "4") is too little to call a restatement."""
+
+
+def _content(text: str) -> list[str]:
+    words = (word.casefold().strip("'-") for word in _WORD.findall(text))
+    return [_stem(word) for word in words if len(word) > 1 and word not in _FILLER]
+
+
+def _stem(word: str) -> str:
+    """Plural and possessive endings off, so "pictures" is "picture" and "fox's" is "fox"."""
+    for ending in ("'s", "es", "s"):
+        if word.endswith(ending) and len(word) - len(ending) >= 3:
+            return word[: -len(ending)]
+    return word
+
+
+def restates(answer: str, request: str) -> bool:
+    """Whether ``answer`` only says back what ``request`` asked (nearly every content word of it
+    is the request's): no answer, and no work done."""
+    said = _content(answer)
+    if len(said) < RESTATES_MIN_WORDS:
+        return False
+    asked = set(_content(request))
+    new = [word for word in said if word not in asked]
+    return len(new) <= RESTATES_MAX_NEW * len(said)
+
+
+_DISCLAIMS = re.compile(
+    r"\bas an? (?:ai|artificial intelligence|language model|text-based)\b"
+    r"|\bI (?:do not|don't|cannot|can't|can not|am unable to|am not able to|have no way to)"
+    r"(?: have the (?:ability|capability) to| directly)? "
+    r"(?:create|generate|draw|paint|produce|make|render|design|display|show|see|access)\b",
+    re.IGNORECASE,
+)
+DISCLAIM_HEAD = 300
+"""Only the opening counts: a disclaimer buried in a long answer rarely means the work was left."""
+
+
+def disclaims(answer: str) -> bool:
+    """Whether ``answer`` opens by saying the model cannot make or do the thing ("As an AI
+    language model, I cannot create images")."""
+    head = answer.strip()[:DISCLAIM_HEAD].replace("\u2019", "'")
+    return _DISCLAIMS.search(head) is not None
+
+
+def refuses(answer: str) -> bool:
+    """Whether ``answer`` says the work cannot be done: it declines or disclaims. After the
+    sub-agents delivered, such a final answer is none (a 1.5B lead answered "I'm sorry, but I
+    can't assist with that request" with the results in its context): it is asked for again."""
+    return declines(answer) or disclaims(answer)
+
+
+def evades(answer: str, request: str) -> bool:
+    """Whether ``answer`` to ``request`` left the work undone while saying so, or said nothing
+    new: it declines, disclaims or restates the request. A silent turn is not one: the lead is
+    asked for its answer without tools then (lead/ending.py)."""
+    return refuses(answer) or restates(answer, request)
+
+
+def evades_work(answer: str, request: str) -> bool:
+    """Whether ``answer`` evades ``request`` (:func:`evades`), or says nothing at all to a request
+    for a picture (:func:`~baton.lead.outcome.asks_for_media`): a 1.5B lead "answered" a
+    lighthouse painting with its own rules, which is no reply. A silent answer to anything else
+    is asked for again instead (lead/ending.py)."""
+    if not answer.strip():
+        return asks_for_media(request)
+    return evades(answer, request)
+
+
+QUOTE_CHARS = 40
+"""A reply sharing this many characters in a row with one of the lead's tool results (or its system
+prompt) quotes it."""
+
+
+def _folded(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def quotes_what_it_was_told(reply: str, messages: Sequence[Message]) -> bool:
+    """Whether ``reply`` repeats one of the lead's tool results or its system prompt. The lead's
+    tools are its delegation (lead/dispatch.py): their results are receipts and guard notices
+    meant for the lead alone ("...already called 3 times with the exact same arguments"), and
+    small models hand them to the user as the answer, as they do their rules ("You must call a
+    tool in every reply: to reply to the user..."). The sub-agents' results reach the lead as
+    user messages, not tool results, so quoting those stays an answer."""
+    said = _folded(reply)
+    if len(said) < QUOTE_CHARS:
+        return False
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") not in ("tool", "system") or not isinstance(content, str):
+            continue
+        told = _folded(content)
+        if len(told) < QUOTE_CHARS:
+            continue
+        match = SequenceMatcher(None, said, told, autojunk=False).find_longest_match()
+        if match.size >= QUOTE_CHARS:
+            return True
+    return False
+
+
+_NOTE_OPENING = re.compile(r"\s*\[\w+ from session\]")
+_TO_THE_LEAD = (
+    "arrive in your inbox",
+    "do not wait or poll",
+    "you gave no final answer",
+    "you answered without delegating",
+    "your previous reply was cut off after",
+    "a few sentences at most, with no repetition",
+    "through the tools interface instead of writing about it",
+)
+"""Phrases of what the session tells the lead (the receipt of a send, lead/dispatch.py; the notes
+asking for the final answer or sending back an answer that delegated nothing, lead/agent.py; the
+engine's request to reply again shorter, engine/messages.py ``reply_cut``) that no answer to a
+person contains."""
+
+
+def echoes_note(text: str) -> bool:
+    """Whether ``text`` repeats what the session told the lead: it opens like a
+    :func:`note_block` (a 1.5B lead "answered" with "[note from session] All delegated work is
+    in") or quotes a send's receipt (a 0.5B lead answered "...Its result will arrive in your
+    inbox: do not wait or poll"). Such a reply is no answer."""
+    folded = text.casefold()
+    return _NOTE_OPENING.match(text) is not None or any(p in folded for p in _TO_THE_LEAD)

@@ -1,0 +1,214 @@
+"""The lead's delegation unit: who works for it, what it sent them, and what came back, under one
+lock.
+
+:class:`Team` owns the three sides of delegation that must agree with each other: the roster
+(lead/roster.py, in the lead's state), the sends (:class:`~baton.lead.dispatch.Dispatcher`) and
+the inbox (:class:`~baton.lead.intake.Intake`). One lock serialises every send and every noting of
+the inbox, so "a message sent after an agent's last read" is well defined, and each send first
+reads the inbox without waiting (an agent whose final result already sits there is known to have
+left). Nothing calls back into the lead: what a send changed is in the lead's state, and the
+team tells the lead's checkpointing (``saved``) before it announces a started agent, so a viewer
+that saw an agent start can count on a resumed lead knowing it.
+
+It also keeps the ``send_message`` tool's ``to`` enum equal to the profiles plus the running
+agents, swapping the tool in the lead's registry as the roster changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from baton.bus.base import Bus
+from baton.bus.inbox import InboxReader
+from baton.bus.messages import Envelope
+from baton.engine import EventSink, Telemetry, Tool, ToolRegistry, ToolResult
+from baton.lead.dispatch import Delegating, Dispatcher
+from baton.lead.intake import Intake, Noted
+from baton.lead.prompt import LEAD_NAME
+from baton.lead.state import LeadState
+from baton.lead.tools import SendKind, not_a_subagent_hint, send_message_tool
+from baton.lead.trust import ReportCheck
+from baton.llm.types import Message
+
+
+@dataclass(frozen=True, slots=True)
+class TeamHooks:
+    """What the team tells its lead, and asks of it."""
+
+    cancelled: Callable[[], bool]
+    """Whether the lead was cancelled (bus retries then give up)."""
+    stop: Callable[[], None]
+    """Someone outside the session asked it to stop (a ``shutdown`` to the lead)."""
+    saved: Callable[[], Awaitable[None]]
+    """A send changed the state: checkpoint it (mid-turn) before anything is announced."""
+
+
+class Team:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        state: LeadState,
+        delegating: Delegating,
+        *,
+        events: EventSink | None,
+        telemetry: Telemetry,
+        hooks: TeamHooks,
+        media_dir: Path | None,
+    ) -> None:
+        session = state.session
+        self.state = state
+        self.roster = state.roster
+        self.lock = anyio.Lock()
+        self.dispatch = Dispatcher(
+            bus,
+            state,
+            delegating,
+            events=events,
+            telemetry=telemetry,
+            give_up=hooks.cancelled,
+        )
+        inbox = InboxReader(bus, session, LEAD_NAME)
+        self.intake = Intake(
+            inbox,
+            state,
+            check=ReportCheck(bus, session, state.roster, hooks.cancelled),
+            cancelled=hooks.cancelled,
+            events=events,
+            media_dir=media_dir,
+        )
+        self._hooks = hooks
+        self._early: list[Envelope] = []
+        """Read before a send (to keep the roster current), not yet in the context."""
+        self._registry: ToolRegistry | None = None
+        self._offered: tuple[str, ...] = ()
+
+    @property
+    def inbox(self) -> InboxReader:
+        return self.intake.inbox
+
+    # -- the tool -------------------------------------------------------------------------------
+
+    def targets(self) -> list[str]:
+        """What ``to`` offers: every profile, then every running agent not named like one."""
+        profiles = self.roster.profiles
+        return [*profiles, *(n for n in self.roster.running if n not in profiles)]
+
+    def send_tool(self) -> Tool:
+        self._offered = tuple(self.targets())
+        return send_message_tool(self.deliver, self._offered)
+
+    def attach(self, registry: ToolRegistry) -> None:
+        """The lead's tools: ``send_message`` is swapped in it as the roster changes."""
+        self._registry = registry
+        self.roster_changed()
+
+    def roster_changed(self) -> None:
+        """Offer the running agents as they start and stop (schemas are read per request)."""
+        if self._registry is not None and tuple(self.targets()) != self._offered:
+            self._registry.replace(self.send_tool())
+
+    # -- sends ----------------------------------------------------------------------------------
+
+    async def deliver(self, to: str, content: str, kind: SendKind) -> str | ToolResult:
+        """``send_message``: the inbox read first, then routed, capped and sent."""
+        if to in (LEAD_NAME, "user"):
+            return not_a_subagent_hint(to)
+        async with self.lock:
+            await self._settle(await self.intake.note(await self.intake.read_now()), early=True)
+            done = await self.dispatch.deliver(to, content, kind)
+            self.roster_changed()
+            if done.sent:
+                await self._hooks.saved()
+            if done.started is not None:
+                await self.dispatch.announce(done.started)
+        return done.reply
+
+    async def delegate(self, profile: str, task: str) -> str | ToolResult:
+        """A task to a new agent of ``profile`` (a per-profile tool's call, or routing)."""
+        return await self.deliver(profile, task, "task")
+
+    def new_turn(self) -> None:
+        """A turn of the lead starts: its caps start over, and it has sent nothing yet."""
+        self.dispatch.sends.reset()
+        self.state.turn_sends.clear()
+
+    # -- the inbox ------------------------------------------------------------------------------
+
+    async def _settle(self, noted: Noted, *, early: bool = False) -> None:
+        """What a read of the inbox means for the team (the lock held): hand a departed agent's
+        unseen messages over, follow the roster in the tool, pass a shutdown on."""
+        for name, unseen in noted.handovers:
+            started = await self.dispatch.hand_over(name, unseen)
+            if started is not None:
+                await self._hooks.saved()
+                await self.dispatch.announce(started)
+        self.roster_changed()
+        if early:
+            self._early.extend(noted.envelopes)
+        if noted.shutdown:
+            self._hooks.stop()
+
+    async def collect(
+        self, until: float, enough: Callable[[list[Envelope]], bool], *, stoppable: bool = True
+    ) -> list[Envelope]:
+        """What arrived (and what a send read early) until ``enough(arrived)`` or ``until`` (a
+        cancelled lead stops waiting, unless not ``stoppable``)."""
+        arrived, self._early = self._early, []
+
+        async def take(fresh: list[Envelope]) -> bool:
+            async with self.lock:
+                noted = await self.intake.note(fresh)
+                await self._settle(noted)
+            arrived.extend(noted.envelopes)
+            return enough(arrived)
+
+        await self.intake.wait(take, until, stoppable=stoppable)
+        return arrived
+
+    async def gather(self, deadline: float) -> tuple[list[Envelope], bool]:
+        """What arrived, waiting while sub-agents work and nobody asked anything new; and
+        whether the session deadline passed first."""
+
+        def enough(arrived: list[Envelope]) -> bool:
+            return not self.roster.outstanding or any(self.intake.is_request(e) for e in arrived)
+
+        arrived = await self.collect(deadline, enough)
+        return arrived, not enough(arrived) and anyio.current_time() >= deadline
+
+    async def gather_news(self, deadline: float, backoff: float) -> tuple[list[Envelope], bool]:
+        """After a failed turn: what is there now; while sub-agents work, whatever arrives
+        first or nothing within ``backoff`` (bounded by the deadline)."""
+        until = min(deadline, anyio.current_time() + backoff)
+        arrived = await self.collect(until, bool)
+        return arrived, not arrived and anyio.current_time() >= deadline
+
+    def render(self, arrived: Sequence[Envelope]) -> tuple[list[Message], str | None]:
+        return self.intake.render(arrived)
+
+    async def ack(self, arrived: Sequence[Envelope]) -> None:
+        if arrived:
+            await self.intake.ack(arrived)
+
+    async def stop_agents(self, grace: float) -> None:
+        """``shutdown`` to every outstanding sub-agent (one no worker claimed is withdrawn), then
+        wait (``grace``) for their results, noted and acked."""
+        early, self._early = self._early, []
+        await self.ack(early)
+        async with self.lock:
+            await self.dispatch.shut_down_running("the session is ending")
+            self.roster_changed()
+        if not self.roster.outstanding:
+            return
+
+        def enough(arrived: list[Envelope]) -> bool:
+            return not self.roster.outstanding
+
+        with anyio.move_on_after(grace):
+            until = anyio.current_time() + grace
+            await self.ack(await self.collect(until, enough, stoppable=False))
