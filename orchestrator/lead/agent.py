@@ -37,21 +37,14 @@ import anyio
 
 from baton.bus.base import Bus
 from baton.bus.errors import BusError
-from baton.bus.events import (
-    RETRACTED_DEADLINE,
-    RETRACTED_SENT_BACK,
-    AnswerChecked,
-    Event,
-    TextDelta,
-    TextRetracted,
-)
+from baton.bus.events import RETRACTED_DEADLINE, RETRACTED_SENT_BACK, AnswerChecked
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
 from baton.engine import AgentLoop, LoopLimits, StopReason, ToolRegistry, TurnResult
 from baton.lead import delegation as delegating
-from baton.lead import prompt, routing
+from baton.lead import prompt
 from baton.lead.answer import Answer, answer_tool
-from baton.lead.checkpoint import LastTurn, LeadCheckpoint, turn_messages
+from baton.lead.checkpoint import LastTurn, LeadCheckpoint
 from baton.lead.delegation import Waves, delegation_rewriter
 from baton.lead.dispatch import Delegating
 from baton.lead.ending import final_outcome, last_turn, late_outcome
@@ -63,15 +56,14 @@ from baton.lead.outcome import check_answer, failure_answer
 from baton.lead.policy import Accept, AskAgain, Facts, Route, SendBack
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.roster import Roster
-from baton.lead.state import LeadState
+from baton.lead.routing import Router
+from baton.lead.shown import ShownText
+from baton.lead.state import LeadCheckpoints, LeadState
 from baton.lead.team import Team, TeamHooks
 from baton.lead.tools import SEND_MESSAGE
 from baton.llm.types import ChatModel, Message
 
 log = logging.getLogger(__name__)
-
-ROUTE_TIMEOUT_S = 120.0
-"""The routing request (one constrained call, lead/routing.py) runs at most this long."""
 
 
 class Lead:
@@ -98,22 +90,21 @@ class Lead:
         self.session = session
         self.policy = parts.policy
         self._emit = parts.events
-        self._checkpoints = parts.checkpoints
         self._profiles = dict(profiles)
         self._cancelled = False
         self._abandoned: LeadTakenOver | None = None
-        self._shown = 0
-        """Characters of the lead's reply the current turn has shown (less what it took back)."""
         self._tools_offered = False
         """Whether the last turn was offered tools (asked without them, it could not delegate)."""
         self.state = LeadState(session, [], Roster(profiles), Waves(options.delegation.max_waves))
+        self._checkpoints = LeadCheckpoints(parts.checkpoints, self.state, self.abandon)
+        self._shown = None if parts.events is None else ShownText(session, parts.events)
         self.team = Team(
             bus,
             self.state,
             Delegating(options.delegation, options.spawn_pool, options.spawn_approve),
             events=parts.events,
             telemetry=parts.telemetry,
-            hooks=TeamHooks(lambda: self._cancelled, self.cancel, self._save_mid_turn),
+            hooks=TeamHooks(lambda: self._cancelled, self.cancel, self._checkpoints.mid_turn),
             media_dir=options.media_dir,
         )
         registry = ToolRegistry([self.team.send_tool(), *parts.tools])
@@ -126,8 +117,8 @@ class Lead:
                 registry.add(made)
         self.team.attach(registry)
         self._routes = options.tool_choice != "none"
-        shown = None if parts.events is None else self._count_shown
-        self._router = partial(
+        shown = self._shown
+        routing_loop = partial(
             AgentLoop,
             model,
             session=session,
@@ -138,7 +129,7 @@ class Lead:
             tool_choice="required",
             spend=parts.spend,
         )
-        """Makes the routing request's loop over a ``route`` tool (lead/routing.py)."""
+        self._router = Router(routing_loop, self.team, self.state)
         system = prompt.system_prompt(
             profiles,
             options.instructions,
@@ -291,7 +282,12 @@ class Lead:
                 await self._retract_shown(RETRACTED_SENT_BACK)
                 return LastTurn(reply="", wants_final=True)
             case Route(choices=choices):
-                return None if await self._routed(dict(choices), deadline) else last
+                if not self._routes:
+                    return last
+                await self._retract_shown(RETRACTED_SENT_BACK)
+                routed = await self._router.route(choices, deadline)
+                await self._save()
+                return None if routed else last
 
     def _facts(self, result: TurnResult | None) -> Facts:
         state = self.state
@@ -320,7 +316,8 @@ class Lead:
         self.team.new_turn()
         without_tools = progress.final_due or state.waves.exhausted
         self._tools_offered = self._routes and not without_tools
-        self._shown = 0
+        if self._shown is not None:
+            self._shown.new_turn()
         result: TurnResult | None = None
         with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
             if without_tools:
@@ -335,41 +332,6 @@ class Lead:
             progress.final_due = False
         state.turn_sends.clear()
         return result
-
-    async def _routed(self, choices: dict[str, str], deadline: float) -> bool:
-        """Route the request (lead/routing.py): one request offering only ``route(to)``, a
-        profile enum, with a call required (with one choice, no request); the chosen profile
-        gets the request as written. What it sent goes into the context as the
-        ``send_message`` calls they were (the route tool is not the lead's), and the lead waits
-        for the results. Nothing sent (the call failed, or was refused): the answer stands."""
-        state = self.state
-        request = state.progress.request
-        if not self._routes or not request.strip() or not choices:
-            return False
-        await self._retract_shown(RETRACTED_SENT_BACK)
-        self.team.new_turn()
-        route_to = partial(self.team.delegate, task=request)
-        if len(choices) == 1:  # one profile can do it: no model call to choose
-            try:
-                await route_to(next(iter(choices)))
-            except BusError as exc:  # as a tool's error would be: nothing sent, the answer stands
-                log.warning("session %s: could not route the request: %s", self.session, exc)
-        else:
-            asked = [*state.history, prompt.note_block("check", routing.ROUTE_NOTE)]
-            router = self._router(ToolRegistry([routing.route_tool(choices, route_to)]))
-            with anyio.move_on_after(min(ROUTE_TIMEOUT_S, deadline - anyio.current_time())):
-                await router.run_turn(asked)
-        sends = list(state.turn_sends)
-        state.turn_sends.clear()
-        state.waves.count(len(sends))
-        if not sends:
-            log.info("session %s: routing the request sent nothing", self.session)
-            await self._save()
-            return False
-        state.history.extend(turn_messages(sends))
-        state.progress.phase, state.progress.last = "gather", LastTurn()
-        await self._save()
-        return True
 
     def _used_own_tools(self, result: TurnResult) -> bool:
         """Whether the turn called one of the lead's own tools (it worked on the request itself)."""
@@ -487,25 +449,10 @@ class Lead:
                 return str(message.get("content"))
         return ""
 
-    # -- what the views see of the reply --------------------------------------------------------
-
-    async def _count_shown(self, event: Event) -> None:
-        """The engine's events, counting the lead's text shown this turn (so a reply the lead
-        sends back, or one the deadline cut, can be taken back whole)."""
-        if event.agent == LEAD_NAME:
-            if isinstance(event, TextDelta):
-                self._shown += len(event.text)
-            elif isinstance(event, TextRetracted):
-                self._shown = max(0, self._shown - event.chars)
-        assert self._emit is not None
-        await self._emit(event)
-
     async def _retract_shown(self, why: str) -> None:
-        """Take back what the current turn showed of the lead's reply (``text.retracted``)."""
-        if self._emit is not None and self._shown:
-            chars, self._shown = self._shown, 0
-            taken_back = TextRetracted(session=self.session, agent=LEAD_NAME, chars=chars, why=why)
-            await self._emit(taken_back)
+        """Take back what the current turn showed of the lead's reply (lead/shown.py)."""
+        if self._shown is not None:
+            await self._shown.retract(why)
 
     # -- the checkpoint (lead/checkpoint.py) ----------------------------------------------------
 
@@ -520,20 +467,7 @@ class Lead:
         self.team.roster_changed()
 
     async def _save(self) -> None:
-        """A checkpoint at a step: the whole conversation and the rest."""
-        if self._checkpoints is not None:
-            await self._checkpoints.save(self.checkpoint(), self.history)
-
-    async def _save_mid_turn(self) -> None:
-        """A checkpoint during a turn (a send): the rest, with the turn's sends so far. It runs
-        inside a tool call, whose errors the engine hands to the model: a lead taken over stops
-        here instead (``run`` raises it)."""
-        if self._checkpoints is None:
-            return
-        try:
-            await self._checkpoints.save(self.checkpoint(mid_turn=True), None)
-        except LeadTakenOver as exc:
-            self.abandon(exc)
+        await self._checkpoints.step()
 
     async def stop_agents(self) -> None:
         """``shutdown`` to every outstanding sub-agent, then wait (bounded) for their results."""

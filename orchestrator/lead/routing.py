@@ -14,12 +14,25 @@ self-contained by construction (a person wrote it to the lead), so no model has 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Annotated
 
+import anyio
 from pydantic import Field, JsonValue
 
-from baton.engine import Tool, ToolResult
+from baton.bus.errors import BusError
+from baton.engine import AgentLoop, Tool, ToolRegistry, ToolResult
+from baton.lead import prompt
+from baton.lead.checkpoint import LastTurn, turn_messages
+from baton.lead.state import LeadState
+from baton.lead.team import Team
+
+log = logging.getLogger(__name__)
+
+ROUTE_TIMEOUT_S = 120.0
+"""The routing request (one constrained call) runs at most this long."""
 
 ROUTE = "route"
 
@@ -53,3 +66,48 @@ def route_tool(profiles: Mapping[str, str], route: RouteTo) -> Tool:
         terminal=True,
         description="Hand the user's request, as written, to a new sub-agent of a profile.",
     )
+
+
+class Router:
+    """Routes the current request for a lead: ``make_loop`` builds the one-round, call-required
+    loop of the routing request over a registry; what it sends goes through the lead's ``team``
+    and into its ``state``."""
+
+    def __init__(
+        self, make_loop: Callable[[ToolRegistry], AgentLoop], team: Team, state: LeadState
+    ) -> None:
+        self._make_loop = make_loop
+        self._team = team
+        self._state = state
+
+    async def route(self, choices: Mapping[str, str], deadline: float) -> bool:
+        """One request offering only ``route(to)`` among ``choices`` (with one, no request); the
+        chosen profile gets the request as written. What it sent goes into the context as the
+        ``send_message`` calls they were (the route tool is not the lead's), and the lead waits
+        for the results (True). Nothing sent (the call failed, or was refused): False, and the
+        answer stands."""
+        state = self._state
+        request = state.progress.request
+        if not request.strip() or not choices:
+            return False
+        self._team.new_turn()
+        route_to = partial(self._team.delegate, task=request)
+        if len(choices) == 1:  # one profile can do it: no model call to choose
+            try:
+                await route_to(next(iter(choices)))
+            except BusError as exc:  # as a tool's error would be: nothing sent, the answer stands
+                log.warning("session %s: could not route the request: %s", state.session, exc)
+        else:
+            asked = [*state.history, prompt.note_block("check", ROUTE_NOTE)]
+            router = self._make_loop(ToolRegistry([route_tool(choices, route_to)]))
+            with anyio.move_on_after(min(ROUTE_TIMEOUT_S, deadline - anyio.current_time())):
+                await router.run_turn(asked)
+        sends = list(state.turn_sends)
+        state.turn_sends.clear()
+        state.waves.count(len(sends))
+        if not sends:
+            log.info("session %s: routing the request sent nothing", state.session)
+            return False
+        state.history.extend(turn_messages(sends))
+        state.progress.phase, state.progress.last = "gather", LastTurn()
+        return True

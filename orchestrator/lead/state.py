@@ -11,12 +11,14 @@ what it does next.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
 from baton.lead.checkpoint import (
     TAKEN_KEEP,
+    CheckpointSink,
     LastTurn,
     LeadCheckpoint,
     Progress,
@@ -26,6 +28,7 @@ from baton.lead.checkpoint import (
     turn_messages,
 )
 from baton.lead.delegation import Waves
+from baton.lead.keeper import LeadTakenOver
 from baton.lead.roster import Roster
 from baton.llm.types import Message
 
@@ -103,3 +106,34 @@ class LeadState:
             self.waves.count(len(checkpoint.turn_sends))
             self.progress.phase, self.progress.last = "gather", LastTurn()
             self.progress.final_due = False
+
+
+class LeadCheckpoints:
+    """The lead's checkpointing, observing its state: a whole checkpoint after each step of the
+    loop (:meth:`step`), a small one without the conversation after each send (:meth:`mid_turn`).
+    A send's checkpoint runs inside a tool call, whose errors the engine would hand to the model:
+    a lead that was taken over is told through ``on_lost`` instead, and stops."""
+
+    def __init__(
+        self,
+        sink: CheckpointSink | None,
+        state: LeadState,
+        on_lost: Callable[[LeadTakenOver], None],
+    ) -> None:
+        self._sink = sink
+        self._state = state
+        self._on_lost = on_lost
+
+    async def step(self) -> None:
+        """A checkpoint at a step: the whole conversation and the rest."""
+        if self._sink is not None:
+            await self._sink.save(self._state.checkpoint(), self._state.history)
+
+    async def mid_turn(self) -> None:
+        """A checkpoint during a turn (a send): the rest, with the turn's sends so far."""
+        if self._sink is None:
+            return
+        try:
+            await self._sink.save(self._state.checkpoint(mid_turn=True), None)
+        except LeadTakenOver as exc:
+            self._on_lost(exc)
