@@ -36,7 +36,11 @@ Run it against the recipe in ``../shared/real-model/`` (too slow for CI)::
         http://127.0.0.1:18080/v1 qwen2.5-coder-1.5b --sessions 10
 
 ``--smoke`` runs two sessions with the built-in offline model instead (what CI does, so the
-benchmark cannot rot). Per-session records go to stderr as JSON lines with ``--verbose``.
+benchmark cannot rot). ``--capable`` plays a capable lead instead of calling a server: a scripted
+model that answers each request as its ``plan`` says, through the typed ``answer`` call (a
+question at once; otherwise the delegations and a short note in one reply, then the answer citing
+every media URL), its sub-agents the offline model's; it shows what the runtime costs and decides
+around a model that is right. Per-session records go to stderr as JSON lines with ``--verbose``.
 """
 
 from __future__ import annotations
@@ -64,7 +68,8 @@ class Ask:
     """One request and what meeting it takes, judged from structure where it can be: how many
     pictures at least, which profiles must deliver, how many sub-agents it needs at most (0: a
     question the lead answers itself), and for a question, words one of which a right answer
-    contains (the benchmark's own check, never the runtime's)."""
+    contains (the benchmark's own check, never the runtime's). ``plan`` is what a capable lead
+    does (``--capable``): the tasks it delegates, or its direct answer."""
 
     prompt: str
     shape: str
@@ -72,38 +77,59 @@ class Ask:
     agents: int = 0
     needs: tuple[str, ...] = ()
     answer_any: tuple[str, ...] = ()
+    plan: tuple[tuple[str, str], ...] | str = ()
 
 
+P, W = "painter", "writer"
 ASKS = (
-    Ask("Paint a fox sleeping in the snow.", "picture", pictures=1, agents=1),
-    Ask("What is the capital of Australia?", "question", answer_any=("canberra",)),
-    Ask("Make three pictures: a fox, a heron and a cat.", "several", pictures=3, agents=3),
+    Ask("Paint a fox sleeping in the snow.", "picture", pictures=1, agents=1,
+        plan=((P, "Paint a fox sleeping in the snow."),)),
+    Ask("What is the capital of Australia?", "question", answer_any=("canberra",),
+        plan="The capital of Australia is Canberra."),
+    Ask("Make three pictures: a fox, a heron and a cat.", "several", pictures=3, agents=3,
+        plan=((P, "Paint a fox."), (P, "Paint a heron."), (P, "Paint a cat."))),
     Ask("Have the writer write a short thank-you note to a neighbour who watered my plants.",
-        "writing", agents=1, needs=("writer",)),
+        "writing", agents=1, needs=("writer",),
+        plan=((W, "Write a short thank-you note to a neighbour who watered my plants."),)),
     Ask("Paint a lighthouse at night and have the writer write a two-line poem about it.",
-        "two-profiles", pictures=1, agents=2, needs=("painter", "writer")),
-    Ask("Are Python lists ordered and mutable?", "question", answer_any=("yes", "ordered")),
-    Ask("Peins un renard qui dort dans la neige.", "other-language", pictures=1, agents=1),
+        "two-profiles", pictures=1, agents=2, needs=("painter", "writer"),
+        plan=((P, "Paint a lighthouse at night."),
+              (W, "Write a two-line poem about a lighthouse at night."))),
+    Ask("Are Python lists ordered and mutable?", "question", answer_any=("yes", "ordered"),
+        plan="Yes, Python lists are ordered and mutable."),
+    Ask("Peins un renard qui dort dans la neige.", "other-language", pictures=1, agents=1,
+        plan=((P, "Paint a fox sleeping in the snow."),)),
     Ask("Paint two pictures: a city street in the rain and a desert at noon.", "several",
-        pictures=2, agents=2),
+        pictures=2, agents=2,
+        plan=((P, "Paint a city street in the rain."), (P, "Paint a desert at noon."))),
     Ask("Draw conclusions from this: revenue rose 5% while costs fell 2%.", "question",
-        answer_any=("margin", "profit")),
+        answer_any=("margin", "profit"),
+        plan="Revenue grew faster than costs, so the margin widened and profit rose."),
     Ask("I need a picture of a red bicycle leaning against a wall.", "picture", pictures=1,
-        agents=1),
-    Ask("How many days are there in a leap year?", "question", answer_any=("366",)),
-    Ask("paint a fox and a heron, then write a haiku", "two-profiles", pictures=2, agents=3),
-    Ask("Male ein Bild von einem Leuchtturm bei Nacht.", "other-language", pictures=1, agents=1),
-    Ask("¿Cuál es la capital de Japón?", "other-language", answer_any=("tokio", "tokyo")),
+        agents=1, plan=((P, "Paint a red bicycle leaning against a wall."),)),
+    Ask("How many days are there in a leap year?", "question", answer_any=("366",),
+        plan="A leap year has 366 days."),
+    Ask("paint a fox and a heron, then write a haiku", "two-profiles", pictures=2, agents=3,
+        plan=((P, "Paint a fox."), (P, "Paint a heron."), (W, "Write a haiku."))),
+    Ask("Male ein Bild von einem Leuchtturm bei Nacht.", "other-language", pictures=1, agents=1,
+        plan=((P, "Paint a lighthouse at night."),)),
+    Ask("¿Cuál es la capital de Japón?", "other-language", answer_any=("tokio", "tokyo"),
+        plan="La capital de Japón es Tokio."),
     Ask("Draw an old sailing ship in a storm, then tell me one fact about sailing ships.",
-        "picture", pictures=1, agents=2),
+        "picture", pictures=1, agents=2,
+        plan=((P, "Paint an old sailing ship in a storm."),)),
     Ask("Ask the writer for a limerick about a cat, and the painter for a picture of that cat.",
-        "two-profiles", pictures=1, agents=2, needs=("painter", "writer")),
-    Ask("Translate 'good morning' into Spanish.", "question", answer_any=("buenos", "buen")),
+        "two-profiles", pictures=1, agents=2, needs=("painter", "writer"),
+        plan=((W, "Write a limerick about a cat."), (P, "Paint a cat."))),
+    Ask("Translate 'good morning' into Spanish.", "question", answer_any=("buenos", "buen"),
+        plan="Buenos días."),
     Ask("Can you get me a picture of a hot air balloon over green hills?", "picture",
-        pictures=1, agents=1),
-    Ask("请画一只在雪中睡觉的狐狸。", "other-language", pictures=1, agents=1),
+        pictures=1, agents=1, plan=((P, "Paint a hot air balloon over green hills."),)),
+    Ask("请画一只在雪中睡觉的狐狸。", "other-language", pictures=1, agents=1,
+        plan=((P, "Paint a fox sleeping in the snow."),)),
     Ask("Give me one word that rhymes with 'cat'.", "question",
-        answer_any=("hat", "bat", "mat", "rat", "sat", "fat", "pat", "chat", "flat", "that")),
+        answer_any=("hat", "bat", "mat", "rat", "sat", "fat", "pat", "chat", "flat", "that"),
+        plan="Hat."),
 )  # fmt: skip
 """Requests of many shapes (pictures, several items, two profiles, writing, plain questions,
 other languages): a session per request, in order, wrapping around."""
@@ -169,6 +195,7 @@ class SessionRecord:
     media: list[str]
     requests: int
     calls: int
+    lead_calls: int
     tokens: int
     retries: int
     guards: dict[str, int]
@@ -207,6 +234,54 @@ class SessionRecord:
         if self.appended is not None:
             return not self.appended
         return all(url in self.answer for url in self.media)
+
+
+def capable_reply(body: Mapping[str, Any]) -> Any:
+    """A capable lead's reply to one request body, following its request's ``plan`` (a sub-agent
+    request gets the offline model's reply)."""
+    from baton.llm import Call
+    from baton.llm.offline import offline_reply, role_of
+
+    messages = list(body.get("messages", []))
+    tools = list(body.get("tools", []))
+    if role_of(messages, tools) != "lead":
+        return offline_reply(dict(body))
+    typed = any(
+        "status" in str(t.get("function", {}).get("parameters", {}).get("properties", {}))
+        for t in tools
+        if t.get("function", {}).get("name") == "answer"
+    )
+
+    def answer(text: str, media: Sequence[str] = ()) -> Any:
+        """The answer call this baton's tool takes (an older one has ``text`` alone)."""
+        args: dict[str, Any] = {"text": text}
+        if typed:
+            args.update(status="done", media=list(media))
+        return answer_with([], Call("answer", json.dumps(args, ensure_ascii=False)))
+
+    task = next(str(m["content"]) for m in messages if m.get("role") == "user")
+    plan = ASKS_BY_PROMPT[task].plan
+    if isinstance(plan, str):
+        return answer(plan)
+    said = [m for m in messages if m.get("role") == "assistant"]
+    if not said:
+        calls = [
+            Call("send_message", json.dumps({"to": to, "content": what, "type": "task"}))
+            for to, what in plan
+        ]
+        note = json.dumps({"text": "I've asked my team; the results will follow."})
+        return answer_with(calls, Call("answer", note))
+    media = list(dict.fromkeys(URL.findall(" ".join(str(m.get("content")) for m in messages))))
+    if len([m for m in messages if "[result from" in str(m.get("content"))]) < 1:
+        return answer("Still working on it.")
+    lines = [f"Here is what my team made for “{task}”:", *media]
+    return answer("\n".join(lines), media=[url for url in media if url.startswith("file:")])
+
+
+def answer_with(calls: list[Any], final: Any) -> Any:
+    from baton.llm import Reply
+
+    return Reply(calls=[*calls, final])
 
 
 def model_settings(base_url: str, model: str, options: Mapping[str, Any]) -> Any:
@@ -297,7 +372,8 @@ async def run_one(
             models[name] = CountingModel(make_model(counts), counts)
         return models[name]
 
-    lead = CountingModel(make_model(counts), counts)
+    lead_counts = Counts()
+    lead = CountingModel(make_model(lead_counts), lead_counts)
     known = SessionConfig.model_fields
     extra = {key: value for key, value in config_extra.items() if key in known}
     prompt = ask.prompt
@@ -313,6 +389,9 @@ async def run_one(
             status, answer, media = result.status, result.answer, list(result.media_urls)
             error = result.error or ""
     finally:
+        counts.requests += lead_counts.requests
+        counts.calls += lead_counts.calls
+        counts.tokens += lead_counts.tokens
         await lead.aclose()
         for model in models.values():
             await model.aclose()
@@ -329,6 +408,7 @@ async def run_one(
         media=media,
         requests=counts.requests,
         calls=counts.calls,
+        lead_calls=lead_counts.calls,
         tokens=counts.tokens,
         retries=seen.retries,
         guards=dict(seen.guards),
@@ -375,6 +455,10 @@ def summarise(records: Sequence[SessionRecord], max_tokens: int | None) -> dict[
         "max_s": max(seconds) if seconds else None,
         "requests": sum(r.requests for r in records),
         "model_calls": sum(r.calls for r in records),
+        "lead_calls": sum(r.lead_calls for r in records),
+        "lead_calls_per_question": [
+            r.lead_calls for r in records if not ASKS_BY_PROMPT[r.prompt].agents
+        ],
         "retries": sum(r.retries for r in records),
         "hidden_retries": max(0, sum(r.requests - r.calls - r.retries for r in records)),
         "guard_fires": dict(guards),
@@ -397,6 +481,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=JSON",
                         help="a SessionConfig field, e.g. --set profile_tools=true")  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="2 sessions, offline model")
+    parser.add_argument("--capable", action="store_true", help="a scripted capable lead")
     parser.add_argument("--verbose", action="store_true", help="per-session JSON on stderr")
     parser.add_argument("--log", default=None, help="log level of baton's own log on stderr")
     parser.add_argument("--first", type=int, default=0, help="start at this prompt")
@@ -420,6 +505,18 @@ async def main(argv: Sequence[str] | None = None) -> None:
 
         def make_model(counts: Counts) -> Any:
             return offline_model()
+
+    elif args.capable:
+        sessions = args.sessions
+
+        def make_model(counts: Counts) -> Any:
+            from baton.llm import IN_PROCESS_URL, ModelSettings, ScriptedServer
+
+            server = ScriptedServer(responder=capable_reply)
+            settings = ModelSettings(
+                model="capable-scripted", base_url=IN_PROCESS_URL, api_key="k", max_retries=0
+            )
+            return OpenAIChatModel(settings, http_client=server.http_client())
 
     else:
         if not args.url or not args.model:
