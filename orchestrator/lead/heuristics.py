@@ -137,7 +137,7 @@ def evades(answer: str, request: str) -> bool:
 
 def evades_work(answer: str, request: str) -> bool:
     """Whether ``answer`` evades ``request`` (:func:`evades`), or says nothing at all to a request
-    for a picture (:func:`~baton.lead.outcome.asks_for_media`): a 1.5B lead "answered" a
+    for a picture (:func:`asks_for_media`): a 1.5B lead "answered" a
     lighthouse painting with its own rules, which is no reply. A silent answer to anything else
     is asked for again instead (lead/ending.py)."""
     if not answer.strip():
