@@ -24,6 +24,12 @@ default):
   poisoned log;
 - ``serve-sessions``: ``--http-sessions`` concurrent sessions of 1-3 sub-agents ``POST``-ed to
   one ``baton serve`` (in-process workers), one every ``--http-stagger`` s;
+- ``serve-unknown-streams``: ``--stream-requests`` event-stream requests for unknown or expired
+  sessions (sessions that completed, then had their keys deleted, asked again with the
+  ``Last-Event-ID`` a reconnecting ``EventSource`` sends, or ``?last_event_id=``) interleaved with
+  as many new sessions ``POST``-ed to one ``baton serve``: every stream must be a ``404``, every
+  session must complete, and ``/healthz`` must say so (issue 22: one such request wedged the
+  server, every later session waiting at its first wake-up while ``/healthz`` said ok);
 - ``sigint``: SIGINT to ``baton run`` while every remote sub-agent is inside a long tool
   (``--busy-tool-s``, 15 s);
 - ``kill-lead``: kill -9 the ``baton run`` process mid-session, then ``baton resume SESSION``;
@@ -65,12 +71,15 @@ targets promise, so CI fails when one regresses:
 6. ``sigint``: ``baton run`` exits 130, every sub-agent ends (reason not ``finished``) within
    ``CANCEL_TARGET_S`` (+ ``SMOKE_SLACK_S``) of the signal, and nothing is left in the
    session's inboxes;
-7. ``kill-lead``, when ``baton resume`` exists: the resumed session completes with one answer.
+7. ``kill-lead``, when ``baton resume`` exists: the resumed session completes with one answer;
+8. ``serve-unknown-streams``: every stream request was a ``404``, and ``/healthz`` answers ``200``
+   at the end (every session completing is 4).
 
 Run: ``.venv/bin/python benchmarks/chaos.py [--case NAME]... [--sessions 10] [--agents 10]
-[--kills 15] [--outage 10] [--http-sessions 120] [--seed 7] [--keep]``; ``--smoke`` for CI. The
-full run of the issue: the defaults, then ``--case redis-outage --outage 60``. Progress goes to
-stderr; ``--keep`` leaves each case's folder (run outputs, every process's stderr, Redis's AOF).
+[--kills 15] [--outage 10] [--http-sessions 120] [--stream-requests 100] [--seed 7] [--keep]``;
+``--smoke`` for CI. The full run of the issue: the defaults, then ``--case redis-outage
+--outage 60``. Progress goes to stderr; ``--keep`` leaves each case's folder (run outputs, every
+process's stderr, Redis's AOF).
 """
 
 from __future__ import annotations
@@ -90,7 +99,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
@@ -117,6 +126,7 @@ CASES = (
     "pubsub-kill",
     "poison",
     "serve-sessions",
+    "serve-unknown-streams",
     "sigint",
     "kill-lead",
 )
@@ -933,6 +943,113 @@ async def _post_sessions(url: str, count: int, stagger: float) -> tuple[list[int
     return codes, ids
 
 
+EXPIRED = 3
+"""Sessions of ``serve-unknown-streams`` run to the end, then deleted: the "expired" ones."""
+
+
+def case_serve_unknown_streams(args: argparse.Namespace) -> Figures:
+    from baton.testing import free_port
+
+    with cluster("unknown", tool_s=0.2 * args.tool_scale, profiles=3) as c:
+        port = free_port()
+        serve = c.start("serve", ["serve", "--port", str(port), *c.common(), "--profiles",
+                                  str(c.profiles), "--media-dir", str(c.media)])  # fmt: skip
+        if serve.wait_line("baton serve:", 60) is None:
+            raise RuntimeError(f"baton serve did not start: {serve.lines[-5:]}")
+        url = f"http://127.0.0.1:{port}"
+        _, warm = anyio.run(_post_sessions, url, EXPIRED, 0.0)
+        if not c.wait_events(warm, finished, 120):
+            raise RuntimeError(f"the sessions to expire did not finish: {warm}")
+        expired = {session: c.events(session)[-1]["_id"] for session in warm}
+        for session in warm:  # what expiry (or `baton clean`) leaves of them: nothing
+            keys = list(c.r.scan_iter(match=f"{PREFIX}:{{{session}}}*", count=500))
+            c.r.delete(*keys)
+        began = time.monotonic()
+        run = _interleave(url, args.stream_requests, args.http_stagger, expired)
+        streams, codes, ids = anyio.run(run)
+        posted_s = time.monotonic() - began
+        done = c.wait_events(ids, lambda es: finished(es) or not serve.alive, 60 + len(ids))
+        health = _healthz(url)
+        figures: Figures = {
+            "stream_requests": args.stream_requests,
+            "stream_status": dict(Counter(str(code) for code in streams)),
+            "http_status": dict(Counter(str(code) for code in codes)),
+            "post_all_s": round(posted_s, 2),
+            "all_finished": done,
+            "elapsed_s": round(time.monotonic() - began, 1),
+            "healthz_at_end": health,
+            "serve_alive_at_end": serve.alive,
+        }
+        figures |= session_figures(c, ids, None)
+        figures["sessions"] |= {"started": args.stream_requests, "accepted": len(ids)}
+        return figures | c.crashes() | c.dead_letters()
+
+
+def _interleave(
+    url: str, count: int, stagger: float, expired: dict[str, str]
+) -> Callable[[], Awaitable[tuple[list[int], list[int], list[str]]]]:
+    """``count`` new sessions and ``count`` stream requests for unknown or expired sessions,
+    alternating (a stream request, then a session, one pair every ``stagger`` s)."""
+    import httpx2
+
+    async def run() -> tuple[list[int], list[int], list[str]]:
+        streams: list[int] = []
+        codes: list[int] = []
+        ids: list[str] = []
+        gone = list(expired.items())
+        limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
+        async with httpx2.AsyncClient(base_url=url, limits=limits, timeout=30) as http:
+
+            async def stream(number: int) -> None:
+                await anyio.sleep(number * stagger)
+                headers: dict[str, str] = {}
+                if number % 2 == 0 or not gone:
+                    path = f"/sessions/s-nosuch{number:06d}/events"  # never was
+                else:  # expired: its EventSource comes back with the last id it got
+                    session, cursor = gone[number % len(gone)]
+                    path = f"/sessions/{session}/events"
+                    if number % 4 == 1:
+                        headers["Last-Event-ID"] = cursor
+                    else:
+                        path += f"?last_event_id={cursor}"
+                try:
+                    async with http.stream("GET", path, headers=headers) as answer:
+                        streams.append(answer.status_code)
+                except httpx2.HTTPError:
+                    streams.append(0)
+
+            async def post(number: int) -> None:
+                await anyio.sleep(number * stagger + stagger / 2)
+                agents = 1 + number % 3
+                body = {"task": task_text(agents, "u"), "profiles": agent_profiles(agents)}
+                try:
+                    response = await http.post("/sessions", json=body | {"timeout_s": 300})
+                except httpx2.HTTPError:
+                    codes.append(0)
+                    return
+                codes.append(response.status_code)
+                if response.status_code == 201:
+                    ids.append(response.json()["id"])
+
+            async with anyio.create_task_group() as group:
+                for number in range(count):
+                    group.start_soon(stream, number)
+                    group.start_soon(post, number)
+        return streams, codes, ids
+
+    return run
+
+
+def _healthz(url: str) -> Figures:
+    import httpx2
+
+    try:
+        answer = httpx2.get(url + "/healthz", timeout=10)
+    except httpx2.HTTPError as exc:
+        return {"status": 0, "error": str(exc)}
+    return {"status": answer.status_code, "body": answer.json()}
+
+
 def case_sigint(args: argparse.Namespace) -> Figures:
     tool_s = args.busy_tool_s
     agents = min(args.agents, 6)
@@ -1016,6 +1133,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace], Figures]] = {
     "pubsub-kill": case_pubsub_kill,
     "poison": case_poison,
     "serve-sessions": case_serve_sessions,
+    "serve-unknown-streams": case_serve_unknown_streams,
     "sigint": case_sigint,
     "kill-lead": case_kill_lead,
 }
@@ -1041,6 +1159,7 @@ def smoke_failures(report: dict[str, Figures]) -> list[str]:
         ):
             failures.append(f"{case}: sessions {sessions}")  # 4
     failures += _poison_failures(report.get("poison"))
+    failures += _unknown_stream_failures(report.get("serve-unknown-streams"))
     failures += _sigint_failures(report.get("sigint"))
     lead = report.get("kill-lead")
     if (
@@ -1064,6 +1183,14 @@ def _poison_failures(f: Figures | None) -> list[str]:
     return []
 
 
+def _unknown_stream_failures(f: Figures | None) -> list[str]:
+    if not f or "error" in f:
+        return []
+    if f["stream_status"] != {"404": f["stream_requests"]} or f["healthz_at_end"]["status"] != 200:
+        return [f"serve-unknown-streams: {f}"]  # 8
+    return []
+
+
 def _sigint_failures(f: Figures | None) -> list[str]:
     if not f or "error" in f:
         return []
@@ -1082,6 +1209,9 @@ def main() -> None:
     parser.add_argument("--outage", type=float, default=10.0, help="seconds Redis stays down")
     parser.add_argument("--http-sessions", type=int, default=120)
     parser.add_argument("--http-stagger", type=float, default=0.05, help="seconds between POSTs")
+    parser.add_argument(
+        "--stream-requests", type=int, default=100, help="unknown streams, and as many sessions"
+    )
     parser.add_argument("--busy-tool-s", type=float, default=15.0, help="the sigint case's tool")
     parser.add_argument("--tool-scale", type=float, default=1.0, help="× every case's tool time")
     parser.add_argument("--seed", type=int, default=7)
@@ -1092,6 +1222,7 @@ def main() -> None:
     KEEP = args.keep
     if args.smoke:
         args.sessions, args.agents, args.kills, args.outage, args.http_sessions = 1, 3, 2, 1.0, 4
+        args.stream_requests = 6
         args.busy_tool_s, args.tool_scale = 6.0, 0.25
     report: dict[str, Figures] = {}
     for case in args.case or CASES:

@@ -484,6 +484,15 @@ class Bus(ABC):
     async def ping(self) -> None:
         """Raises ``BusUnreachable`` unless the backend answers."""
 
+    async def probe(self, timeout_s: float) -> None:
+        """Raises ``BusUnreachable`` unless the bus can carry a session now, checked within
+        ``timeout_s``: the backend answers, takes a write, and delivers a wake-up to this process.
+
+        A ``PING`` alone says too little: a process whose wake-ups no longer arrive answers it
+        while every agent it hosts waits for ever (issue 22). This default suits a backend whose
+        wake-ups cannot be lost (in-process); Redis sends one round trip through its pub/sub."""
+        await self.ping()
+
     def signer(self) -> Signer | None:
         """What signs and checks envelopes on this bus; None unless it has a signing key."""
         key = self.options.signing_key

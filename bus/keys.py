@@ -119,6 +119,10 @@ class Keys:
         end = key.find("}", len(head))
         return key[len(head) : end] if end > len(head) else None
 
+    def probe(self, token: str) -> str:
+        """A channel (never a key) a health probe publishes on once (:meth:`RedisCore.probe`)."""
+        return f"{self.prefix}:probe:{token}"
+
     @property
     def dead(self) -> str:
         return f"{self.prefix}:dead"

@@ -107,6 +107,9 @@ class RedisBus(Bus):
     async def ping(self) -> None:
         await self._core.one("PING")
 
+    async def probe(self, timeout_s: float) -> None:
+        await self._core.probe(timeout_s)
+
     # Each operation below hands back its part's coroutine itself instead of awaiting it: an
     # agent waiting on its inbox then holds one coroutine frame, not two (about 0.3 KiB each,
     # 3 MB over 10,000 idle agents), and each call costs one coroutine less.

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, Protocol
@@ -349,6 +350,27 @@ class RedisCore(Service):
         except BusUnreachable:
             self.check_open()
             raise
+
+    async def probe(self, timeout_s: float) -> None:
+        """One wake-up round trip on a fresh channel (SUBSCRIBE, PUBLISH, the message back
+        through the dispatcher), within ``timeout_s``; ``BusUnreachable`` saying which step
+        did not finish. Exercises what every waiting agent relies on, for three commands."""
+        channel = self.keys.probe(uuid.uuid4().hex)
+        step = "the subscription was not confirmed"
+        try:
+            with anyio.move_on_after(timeout_s):
+                watch = await self.watch(channel)
+                mark = watch.generation
+                step = "the wake-up was not published"
+                await self.one("PUBLISH", channel, "probe")
+                step = "the wake-up did not come back"
+                await watch.wait(timeout_s, since=mark)
+                if watch.generation != mark:
+                    return
+        finally:
+            await self.unwatch(channel)
+        self.check_open()
+        raise BusUnreachable(self.url, f"no wake-up round trip within {timeout_s:g} s: {step}")
 
     async def unwatch(self, channel: str) -> None:
         await self._dispatcher.unwatch(channel)

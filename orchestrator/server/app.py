@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from baton.server import media, pages, routes, sse
+from baton.server import health, media, pages, routes, sse
 from baton.server.a2a import routes_if_installed
 from baton.server.a2a.tracing import TraceparentMiddleware
 from baton.server.context import ServerContext
@@ -53,7 +53,7 @@ def create_app(ctx: ServerContext) -> Starlette:
         Route("/sessions/{id}/approvals/{call_id}", routes.decide, methods=["POST"]),
         Route("/sessions/{id}/cancel", routes.cancel, methods=["POST"]),
         Route("/profiles", routes.get_profiles, methods=["GET"]),
-        Route("/healthz", routes.health, methods=["GET"]),
+        Route("/healthz", health.health, methods=["GET"]),
         Route("/openapi.json", _openapi, methods=["GET"]),
         Route("/media/{path:path}", media.media_file, methods=["GET"]),
         Route("/assets/{name}", pages.asset, methods=["GET"]),

@@ -30,6 +30,7 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024
 DEFAULT_HEARTBEAT_S = 15.0
 DEFAULT_RETRY_MS = 3000
 MAX_SESSION_TIMEOUT_S = 3600.0
+DEFAULT_HEALTH_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,8 @@ class ServerConfig:
     session_timeout_s: float = 600.0
     bus_outage_s: float = DEFAULT_OUTAGE_S
     max_session_timeout_s: float = MAX_SESSION_TIMEOUT_S
+    health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S
+    """How long ``/healthz`` gives the bus to carry one wake-up before it answers 503."""
     log_level: str = "warning"
 
     def __post_init__(self) -> None:
@@ -125,6 +128,8 @@ class ServerConfig:
             raise ConfigError(f"max body size {self.max_body_bytes} is too small: use ≥ 1024")
         if self.heartbeat_s <= 0:
             raise ConfigError(f"heartbeat must be positive, not {self.heartbeat_s}")
+        if self.health_timeout_s <= 0:
+            raise ConfigError(f"health timeout must be positive, not {self.health_timeout_s}")
 
     @property
     def requires_token(self) -> bool:

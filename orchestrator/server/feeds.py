@@ -8,6 +8,10 @@ The list is bounded by the bus's event-log cap, and a feed is dropped when its l
 A feed rides out a bus outage (up to ``outage_s``) and carries on at its cursor; past that it
 fails, which ends its streams (clients then resume by cursor).
 
+A feed reads what is logged, then follows the log only once a client is answered with it
+(:meth:`Feed.follow`): a request for a session that does not exist is answered 404 from that one
+read, and leaves nothing behind it (no subscription made and dropped, no task waiting).
+
 Resumption is exact because positions are cursors: a client that says ``Last-Event-ID: C`` starts
 at the first frame whose cursor is greater than ``C`` (cursors are ordered integers on the memory
 bus, ``ms-seq`` stream ids on Redis), so nothing is sent twice and nothing is skipped.
@@ -62,6 +66,7 @@ class Feed:
         self.subscribers = 0
         self.scope = anyio.CancelScope()
         self._changed = anyio.Event()
+        self._wanted = anyio.Event()
 
     def start_index(self, after: str | None) -> int:
         """The index of the first frame after cursor ``after`` (0 when None)."""
@@ -71,6 +76,10 @@ class Feed:
         """Return once there is a frame at ``index``, or the feed failed or closed."""
         while index >= len(self.frames) and not (self.failed or self.closed):
             await self._changed.wait()
+
+    def follow(self) -> None:
+        """A client is answered with this feed: follow the log past what was read."""
+        self._wanted.set()
 
     def close(self) -> None:
         self.closed = True
@@ -88,6 +97,7 @@ class Feed:
                 self.caught_up.set()
                 self._notify()
                 if self.finished_at is None:
+                    await self._wanted.wait()  # or the last client leaves: cancelled
                     await self._read(after, follow=True)
             except Exception as exc:  # a bus fault ends the streams; clients resume by cursor
                 log.warning("event feed of session %s failed: %s", self.session, exc)

@@ -45,6 +45,8 @@ class SessionHost:
         self._running: dict[str, Session] = {}
         self._all_done = anyio.Event()
         self._all_done.set()
+        self.stopping = False
+        """True once the server stops: no session starts any more (``/healthz`` says so)."""
 
     def is_hosted(self, session: str) -> bool:
         """True while ``session`` runs in this server."""
@@ -73,6 +75,7 @@ class SessionHost:
 
     async def aclose(self) -> None:
         """Cancel every running session and wait (bounded) for them to finish."""
+        self.stopping = True
         for session in list(self._running.values()):
             session.cancel()
         with anyio.move_on_after(STOP_GRACE_S):

@@ -1,12 +1,15 @@
 """The live pages: ``/`` (sessions and a form to start one) and ``/sessions/{id}`` (one session,
 live). Plain HTML, CSS and a little JavaScript from :mod:`baton.server.assets`; no build
-step. The page is a viewer of the same SSE stream any client can read; the only server-side
-input it needs is the media root, to turn the tools' ``file://`` URLs into ``/media/`` links.
+step. The session page arrives with the session as it stands (:mod:`.first_paint`), and its
+script follows the same SSE stream any client can read from the log's last cursor on. The page
+names no server path: media are ``/media/`` links, and the script maps the tools' ``file://``
+URLs by the session's folder in them.
 """
 
 from __future__ import annotations
 
 import html
+import re
 from functools import cache
 from importlib.resources import files
 
@@ -15,7 +18,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from baton.server.context import ServerContext
-from baton.server.routes import known_state
+from baton.server.first_paint import fragments
+from baton.server.state import fold_session
 
 ASSETS = {
     "app.js": "text/javascript",
@@ -35,15 +39,26 @@ PAGE_HEADERS = {
 }
 
 
+_PLACEHOLDER = re.compile(r"\{\{([A-Z_]+)\}\}")
+
+
 @cache
 def _asset(name: str) -> str:
     return files("baton.server.assets").joinpath(name).read_text(encoding="utf-8")
 
 
-def _page(name: str, status: int = 200, **values: str) -> HTMLResponse:
-    text = _asset(name)
-    for key, value in values.items():
-        text = text.replace("{{" + key + "}}", html.escape(value, quote=True))
+def _page(
+    name: str, status: int = 200, markup: dict[str, str] | None = None, **values: str
+) -> HTMLResponse:
+    """The template ``name`` with ``values`` escaped and ``markup`` (already HTML) put in, in
+    one pass over the template: a value that itself reads ``{{TASK}}`` stays text."""
+    filled = {key: html.escape(value, quote=True) for key, value in values.items()}
+    filled.update(markup or {})
+
+    def fill(found: re.Match[str]) -> str:
+        return filled.get(found.group(1), found.group(0))
+
+    text = _PLACEHOLDER.sub(fill, _asset(name))
     return HTMLResponse(text, status_code=status, headers=PAGE_HEADERS)
 
 
@@ -57,12 +72,16 @@ async def session_page(request: Request) -> Response:
     ctx = ServerContext.of(request)
     try:
         session = ctx.session_id(request)
-        await known_state(ctx, session)
-    except HTTPException as exc:
-        if exc.status_code != 404:
-            raise
-        return _page("missing.html", 404, SESSION=str(request.path_params["id"])[:80])
-    return _page("session.html", SESSION=session, MEDIA_ROOT=ctx.media_root.as_uri() + "/")
+    except HTTPException:
+        return _missing(request)
+    folder = await fold_session(ctx.bus, session)
+    if folder.events == 0 and not ctx.host.is_hosted(session):
+        return _missing(request)
+    return _page("session.html", markup=fragments(folder, ctx.media_root), SESSION=session)
+
+
+def _missing(request: Request) -> HTMLResponse:
+    return _page("missing.html", 404, SESSION=str(request.path_params["id"])[:80])
 
 
 async def favicon(request: Request) -> Response:

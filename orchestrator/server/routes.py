@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.messages import make_envelope
@@ -71,6 +71,8 @@ async def start_session(request: Request) -> Response:
         images=ctx.config.images,
         instructions=body.instructions,
     )
+    if ctx.host.stopping:
+        raise HTTPException(503, "the server is stopping: start the session on another one")
     try:
         session = await ctx.host.start(config)
     except SessionExists as exc:  # an id the bus already has (ids are drawn: a clash, not input)
@@ -176,9 +178,3 @@ async def get_profiles(request: Request) -> Response:
     infos = [ProfileInfo(name=p.name, description=p.description)
              for p in ctx.host.profiles.values()]  # fmt: skip
     return _json(Profiles(profiles=infos))
-
-
-async def health(request: Request) -> Response:
-    ctx = ServerContext.of(request)
-    await ctx.bus.ping()
-    return JSONResponse({"ok": True})

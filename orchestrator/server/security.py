@@ -44,6 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from baton.bus.base import Bus
 from baton.bus.errors import BusError
 from baton.server.a2a import access as a2a_access
+from baton.server.a2a import wellformed
 from baton.server.a2a.paths import CARD_PATH, is_a2a
 from baton.server.access import Grant, session_grant
 
@@ -111,7 +112,9 @@ async def _a2a_refusal(
     grant: Grant, method: str, scope: Scope, receive: Receive
 ) -> tuple[Receive, Response | None]:
     """A session token's A2A request, decided from its body (:mod:`baton.server.a2a.access`):
-    the body is read here (at most ``A2A_BODY_LIMIT`` bytes) and handed on unchanged."""
+    the body is read here (at most ``A2A_BODY_LIMIT`` bytes) and handed on unchanged. A
+    malformed request names no task: it is answered with its binding's error (as the route
+    would answer anyone), by the one reading of A2A input, :mod:`baton.server.a2a.wellformed`."""
     body = bytearray()
     more = True
     while more:
@@ -122,9 +125,12 @@ async def _a2a_refusal(
         more = bool(message.get("more_body", False))
         if len(body) > A2A_BODY_LIMIT:
             return receive, _error(413, f"the body is over the {A2A_BODY_LIMIT}-byte limit")
-    reason = a2a_access.refusal(
-        grant.session, grant.scope, a2a_access.target_of(method, scope["path"], bytes(body))
-    )
+    path, given = scope["path"], bytes(body)
+    malformed = wellformed.refusal(wellformed.binding_of(path), method, Headers(scope=scope), given)
+    if malformed is not None:
+        return receive, malformed
+    target = a2a_access.target_of(method, path, given)
+    reason = a2a_access.refusal(grant.session, grant.scope, target)
     sent = False
 
     async def replay() -> Message:

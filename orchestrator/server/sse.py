@@ -85,6 +85,7 @@ async def session_events(request: Request) -> Response:
         start = feed.start_index(after)
         if feed.finished_at is not None and start > feed.finished_at:
             return Response(status_code=204)  # finished: EventSource stops reconnecting
+        feed.follow()
         response = FeedResponse(feeds, feed, start, ctx)
         return response
     finally:

@@ -159,12 +159,17 @@ def _agent(name: str, agent: AgentView) -> AgentState:
     )
 
 
-async def session_state(bus: Bus, session: str) -> SessionState:
-    """The state of a session as of now (an empty ``pending`` state when it has no log yet)."""
+async def fold_session(bus: Bus, session: str) -> StateFolder:
+    """The session's log as of now, folded (nothing folded when it has no log yet)."""
     folder = StateFolder(session)
     async for logged in bus.events(session, follow=False):
         folder.add(logged.cursor, logged.event)
-    return folder.result()
+    return folder
+
+
+async def session_state(bus: Bus, session: str) -> SessionState:
+    """The state of a session as of now (an empty ``pending`` state when it has no log yet)."""
+    return (await fold_session(bus, session)).result()
 
 
 async def list_sessions(bus: Bus, limit: int) -> SessionList:

@@ -13,6 +13,7 @@ from playwright.async_api import async_playwright
 from baton.bus.events import (
     AgentSpawned,
     AnswerChecked,
+    ApprovalRequested,
     BudgetUpdated,
     Event,
     ModelRetried,
@@ -23,7 +24,8 @@ from baton.bus.events import (
     TextRetracted,
 )
 from baton.bus.memory import MemoryBus
-from tests.server.helpers import TOKEN, serving
+from tests.server.helpers import TOKEN, client, serving, start_session
+from tests.support.events import wait_for_event
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -244,6 +246,56 @@ async def test_a_dropped_stream_reconnects_without_a_page_error(tmp_path: Path) 
             )
             assert await page.locator("#post-error").text_content() == ""
             assert await page.locator("#post").is_visible()  # still running: follow-ups stay
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+async def test_first_paint_shows_a_waiting_approval_and_the_script_carries_on(
+    tmp_path: Path,
+) -> None:
+    """A page opened while an approval waits: without script it already shows the session (its
+    status, the asking agent, the call id), and with script its Approve button works and the
+    rest streams in after what was painted, nothing twice (issue 22)."""
+    async with (
+        MemoryBus() as bus,
+        serving(bus, tmp_path, token=TOKEN) as server,
+        client(server, headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+        async_playwright() as playwright,
+    ):
+        session = await start_session(http, "publish a haiku", profiles=["publisher"])
+        asked = await wait_for_event(bus, session, ApprovalRequested)
+        call = asked.calls[0].call_id
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            bare = await browser.new_context(java_script_enabled=False)
+            page = await bare.new_page()
+            await page.goto(f"{server.url}/sessions/{session}?token={TOKEN}")
+            assert await page.locator("#status").text_content() == "running"
+            assert await page.locator(".approval samp").text_content() == call
+            assert await page.locator("#no-approvals").is_hidden()
+            assert await page.locator('.agent[data-agent="publisher"]').count() == 1
+            assert "media-root" not in await page.content()
+
+            live = await browser.new_page()
+            errors: list[str] = []
+            live.on("pageerror", lambda exc: errors.append(str(exc)))
+            await live.goto(f"{server.url}/sessions/{session}?token={TOKEN}")
+            await live.wait_for_function(
+                "() => document.querySelector('#connection').textContent === 'live'",
+                timeout=WAIT_MS,
+            )
+            assert await live.locator(".approval").count() == 1
+            await live.locator(".approval button.approve").click()
+            await live.wait_for_selector("#status[data-status=completed]", timeout=WAIT_MS)
+            await live.wait_for_selector(".approval", state="detached")
+            shown = await live.locator("#lead-text").text_content()
+            count = await live.locator("#event-count").text_content()
+
+            await page.reload()  # the server's paint of the finished session: the same
+            assert await page.locator("#lead-text").text_content() == shown
+            assert await page.locator("#event-count").text_content() == count
+            assert await live.locator(".agent").count() == 1
             assert errors == []
         finally:
             await browser.close()

@@ -84,11 +84,11 @@ async def test_an_invalid_envelope_the_request_did_not_make_is_no_422(
     ``InvalidEnvelope`` from anywhere else is the server's (500), as any other bug."""
     async with make_bus() as bus, serving(bus, tmp_path) as server, client(server) as http:
 
-        async def refused() -> None:
+        async def refused() -> list[str]:
             raise InvalidEnvelope("a bug in the server, not the request")
 
-        bus.ping = refused  # type: ignore[method-assign]
-        answer = await http.get("/healthz")
+        bus.sessions = refused  # type: ignore[method-assign]
+        answer = await http.get("/sessions")
         assert answer.status_code == 500, answer.text
 
 

@@ -16,13 +16,13 @@ HTTP+JSON for ``message:send``), so for a session token the guard reads the body
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from baton.server.a2a.contexts import context_of
 from baton.server.a2a.paths import JSONRPC_PATH, REST_PREFIX
+from baton.server.a2a.wellformed import Malformed, read_json
 
 Need = Literal["read", "write", "admin"]
 
@@ -67,14 +67,17 @@ def _message_task(params: Any) -> str | None:
 
 
 def jsonrpc_target(body: bytes) -> Target:
-    """The target of a JSON-RPC request; unreadable or unknown: admin only."""
+    """The target of a JSON-RPC request; unreadable, malformed or unknown: admin only (the
+    guard answers a malformed one with its JSON-RPC error before asking: :mod:`.wellformed`)."""
     try:
-        request = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        request = read_json(body)
+    except Malformed:
         return Target("admin")
     if not isinstance(request, dict):  # a batch, or nonsense: only the admin token
         return Target("admin")
     method, params = request.get("method"), request.get("params")
+    if not isinstance(method, str):
+        return Target("admin")
     if method in MESSAGES:
         task = _message_task(params)
         return Target("write", task) if task else Target("admin")
@@ -100,8 +103,8 @@ def rest_target(method: str, rest: str, body: bytes) -> Target:
         return Target("admin")
     if _REST_SEND.match(rest) and method == "POST":
         try:
-            task = _message_task(json.loads(body))
-        except (ValueError, UnicodeDecodeError):
+            task = _message_task(read_json(body))
+        except Malformed:
             task = None
         return Target("write", task) if task else Target("admin")
     return Target("admin")

@@ -50,10 +50,10 @@ def a2a_routes(ctx: ServerContext) -> list[BaseRoute]:
     limit = ctx.config.max_body_bytes  # the SDK reads whole bodies: bounded first (.body)
     jsonrpc = create_jsonrpc_routes(handler, JSONRPC_PATH, context_builder=builder)
     for route in jsonrpc:
-        route.app = BodyLimit(route.app, limit)
+        route.app = BodyLimit(route.app, limit, "jsonrpc")
     rest = Router(routes=create_rest_routes(handler, context_builder=builder))
     return [
         Route(CARD_PATH, agent_card, methods=["GET"]),
         *jsonrpc,
-        Mount(REST_PREFIX, app=BodyLimit(rest, limit)),
+        Mount(REST_PREFIX, app=BodyLimit(rest, limit, "rest")),
     ]

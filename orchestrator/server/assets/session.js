@@ -1,19 +1,26 @@
 // The live view of one session: folds its Server-Sent Events into the page.
-// EventSource reconnects by itself and sends Last-Event-ID, so nothing is missed or repeated.
+// The server paints the session as it stands (first_paint.py) and names the log's last cursor;
+// the stream starts after it. EventSource reconnects by itself and sends Last-Event-ID, so
+// nothing is missed or repeated.
 "use strict";
 
 const SESSION = document.querySelector("meta[name=baton-session]").content;
-const MEDIA_ROOT = document.querySelector("meta[name=baton-media-root]").content;
+const CURSOR = document.querySelector("meta[name=baton-cursor]").content;
 const base = `/sessions/${encodeURIComponent(SESSION)}`;
 const $ = (id) => document.getElementById(id);
-let eventCount = 0;
-let leadBreak = false; // a new lead round starts a new paragraph of its text
-let roundChars = 0; // how much of the lead's text belongs to its current round
-let retries = 0;
+const TERMINAL = ["completed", "incomplete", "failed", "cancelled", "timed_out"];
+let eventCount = Number($("event-count").textContent) || 0;
+let leadBreak = $("lead-text").dataset.break === "true"; // a new lead round: a new paragraph
+let roundChars = Number($("lead-text").dataset.roundChars) || 0; // the current round's text
+let retries = Number($("retries").dataset.count) || 0;
 
+// A tool's file:// URL, as the server serves it: the tools write under
+// <media dir>/<session>/..., served at /media/<session>/...; the page is told no server path.
 function mediaUrl(url) {
-  if (url.startsWith(MEDIA_ROOT)) return "/media/" + url.slice(MEDIA_ROOT.length);
-  return url;
+  if (!url.startsWith("file:")) return url;
+  const path = new URL(url).pathname;
+  const at = path.lastIndexOf(`/${SESSION}/`);
+  return at < 0 ? url : "/media" + path.slice(at);
 }
 
 function showMedia(box, urls) {
@@ -64,7 +71,16 @@ function setAgentStatus(node, status) {
   node.dataset.status = status;
 }
 
+function wireApproval(node) {
+  const note = node.querySelector(".note");
+  const callId = node.dataset.call;
+  node.querySelector("button.approve").addEventListener("click", () => decide(node, callId, true, note));
+  node.querySelector("button.decline").addEventListener("click", () => decide(node, callId, false, note));
+}
+
 function addApproval(agent, call) {
+  const selector = `.approval[data-agent="${CSS.escape(agent)}"][data-call="${CSS.escape(call.call_id)}"]`;
+  if (document.querySelector(selector)) return; // painted by the server already
   const node = document.createElement("div");
   node.className = "approval";
   node.dataset.agent = agent;
@@ -72,7 +88,12 @@ function addApproval(agent, call) {
   const text = document.createElement("p");
   const code = document.createElement("code");
   code.textContent = `${call.name}(${call.arguments})`;
-  text.append(`${agent} asks to run `, code);
+  const id = document.createElement("span");
+  id.className = "muted call-id";
+  const samp = document.createElement("samp");
+  samp.textContent = call.call_id;
+  id.append("call id ", samp);
+  text.append(`${agent} asks to run `, code, " ", id);
   const yes = document.createElement("button");
   yes.className = "approve";
   yes.textContent = "Approve";
@@ -80,10 +101,9 @@ function addApproval(agent, call) {
   no.className = "decline";
   no.textContent = "Decline";
   const note = document.createElement("span");
-  note.className = "muted";
-  yes.addEventListener("click", () => decide(node, call.call_id, true, note));
-  no.addEventListener("click", () => decide(node, call.call_id, false, note));
+  note.className = "muted note";
   node.append(text, yes, " ", no, " ", note);
+  wireApproval(node);
   $("approvals").append(node);
   $("no-approvals").hidden = true;
 }
@@ -190,7 +210,8 @@ const handlers = {
   "answer.checked": (e) => {
     if (e.missing_media.length) {
       const box = $("missing-media");
-      box.textContent = `Appended to the answer (it left them out): ${e.missing_media.join(", ")}`;
+      const urls = e.missing_media.map(mediaUrl).join(", ");
+      box.textContent = `Appended to the answer (it left them out): ${urls}`;
       box.hidden = false;
     }
     showInvented(e.invented_urls);
@@ -223,6 +244,11 @@ const handlers = {
     showInvented(e.invented_urls || []);
     $("final").hidden = false;
   },
+  // Shown nowhere, but counted like every event (the server's paint counts them all).
+  "round.ended": () => {},
+  "tool.call": () => {},
+  "tool.result": () => {},
+  "guard.fired": () => {},
 };
 
 // Once the session has finished nothing reads its inbox and there is nothing to cancel: the
@@ -250,7 +276,9 @@ async function explainClosed() {
 }
 
 function connect() {
-  const source = new EventSource(`${base}/events`);
+  // After what the server painted; a reconnect's Last-Event-ID header then wins over the query.
+  const after = CURSOR ? `?last_event_id=${encodeURIComponent(CURSOR)}` : "";
+  const source = new EventSource(`${base}/events${after}`);
   source.onopen = () => { $("connection").textContent = "live"; };
   source.onerror = () => {
     if (source.readyState === EventSource.CLOSED) explainClosed();
@@ -285,4 +313,6 @@ $("cancel").addEventListener("click", async () => {
   if (!response.ok) $("post-error").textContent = (await response.json()).detail;
 });
 
-connect();
+for (const node of document.querySelectorAll(".approval")) wireApproval(node);
+// A finished session was painted whole, its follow-up closed: there is nothing to follow.
+if (!TERMINAL.includes($("status").dataset.status)) connect();
