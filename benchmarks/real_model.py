@@ -193,7 +193,9 @@ class Seen:
             self.guards[event.outcome] += 1
         elif event.type == "model.retried":  # an event newer batons have
             self.retries += 1
-        elif isinstance(event, AgentSpawned) and event.worker:
+        elif isinstance(event, AgentSpawned) and not event.worker:
+            # One per sub-agent: the lead's (older batons logged a second one, naming the
+            # worker that claimed it; newer ones log that as agent.claimed).
             self.spawned += 1
             self.agents[event.agent] = event.profile
         elif isinstance(event, AgentExited):

@@ -848,9 +848,10 @@ class Session(Service):
         """Forward other agents' logged events to the viewers, until ``SessionFinished``.
 
         The session's own events reach the viewers directly (the lead's text token by token), so
-        they are skipped here: anything from ``lead``, and the lead's ``AgentSpawned`` (which has
-        no worker yet; the worker's own has one). The tail resumes at its cursor after a bus
-        outage; one longer than ``bus_outage_s`` fails the session (see the module docstring).
+        they are skipped here: anything from ``lead``, and ``AgentSpawned`` (the lead logs it, in
+        its sub-agent's name; the worker that claims the agent logs ``AgentClaimed``). The tail
+        resumes at its cursor after a bus outage; one longer than ``bus_outage_s`` fails the
+        session (see the module docstring).
         """
         task_status.started()
         events = tail_events(self.bus, self.id, after=after, outage_s=self.config.bus_outage_s)
@@ -859,9 +860,7 @@ class Session(Service):
                 event = logged.event
                 if isinstance(event, SessionFinished):
                     break
-                if event.agent == LEAD_NAME or (
-                    isinstance(event, AgentSpawned) and not event.worker
-                ):
+                if event.agent == LEAD_NAME or isinstance(event, AgentSpawned):
                     continue
                 await self._fanout.publish(event)
         except BusOutage as exc:

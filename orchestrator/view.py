@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Literal
 
 from baton.bus.events import (
+    AgentClaimed,
     AgentExited,
     AgentProgress,
     AgentResult,
@@ -168,7 +169,11 @@ class SessionView:
             case AgentSpawned() if event.agent != LEAD_NAME:
                 view = self._agent(event.agent)
                 view.profile, view.exit_reason = event.profile, ""
-                view.worker = view.worker or event.worker
+                view.worker = view.worker or event.worker  # set only in logs that predate claims
+            case AgentClaimed():
+                view = self._agent(event.agent)
+                view.profile = view.profile or event.profile
+                view.worker, view.exit_reason, view.unclaimed = event.worker, "", None
             case AgentUnclaimed():
                 self._agent(event.agent).unclaimed = event
             case AgentProgress():

@@ -60,7 +60,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from baton.bus.base import Bus, SpawnClaim, SpawnQueue
 from baton.bus.errors import BusClosed, BusError, BusUnreachable, InvalidEnvelope
-from baton.bus.events import AgentExited, AgentResult, AgentSpawned
+from baton.bus.events import AgentClaimed, AgentExited, AgentResult
 from baton.bus.lifecycle import Service
 from baton.bus.messages import DEFAULT_POOL, SpawnRequest
 from baton.bus.refusals import SpawnRefusal, refusal_result
@@ -507,7 +507,7 @@ class Worker(Service):
 
     async def _run_agent(self, claim: SpawnClaim, agent: SubAgent) -> None:
         request = claim.request
-        claimed = AgentSpawned(
+        claimed = AgentClaimed(
             session=request.session, agent=request.agent, profile=request.profile, worker=self.name
         )
         log.info("hosting %s/%s (%s)", request.session, request.agent, request.profile)
