@@ -193,11 +193,12 @@ class BatonSettings(BaseSettings):
         "ask", description="how `baton run` answers the approvals of every agent of its session"
     )
     session_timeout: float = Field(600.0, gt=0, description="seconds a session may run")
-    unclaimed_timeout: float = Field(
-        15.0,
+    unclaimed_timeout: float | None = Field(
+        None,
         gt=0,
-        description="seconds a sub-agent's spawn request waits for a worker before a warning; "
-        "with no live worker of the pool serving its profile, the agent is then ended",
+        description="seconds a sub-agent's spawn request waits for a worker before a warning "
+        "(default 15); with no live worker of the pool serving its profile, the agent is then "
+        "ended",
     )
     bus_outage: float = Field(
         DEFAULT_OUTAGE_S,

@@ -9,8 +9,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 
 from baton.bus.errors import ExitCode
+from baton.cli.run import session_settings
+from baton.session import SessionConfig
+from baton.settings import load_settings
 from tests.cli.helpers import Proc, run_baton
 
 TIMEOUT = "300"
@@ -41,6 +47,18 @@ def test_run_with_no_worker_for_its_pool_warns_once_and_ends_naming_pool_and_pro
     line = err.strip()
     assert "\n" not in line, err  # one line
     assert "no worker of pool 'gpu' serves profile 'painter'" in line, line
+
+
+def test_the_bound_is_a_setting_like_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "unclaimed_s" not in session_settings(load_settings())  # the session's own default
+    assert SessionConfig(task="t").unclaimed_s == 15
+    config = tmp_path / "baton.toml"
+    config.write_text("unclaimed_timeout = 40\n")
+    assert session_settings(load_settings(config))["unclaimed_s"] == 40
+    monkeypatch.setenv("BATON_UNCLAIMED_TIMEOUT", "5")
+    assert session_settings(load_settings(config))["unclaimed_s"] == 5
 
 
 def test_the_plain_view_shows_the_wait_as_one_warning_line(
