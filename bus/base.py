@@ -230,7 +230,7 @@ class Bus(ABC):
         self._in_context = False
         # (session, agent) → consumer → ledger: forgetting an inbox must not scan them all.
         self._ledgers: dict[tuple[str, str], dict[str, InboxLedger]] = {}
-        self._spawn_listeners: dict[str, SpawnListener] = {}
+        self._spawn_listeners: dict[str, list[SpawnListener]] = {}
 
     @property
     def consumer(self) -> str:
@@ -357,22 +357,22 @@ class Bus(ABC):
             meta = {**request.meta, KEY_ID_KEY: self.key_id}
             request = request.model_copy(update={"meta": meta})
         receipt = await self._submit_spawn(request)
-        listener = self._spawn_listeners.get(request.session)
-        if listener is not None:
+        for listener in self._spawn_listeners.get(request.session, ()):
             listener(request, receipt)
         return receipt
 
     def watch_spawns(self, session: str, listener: SpawnListener) -> Callable[[], None]:
         """Tell ``listener`` of every spawn request this bus submits for ``session`` from now
         on, with its receipt (a session's watch over its own requests that no worker claims);
-        returns what stops it. One listener per session and bus."""
-        if session in self._spawn_listeners:
-            raise RuntimeError(f"session {session}'s spawns are watched already on this bus")
-        self._spawn_listeners[session] = listener
+        returns what stops it."""
+        self._spawn_listeners.setdefault(session, []).append(listener)
 
         def stop() -> None:
-            if self._spawn_listeners.get(session) is listener:
-                del self._spawn_listeners[session]
+            listeners = self._spawn_listeners.get(session, [])
+            if listener in listeners:
+                listeners.remove(listener)
+            if not listeners:
+                self._spawn_listeners.pop(session, None)
 
         return stop
 
