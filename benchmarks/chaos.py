@@ -49,7 +49,7 @@ Prints one JSON object, a key per case. The figures of a case (absent where they
   ``exit_reasons``: how the sub-agents ended (``agent.exited``; ``idle`` here means stuck: every
   sub-agent has exactly one task, and its idle timeout is cut to ``IDLE_TIMEOUT_S``);
   ``hosted_by_other_session``: sub-agents an in-process worker of another session ran (the
-  worker named in ``agent.spawned`` is ``<session>-local``; ``serve-sessions`` only);
+  worker named in ``agent.claimed`` is ``<session>-local``; ``serve-sessions`` only);
 - ``crashed``: processes that exited without being told to, or with an exit code their role does
   not expect (workers and ``serve`` 0 on SIGTERM, ``baton run`` 0 — 130 after SIGINT, ``watch``
   and ``sessions`` 0), with ``crash_details`` (the last stderr line of each);
@@ -519,7 +519,7 @@ def _agent_figures(session: str, events: list[dict[str, Any]]) -> tuple[str, Cou
     # A session's in-process worker is named "<session>-local": any other such name hosting one
     # of this session's agents is another session's worker.
     figures["hosted_by_other_session"] = len(
-        {e["agent"] for e in events if e.get("type") == "agent.spawned"
+        {e["agent"] for e in events if e.get("type") == "agent.claimed"
          and str(e.get("worker", "")).endswith("-local") and e["worker"] != f"{session}-local"}
     )  # fmt: skip
     delivered = set(results)

@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import SecretStr
 
@@ -28,6 +28,7 @@ from baton.bus.ids import new_id
 from baton.bus.messages import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_POOL,
+    KEY_ID_KEY,
     LOCAL_POOL,
     DeadLetter,
     Envelope,
@@ -36,7 +37,7 @@ from baton.bus.messages import (
     check_pool,
     parse_envelope,
 )
-from baton.bus.signing import Signer
+from baton.bus.signing import Signer, key_id, key_mismatch, stored_key_id
 from baton.bus.spend import SpendLimits, SpendTotals
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,15 @@ def spawn_receipts_by_stream(receipts: Sequence[str]) -> dict[str, list[str]]:
             raise ValueError(f"{receipt!r} is not a spawn receipt (<entry id>@<stream>)")
         grouped.setdefault(stream, []).append(entry_id)
     return grouped
+
+
+SpawnState = Literal["queued", "claimed", "gone"]
+"""Where a submitted spawn request stands (:meth:`Bus.spawn_states`): still waiting in its queue,
+delivered to a worker (and not acked yet), or no longer in its queue (acked, withdrawn,
+deleted)."""
+SpawnListener = Callable[[SpawnRequest, str], None]
+"""Told of each spawn request a bus submits for one session, with its receipt
+(:meth:`Bus.watch_spawns`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +230,7 @@ class Bus(ABC):
         self._in_context = False
         # (session, agent) → consumer → ledger: forgetting an inbox must not scan them all.
         self._ledgers: dict[tuple[str, str], dict[str, InboxLedger]] = {}
+        self._spawn_listeners: dict[str, list[SpawnListener]] = {}
 
     @property
     def consumer(self) -> str:
@@ -334,10 +345,61 @@ class Bus(ABC):
 
     # -- spawn queue -----------------------------------------------------------------------
 
-    @abstractmethod
     async def submit_spawn(self, request: SpawnRequest) -> str:
         """Queue a request to start a sub-agent where its ``pool`` routes it; returns its
-        receipt."""
+        receipt.
+
+        The request goes out with this bus's signing key id in ``meta.key_id`` (unless it names
+        one already; ``""`` without a key), so the worker that claims it can tell at once whether
+        it can read the agent's messages and the session its reports (docs/protocol.md, *Signed
+        envelopes*). Whoever watches the session's spawns here (:meth:`watch_spawns`) is told."""
+        if KEY_ID_KEY not in request.meta:
+            meta = {**request.meta, KEY_ID_KEY: self.key_id}
+            request = request.model_copy(update={"meta": meta})
+        receipt = await self._submit_spawn(request)
+        for listener in self._spawn_listeners.get(request.session, ()):
+            listener(request, receipt)
+        return receipt
+
+    def watch_spawns(self, session: str, listener: SpawnListener) -> Callable[[], None]:
+        """Tell ``listener`` of every spawn request this bus submits for ``session`` from now
+        on, with its receipt (a session's watch over its own requests that no worker claims);
+        returns what stops it."""
+        self._spawn_listeners.setdefault(session, []).append(listener)
+
+        def stop() -> None:
+            listeners = self._spawn_listeners.get(session, [])
+            if listener in listeners:
+                listeners.remove(listener)
+            if not listeners:
+                self._spawn_listeners.pop(session, None)
+
+        return stop
+
+    @abstractmethod
+    async def _submit_spawn(self, request: SpawnRequest) -> str:
+        """Append the request to the stream its routing names and wake that stream's workers;
+        returns its receipt."""
+
+    @abstractmethod
+    async def spawn_states(self, receipts: Sequence[str]) -> dict[str, SpawnState]:
+        """Where each submitted request (``submit_spawn``'s receipts) stands: ``queued`` (no
+        worker has claimed it), ``claimed`` (delivered to a worker, not acked) or ``gone``."""
+
+    # -- workers ---------------------------------------------------------------------------
+
+    @abstractmethod
+    async def announce_worker(
+        self, pool: str, worker: str, profiles: Collection[str], ttl_s: float
+    ) -> None:
+        """Say that ``worker`` serves ``pool`` for ``profiles`` for the next ``ttl_s`` seconds
+        (a live worker renews it; ``ttl_s`` 0 withdraws it at once: the worker stopped). What
+        a session asks before it gives up on a request nobody claims (:meth:`pool_workers`)."""
+
+    @abstractmethod
+    async def pool_workers(self, pool: str) -> dict[str, frozenset[str]]:
+        """The workers of ``pool`` whose announcement is live, each with the profiles it
+        serves."""
 
     @abstractmethod
     async def claim_spawn(self, queue: SpawnQueue, *, timeout: float = 0.0) -> SpawnClaim | None:
@@ -498,10 +560,28 @@ class Bus(ABC):
         key = self.options.signing_key
         return None if key is None else Signer(key)
 
-    def _signature(self, raw: str) -> str | None:
-        """The signature an envelope's wire text is sent with; None on a bus without a key."""
+    async def key_problem(self, session: str, *, sender: str = "this command") -> str | None:
+        """Why ``session`` would refuse what this bus sends it (one line that says what to
+        do): the session signs its envelopes (its stored setup records its key id) and this bus
+        does not, or with another key. None when the keys agree, the session signs nothing, or
+        it records no key id. A sender asks before it sends, so nothing goes out to be
+        dead-lettered unread."""
+        stored = stored_key_id((await self.lead_record(session)).get("setup", ""))
+        if not stored:
+            return None
+        return key_mismatch(stored, self.key_id, they=f"session {session}", we=sender)
+
+    @property
+    def key_id(self) -> str:
+        """The id of this bus's signing key (``baton.bus.signing.key_id``; never the key), or
+        ``""`` when it signs nothing."""
+        return key_id(self.options.signing_key)
+
+    def _signed_fields(self, raw: str) -> tuple[str, ...]:
+        """The stream fields an envelope's wire text is sent with besides ``msg``: its
+        signature and key id (``sig``, ``kid``); none on a bus without a key."""
         signer = self.signer()
-        return None if signer is None else signer.sign(raw)
+        return () if signer is None else signer.fields(raw)
 
     def _ledger(self, session: str, agent: str, consumer: str | None) -> InboxLedger:
         by_consumer = self._ledgers.get((session, agent))
@@ -521,10 +601,11 @@ class Bus(ABC):
         session: str,
         agent: str,
         ledger: InboxLedger,
-        entries: Sequence[tuple[str, str, str | None]],
+        entries: Sequence[tuple[str, str, str | None, str | None]],
         source: str,
     ) -> tuple[list[Envelope], list[str]]:
-        """Validate what a read returned (receipt, wire text, signature or None): dead-letter the
+        """Validate what a read returned (receipt, wire text, signature and key id, each or
+        None): dead-letter the
         malformed (text that is not UTF-8, an envelope addressed to another inbox, one unsigned
         or wrongly signed on a signing bus included) and drop duplicates.
 
@@ -533,10 +614,10 @@ class Bus(ABC):
         envelopes: list[Envelope] = []
         drop: list[str] = []
         signer = self.signer()
-        for receipt, raw, sig in entries:
+        for receipt, raw, sig, kid in entries:
             try:
                 if signer is not None:
-                    signer.check(raw, sig)
+                    signer.check(raw, sig, kid)
                 envelope = parse_envelope(raw, max_bytes=self.options.max_message_bytes)
                 check_addressed(envelope, session, agent)
             except InvalidEnvelope as exc:

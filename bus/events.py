@@ -135,9 +135,37 @@ class ApprovalDecided(_Event):
 
 
 class AgentSpawned(_Event):
+    """The lead started a sub-agent (queued its spawn request): one per sub-agent. Which worker
+    runs it is :class:`AgentClaimed`."""
+
     type: Literal["agent.spawned"] = "agent.spawned"
     profile: str
     worker: str = ""
+    """Always empty now; kept so that logs written before :class:`AgentClaimed` existed (when a
+    worker logged a second ``agent.spawned`` naming itself here) still read."""
+
+
+class AgentClaimed(_Event):
+    """A worker claimed a sub-agent's spawn request and runs it (again, after a takeover: the
+    worker that resumes an agent whose worker died logs one too)."""
+
+    type: Literal["agent.claimed"] = "agent.claimed"
+    profile: str
+    worker: str
+
+
+class AgentUnclaimed(_Event):
+    """No worker claimed a sub-agent's spawn request within the session's bound
+    (``SessionConfig.unclaimed_s``): logged once per agent by the session that asked.
+    ``workers`` is how many live workers of ``pool`` serve ``profile`` (0: none, and the agent
+    is ended: its ``agent.result`` and ``agent.exited`` follow); None for the session's own
+    worker (``pool`` ``local``), which is busy with as many agents as it may host."""
+
+    type: Literal["agent.unclaimed"] = "agent.unclaimed"
+    profile: str
+    pool: str
+    waited_s: float
+    workers: int | None = None
 
 
 class AgentProgress(_Event):
@@ -235,6 +263,8 @@ Event = Annotated[
     | ApprovalRequested
     | ApprovalDecided
     | AgentSpawned
+    | AgentClaimed
+    | AgentUnclaimed
     | AgentProgress
     | AgentResult
     | AgentExited

@@ -96,6 +96,11 @@ class Keys:
         streams = tuple(self.spawn_pool(queue.pool, profile) for profile in sorted(queue.profiles))
         return streams, self.spawn_wake(queue.pool)
 
+    def workers(self, pool: str) -> str:
+        """The workers serving a pool (a sorted set: each worker's announcement, scored by when
+        it lapses, in server milliseconds); the pool's hash tag, like its spawn streams."""
+        return f"{self.prefix}:workers:{{{pool}}}"
+
     def spawn_channel(self, stream: str) -> str:
         """The wake-up channel of a spawn stream: a pool's streams share their pool's, a
         session's own stream is its own channel. Pool and session names carry no braces, so the

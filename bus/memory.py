@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import anyio
@@ -34,6 +34,7 @@ from baton.bus.base import (
     LoggedEvent,
     SpawnClaim,
     SpawnQueue,
+    SpawnState,
     spawn_receipt,
     spawn_receipts_by_stream,
 )
@@ -47,6 +48,7 @@ from baton.bus.messages import (
     encode_envelope,
     parse_spawn_request,
 )
+from baton.bus.signing import KID_FIELD, SIG_FIELD
 from baton.bus.spend import SpendLimits, SpendRefused, SpendTotals
 from baton.bus.wake import WakeHub
 
@@ -66,14 +68,21 @@ class _Stream:
     pending: dict[int, tuple[str, float]] = field(default_factory=dict)
     seen_by: set[str] = field(default_factory=set)
     expiry_checked_at: float = float("-inf")
-    sigs: dict[int, str] = field(default_factory=dict)
-    """Signatures of the entries that have one (a signing bus's envelopes), as Redis's ``sig``."""
+    sigs: dict[int, tuple[str, str]] = field(default_factory=dict)
+    """Signatures and key ids of the entries that have them (a signing bus's envelopes), as
+    Redis's ``sig`` and ``kid``."""
 
-    def add(self, entry_id: int, raw: str, sig: str | None = None) -> None:
+    def add(self, entry_id: int, raw: str, signed: Sequence[str] = ()) -> None:
         self.entries[entry_id] = raw
-        if sig is not None:
-            self.sigs[entry_id] = sig
+        fields = dict(zip(signed[::2], signed[1::2], strict=True))
+        if SIG_FIELD in fields:
+            self.sigs[entry_id] = (fields[SIG_FIELD], fields.get(KID_FIELD, ""))
         self.undelivered.append(entry_id)
+
+    def signature(self, entry_id: int) -> tuple[str | None, str | None]:
+        """An entry's ``sig`` and ``kid``, each None when it has none."""
+        sig = self.sigs.get(entry_id)
+        return (None, None) if sig is None else (sig[0], sig[1] or None)
 
     def take(self, consumer: str, count: int, lease_s: float) -> list[tuple[int, str]]:
         """Own pending on first sight, then expired leases, then new entries (like Redis).
@@ -150,6 +159,8 @@ class _Broker:
         self.event_log_cap = event_log_cap
         self.session_touch: dict[str, int] = {}
         self.spawn: dict[str, _Stream] = {}  # stream name (as on Redis) → its requests
+        self.workers: dict[str, dict[str, tuple[frozenset[str], float]]] = {}
+        """pool → worker → (its profiles, when its announcement lapses)"""
         self.agents: dict[tuple[str, str], dict[str, str]] = {}
         self.dead: deque[DeadLetter] = deque(maxlen=10_000)
         self.spend: dict[str, SpendTotals] = {}
@@ -240,7 +251,7 @@ class MemoryBus(Bus):
     async def send(self, envelope: Envelope) -> str:
         self._check_open()
         raw = encode_envelope(envelope, max_bytes=self.options.max_message_bytes)
-        self._append(envelope.session, envelope.recipient, raw, self._signature(raw))
+        self._append(envelope.session, envelope.recipient, raw, self._signed_fields(raw))
         return envelope.id
 
     async def send_raw(self, session: str, recipient: str, raw: str | bytes) -> None:
@@ -248,8 +259,8 @@ class MemoryBus(Bus):
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         self._append(session, recipient, text)
 
-    def _append(self, session: str, recipient: str, raw: str, sig: str | None = None) -> None:
-        self._inbox(session, recipient).add(next(self._broker.seq), raw, sig)
+    def _append(self, session: str, recipient: str, raw: str, signed: Sequence[str] = ()) -> None:
+        self._inbox(session, recipient).add(next(self._broker.seq), raw, signed)
         self._broker.hub.wake(self._channel(session, recipient))
 
     async def read_inbox(
@@ -263,7 +274,7 @@ class MemoryBus(Bus):
             session,
             agent,
             self._ledger(session, agent, consumer),
-            [(str(entry_id), raw, stream.sigs.get(entry_id)) for entry_id, raw in taken],
+            [(str(entry_id), raw, *stream.signature(entry_id)) for entry_id, raw in taken],
             source=f"inbox:{session}/{agent}",
         )
         stream.done([int(r) for r in drop])
@@ -365,7 +376,7 @@ class MemoryBus(Bus):
     def _spawn_channel(stream: str) -> str:
         return f"\x00spawn\x00{_KEYS.spawn_channel(stream)}"
 
-    async def submit_spawn(self, request: SpawnRequest) -> str:
+    async def _submit_spawn(self, request: SpawnRequest) -> str:
         self._check_open()
         stream = _KEYS.spawn_stream(request)
         entry_id = next(self._broker.seq)
@@ -460,6 +471,37 @@ class MemoryBus(Bus):
                 self._broker.inboxes.pop((request.session, request.agent), None)
                 self._forget_ledgers(request.session, request.agent)
         return withdrawn
+
+    async def spawn_states(self, receipts: Sequence[str]) -> dict[str, SpawnState]:
+        self._check_open()
+        states: dict[str, SpawnState] = {}
+        for name, ids in spawn_receipts_by_stream(receipts).items():
+            stream = self._broker.spawn.get(name)
+            for entry_id in ids:
+                number = int(entry_id)
+                state: SpawnState = "gone"
+                if stream is not None and number in stream.entries:
+                    state = "claimed" if number in stream.pending else "queued"
+                states[spawn_receipt(name, entry_id)] = state
+        return states
+
+    async def announce_worker(
+        self, pool: str, worker: str, profiles: Collection[str], ttl_s: float
+    ) -> None:
+        self._check_open()
+        announced = self._broker.workers.setdefault(pool, {})
+        if ttl_s > 0:
+            announced[worker] = (frozenset(profiles), anyio.current_time() + ttl_s)
+        else:
+            announced.pop(worker, None)
+
+    async def pool_workers(self, pool: str) -> dict[str, frozenset[str]]:
+        self._check_open()
+        now = anyio.current_time()
+        announced = self._broker.workers.get(pool, {})
+        for worker in [w for w, (_, until) in announced.items() if until <= now]:
+            del announced[worker]
+        return {worker: profiles for worker, (profiles, _) in announced.items()}
 
     async def drop_spawn_queue(self, session: str) -> int:
         self._check_open()

@@ -181,15 +181,26 @@ ApprovePolicy = Literal["ask", "auto", "deny"]
 as ``baton.defaults.ApproveMode``, which this layer cannot import."""
 APPROVE_POLICIES: tuple[ApprovePolicy, ...] = ("ask", "auto", "deny")
 APPROVE_KEY = "approve"
+KEY_ID_KEY = "key_id"
+"""``meta.key_id``: the id of the signing key the session's envelopes are signed with (``""``:
+none); docs/protocol.md, *Signed envelopes*."""
+KEY_ID_MAX = 64
 
 
 def _check_spawn_meta(meta: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """Refuse a request whose ``meta.approve`` is no policy: guessing could approve a call that
-    the session meant to deny (docs/protocol.md, *Approvals*)."""
+    the session meant to deny (docs/protocol.md, *Approvals*); and one whose ``meta.key_id`` is
+    no key id."""
     value = meta.get(APPROVE_KEY, "ask")
     if not isinstance(value, str) or value not in APPROVE_POLICIES:
         raise ValueError(
             f"meta.approve must be 'ask', 'auto' or 'deny', not {printable(repr(value)[:80])}"
+        )
+    kid = meta.get(KEY_ID_KEY, "")
+    if not isinstance(kid, str) or len(kid) > KEY_ID_MAX:
+        raise ValueError(
+            f"meta.key_id must be a key id (a string of at most {KEY_ID_MAX} characters), not "
+            f"{printable(repr(kid)[:80])}"
         )
     return meta
 
@@ -199,7 +210,8 @@ class SpawnRequest(BaseModel):
 
     ``pool`` routes it (``docs/protocol.md``): :data:`LOCAL_POOL` to the session's own worker,
     any other name to the workers of that pool that know ``profile``. ``meta.approve`` carries
-    the session's approval policy to whichever worker hosts the agent (:attr:`approve`).
+    the session's approval policy to whichever worker hosts the agent (:attr:`approve`), and
+    ``meta.key_id`` the id of the session's signing key (:attr:`key_id`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -231,6 +243,13 @@ class SpawnRequest(BaseModel):
         """The session's approval policy for this agent; ``ask`` when the request has none."""
         value = self.meta.get(APPROVE_KEY)
         return "auto" if value == "auto" else "deny" if value == "deny" else "ask"
+
+    @property
+    def key_id(self) -> str | None:
+        """The id of the key the session signs its envelopes with (``""``: it signs none), or
+        None when the request does not say (a producer that predates the field)."""
+        value = self.meta.get(KEY_ID_KEY)
+        return value if isinstance(value, str) else None
 
 
 REFUSAL_PREFIX = "refused-"

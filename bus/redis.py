@@ -29,6 +29,7 @@ from baton.bus.base import (
     Retired,
     SpawnClaim,
     SpawnQueue,
+    SpawnState,
 )
 from baton.bus.events import Event
 from baton.bus.lifecycle import Phase
@@ -163,8 +164,19 @@ class RedisBus(Bus):
 
     # -- spawn queue -----------------------------------------------------------------------
 
-    def submit_spawn(self, request: SpawnRequest) -> Coroutine[Any, Any, str]:
+    def _submit_spawn(self, request: SpawnRequest) -> Coroutine[Any, Any, str]:
         return self._spawn.submit(request)
+
+    def spawn_states(self, receipts: Sequence[str]) -> Coroutine[Any, Any, dict[str, SpawnState]]:
+        return self._spawn.states(receipts)
+
+    def announce_worker(
+        self, pool: str, worker: str, profiles: Collection[str], ttl_s: float
+    ) -> Coroutine[Any, Any, None]:
+        return self._spawn.announce(pool, worker, profiles, ttl_s)
+
+    def pool_workers(self, pool: str) -> Coroutine[Any, Any, dict[str, frozenset[str]]]:
+        return self._spawn.workers(pool)
 
     def claim_spawn(
         self, queue: SpawnQueue, *, timeout: float = 0.0

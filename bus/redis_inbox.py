@@ -18,7 +18,7 @@ from baton.bus.messages import Envelope, encode_envelope
 from baton.bus.redis_adapter import NoGroup
 from baton.bus.redis_batch import Command
 from baton.bus.redis_core import Entry, RedisCore, read_entries, stream_entries
-from baton.bus.signing import SIG_FIELD
+from baton.bus.signing import KID_FIELD, SIG_FIELD
 from baton.bus.wake import RELEASED
 
 # "Idle for years": whoever looks for expired leases next takes an entry claimed with this now.
@@ -40,8 +40,7 @@ class RedisInboxes:
     async def send(self, envelope: Envelope) -> str:
         raw = encode_envelope(envelope, max_bytes=self._core.options.max_message_bytes)
         s, r, keys = envelope.session, envelope.recipient, self._core.keys
-        sig = self._bus._signature(raw)
-        signed = () if sig is None else (SIG_FIELD, sig)
+        signed = self._bus._signed_fields(raw)
         await self._core.append(
             keys.inbox(s, r), "msg", raw, keys.wake(s, r), envelope.id, more=signed
         )
@@ -135,7 +134,7 @@ class RedisInboxes:
     async def _hand_out(
         self, session: str, agent: str, key: str, ledger: InboxLedger, entries: list[Entry]
     ) -> list[Envelope]:
-        usable: list[tuple[str, str, str | None]] = []
+        usable: list[tuple[str, str, str | None, str | None]] = []
         drop: list[str] = []
         for entry_id, fields in entries:
             if fields is None:  # delivered, then deleted from the stream: nothing to hand out
@@ -147,7 +146,8 @@ class RedisInboxes:
                 )
                 drop.append(entry_id)
             else:
-                usable.append((entry_id, fields["msg"], fields.get(SIG_FIELD)))
+                signed = fields.get(SIG_FIELD), fields.get(KID_FIELD)
+                usable.append((entry_id, fields["msg"], *signed))
         envelopes, rejected = await self._bus._screen(session, agent, ledger, usable, source=key)
         drop.extend(rejected)
         if drop:

@@ -45,6 +45,9 @@ SPEND = Script("spend")
 HOLD_LEAD = Script("hold_lead")
 RETIRE_SESSION = Script("retire_session")
 DROP_CONSUMERS = Script("drop_consumers")
+SPAWN_STATES = Script("spawn_states")
+ANNOUNCE_WORKER = Script("announce_worker")
+POOL_WORKERS = Script("pool_workers")
 SCRIPTS = (
     APPEND_AND_WAKE,
     APPEND_ONCE,
@@ -56,4 +59,7 @@ SCRIPTS = (
     HOLD_LEAD,
     RETIRE_SESSION,
     DROP_CONSUMERS,
+    SPAWN_STATES,
+    ANNOUNCE_WORKER,
+    POOL_WORKERS,
 )

@@ -15,14 +15,21 @@ on a graceful drain. A receipt is ``<entry id>@<stream>``: it alone says where t
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import anyio
 
-from baton.bus.base import SpawnClaim, SpawnQueue, spawn_receipt, spawn_receipts_by_stream
+from baton.bus.base import (
+    SpawnClaim,
+    SpawnQueue,
+    SpawnState,
+    spawn_receipt,
+    spawn_receipts_by_stream,
+)
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.keys import SPAWN_GROUP
 from baton.bus.messages import SpawnRequest, parse_spawn_request
@@ -30,7 +37,15 @@ from baton.bus.redis_adapter import NoGroup, RedisRefused
 from baton.bus.redis_consumers import ConsumerSweeper
 from baton.bus.redis_core import DeadLetterSink, RedisCore, entry_fields
 from baton.bus.redis_inbox import RELEASED_IDLE_MS
-from baton.bus.redis_scripts import ACK_AND_DELETE, CLAIM_SPAWN, RENEW_IF_MINE, WITHDRAW_SPAWN
+from baton.bus.redis_scripts import (
+    ACK_AND_DELETE,
+    ANNOUNCE_WORKER,
+    CLAIM_SPAWN,
+    POOL_WORKERS,
+    RENEW_IF_MINE,
+    SPAWN_STATES,
+    WITHDRAW_SPAWN,
+)
 from baton.bus.utf8 import printable
 from baton.bus.wake import RELEASED
 
@@ -290,6 +305,34 @@ class RedisSpawnQueue:
             core.groups_deleted(inboxes)
         return withdrawn
 
+    async def states(self, receipts: Sequence[str]) -> dict[str, SpawnState]:
+        if not receipts:
+            return {}
+        grouped = spawn_receipts_by_stream(receipts)
+        replies = await self._core.call(
+            *(SPAWN_STATES.call(stream, SPAWN_GROUP, *ids) for stream, ids in grouped.items())
+        )
+        states: dict[str, SpawnState] = {}
+        for (stream, ids), reply in zip(grouped.items(), replies, strict=True):
+            for entry_id, state in zip(ids, reply, strict=True):
+                word = str(state)
+                known: SpawnState = (
+                    "queued" if word == "queued" else "claimed" if word == "claimed" else "gone"
+                )
+                states[spawn_receipt(stream, entry_id)] = known
+        return states
+
+    async def announce(
+        self, pool: str, worker: str, profiles: Collection[str], ttl_s: float
+    ) -> None:
+        member = announcement(worker, profiles)
+        ttl_ms = max(1, round(ttl_s * 1000)) if ttl_s > 0 else 0
+        await self._core.one(*ANNOUNCE_WORKER.call(self._core.keys.workers(pool), member, ttl_ms))
+
+    async def workers(self, pool: str) -> dict[str, frozenset[str]]:
+        members = await self._core.one(*POOL_WORKERS.call(self._core.keys.workers(pool)))
+        return read_announcements(str(member) for member in members or ())
+
     async def drop_local(self, session: str) -> int:
         core = self._core
         key = core.keys.spawn_local(session)
@@ -303,3 +346,24 @@ class RedisSpawnQueue:
         state = self._queues.pop(queue, None)
         if state is not None:
             await self._core.unwatch(state.channel)
+
+
+def announcement(worker: str, profiles: Collection[str]) -> str:
+    """A worker's announcement that it serves a pool: its name and profiles, as JSON (the same
+    text every time, so renewing it replaces its own entry)."""
+    return json.dumps({"worker": worker, "profiles": sorted(profiles)}, ensure_ascii=False)
+
+
+def read_announcements(members: Iterable[str]) -> dict[str, frozenset[str]]:
+    """Worker → profiles, from announcements; one that does not parse (not written by baton)
+    is skipped."""
+    workers: dict[str, set[str]] = {}
+    for member in members:
+        try:
+            data = json.loads(member)
+            name, profiles = str(data["worker"]), [str(p) for p in data["profiles"]]
+        except (ValueError, TypeError, KeyError):
+            log.debug("skipping a worker announcement that does not parse: %r", member[:200])
+            continue
+        workers.setdefault(name, set()).update(profiles)
+    return {name: frozenset(profiles) for name, profiles in workers.items()}

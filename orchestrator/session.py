@@ -87,6 +87,7 @@ from baton.bus.messages import (
     make_envelope,
 )
 from baton.bus.retry import DEFAULT_OUTAGE_S, persist
+from baton.bus.signing import SETUP_KEY_ID, key_mismatch, stored_key_id
 from baton.bus.tail import tail_events
 from baton.compose import (
     descriptions,
@@ -112,6 +113,7 @@ from baton.llm import ModelSettings
 from baton.llm.offline import OFFLINE_MODEL_NAME
 from baton.llm.types import ChatModel, ToolChoice
 from baton.media import DirectoryStore, MediaStore
+from baton.spawn_watch import UNCLAIMED_S, SpawnWatch
 from baton.subagents.a2a_worker import with_card_descriptions
 from baton.subagents.images import ImageGenerator
 from baton.subagents.mcp_config import McpServerConfig
@@ -178,6 +180,11 @@ class SessionConfig(BaseModel):
     ``failure_grace_s`` for its sub-agents' results before it ends ``failed`` with them. Once it
     ended, its keys on Redis live ``retention_s`` more (7 days by default; ``docs/bus.md``,
     *Retention*).
+
+    ``unclaimed_s`` bounds how long a sub-agent's spawn request waits for a worker in silence:
+    past it the session logs ``agent.unclaimed`` (one warning line in every view, naming the pool
+    and the profile), and when no live worker of the pool serves the profile, it ends the agent
+    with that reason instead of waiting out ``timeout_s`` (:mod:`baton.spawn_watch`).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
@@ -238,6 +245,12 @@ class SessionConfig(BaseModel):
         gt=0,
         description="seconds the bus keeps the session's data once it ended (docs/bus.md)",
     )
+    unclaimed_s: float = Field(
+        UNCLAIMED_S,
+        gt=0,
+        description="seconds a spawn request waits for a worker before a warning (and, with no "
+        "live worker of its pool serving its profile, before its agent is ended)",
+    )
     resume: bool = Field(False, description="continue session_id, whose lead died")
 
     @model_validator(mode="after")
@@ -264,11 +277,14 @@ FIXED_FIELDS = ("task", "local_workers", "pool")
 """What a resume cannot change: the work, and where its sub-agents' spawn requests went."""
 
 
-def _setup_of(config: SessionConfig, profiles: Iterable[str], model: str) -> str:
-    """The session's settings as its lead's record keeps them (``setup``)."""
+def _setup_of(
+    config: SessionConfig, profiles: Iterable[str], model: str, *, key_id: str = ""
+) -> str:
+    """The session's settings as its lead's record keeps them (``setup``), with the id of the
+    key its envelopes are signed with (never the key): what a sender checks its own against."""
     stored = config.model_dump(mode="json", exclude=set(PROCESS_FIELDS))
     stored["media_dir"] = str(config.media_dir.absolute())  # the resumer's cwd may differ
-    setup = {"config": stored, "profiles": list(profiles), "model": model}
+    setup = {"config": stored, "profiles": list(profiles), "model": model, SETUP_KEY_ID: key_id}
     return json.dumps({**setup, "started_at": time.time()}, ensure_ascii=False)
 
 
@@ -358,6 +374,8 @@ class Session(Service):
         """The dead lead's record, when this session resumes one."""
         self._time_left: float | None = None
         self._setup = ""
+        self._watch: SpawnWatch | None = None
+        """The watch over the session's spawn requests that no worker claims."""
 
     @classmethod
     def resume(
@@ -440,6 +458,12 @@ class Session(Service):
             self._resumed = await keeper.take_over()
             config, offered, self._time_left = _resumed_config(config, self._resumed)
             self.config = config
+            stored = stored_key_id(self._resumed.setup)
+            mismatch = None if stored is None else key_mismatch(
+                stored, bus.key_id, they=f"session {self.id}", we="this resume"
+            )  # fmt: skip
+            if mismatch is not None:  # its agents could not read it, nor it their results
+                raise ResumeRefused(f"session {self.id} cannot be resumed: {mismatch}")
         else:
             await keeper.claim()
         profiles = _offered(self.id, resolve_profiles(config.profiles), offered)
@@ -448,7 +472,7 @@ class Session(Service):
         if self._given_model is None:
             stack.push_async_callback(_close_model, model)
         self._model_name = model.model
-        self._setup = _setup_of(config, profiles, model.model)
+        self._setup = _setup_of(config, profiles, model.model, key_id=bus.key_id)
         servers = lead_servers(config.profiles, config.lead_mcp)  # the lead's MCP tools: now
         store = config.media or DirectoryStore(config.media_dir)
         mcp_tools = await lead_tools(stack, servers, store, self.id)
@@ -500,9 +524,14 @@ class Session(Service):
         if resumed is not None and resumed.restorable:
             assert resumed.history is not None and resumed.checkpoint is not None
             self._lead.restore(resumed.history, resumed.checkpoint)
+        watch = self._watch = SpawnWatch(
+            bus, self.id, unclaimed_s=config.unclaimed_s, give_up=self._cancelling
+        )
+        stack.callback(bus.watch_spawns(self.id, watch.submitted))
         self._group = await stack.enter_async_context(anyio.create_task_group())
         stack.push_async_exit(self._stop)  # unwound first: end the session, then its parts
         await self._group.start(self._router.run_flusher)
+        await self._group.start(watch.run)
         await self._group.start(partial(keeper.keep, on_lost=self._taken_over))
         if config.local_workers:
             self._worker = Worker(
@@ -664,7 +693,7 @@ class Session(Service):
                 raise self._bus_lost
         except LeadTakenOver as exc:  # another lead runs the session now: leave it alone
             with anyio.CancelScope(shield=True):
-                await self._stop_worker()
+                await self._wind_down()
             self._leave(exc)
             return
         except anyio.get_cancelled_exc_class():
@@ -672,7 +701,7 @@ class Session(Service):
                 self._leave(self._error)
                 raise
             with anyio.CancelScope(shield=True):
-                await self._stop_worker()
+                await self._wind_down()
                 await self._finish(LeadOutcome("cancelled", "", lead.roster.media_urls))
             raise
         except BusOutage as exc:  # met by the start, the tail or the lead's event log
@@ -684,7 +713,7 @@ class Session(Service):
             self._error = exc
             outcome = LeadOutcome("failed", "", lead.roster.media_urls, f"{exc}")
         with anyio.CancelScope(shield=True):
-            await self._stop_worker()
+            await self._wind_down()
             await self._finish(outcome)
 
     async def _take_inbox(self, resumed: LeadRecord) -> None:
@@ -710,6 +739,13 @@ class Session(Service):
         self._fanout.close()
         self._done.set()
 
+    async def _wind_down(self) -> None:
+        """The lead is done: its spawn requests are watched no more (nothing is logged after
+        the session's end), and the in-process worker stops."""
+        if self._watch is not None:
+            self._watch.stop()
+        await self._stop_worker()
+
     async def _stop_worker(self) -> None:
         """Stop the in-process worker before the last event, so ``SessionFinished`` is last.
 
@@ -730,7 +766,7 @@ class Session(Service):
             status=outcome.status,
             answer=outcome.answer,
             media_urls=outcome.media_urls,
-            error=outcome.error,
+            error=self._why(outcome),
             invented_urls=outcome.invented_urls,
         )
         self._result = result
@@ -760,6 +796,14 @@ class Session(Service):
         self._fanout.close()
         self._done.set()
         log.info("session %s %s", self.id, result.status)
+
+    def _why(self, outcome: LeadOutcome) -> str:
+        """The result's error: the lead's, unless work was left undone because an agent could
+        not start (no worker serves it, or a worker refused it): that reason names the cause."""
+        ended = self._watch.ended if self._watch is not None else []
+        if outcome.status == "incomplete" and ended:
+            return ended[0]
+        return outcome.error
 
     async def _drop_spawn_queue(self) -> None:
         """The session's own spawn queue ends with it (once its end is recorded): what is left
@@ -822,9 +866,10 @@ class Session(Service):
         """Forward other agents' logged events to the viewers, until ``SessionFinished``.
 
         The session's own events reach the viewers directly (the lead's text token by token), so
-        they are skipped here: anything from ``lead``, and the lead's ``AgentSpawned`` (which has
-        no worker yet; the worker's own has one). The tail resumes at its cursor after a bus
-        outage; one longer than ``bus_outage_s`` fails the session (see the module docstring).
+        they are skipped here: anything from ``lead``, and ``AgentSpawned`` (the lead logs it, in
+        its sub-agent's name; the worker that claims the agent logs ``AgentClaimed``). The tail
+        resumes at its cursor after a bus outage; one longer than ``bus_outage_s`` fails the
+        session (see the module docstring).
         """
         task_status.started()
         events = tail_events(self.bus, self.id, after=after, outage_s=self.config.bus_outage_s)
@@ -833,9 +878,7 @@ class Session(Service):
                 event = logged.event
                 if isinstance(event, SessionFinished):
                     break
-                if event.agent == LEAD_NAME or (
-                    isinstance(event, AgentSpawned) and not event.worker
-                ):
+                if event.agent == LEAD_NAME or isinstance(event, AgentSpawned):
                     continue
                 await self._fanout.publish(event)
         except BusOutage as exc:

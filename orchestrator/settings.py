@@ -24,6 +24,7 @@ from ``--config`` or ``BATON_CONFIG``::
     budget_tokens = 200000       # the whole session: every agent's tokens and model calls
     budget_calls = 100
     bus_outage = 120             # seconds of bus outage run, watch and serve ride out (then exit 3)
+    unclaimed_timeout = 15       # seconds a sub-agent waits for a worker before a warning
     signing_key = "…"            # sign envelopes, refuse unsigned ones (off unless set)
     retention = 604800           # seconds a finished session's keys stay on Redis (7 days)
     media = "s3://bucket/prefix" # where tools put media (a directory by default; docs/media.md)
@@ -37,7 +38,7 @@ Environment variables: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``BATON_MODEL``,
 ``BATON_REDIS_CERT_FILE``, ``BATON_REDIS_KEY_FILE`` (docs/securing-redis.md), ``BATON_PROFILES``,
 ``BATON_MEDIA_DIR``, ``BATON_MEDIA``, ``BATON_MEDIA_BASE_URL``, ``BATON_MEDIA_URL_EXPIRY``,
 ``BATON_IMAGE_MODEL``, ``BATON_IMAGE_RESPONSE_FORMAT`` (docs/media.md), ``BATON_APPROVE``,
-``BATON_PREFIX``, ``BATON_POOL``, ``BATON_SESSION_TIMEOUT``,
+``BATON_PREFIX``, ``BATON_POOL``, ``BATON_SESSION_TIMEOUT``, ``BATON_UNCLAIMED_TIMEOUT``,
 ``BATON_BUS_OUTAGE``, ``BATON_RETENTION``, ``BATON_SIGNING_KEY``, ``BATON_LOG_LEVEL``,
 ``BATON_CONFIG``, and ``BATON_`` + the upper-cased name of each model and session setting
 (``BATON_TEMPERATURE``, ``BATON_TOP_P``, ``BATON_MAX_TOKENS``, ``BATON_MODEL_TIMEOUT``,
@@ -192,6 +193,13 @@ class BatonSettings(BaseSettings):
         "ask", description="how `baton run` answers the approvals of every agent of its session"
     )
     session_timeout: float = Field(600.0, gt=0, description="seconds a session may run")
+    unclaimed_timeout: float | None = Field(
+        None,
+        gt=0,
+        description="seconds a sub-agent's spawn request waits for a worker before a warning "
+        "(default 15); with no live worker of the pool serving its profile, the agent is then "
+        "ended",
+    )
     bus_outage: float = Field(
         DEFAULT_OUTAGE_S,
         gt=0,

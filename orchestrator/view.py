@@ -17,10 +17,12 @@ from datetime import datetime
 from typing import Literal
 
 from baton.bus.events import (
+    AgentClaimed,
     AgentExited,
     AgentProgress,
     AgentResult,
     AgentSpawned,
+    AgentUnclaimed,
     AnswerChecked,
     ApprovalDecided,
     ApprovalRequested,
@@ -51,10 +53,14 @@ class AgentView:
     """What is known about one sub-agent.
 
     ``phase`` is its work; ``exit_reason`` is set once it left (``finished``, ``shutdown``,
-    ``lost``, ...) and cleared when it is spawned again (a lost agent resumed elsewhere).
+    ``lost``, ...) and cleared when it is spawned or claimed again (a lost agent resumed
+    elsewhere). ``worker`` is the worker that claimed it last; ``unclaimed`` the session's
+    warning that no worker had claimed it in time, until one does.
     """
 
     profile: str = ""
+    worker: str = ""
+    unclaimed: AgentUnclaimed | None = None
     phase: AgentPhase = "spawned"
     exit_reason: str = ""
     progress: str = ""
@@ -163,6 +169,13 @@ class SessionView:
             case AgentSpawned() if event.agent != LEAD_NAME:
                 view = self._agent(event.agent)
                 view.profile, view.exit_reason = event.profile, ""
+                view.worker = view.worker or event.worker  # set only in logs that predate claims
+            case AgentClaimed():
+                view = self._agent(event.agent)
+                view.profile = view.profile or event.profile
+                view.worker, view.exit_reason, view.unclaimed = event.worker, "", None
+            case AgentUnclaimed():
+                self._agent(event.agent).unclaimed = event
             case AgentProgress():
                 view = self._agent(event.agent)
                 view.phase, view.progress = "working", event.content

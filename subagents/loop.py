@@ -264,7 +264,7 @@ class SubAgent:
     async def run(self, *, announce: Event | None = None) -> ExitKind | None:
         """Run until the agent leaves; returns why, or None when it was given back or taken over.
 
-        ``announce`` is emitted first (a worker's ``AgentSpawned``), as part of the start.
+        ``announce`` is emitted first (a worker's ``AgentClaimed``), as part of the start.
         """
         enter_agent(self._context())
         outcome: Outcome | None

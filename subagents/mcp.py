@@ -12,7 +12,9 @@ needs it, and closed with its owner. A connection that dies (the process exited,
 went away) fails the calls in flight with an error result the model can read, and is restarted on
 the next call, after a backoff that grows while it keeps dying. Every wait is bounded: starting a
 server and listing its tools by ``startup_timeout_s``, a call by the engine's per-tool timeout,
-closing by :data:`CLOSE_S`.
+closing by :data:`CLOSE_S`. A stdio server runs under :mod:`.mcp_guard` (on POSIX), so it dies
+with the process that started it even when that process is killed outright (``kill -9``), when
+nothing of the SDK's graceful stop can run.
 
 Images, audio and embedded resources in a result are put in the media store (a sub-agent's
 process's, :func:`baton.subagents.context.media_store`; the lead's session's) and handed back as
@@ -23,15 +25,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import hashlib
 import json
 import logging
 import os
 import re
+import shutil
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
 import anyio
@@ -42,6 +48,7 @@ from jsonschema import SchemaError
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
@@ -75,6 +82,25 @@ LIST_PAGES = 100
 """Pages of a tools listing read at most: a server that paginates for ever cannot hang a start."""
 STDERR_TAIL = 600
 """Characters of a stdio server's stderr quoted when it fails: the reason is usually there."""
+
+
+GUARD = Path(__file__).with_name("mcp_guard.py")
+"""The script that starts a stdio server and kills it with its worker (:mod:`.mcp_guard`)."""
+
+
+def guarded(command: str, args: list[str], env: dict[str, str]) -> tuple[str, list[str]]:
+    """The command and arguments that start a stdio server under :mod:`.mcp_guard`, so that it
+    dies with this process even when this process is killed outright (``kill -9``); on POSIX.
+
+    A command that cannot be found fails here, as the SDK's own start would, rather than in the
+    guard (whose stderr would say it less directly)."""
+    if os.name != "posix":
+        return command, args
+    if os.sep not in command or os.path.isabs(command):
+        path = (get_default_environment() | env).get("PATH")
+        if shutil.which(command, path=path) is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+    return sys.executable, ["-I", str(GUARD), str(os.getpid()), "--", command, *args]
 
 
 class McpCallFailed(Exception):
@@ -273,9 +299,9 @@ class McpConnection:
         else:  # a restart: only the new process's words are quoted
             os.ftruncate(self._errlog.fileno(), 0)
             self._errlog.seek(0)
-        params = StdioServerParameters(
-            command=config.command, args=list(config.args), env=dict(config.env), cwd=config.cwd
-        )
+        command, args = guarded(config.command, list(config.args), dict(config.env))
+        params = StdioServerParameters(command=command, args=args, env=dict(config.env),
+                                       cwd=config.cwd)  # fmt: skip
         return stdio_client(params, errlog=cast(TextIO, self._errlog))
 
     def _died(self, live: _Live) -> None:

@@ -60,11 +60,12 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from baton.bus.base import Bus, SpawnClaim, SpawnQueue
 from baton.bus.errors import BusClosed, BusError, BusUnreachable, InvalidEnvelope
-from baton.bus.events import AgentExited, AgentResult, AgentSpawned
+from baton.bus.events import AgentClaimed, AgentExited, AgentResult
 from baton.bus.lifecycle import Service
-from baton.bus.messages import DEFAULT_POOL, Envelope, SpawnRequest, refusal_id
-from baton.bus.payloads import ResultReport
+from baton.bus.messages import DEFAULT_POOL, SpawnRequest
+from baton.bus.refusals import SpawnRefusal, refusal_result
 from baton.bus.retry import persist
+from baton.bus.signing import key_mismatch
 from baton.engine import Telemetry, ToolRegistry
 from baton.media import MediaStore
 from baton.subagents.a2a_worker import WorkerA2A
@@ -174,6 +175,8 @@ class Worker(Service):
         self._clock = StopClock()
         self.claimed = 0
         self.finished = 0
+        self._announced = True
+        """Whether the last announcement that it serves its pool went out (``_announce``)."""
 
     @property
     def serving(self) -> Serving:
@@ -243,6 +246,7 @@ class Worker(Service):
             async with self._mcp.open(), self._a2a, anyio.create_task_group() as outer:
                 await outer.start(self._host_agents)
                 try:
+                    await self._announce()
                     log.info("worker %s serving %s (concurrency %d)",
                              self.name, self.queue, self.concurrency)  # fmt: skip
                     task_status.started()
@@ -252,6 +256,32 @@ class Worker(Service):
                         await self._drain()
         finally:
             self._shields.leave(shields)
+
+    async def _announce(self, *, stopping: bool = False) -> None:
+        """Tell the pool's sessions that this worker serves the pool for its profiles (renewed
+        at every heartbeat), or, ``stopping``, that it no longer does: a session whose request
+        nobody claims asks this before it gives up on it (``Bus.pool_workers``). Bounded and
+        best effort: a worker never stops serving for it. A session's own worker announces
+        nothing (its session knows it)."""
+        if self.queue.local:
+            return
+        ttl = 0.0 if stopping else self.heartbeat_s * 3  # three beats: one missed is no death
+        announce = partial(self.bus.announce_worker, self.queue.pool, self.name,
+                           self.queue.profiles, ttl)  # fmt: skip
+        problem: object = None
+        bound_s = GIVE_BACK_GRACE_S if stopping else min(GIVE_BACK_S, self.heartbeat_s)
+        with anyio.move_on_after(bound_s) as bound:
+            try:
+                await announce()
+            except BusError as exc:
+                problem = exc
+        if bound.cancelled_caught:
+            problem = "the bus did not answer in time"
+        if problem is not None and self._announced and not stopping:  # once per run of failures
+            log.warning("worker %s: could not announce that it serves pool %s (a session that "
+                        "finds no live worker ends the agents it waits for): %s",
+                        self.name, self.queue.pool, problem)  # fmt: skip
+        self._announced = problem is None
 
     async def _host_agents(self, *, task_status: TaskStatus[None]) -> None:
         """Own the agents' task group, shielded: only the worker decides how agents stop."""
@@ -314,6 +344,7 @@ class Worker(Service):
             await self._claim_requests()
         finally:
             with self._shields.shield(GIVE_BACK_S):  # cut at a stop's deadline
+                await self._announce(stopping=True)  # it serves the pool no more
                 try:
                     await self.bus.leave_spawn(self.queue)
                 except BusError as exc:  # only wake-ups are at stake
@@ -357,6 +388,8 @@ class Worker(Service):
     async def _heartbeat(self) -> None:
         while True:
             await anyio.sleep(self.heartbeat_s)
+            if self._serving is Serving.CLAIMING:
+                await self._announce()
             receipts = list(self._hosted)
             if not receipts:
                 continue
@@ -423,6 +456,10 @@ class Worker(Service):
         or acked (a duplicate of one it hosts)."""
         request = claim.request
         key = (request.session, request.agent)
+        mismatch = self._key_mismatch(request)
+        if mismatch is not None:
+            await self._refuse_unreadable(claim, mismatch)
+            return None
         profile = self.profiles.get(request.profile)
         if profile is None:
             await self._refuse(claim, f"unknown profile {request.profile!r}")
@@ -470,12 +507,12 @@ class Worker(Service):
 
     async def _run_agent(self, claim: SpawnClaim, agent: SubAgent) -> None:
         request = claim.request
-        spawned = AgentSpawned(
+        claimed = AgentClaimed(
             session=request.session, agent=request.agent, profile=request.profile, worker=self.name
         )
         log.info("hosting %s/%s (%s)", request.session, request.agent, request.profile)
         try:
-            reason = await agent.run(announce=spawned)
+            reason = await agent.run(announce=claimed)
         except Exception:
             log.exception("hosting %s/%s failed", request.session, request.agent)
             await self._give_back([claim.receipt])
@@ -533,14 +570,8 @@ class Worker(Service):
         log.error("%s", content)
         s, a = request.session, request.agent
         try:
-            envelope = Envelope(
-                id=refusal_id(request.id),
-                session=s,
-                sender=a,
-                recipient=request.parent,
-                type="result",
-                content=content,
-                meta=ResultReport(reason="error", steps=0).to_meta(),
+            envelope = refusal_result(
+                request_id=request.id, session=s, agent=a, parent=request.parent, content=content
             )
         except ValueError as exc:  # a pydantic ValidationError: nothing to send the lead
             await self._set_aside(claim, f"{content} No result could be sent: {_why(exc)}")
@@ -550,6 +581,36 @@ class Worker(Service):
             request,
             "refusal",
             partial(self.bus.send, envelope),
+            partial(self.bus.emit, AgentResult(session=s, agent=a, content=content)),
+            partial(self.bus.emit, AgentExited(session=s, agent=a, reason="error")),
+            partial(self.bus.ack_spawn, [claim.receipt]),
+        )
+
+    def _key_mismatch(self, request: SpawnRequest) -> str | None:
+        """Why this worker cannot serve a request whose session signs with another key (or
+        signs where it does not, or the other way round): it could read none of the agent's
+        messages, and the lead none of its reports. None when the keys agree, or the request
+        does not say (a producer that predates ``meta.key_id``)."""
+        theirs = request.key_id
+        if theirs is None:
+            return None
+        we = f"this worker ({self.name})"
+        return key_mismatch(theirs, self.bus.key_id, they=f"session {request.session}", we=we)
+
+    async def _refuse_unreadable(self, claim: SpawnClaim, problem: str) -> None:
+        """Refuse a request whose lead cannot read this worker's envelopes (a signing-key
+        mismatch): named here at once, logged in the session's events (which are not signed),
+        and recorded in the agent's hash for the session, which delivers the refusal result to
+        its lead with its own key (:mod:`baton.bus.refusals`); then acked."""
+        request = claim.request
+        s, a = request.session, request.agent
+        content = f"Cannot start {a}: {problem}."
+        log.error("worker %s: %s", self.name, content)
+        refusal = SpawnRefusal(spawn=request.id, worker=self.name, content=content)
+        await self._settle(
+            request,
+            "refusal",
+            partial(self.bus.set_agent_state, s, a, refusal.to_field()),
             partial(self.bus.emit, AgentResult(session=s, agent=a, content=content)),
             partial(self.bus.emit, AgentExited(session=s, agent=a, reason="error")),
             partial(self.bus.ack_spawn, [claim.receipt]),

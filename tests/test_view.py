@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 from baton.bus.events import (
+    AgentClaimed,
     AgentExited,
     AgentProgress,
     AgentResult,
@@ -39,8 +40,10 @@ def story() -> list[Event]:
         RoundStarted(session=S, agent=LEAD_NAME, round=1),
         TextDelta(session=S, agent=LEAD_NAME, text="Asking the painter."),
         AgentSpawned(session=S, agent=LEAD_NAME, profile="lead"),
-        AgentSpawned(session=S, agent="painter", profile="painter", worker="w1"),
-        AgentSpawned(session=S, agent="publisher", profile="publisher", worker="w1"),
+        AgentSpawned(session=S, agent="painter", profile="painter"),
+        AgentClaimed(session=S, agent="painter", profile="painter", worker="w1"),
+        AgentSpawned(session=S, agent="publisher", profile="publisher"),
+        AgentClaimed(session=S, agent="publisher", profile="publisher", worker="w1"),
         AgentProgress(session=S, agent="painter", content="sketching"),
         ApprovalRequested(session=S, agent="publisher", calls=[PUBLISH]),
         AgentResult(session=S, agent="painter", content="a fox", media_urls=["/m/fox.png"]),
@@ -121,8 +124,9 @@ def test_an_agent_spawned_again_after_leaving_is_running_again() -> None:
     view.apply(AgentSpawned(session=S, agent="painter", profile="painter"))
     view.apply(AgentExited(session=S, agent="painter", reason="error"))
     assert not view.agents["painter"].running
-    view.apply(AgentSpawned(session=S, agent="painter", profile="painter", worker="w2"))
+    view.apply(AgentClaimed(session=S, agent="painter", profile="painter", worker="w2"))
     assert view.agents["painter"].running and agent_status(view.agents["painter"]) == "spawned"
+    assert view.agents["painter"].worker == "w2"
 
 
 def test_the_view_names_the_lead_as_the_lead_does() -> None:

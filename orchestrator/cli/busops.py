@@ -72,8 +72,18 @@ async def post(
         media_urls=list(media),
     )
     async with shared_bus(settings) as bus:
+        await refuse_other_keys(bus, session, "this baton post")
         await bus.send(envelope)
     print(envelope.id, flush=True)
+
+
+async def refuse_other_keys(bus: Bus, session: str, sender: str) -> None:
+    """A ``ConfigError`` (exit 2) when ``session`` signs its envelopes and this command has no
+    signing key, or another one: what it sent would be dead-lettered unread while it reported
+    success (docs/protocol.md, *Signed envelopes*)."""
+    problem = await bus.key_problem(session, sender=sender)
+    if problem is not None:
+        raise ConfigError(f"nothing sent to session {session}: {problem}")
 
 
 async def last_cursor(bus: Bus, session: str) -> tuple[str | None, LoggedEvent | None]:
@@ -196,6 +206,7 @@ async def approve(
     from baton.engine.bus_channel import answer_approval
 
     async with shared_bus(settings) as bus:
+        await refuse_other_keys(bus, session, "this baton approve")
         agent = await answer_approval(bus, session, call_id, approved, reason=reason)
     verdict = "approved" if approved else "declined"
     print(f"{call_id} {verdict} (asked by {agent} in session {session})", flush=True)

@@ -21,6 +21,7 @@ from baton.bus.events import (
     AgentProgress,
     AgentResult,
     AgentSpawned,
+    AgentUnclaimed,
     AnswerChecked,
     ApprovalDecided,
     ApprovalRequested,
@@ -41,8 +42,13 @@ from baton.view import AgentView, SessionView, describe_status, describe_verdict
 
 
 def agent_status(agent: AgentView) -> str:
-    """A sub-agent's status in a word or two: its phase, or ``exited (reason)``."""
-    return f"exited ({agent.exit_reason})" if agent.exit_reason else agent.phase
+    """A sub-agent's status in a word or two: its phase, ``exited (reason)``, or that it waits
+    for a worker (no worker claimed it in time)."""
+    if agent.exit_reason:
+        return f"exited ({agent.exit_reason})"
+    if agent.unclaimed is not None and agent.phase == "spawned":
+        return f"waiting for a worker of pool {agent.unclaimed.pool}"
+    return agent.phase
 
 
 class Renderer(Protocol):
@@ -186,6 +192,8 @@ def _describe_trouble(event: Event) -> str:
             )
         case ErrorEvent():
             return f"! {event.agent}: {event.message}"
+        case AgentUnclaimed():
+            return f"! {event.agent}: {describe_unclaimed(event)}"
         case ModelRetried():
             return f"! {event.agent}: {describe_retry(event)}"
         case AnswerChecked():
@@ -206,6 +214,19 @@ def ending_line(command: str, status: str, reason: str) -> str:
     if why.lower().startswith(words + " "):
         return f"{command}: session {why}"
     return f"{command}: session {words}: {why}"
+
+
+def describe_unclaimed(event: AgentUnclaimed) -> str:
+    """The session's warning that no worker claimed an agent in time, and what follows."""
+    waited = (
+        f"no worker of pool {event.pool} has claimed it in {event.waited_s:.0f} s "
+        f"(profile {event.profile})"
+    )
+    if event.workers is None:
+        return f"{waited}: the session's own worker is at capacity"
+    if event.workers:
+        return f"{waited}: {event.workers} live worker(s) serve it, all busy"
+    return f"{waited}: no live worker of the pool serves that profile, so it is ended"
 
 
 def describe_retry(event: ModelRetried) -> str:

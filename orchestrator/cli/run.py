@@ -268,10 +268,11 @@ def model_settings(settings: BatonSettings) -> ModelSettings | None:
 
 def session_settings(settings: BatonSettings) -> dict[str, object]:
     """The :class:`~baton.session.SessionConfig` fields the settings set: the lead's tool
-    choice, the session's budget, the per-profile delegation tools and the delegation caps
-    (unset: the config's own defaults)."""
+    choice, how long a spawn request waits for a worker in silence, the session's budget, the
+    per-profile delegation tools and the delegation caps (unset: the config's own defaults)."""
     fields: dict[str, object] = {
         "tool_choice": settings.tool_choice,
+        "unclaimed_s": settings.unclaimed_timeout,
         "budget": settings.budget(),
         "profile_tools": settings.profile_tools,
         "delegation": settings.delegation(),

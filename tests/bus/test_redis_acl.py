@@ -85,8 +85,8 @@ def test_the_documented_user_runs_a_whole_session_with_a_real_worker(
         )  # fmt: skip
     assert code == ExitCode.OK, err
     events = [json.loads(line) for line in out.splitlines()]
-    hosted = [e for e in events if e["type"] == "agent.spawned" and e["worker"]]
-    spawned = {e["agent"]: e["worker"] for e in hosted}  # the lead's own spawn names none
+    hosted = [e for e in events if e["type"] == "agent.claimed"]
+    spawned = {e["agent"]: e["worker"] for e in hosted}
     assert spawned.get("painter") == name and spawned.get("writer") == name
     assert events[-1]["type"] == "session.finished" and events[-1]["status"] == "completed"
     assert PASSWORD not in out + err + "".join(worker.err)

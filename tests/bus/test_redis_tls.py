@@ -78,9 +78,7 @@ def test_a_session_completes_over_tls_with_the_ca_file_setting(
         )  # fmt: skip
     assert code == ExitCode.OK, err
     events = [json.loads(line) for line in out.splitlines()]
-    hosted = {
-        e["agent"]: e["worker"] for e in events if e["type"] == "agent.spawned" and e["worker"]
-    }
+    hosted = {e["agent"]: e["worker"] for e in events if e["type"] == "agent.claimed"}
     assert hosted == {"painter": name, "writer": name}
     assert events[-1]["type"] == "session.finished" and events[-1]["status"] == "completed"
     assert PASSWORD not in out + err + "".join(worker.err)

@@ -21,7 +21,7 @@ from baton.api import Session, SessionConfig
 from baton.bus.base import BusOptions
 from baton.bus.messages import make_envelope
 from baton.bus.redis import RedisBus
-from baton.bus.signing import SIG_FIELD, Signer
+from baton.bus.signing import KID_FIELD, SIG_FIELD, Signer, key_id
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
 
@@ -54,8 +54,10 @@ async def test_a_signing_bus_takes_signed_envelopes_and_dead_letters_the_rest(
         reasons = [letter.reason for letter in await bus.dead_letters()]
         assert reasons == [
             f"unsigned envelope: this bus requires signed envelopes (no {SIG_FIELD!r} field)",
-            "wrongly signed envelope: its signature does not match (another key, or the message "
-            "was changed after it was signed)",
+            # the stranger's envelope names its key: not "changed", but "another key", by id
+            f"signed with another key: the envelope's kid is {stranger.key_id!r}, this reader's "
+            f"key id is {bus.key_id!r} (give every baton process of the deployment the same "
+            "signing key)",
         ]
         # A bus without a key neither signs nor checks: a deployment without one is unchanged.
         await unkeyed.send_raw(S, "writer", envelope("plain", "writer"))
@@ -77,19 +79,34 @@ async def test_the_signature_is_an_hmac_of_the_msg_field_as_stored(
         [(_, fields)] = cast(list[tuple[str, dict[str, str]]], client.xrange(key))
         expected = hmac.new(KEY.get_secret_value().encode(), fields["msg"].encode(), "sha256")
         assert fields[SIG_FIELD] == expected.hexdigest()
+        key_id = hmac.new(KEY.get_secret_value().encode(), b"baton signing key id", "sha256")
+        assert fields[KID_FIELD] == key_id.hexdigest()[:16] == bus.key_id
         tampered = fields["msg"].replace("héron", "heron")
         client.xadd(key, {"msg": tampered, SIG_FIELD: fields[SIG_FIELD]})
+        client.xadd(key, {"msg": tampered, SIG_FIELD: fields[SIG_FIELD], KID_FIELD: bus.key_id})
         assert [e.content for e in await bus.read_inbox(S, "lead")] == ["héron ✓"]
-        [letter] = await bus.dead_letters()
-        assert letter.reason.startswith("wrongly signed envelope") and letter.raw == tampered
+        bare, named = await bus.dead_letters()
+        assert bare.reason.startswith("wrongly signed envelope") and bare.raw == tampered
+        # Its own key id beside a signature that does not match: changed, not another key.
+        assert named.reason == (
+            "wrongly signed envelope: its signature does not match, though it names this "
+            "reader's key: the message was changed after it was signed"
+        )
     client.close()
 
 
-def _doc_example() -> str:
+def _doc_example(name: str = "post-signed") -> str:
     text = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
-    match = re.search(r"<!-- example: post-signed -->\s*```sh\n(.*?)```", text, re.DOTALL)
-    assert match, "docs/protocol.md lost its post-signed example"
+    match = re.search(rf"<!-- example: {name} -->\s*```sh\n(.*?)```", text, re.DOTALL)
+    assert match, f"docs/protocol.md lost its {name} example"
     return match.group(1)
+
+
+def test_protocol_doc_key_id_example_computes_the_key_id_baton_writes() -> None:
+    env = {**os.environ, "BATON_SIGNING_KEY": KEY.get_secret_value()}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", _doc_example("key-id")], env=env,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert done.stdout.strip() == key_id(KEY) == Signer(KEY).key_id
 
 
 async def test_protocol_doc_signed_post_example_is_taken_by_a_signing_reader() -> None:
@@ -150,6 +167,8 @@ def _dead_letters(client: redis.Redis, prefix: str) -> list[dict[str, str]]:
 def test_a_signer_never_shows_its_key_and_needs_one() -> None:
     secret = KEY.get_secret_value()
     assert secret not in repr(Signer(KEY)) and secret not in repr(BusOptions(signing_key=KEY))
+    assert re.fullmatch(r"[0-9a-f]{16}", key_id(KEY)) and key_id(KEY) == Signer(KEY).key_id
+    assert key_id(None) == "" and key_id("another key") != key_id(KEY)
     assert re.fullmatch(r"[0-9a-f]{64}", Signer(KEY).sign("x"))
     with pytest.raises(ValueError, match="must not be empty"):
         Signer("")

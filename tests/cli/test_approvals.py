@@ -109,7 +109,7 @@ def test_the_policy_decides_for_a_sub_agent_on_a_remote_worker(
     )  # fmt: skip
     assert code == 0, err
     events = _events(out)
-    hosted = [e for e in events if e["type"] == "agent.spawned" and e["worker"]]
+    hosted = [e for e in events if e["type"] == "agent.claimed"]
     assert [e["worker"].split("/")[0] for e in hosted] == [name]  # the remote worker ran it
     _check_policy(events, policy, worker_media)
 

@@ -24,8 +24,8 @@ def test_run_and_worker_told_by_the_environment_meet_on_its_prefix(
         env=env,
     )  # fmt: skip
     assert code == 0, out + err  # the worker hosted the painter: they met
-    spawned = [e for e in map(_event, out.splitlines()) if e.get("type") == "agent.spawned"]
-    assert any(e["worker"] for e in spawned), out
+    claimed = [e for e in map(_event, out.splitlines()) if e.get("type") == "agent.claimed"]
+    assert any(e["worker"] for e in claimed), out
     code, listed, err = run_baton("sessions", "--json", env=env)
     assert code == 0 and "s-team-a" in listed, err
     code, listed, err = run_baton("sessions", "--json", "--prefix", "baton", env=env)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from tests.cli.helpers import Proc, run_baton
 
@@ -45,11 +44,8 @@ def test_remote_workers_do_the_work_while_watch_sees_it_and_post_adds_a_follow_u
         env=env,
     )  # fmt: skip
 
-    def on_a_worker(event: dict[str, Any]) -> bool:
-        return bool(event["worker"])  # the lead's own spawn event names no worker
-
-    spawned = watch.expect_each("agent.spawned", {"north", "south"}, where=on_a_worker)
-    hosts = {event["worker"].split("/")[0] for event in spawned.values()}
+    claimed = watch.expect_each("agent.claimed", {"north", "south"})
+    hosts = {event["worker"].split("/")[0] for event in claimed.values()}
     assert hosts == workers  # one agent on each worker
     watch.expect_each("tool.call", {"north", "south"})  # both are mid-work, holding
 
@@ -75,7 +71,7 @@ def test_remote_workers_do_the_work_while_watch_sees_it_and_post_adds_a_follow_u
 
     assert watch.wait() == 0, watch.transcript()  # watch ends with the session
     seen = watch.events()
-    for kind in ("agent.spawned", "agent.progress", "agent.result"):
+    for kind in ("agent.spawned", "agent.claimed", "agent.progress", "agent.result"):
         assert {e["agent"] for e in seen if e["type"] == kind} >= {"north", "south"}, kind
     assert seen[-1]["type"] == "session.finished"
 
@@ -133,8 +129,8 @@ def test_the_budget_of_a_run_binds_the_agents_of_remote_workers(
     assert spent and max(spent) == (2, 2), spent  # never a third call, whoever made it
     exits = {e["agent"]: e["reason"] for e in events if e["type"] == "agent.exited"}
     assert exits and set(exits.values()) == {"budget"}, exits
-    hosted = [e for e in events if e["type"] == "agent.spawned" and e["worker"]]
-    assert {e["worker"].split("/")[0] for e in hosted} == {worker}  # the lead's names none
+    hosted = [e for e in events if e["type"] == "agent.claimed"]
+    assert {e["worker"].split("/")[0] for e in hosted} == {worker}
 
 
 def start_worker_with_builtin_profiles(

@@ -31,8 +31,12 @@ def test_run_sends_its_sub_agents_to_the_pool_it_names(
     )  # fmt: skip
     assert code == 0, err
     events = [json.loads(line) for line in out.splitlines()]
-    spawned = [e for e in events if e["type"] == "agent.spawned" and e["worker"]]
-    hosts = {e["agent"]: e["worker"] for e in spawned}
+    # One agent.spawned per sub-agent (its worker's claim is agent.claimed): a consumer that
+    # counts agents by it used to count each twice, once with an empty worker.
+    spawned = sorted(e["agent"] for e in events if e["type"] == "agent.spawned")
+    assert spawned == ["painter", "writer"], spawned
+    claimed = [e for e in events if e["type"] == "agent.claimed"]
+    hosts = {e["agent"]: e["worker"] for e in claimed}
     assert hosts == {"painter": name, "writer": name}
 
 

@@ -81,7 +81,8 @@ def test_resume_after_kill_ends_with_one_answer_holding_what_arrived_meanwhile(
     assert kinds.count("session.finished") == 1 and kinds[-1] == "session.finished", kinds
     starts = [e for e in events if e["type"] == "session.started"]
     assert [e["resumed"] for e in starts] == [False, True]
-    assert kinds.count("agent.spawned") == 2, kinds  # the lead's and the worker's: no second
+    assert kinds.count("agent.spawned") == 1, kinds  # the lead's: the resumed lead starts none
+    assert kinds.count("agent.claimed") == 1, kinds  # the pool's worker, which ran on
     finished = events[-1]
     assert finished["status"] == "completed", finished
     (image,) = next(e for e in events if e["type"] == "agent.result")["media_urls"]

@@ -12,6 +12,7 @@ import pytest
 import baton.session as session_module
 from baton.api import Session, SessionConfig, Worker, open_session
 from baton.bus.events import (
+    AgentClaimed,
     AgentExited,
     AgentResult,
     AgentSpawned,
@@ -86,9 +87,10 @@ async def test_event_stream_is_token_by_token_while_the_bus_gets_coalesced_text(
     assert isinstance(seen[-1], SessionFinished) and seen[-1].status == "completed"
     # Sub-agents' events reach the in-process stream too, from the log.
     assert {e.agent for e in seen if isinstance(e, AgentExited)} == {"painter", "writer"}
-    hosted = [e for e in seen if isinstance(e, AgentSpawned) and e.worker]
-    requested = [e for e in seen if isinstance(e, AgentSpawned) and not e.worker]
-    assert {e.agent for e in hosted} == {e.agent for e in requested} == {"painter", "writer"}
+    hosted = [e for e in seen if isinstance(e, AgentClaimed)]
+    requested = [e for e in seen if isinstance(e, AgentSpawned)]
+    assert sorted(e.agent for e in hosted) == ["painter", "writer"]  # one of each, no more
+    assert sorted(e.agent for e in requested) == ["painter", "writer"]
 
 
 async def test_follow_up_posted_mid_session_is_answered_in_the_same_session(
@@ -101,7 +103,7 @@ async def test_follow_up_posted_mid_session_is_answered_in_the_same_session(
         async with Session(config, bus=bus) as session:
             posted = False
             async for event in session.events():
-                if isinstance(event, AgentSpawned) and event.worker and not posted:
+                if isinstance(event, AgentClaimed) and not posted:
                     # the sub-agent is busy with the first task: a person asks for more
                     posted = True
                     async with make_bus() as elsewhere:  # as `baton post` from another process
@@ -154,7 +156,7 @@ async def test_external_workers_do_the_work_when_local_workers_are_off(
         log = await logged_events(session_bus, session.id)
     assert result.status == "completed" and result.media_urls
     assert all(url in result.answer for url in result.media_urls)
-    hosted = {e.agent: e.worker for e in log if isinstance(e, AgentSpawned) and e.worker}
+    hosted = {e.agent: e.worker for e in log if isinstance(e, AgentClaimed)}
     assert hosted == {"painter": "remote-1", "writer": "remote-1"}
 
 

@@ -124,7 +124,7 @@ def test_workers_on_other_machines_return_urls_the_lead_and_anyone_can_open(
     assert run.wait() == 0, run.transcript()
     events = run.events()
     spawned = {e["agent"]: e["worker"].split("/")[0] for e in events
-               if e["type"] == "agent.spawned" and e["worker"]}  # fmt: skip
+               if e["type"] == "agent.claimed"}  # fmt: skip
     assert spawned == hosts  # one agent on each worker
     finished = events[-1]
     assert finished["type"] == "session.finished" and finished["status"] == "completed"

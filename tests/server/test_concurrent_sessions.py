@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 
 from baton.bus.base import BusOptions
-from baton.bus.events import AgentSpawned, Event
+from baton.bus.events import AgentClaimed, Event
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer
 from tests.server.helpers import client, read_all, serving, start_session
@@ -36,7 +36,7 @@ class HoldFirstStart(RedisBus):
         self.held_session = ""
 
     async def emit(self, event: Event) -> str:
-        if isinstance(event, AgentSpawned) and event.worker and not self.holding.is_set():
+        if isinstance(event, AgentClaimed) and not self.holding.is_set():
             self.held_session = event.session
             self.holding.set()
             await anyio.sleep_forever()

@@ -5,13 +5,17 @@ Its tools are the cases baton must govern: a quick one (``echo``), a slow one, o
 with an image, one with an embedded resource, one a person must approve (``set_volume``, gated by
 the profile's ``approve``), and one that kills the server in the middle of the call (once: a file
 named by ``MCP_DEMO_CRASH_ONCE`` remembers that it did). ``MCP_DEMO_PID_FILE`` receives the
-process id, so a test can check the server is gone once its owner closed.
+process id, so a test can check the server is gone once its owner closed. With
+``MCP_DEMO_STUBBORN`` set it is the server no graceful stop ends: it ignores SIGTERM, SIGHUP and
+SIGINT, and lives on after the end of its input.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -66,6 +70,10 @@ def crash(text: str) -> str:
 
 
 def main(argv: list[str]) -> None:
+    stubborn = bool(os.environ.get("MCP_DEMO_STUBBORN"))
+    if stubborn:
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(signum, signal.SIG_IGN)
     pid_file = os.environ.get("MCP_DEMO_PID_FILE")
     if pid_file:
         Path(pid_file).write_text(str(os.getpid()))
@@ -74,6 +82,8 @@ def main(argv: list[str]) -> None:
         anyio.run(lambda: server.run_streamable_http_async(host="127.0.0.1", port=port))
     else:
         anyio.run(server.run_stdio_async)
+    while stubborn:  # its input ended: it stays anyway
+        time.sleep(3600)
 
 
 if __name__ == "__main__":

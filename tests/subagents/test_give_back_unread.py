@@ -22,7 +22,7 @@ import pytest
 
 from baton.bus.base import BusOptions
 from baton.bus.errors import BusError
-from baton.bus.events import AgentSpawned, Event, RoundEnded
+from baton.bus.events import AgentClaimed, Event, RoundEnded
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import Envelope, SpawnRequest
 from baton.bus.redis import RedisBus
@@ -44,7 +44,7 @@ def prefix() -> str:
 
 
 class AnnounceGate(RedisBus):
-    """A real Redis bus on which announcing a hosted agent (the worker's ``AgentSpawned``) waits
+    """A real Redis bus on which announcing a hosted agent (the worker's ``AgentClaimed``) waits
     until cancelled: the agent is then stopped before it ever read its inbox."""
 
     def __init__(self, url: str, options: BusOptions, *, prefix: str) -> None:
@@ -52,7 +52,7 @@ class AnnounceGate(RedisBus):
         self.announcing = anyio.Event()
 
     async def emit(self, event: Event) -> str:
-        if isinstance(event, AgentSpawned):
+        if isinstance(event, AgentClaimed):
             self.announcing.set()
             await anyio.sleep_forever()
         return await super().emit(event)

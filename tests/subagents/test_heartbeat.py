@@ -24,7 +24,7 @@ import pytest
 
 from baton.bus.base import BusOptions
 from baton.bus.errors import BusError, BusUnreachable
-from baton.bus.events import AgentSpawned
+from baton.bus.events import AgentClaimed
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import SpawnRequest
 from baton.bus.redis_adapter import RedisRefused
@@ -146,7 +146,7 @@ def watching(logger: str, text: str) -> Iterator[_Records]:
 
 
 def spawned(agent: str) -> Callable[[object], bool]:
-    return lambda e: isinstance(e, AgentSpawned) and e.agent == agent and bool(e.worker)
+    return lambda e: isinstance(e, AgentClaimed) and e.agent == agent
 
 
 @pytest.mark.parametrize("backend", ["redis"], indirect=True)

@@ -26,7 +26,7 @@ import pytest
 
 from baton.bus.base import Bus, BusOptions, SpawnQueue
 from baton.bus.connect import open_bus
-from baton.bus.events import AgentExited, AgentSpawned, ToolCalled
+from baton.bus.events import AgentClaimed, AgentExited, ToolCalled
 from baton.bus.messages import DEFAULT_POOL, SpawnRequest
 from baton.llm import ScriptedServer
 from baton.llm.offline import offline_reply
@@ -220,7 +220,7 @@ async def test_kill_9_mid_round_resumes_on_the_other_worker(
         assert checkpoint is not None and ids["v"] in checkpoint.processed  # nothing lost
         spawned = []
         async for logged in c.bus.events(SESSION, follow=False):
-            if isinstance(logged.event, AgentSpawned) and logged.event.agent == "v":
+            if isinstance(logged.event, AgentClaimed) and logged.event.agent == "v":
                 spawned.append(logged.event.worker)
         assert spawned[-1] == survivor.name and victim.name in spawned
         every = SpawnQueue.of_pool(DEFAULT_POOL, ["crash"])

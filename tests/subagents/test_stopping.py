@@ -57,7 +57,7 @@ class Outage(MemoryBus):
 @pytest.mark.parametrize(
     "failing",
     [
-        "emit",  # announcing the agent (the worker's AgentSpawned)
+        "emit",  # announcing the agent (the worker's AgentClaimed)
         "get_agent_state",  # loading its checkpoint
         "set_agent_state",  # claiming it in its state
     ],

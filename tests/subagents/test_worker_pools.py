@@ -11,7 +11,7 @@ import anyio
 from redis.asyncio import Redis
 
 from baton.bus.base import SpawnQueue
-from baton.bus.events import AgentExited, AgentSpawned, SessionFinished
+from baton.bus.events import AgentClaimed, AgentExited, AgentSpawned, SessionFinished
 from baton.bus.messages import DEFAULT_POOL, LOCAL_POOL, SpawnRequest
 from baton.bus.redis import RedisBus
 from baton.llm.offline import offline_reply
@@ -60,7 +60,7 @@ async def test_sessions_sharing_a_bus_host_only_their_own_sub_agents(
         for session_id in sessions:
             assert results[session_id].status == "completed"
             log = await logged_events(bus, session_id)
-            hosts = {e.agent: e.worker for e in log if isinstance(e, AgentSpawned) and e.worker}
+            hosts = {e.agent: e.worker for e in log if isinstance(e, AgentClaimed)}
             assert set(hosts) == {"painter", "writer"}
             assert set(hosts.values()) == {f"{session_id}-local"}, hosts
             for agent in hosts:
@@ -94,7 +94,7 @@ async def test_a_worker_leaves_a_profile_it_does_not_know_to_one_that_does(
         (written,) = lead.results_from("w1")
         assert written.meta["reason"] == "finished"
         log = await logged_events(lead_bus, SESSION)
-        hosts = {e.agent: e.worker for e in log if isinstance(e, AgentSpawned) and e.worker}
+        hosts = {e.agent: e.worker for e in log if isinstance(e, AgentClaimed)}
         assert hosts == {"p1": paints.name, "w1": writes.name}
 
 
@@ -151,10 +151,8 @@ async def test_a_worker_process_with_pool_gpu_takes_only_gpu_requests(
 
         (result,) = await Lead(c.bus).until_results(1, timeout=60)
         assert result.sender == "g1"
-        spawned = await wait_for_event(
-            c.bus, SESSION, lambda e: isinstance(e, AgentSpawned) and bool(e.worker), timeout=10
-        )
-        assert isinstance(spawned, AgentSpawned) and spawned.worker == gpu.name
+        claimed = await wait_for_event(c.bus, SESSION, AgentClaimed, timeout=10)
+        assert claimed.worker == gpu.name
         async with Redis.from_url(redis_server.url, decode_responses=True) as admin:
             for request in elsewhere:  # queued, and never so much as read by the gpu worker
                 stream = keys.spawn_stream(request)
