@@ -83,6 +83,7 @@ from baton.bus.base import DEFAULT_RETENTION_S
 from baton.bus.connect import redis_url
 from baton.bus.errors import ConfigError, redact_url
 from baton.bus.messages import DEFAULT_POOL, check_pool
+from baton.bus.redact import redact_text
 from baton.bus.retry import DEFAULT_OUTAGE_S
 from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL, DEMO_IMAGE_MODEL, ApproveMode
 from baton.media import MediaStore, media_directory, open_store
@@ -487,10 +488,11 @@ def _describe(exc: ValidationError, config: Path | None, given: Mapping[str, Any
         where = _env_name(key, field)
     value = error.get("input")
     secret = "api_key" in key or "password" in key or key == "signing_key"
+    said = str(error["msg"])
     if isinstance(value, str):  # a bus URL quotes its password: shown redacted, never as given
-        value = redact_url(value)
+        said, value = redact_text(said, value), redact_url(value)
     shown = "" if isinstance(value, dict) or secret else f" (got {value!r})"
-    return f"bad setting {where}: {error['msg']}{shown}"
+    return f"bad setting {where}: {said}{shown}"
 
 
 def _env_name(key: str, field: FieldInfo | None) -> str:
