@@ -21,6 +21,7 @@ import sys
 from typing import TYPE_CHECKING, Literal
 
 from baton.bus.events import ApprovalRequested
+from baton.cli.sharedbus import in_process
 from baton.settings import BatonSettings
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def approval_route(settings: BatonSettings, *, as_json: bool, stdin_tty: bool) -
         return "policy"
     if stdin_tty and not as_json:
         return "inline"
-    if settings.bus.partition(":")[0].lower() == "memory":
+    if in_process(settings.bus):
         return "nobody"
     return "remote"
 

@@ -24,6 +24,7 @@ from baton.bus.tail import tail_events
 from baton.bus.user_post import user_post_problem
 from baton.cli.exits import is_tty
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
+from baton.cli.sharedbus import require_shared_bus
 from baton.lead.keeper import LEAD_LEASE_S, has_events, lead_lost
 from baton.settings import BatonSettings
 
@@ -36,11 +37,7 @@ LEAD_LOST = "lead lost"
 @asynccontextmanager
 async def shared_bus(settings: BatonSettings) -> AsyncIterator[Bus]:
     """The configured bus, started and pinged; refuses the in-process one."""
-    if settings.bus.lower().startswith("memory:"):
-        raise ConfigError(
-            "this command needs a shared bus, and memory:// lives inside one process: "
-            "give --bus redis://HOST:PORT/DB (or set BATON_BUS / REDIS_URL)"
-        )
+    require_shared_bus(settings.bus)
     options = BusOptions(signing_key=settings.signing_key)  # what it posts is signed with it
     async with open_bus(settings.bus, options, prefix=settings.prefix) as bus:
         await bus.ping()

@@ -28,6 +28,7 @@ from baton.cli.run import (
     select_profiles,
     view_session,
 )
+from baton.cli.sharedbus import require_shared_bus
 from baton.errors import describe_validation
 from baton.settings import BatonSettings
 
@@ -83,6 +84,7 @@ def resumed_session(settings: BatonSettings, session_id: str) -> Session:
 async def resume_session(settings: BatonSettings, options: ResumeOptions) -> int:
     """Carry the session on to its end; returns the exit code (as ``baton run``'s)."""
     configure_logging(settings.log_level)
+    require_shared_bus(settings.bus, "a session cannot be resumed from a memory:// bus")
     session = resumed_session(settings, options.session)
     interrupted, finished = await view_session(session, settings, as_json=options.as_json)
     if interrupted:

@@ -38,6 +38,7 @@ from baton.cli.approvals import (
 from baton.cli.exits import is_tty
 from baton.cli.logs import quiet_http_loggers
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer, ending_line
+from baton.cli.sharedbus import require_shared_bus
 from baton.errors import describe_validation
 from baton.settings import BatonSettings
 
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
     from baton.subagents.profiles import Profile
 
 log = logging.getLogger("baton.run")
+
+NO_LOCAL_WORKERS = "--no-local-workers leaves the sub-agents to `baton worker`s in other processes"
+"""Why ``run --no-local-workers`` refuses ``memory://``: no worker could claim its requests."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,8 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
     from baton.session import Session, SessionConfig
 
     configure_logging(settings.log_level)
+    if not options.local_workers:
+        require_shared_bus(settings.bus, NO_LOCAL_WORKERS)
     fields: dict[str, object] = {
         "task": options.task,
         "bus_url": settings.bus,

@@ -72,6 +72,9 @@ log = logging.getLogger("baton.worker")
 
 COMMAND = "baton worker"
 
+WHY_SHARED = "a worker serves the sessions of other processes (`baton run --no-local-workers`)"
+"""Why ``baton worker`` refuses ``memory://`` (:mod:`baton.cli.sharedbus`): nobody reaches it."""
+
 HEALTH_BEAT_S = 5.0
 """Seconds between two touches of ``--health-file`` (each after a bus ping that answered)."""
 HEALTH_STALE_S = 30.0
@@ -202,8 +205,10 @@ def run_worker(settings: BatonSettings, options: WorkerOptions, *, check: bool =
     is unreachable or goes away, a bad profiles file) ends it as one line and the error's own code,
     even when it surfaces from the worker's task group.
     """
+    from baton.bus.errors import ConfigError
     from baton.cli.exits import fail, run_async
     from baton.cli.logs import quiet_http_loggers
+    from baton.cli.sharedbus import require_shared_bus
 
     # A worker says what it does (ready, draining) unless told otherwise: INFO by default, where
     # the interactive commands keep quiet.
@@ -218,7 +223,11 @@ def run_worker(settings: BatonSettings, options: WorkerOptions, *, check: bool =
         fail(f"bad setting log_level: unknown level {level!r}", command=COMMAND)
     quiet_http_loggers(level)
     if check and options.health_file is not None:
-        return check_health(options.health_file)
+        return check_health(options.health_file)  # reads a file, not the bus
+    try:
+        require_shared_bus(settings.bus, WHY_SHARED)
+    except ConfigError as exc:
+        fail(str(exc), exc.exit_code, command=COMMAND)
     if check:
         return run_async(check_bus, settings, options, command=COMMAND)
     return run_async(serve, settings, options, command=COMMAND)
