@@ -119,7 +119,8 @@ class BatonSettings(BaseSettings):
     openai_api_key: SecretStr | None = Field(
         None,
         validation_alias=AliasChoices("openai_api_key", "OPENAI_API_KEY"),
-        description="API key of the model endpoint; none means the built-in offline model",
+        description="API key of the model endpoint; none (and no base URL) means the built-in "
+        "offline model; a base URL without a key is a keyless server: no Authorization header",
     )
     openai_base_url: str | None = Field(
         None,
@@ -329,13 +330,30 @@ class BatonSettings(BaseSettings):
         return value
 
     @property
-    def offline(self) -> bool:
-        """True when no API key is configured: the built-in offline model answers."""
+    def keyless(self) -> bool:
+        """True when no API key is configured (or an empty one)."""
         return self.openai_api_key is None or not self.openai_api_key.get_secret_value()
+
+    @property
+    def offline(self) -> bool:
+        """True when neither an API key nor a base URL is configured: the built-in offline model
+        answers. A base URL alone names a keyless server (llama.cpp, vLLM, Ollama): its requests
+        carry no ``Authorization`` header, so no placeholder key is needed."""
+        return self.keyless and not self.openai_base_url
+
+    def model_label(self) -> str:
+        """Which model and endpoint the commands use, in words, for their start lines:
+        ``llama3.1 at http://localhost:11434/v1 (no API key)``; the offline model says so."""
+        if self.offline:
+            return "offline model"
+        from baton.llm.client import OPENAI_API_URL
+
+        where = redact_url(self.openai_base_url or OPENAI_API_URL)
+        return f"{self.model} at {where}" + (" (no API key)" if self.keyless else "")
 
     def model_settings(self) -> ModelSettings | None:
         """The model endpoint and request settings every agent starts from (a profile may
-        override them), or None for the offline model (no API key configured)."""
+        override them), or None for the offline model (neither a key nor a base URL)."""
         if self.offline:
             return None
         from baton.llm import ModelSettings
@@ -344,7 +362,7 @@ class BatonSettings(BaseSettings):
             {
                 "model": self.model,
                 "base_url": self.openai_base_url,
-                "api_key": self.openai_api_key,
+                "api_key": None if self.keyless else self.openai_api_key,
                 "timeout": self.model_timeout,
                 "max_retries": self.model_retries,
                 "temperature": self.temperature,

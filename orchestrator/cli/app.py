@@ -86,8 +86,8 @@ RUN_EXAMPLES = """Examples:
   baton run --approve auto "publish a haiku"          # the demo tool that needs approval
   baton run --profiles my_profiles.toml "publish the report"   # docs/profiles.md
   OPENAI_API_KEY=sk-... BATON_MODEL=gpt-4o-mini baton run "paint a fox"
-  OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_API_KEY=ollama BATON_MODEL=llama3.1 \\
-      baton run "paint a fox"
+  OPENAI_BASE_URL=http://localhost:11434/v1 BATON_MODEL=llama3.1 \\
+      baton run "paint a fox"                         # a keyless server: no Authorization
   baton run --bus redis://localhost:6379/0 --no-local-workers "paint a fox"
   baton run --bus redis://localhost:6379/0 --no-local-workers --pool gpu "paint a fox"
   baton run --tool-choice required --max-tokens 512 --budget-tokens 100000 "paint a fox"
@@ -162,7 +162,8 @@ def run(
     """Run a whole session: the lead streams its answer and delegates to sub-agents.
 
     By default everything runs in this process: the in-process bus, in-process sub-agents, and
-    the built-in offline model when no API key is configured, so nothing needs starting first.
+    the built-in offline model when neither an API key nor a base URL is configured, so nothing
+    needs starting first (a base URL alone is a keyless server: no Authorization header).
     """
     settings = settings_from(
         config,

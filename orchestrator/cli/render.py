@@ -82,9 +82,10 @@ class PlainRenderer:
     capped quantity passes another tenth of its cap, not one per model call.
     """
 
-    def __init__(self, out: IO[str] | None = None) -> None:
+    def __init__(self, out: IO[str] | None = None, *, model_label: str = "") -> None:
         self.view = SessionView()
         self._out = out or sys.stdout
+        self._model_label = model_label
         self._partial = ""
         self._budget_tenths = -1
 
@@ -105,6 +106,8 @@ class PlainRenderer:
             self._flush()  # (a retry notice is a side note: the reply's text may yet be retracted)
         if isinstance(event, BudgetUpdated):
             line = self._budget_line(event)
+        elif isinstance(event, SessionStarted):
+            line = describe_start(event, self._model_label)
         else:
             line = "" if repeat else describe(event)
         if line:
@@ -151,8 +154,7 @@ def describe(event: Event) -> str:
     """One line about an event for people, or "" for events not worth a line."""
     match event:
         case SessionStarted():
-            label = "offline model" if event.offline else event.model
-            return f"── session {event.session} ({label}): {describe_task(event.task)}"
+            return describe_start(event)
         case AgentSpawned():
             return f"· {event.agent} spawned (profile {event.profile})"
         case AgentProgress():
@@ -174,6 +176,15 @@ def describe(event: Event) -> str:
             return f"── session {event.session} {describe_status(event.status)}"
         case _:
             return _describe_trouble(event)
+
+
+def describe_start(event: SessionStarted, model_label: str = "") -> str:
+    """The session's header: its id, its model and its task. ``model_label`` is what the
+    process that runs the session knows of the model (its endpoint too: ``llama3.1 at
+    http://localhost:11434/v1 (no API key)``, :meth:`~baton.settings.BatonSettings.model_label`);
+    a viewer elsewhere has only the event's model name."""
+    label = "offline model" if event.offline else (model_label or event.model)
+    return f"── session {event.session} ({label}): {describe_task(event.task)}"
 
 
 def _describe_trouble(event: Event) -> str:

@@ -112,7 +112,7 @@ async def view_session(
     """Run ``session`` to its end with its events shown and its approvals routed (inline,
     remote or nobody); ``baton run`` and ``baton resume`` share it. Returns whether a signal
     interrupted it, and its ``session.finished`` (None when it never logged one)."""
-    renderer = make_renderer(as_json)
+    renderer = make_renderer(as_json, settings.model_label())
     finished: SessionFinished | None = None
     signals = SignalWatch()
     try:
@@ -256,15 +256,16 @@ def why_not_completed(
     return status.replace("_", " ")
 
 
-def make_renderer(as_json: bool) -> Renderer:
-    """JSON lines with ``--json``, the live view on a terminal, plain lines otherwise."""
+def make_renderer(as_json: bool, model_label: str = "") -> Renderer:
+    """JSON lines with ``--json``, the live view on a terminal, plain lines otherwise; the
+    header of the latter two names ``model_label`` (the model and its endpoint)."""
     if as_json:
         return JsonRenderer()
     if is_tty():
         from baton.cli.render_live import LiveRenderer
 
-        return LiveRenderer()
-    return PlainRenderer()
+        return LiveRenderer(model_label=model_label)
+    return PlainRenderer(model_label=model_label)
 
 
 def model_settings(settings: BatonSettings) -> ModelSettings | None:
