@@ -88,6 +88,21 @@ class BusOutage(BusUnreachable):
         self.bound_s = bound_s
 
 
+class SessionNotRunning(ConfigError):
+    """A message from outside for a session that does not run: the bus has no lead record of it
+    (an unknown id, or one whose keys expired), or its lead finished. Nothing was sent (see
+    :meth:`~baton.bus.base.Bus.send_if_running`); ``status`` is the record's (``""``: none)."""
+
+    def __init__(self, session: str, status: str) -> None:
+        if status:
+            said = f"session {session} is not running ({status}): nothing reads its messages"
+        else:
+            said = f"no session {session} runs on this bus"
+        super().__init__(said)
+        self.session = session
+        self.status = status
+
+
 class BusClosed(BusError):
     """The bus was used after ``aclose()``; open a new one instead."""
 

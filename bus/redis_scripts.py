@@ -45,6 +45,7 @@ SPEND = Script("spend")
 HOLD_LEAD = Script("hold_lead")
 RETIRE_SESSION = Script("retire_session")
 DROP_CONSUMERS = Script("drop_consumers")
+SEND_IF_RUNNING = Script("send_if_running")
 SCRIPTS = (
     APPEND_AND_WAKE,
     APPEND_ONCE,
@@ -56,4 +57,5 @@ SCRIPTS = (
     HOLD_LEAD,
     RETIRE_SESSION,
     DROP_CONSUMERS,
+    SEND_IF_RUNNING,
 )

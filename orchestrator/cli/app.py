@@ -312,7 +312,8 @@ POST_EXAMPLES = """Examples:
   baton post --bus redis://redis:6379/0 --session s-123 --to lead "summarise so far"
 
 Prints the envelope id. Sent as the user only (docs/protocol.md, "Who may say what"); with
-signing_key set (BATON_SIGNING_KEY), signed. Needs a shared bus (Redis)."""
+signing_key set (BATON_SIGNING_KEY), signed. Only to a session that runs: an unknown or finished
+one is refused (exit 2) and nothing is written. Needs a shared bus (Redis)."""
 
 
 @app.command(cls=PlainArgumentsCommand, epilog=POST_EXAMPLES)

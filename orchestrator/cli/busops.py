@@ -17,9 +17,9 @@ import anyio
 
 from baton.bus.base import Bus, BusOptions, LoggedEvent
 from baton.bus.connect import open_bus
-from baton.bus.errors import BusError, ConfigError, ExitCode, redact_url
+from baton.bus.errors import BusError, ConfigError, ExitCode, SessionNotRunning, redact_url
 from baton.bus.events import SessionFinished, SessionStarted
-from baton.bus.messages import make_envelope
+from baton.bus.messages import Envelope, make_envelope
 from baton.bus.tail import tail_events
 from baton.bus.user_post import user_post_problem
 from baton.cli.exits import is_tty
@@ -56,7 +56,9 @@ async def post(
     """Put one envelope from the user on ``to``'s inbox in ``session``; prints its id.
 
     Only what a person says goes out (:mod:`baton.bus.user_post`): another sender, or an agent's
-    type, is a ``ConfigError`` before the bus is even opened, so nothing is sent."""
+    type, is a ``ConfigError`` before the bus is even opened, so nothing is sent. Only to a
+    session that runs (:func:`send_to_running`): an unknown or finished one is a ``ConfigError``
+    (exit 2) and nothing is written."""
     problem = user_post_problem(sender, kind)
     if problem is not None:
         raise ConfigError(problem)
@@ -69,8 +71,34 @@ async def post(
         media_urls=list(media),
     )
     async with shared_bus(settings) as bus:
-        await bus.send(envelope)
+        await send_to_running(bus, envelope, settings)
     print(envelope.id, flush=True)
+
+
+async def send_to_running(bus: Bus, envelope: Envelope, settings: BatonSettings) -> None:
+    """Send ``envelope`` only if its session runs, the look and the write in one step
+    (:meth:`~baton.bus.base.Bus.send_if_running`); else a ``ConfigError`` saying why, nothing
+    written (as the HTTP API answers 404 and 409)."""
+    session = envelope.session
+    try:
+        await bus.send_if_running(envelope)
+    except SessionNotRunning as exc:
+        if not exc.status:
+            raise ConfigError(unknown_session(session, settings)) from exc
+        _, last = await last_cursor(bus, session)
+        ended = last.event.status if last and isinstance(last.event, SessionFinished) else ""
+        raise ConfigError(
+            f"session {session} has finished{f' ({ended})' if ended else ''}: nothing reads "
+            "its messages any more; start a new session for a follow-up"
+        ) from exc
+
+
+def unknown_session(session: str, settings: BatonSettings) -> str:
+    """What every command says of a session id the bus does not know."""
+    return (
+        f"no session {session} on this bus ({redact_url(settings.bus)}, prefix {settings.prefix}): "
+        "check the id (`baton sessions` lists them), --bus and --prefix"
+    )
 
 
 async def last_cursor(bus: Bus, session: str) -> tuple[str | None, LoggedEvent | None]:
@@ -118,9 +146,7 @@ async def watch(
         async with shared_bus(settings) as bus:
             if not wait and not await session_known(bus, session):
                 raise ConfigError(
-                    f"no session {session} on this bus ({redact_url(settings.bus)}, prefix "
-                    f"{settings.prefix}): check the id (`baton sessions` lists them), --bus and "
-                    "--prefix; --wait waits for it to start"
+                    f"{unknown_session(session, settings)}; --wait waits for it to start"
                 )
             after: str | None = None
             if not from_start and not wait:  # waited for: shown from its start, even if the
