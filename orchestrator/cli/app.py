@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from baton.cli.cancel import CANCEL_EXAMPLES, CANCEL_HELP, cancel_command
 from baton.cli.clean import CLEAN_EXAMPLES, CLEAN_HELP, clean_command
 from baton.cli.exits import run_async
 from baton.cli.helpfmt import PlainArgumentsCommand
@@ -450,6 +451,9 @@ def sessions(
 # uvicorn, the Redis bus) only when the command runs.
 app.command("worker", help=WORKER_HELP, epilog=WORKER_EXAMPLES)(worker_command)
 app.command("serve", help=SERVE_HELP, epilog=SERVE_EXAMPLES)(serve_command)
+app.command("cancel", cls=PlainArgumentsCommand, help=CANCEL_HELP, epilog=CANCEL_EXAMPLES)(
+    cancel_command
+)
 app.command("clean", help=CLEAN_HELP, epilog=CLEAN_EXAMPLES)(clean_command)
 app.command("tools", help=TOOLS_HELP, epilog=TOOLS_EXAMPLES)(tools_command)
 

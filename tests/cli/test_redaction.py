@@ -112,6 +112,7 @@ COMMANDS = {
     "watch": ["watch", "s1"],
     "approve": ["approve", "s1", "call_1", "--yes"],
     "clean": ["clean"],
+    "cancel": ["cancel", "s1"],
     "resume": ["resume", "s1"],
     "worker": ["worker", "--check"],
     "run": ["run", "--no-local-workers", "paint a fox"],

@@ -25,6 +25,7 @@ NEEDS_A_SHARED_BUS = {
     "approve": ["approve", "s1", "call_1", "--yes"],
     "sessions": ["sessions"],
     "clean": ["clean"],
+    "cancel": ["cancel", "s1"],
 }
 
 
