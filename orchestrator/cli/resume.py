@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from baton.bus.errors import BatonError, BusUnreachable, ConfigError, ExitCode
+from baton.bus.errors import BatonError, BusUnreachable, ConfigError
 from baton.cli.run import (
     configure_logging,
     exit_for,
+    interrupted_exit,
     lead_mcp,
     model_settings,
     select_profiles,
@@ -88,7 +89,7 @@ async def resume_session(settings: BatonSettings, options: ResumeOptions) -> int
     session = resumed_session(settings, options.session)
     interrupted, finished = await view_session(session, settings, as_json=options.as_json)
     if interrupted:
-        return ExitCode.INTERRUPTED
+        return interrupted_exit(interrupted, finished, "baton resume")
     error = session.error
     if isinstance(error, BusUnreachable) or (isinstance(error, BatonError) and not session.result):
         raise error  # the bus failed (exit 3), or another lead took the session over (exit 1)

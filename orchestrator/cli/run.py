@@ -100,7 +100,7 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
     session = Session(config)
     interrupted, finished = await view_session(session, settings, as_json=options.as_json)
     if interrupted:
-        return ExitCode.INTERRUPTED
+        return interrupted_exit(interrupted, finished, "baton run")
     if isinstance(session.error, BusUnreachable):  # the bus failed, not the work: exit 3
         raise session.error
     return exit_for(finished, session.result)
@@ -108,10 +108,11 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
 
 async def view_session(
     session: Session, settings: BatonSettings, *, as_json: bool
-) -> tuple[bool, SessionFinished | None]:
+) -> tuple[str, SessionFinished | None]:
     """Run ``session`` to its end with its events shown and its approvals routed (inline,
-    remote or nobody); ``baton run`` and ``baton resume`` share it. Returns whether a signal
-    interrupted it, and its ``session.finished`` (None when it never logged one)."""
+    remote or nobody); ``baton run`` and ``baton resume`` share it. Returns the signal that
+    interrupted it (its name, ``SIGINT`` or ``SIGTERM``; "" when none did), and its
+    ``session.finished`` (None when it never logged one)."""
     renderer = make_renderer(as_json, settings.model_label())
     finished: SessionFinished | None = None
     signals = SignalWatch()
@@ -202,21 +203,37 @@ async def _plain_ask(agent: str, calls: list[ToolCallInfo]) -> bool:
 
 
 class SignalWatch:
-    """First SIGINT/SIGTERM: cancel the session gracefully. Second: cancel ``scope`` (all)."""
+    """First SIGINT/SIGTERM: cancel the session gracefully. Second: cancel ``scope`` (all).
+
+    ``interrupted`` names the first signal ("" until one came)."""
 
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()
-        self.interrupted = False
+        self.interrupted = ""
 
     async def run(self, session: Session) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
             async for signum in received:
+                name = signal.Signals(signum).name
                 if self.interrupted:
-                    log.warning("%s again: stopping now", signal.Signals(signum).name)
+                    log.warning("%s again: stopping now", name)
                     self.scope.cancel()
                     return
-                self.interrupted = True
+                self.interrupted = name
                 session.cancel()
+
+
+def interrupted_exit(signal_name: str, finished: SessionFinished | None, command: str) -> int:
+    """Exit 130 after a signal, with the one stderr line every non-zero exit has: which signal,
+    and how the session ended (``cancelled``, its sub-agents told to stop), or that a second
+    signal stopped everything before it could end."""
+    if finished is None:  # a second signal stopped everything at once
+        said = f"{command}: stopped at once by a second signal (after {signal_name}), before the "
+        said += "session could finish"
+    else:
+        said = ending_line(command, finished.status, f"interrupted by {signal_name}")
+    print(said, file=sys.stderr, flush=True)
+    return ExitCode.INTERRUPTED
 
 
 EXIT_CODES: dict[str, ExitCode] = {

@@ -351,7 +351,14 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
                         log.warning("%s again: giving every agent back now", name)
                         forced = True
                         worker.give_back_now()
-        return ExitCode.FAILED if forced else ExitCode.OK
+        if not forced:
+            return ExitCode.OK
+        typer.echo(
+            f"{COMMAND}: stopped by force (a second signal): the agents it hosted were given "
+            "back unfinished; another worker resumes them once their lease lapses",
+            err=True,
+        )
+        return ExitCode.FAILED
 
 
 async def _stop_when_done(worker: Worker, scope: anyio.CancelScope) -> None:
