@@ -12,6 +12,7 @@ is folded into too), so what they show cannot disagree.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import IO, Protocol
 
 from baton.bus.events import (
@@ -52,6 +53,10 @@ class Renderer(Protocol):
 
     def show(self, event: Event) -> None: ...
 
+    def join(self, history: Sequence[Event], present: Sequence[Event]) -> None:
+        """Take in a session joined in mid-course: its log so far (``history``), of which
+        ``present`` still holds (:mod:`baton.cli.catchup`); shows the present."""
+
     def close(self) -> None: ...
 
 
@@ -65,6 +70,12 @@ class JsonRenderer:
     def show(self, event: Event) -> None:
         self.view.apply(event)
         self._out.write(dump_event(event) + "\n")
+        self._out.flush()
+
+    def join(self, history: Sequence[Event], present: Sequence[Event]) -> None:
+        for event in history:
+            self.view.apply(event)
+        self._out.write("".join(dump_event(event) + "\n" for event in present))
         self._out.flush()
 
     def close(self) -> None:
@@ -112,6 +123,17 @@ class PlainRenderer:
             line = "" if repeat else describe(event)
         if line:
             self._write([line])
+
+    def join(self, history: Sequence[Event], present: Sequence[Event]) -> None:
+        for event in history:
+            self.view.apply(event)  # the summary at the end knows the whole session
+        self._flush()
+        self._write([line for line in map(self._describe_present, present) if line])
+
+    def _describe_present(self, event: Event) -> str:
+        if isinstance(event, SessionStarted):
+            return describe_start(event, self._model_label)
+        return describe(event)
 
     def _retract(self, chars: int, why: str) -> None:
         kept = max(len(self._partial) - chars, 0)

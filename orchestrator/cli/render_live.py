@@ -13,6 +13,7 @@ import os
 import sys
 import termios
 import tty
+from collections.abc import Sequence
 
 import anyio
 from rich.columns import Columns
@@ -58,6 +59,10 @@ class LiveRenderer:
 
     def show(self, event: Event) -> None:
         self.view.apply(event)
+
+    def join(self, history: Sequence[Event], present: Sequence[Event]) -> None:
+        for event in history:  # the panels are the present: the whole fold shows it
+            self.view.apply(event)
 
     def close(self) -> None:
         self._live.stop()

@@ -87,7 +87,9 @@ async def resume_session(settings: BatonSettings, options: ResumeOptions) -> int
     configure_logging(settings.log_level)
     require_shared_bus(settings.bus, "a session cannot be resumed from a memory:// bus")
     session = resumed_session(settings, options.session)
-    interrupted, finished = await view_session(session, settings, as_json=options.as_json)
+    interrupted, finished = await view_session(
+        session, settings, as_json=options.as_json, command="baton resume"
+    )
     if interrupted:
         return interrupted_exit(interrupted, finished, "baton resume")
     error = session.error

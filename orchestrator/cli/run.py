@@ -23,24 +23,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import ValidationError
 
 from baton.bus.errors import BusUnreachable, ConfigError, ExitCode
-from baton.bus.events import ApprovalRequested, SessionFinished, ToolCallInfo
-from baton.cli.approvals import (
-    Route,
-    approval_route,
-    decline_unanswerable,
-    hint_remote,
-    stdin_is_tty,
-)
+from baton.bus.events import ApprovalRequested, SessionFinished, SessionStarted, ToolCallInfo
+from baton.cli.approvals import ApprovalRouter, approval_route, stdin_is_tty
+from baton.cli.catchup import standing_of
 from baton.cli.exits import is_tty
 from baton.cli.logs import quiet_http_loggers
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer, ending_line
 from baton.cli.sharedbus import require_shared_bus
 from baton.errors import describe_validation
 from baton.settings import BatonSettings
+from baton.view import LEAD_NAME
 
 if TYPE_CHECKING:
     from baton.llm import ModelSettings
@@ -107,12 +103,12 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
 
 
 async def view_session(
-    session: Session, settings: BatonSettings, *, as_json: bool
+    session: Session, settings: BatonSettings, *, as_json: bool, command: str = "baton run"
 ) -> tuple[str, SessionFinished | None]:
     """Run ``session`` to its end with its events shown and its approvals routed (inline,
-    remote or nobody); ``baton run`` and ``baton resume`` share it. Returns the signal that
-    interrupted it (its name, ``SIGINT`` or ``SIGTERM``; "" when none did), and its
-    ``session.finished`` (None when it never logged one)."""
+    remote, nobody, or by a resumed session's new policy); ``baton run`` and ``baton resume``
+    share it. Returns the signal that interrupted it (its name, ``SIGINT`` or ``SIGTERM``; ""
+    when none did), and its ``session.finished`` (None when it never logged one)."""
     renderer = make_renderer(as_json, settings.model_label())
     finished: SessionFinished | None = None
     signals = SignalWatch()
@@ -120,13 +116,15 @@ async def view_session(
         with signals.scope:
             async with session, anyio.create_task_group() as group:
                 questions_send, questions = anyio.create_memory_object_stream[ApprovalRequested](64)
-                route = approval_route(settings, as_json=as_json, stdin_tty=stdin_is_tty())
+                route = approval_route(settings, as_json=as_json, stdin_tty=stdin_is_tty(),
+                                       resumed=session.config.resume)  # fmt: skip
                 if route == "inline":
                     group.start_soon(answer_questions, session, renderer, questions)
                 else:
                     questions.close()
                 group.start_soon(signals.run, session)
-                finished = await show_events(session, renderer, questions_send, route)
+                router = ApprovalRouter(route, session, questions_send, settings.approve, command)
+                finished = await show_events(session, renderer, router)
                 group.cancel_scope.cancel()
     finally:
         renderer.close()
@@ -134,42 +132,48 @@ async def view_session(
 
 
 async def show_events(
-    session: Session,
-    renderer: Renderer,
-    questions: MemoryObjectSendStream[ApprovalRequested],
-    route: Route,
+    session: Session, renderer: Renderer, router: ApprovalRouter
 ) -> SessionFinished | None:
-    """Feed the session's events to the renderer; route approval requests (cli/approvals.py)."""
+    """Feed the session's events to the renderer; route approval requests (cli/approvals.py).
+    A resumed session is first shown as it stood when its lead died (:func:`join_resumed`)."""
     finished: SessionFinished | None = None
     with session.events() as events:
-        async with questions:
+        async with router.questions:
             async for event in events:
                 renderer.show(event)
-                if isinstance(event, ApprovalRequested):
-                    await _route(event, route, session, questions)
+                if isinstance(event, SessionStarted) and event.resumed:
+                    for request in await join_resumed(session, renderer, event, router):
+                        await router(request)
+                elif isinstance(event, ApprovalRequested):
+                    await router(request=event)
                 elif isinstance(event, SessionFinished):
                     finished = event
     return finished
 
 
-async def _route(
-    event: ApprovalRequested,
-    route: Route,
-    session: Session,
-    questions: MemoryObjectSendStream[ApprovalRequested],
-) -> None:
-    """Hand a request to whoever answers it: the asker here, another process, or nobody (then
-    it is declined at once); under a policy the agent has decided it already."""
-    if route == "inline":
-        try:
-            questions.send_nowait(event)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.WouldBlock):
-            log.warning("cannot ask about %s's approval here; it waits for `baton approve`",
-                        event.agent)  # fmt: skip
-    elif route == "remote":
-        hint_remote(session.id, event)
-    elif route == "nobody":
-        await decline_unanswerable(session, event)
+async def join_resumed(
+    session: Session, renderer: Renderer, started: SessionStarted, router: ApprovalRouter
+) -> list[ApprovalRequested]:
+    """Show a resumed session as its log stood before ``started`` (its sub-agents, what waits:
+    :mod:`baton.cli.catchup`), note its older sub-agents on ``router``, and return the
+    approval requests of those that still wait. The dead lead's own are left out: the resumed
+    lead runs its cut turn again and asks anew."""
+    from baton.cli.busops import logged_so_far
+
+    logged = [entry.event for entry in await logged_so_far(session.bus, session.id)]
+    starts = [i for i, e in enumerate(logged) if isinstance(e, SessionStarted) and e.resumed]
+    history = logged[: starts[-1]] if starts else logged  # ours is the latest resumed start
+    standing = standing_of(history, with_start=False)
+
+    def void(event: object) -> bool:  # a question of the dead lead: it will ask anew
+        return isinstance(event, ApprovalRequested) and event.agent == LEAD_NAME
+
+    renderer.join(history, [event for event in standing.present if not void(event)])
+    renderer.view.apply(started)  # the resumed start is the session's own now
+    for key in [key for key in renderer.view.pending if key[0] == LEAD_NAME]:
+        del renderer.view.pending[key]
+    router.older.update(name for name in standing.view.agents if name != LEAD_NAME)
+    return [request for request in standing.waiting if not void(request)]
 
 
 async def answer_questions(
