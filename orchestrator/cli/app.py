@@ -227,7 +227,8 @@ RESUME_EXAMPLES = """Examples:
 
 Continues a session whose `baton run` process died (kill -9, a lost host) from its lead's
 checkpoint on the bus: its task and settings are the session's own; give the same bus, model and
-profiles. Refused (exit 2) for a session that finished, one whose lead is alive (known within its
+profiles. It first shows where the session stood (its sub-agents, the approvals they wait for, with
+the `baton approve` line); --approve auto|deny also answers those. Refused (exit 2) for a session that finished, one whose lead is alive (known within its
 10 s lease), one the bus has no record of, and any on a memory:// bus. Otherwise exit codes as
 for `baton run`."""
 
@@ -361,7 +362,7 @@ def post(
 WATCH_EXAMPLES = """Examples:
 
 \b
-  baton watch s-123                 # live view from now on, until the session finishes
+  baton watch s-123                 # where it stands, then live until the session finishes
   baton watch s-123 --from-start    # replay everything, then follow
   baton watch s-123 --json | jq -c 'select(.type == "agent.result")'
   baton watch demo --wait           # wait for a session that has not started yet
@@ -389,7 +390,9 @@ def watch(
     prefix: PrefixOpt = None,
     bus_outage: BusOutageOpt = None,
 ) -> None:
-    """Tail a session's events live, from any process, until the session finishes.
+    """Tail a session's events live, from any process, until the session finishes: a running
+    one is first shown as it stands (its sub-agents, the approvals it waits for, each with its
+    `baton approve` line).
 
     An unknown session is an error (exit 2) unless --wait; a session whose lead died ends the
     watch with a line and exit 1 (`baton resume SESSION` continues it)."""

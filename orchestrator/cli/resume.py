@@ -4,8 +4,11 @@ run``, a lost host), through :meth:`~baton.session.Session.resume`.
 It is ``baton run`` without a task: the session's task and its settings come from the lead's
 checkpoint on the bus; this command gives what belongs to a process (the bus, the model endpoint
 and key, the profiles, where media go) and shows the session the same way (the views, approvals,
-Ctrl-C, the exit codes). Only what happens from the resume on is shown; ``baton watch SESSION
---from-start`` replays the whole story.
+Ctrl-C, the exit codes). It first shows where the session stood (:mod:`baton.cli.catchup`: its
+running sub-agents, the approvals they wait for with their ``baton approve`` lines), then what
+happens from the resume on; ``baton watch SESSION --from-start`` replays the whole story. Each
+sub-agent keeps the approval policy it was spawned with, so ``--approve auto|deny`` is also
+applied here to what the older ones wait for, or ask later (:mod:`baton.cli.approvals`).
 
 Refused, with exit 2 and one line: a session that finished, one whose lead is alive (known
 within one lead lease, 10 s: a live lead renews it), one the bus holds no lead record of, and any
