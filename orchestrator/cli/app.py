@@ -133,7 +133,8 @@ def run(
         bool,
         typer.Option(
             "--local-workers/--no-local-workers",
-            help="host sub-agents here; --no-local-workers leaves them to `baton worker`s",
+            help="host sub-agents here; --no-local-workers leaves them to `baton worker`s "
+            "(on a shared bus)",
         ),
     ] = True,
     pool: PoolOpt = None,

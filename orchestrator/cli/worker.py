@@ -91,8 +91,9 @@ WORKER_EXAMPLES = """Examples:
   baton worker --check --health-file /tmp/worker.health    # that worker is alive: exit 0 or 1
   REDIS_URL=redis://redis:6379/0 BATON_PREFIX=team-a baton worker   # meets `baton run` there
 
-Exit codes: 0 clean stop (first SIGTERM drains), 1 forced stop (second signal), 2 bad option,
-setting or profile file, 3 bus unreachable."""
+Needs a shared bus (Redis): on memory:// nobody could reach it (exit 2). Exit codes: 0 clean
+stop (first SIGTERM drains), 1 forced stop (second signal), 2 bad option, setting or profile
+file, 3 bus unreachable."""
 
 
 @dataclass(frozen=True, slots=True)
