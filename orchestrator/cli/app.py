@@ -228,10 +228,10 @@ RESUME_EXAMPLES = """Examples:
 
 Continues a session whose `baton run` process died (kill -9, a lost host) from its lead's
 checkpoint on the bus: its task and settings are the session's own; give the same bus, model and
-profiles. It first shows where the session stood (its sub-agents, the approvals they wait for, with
-the `baton approve` line); --approve auto|deny also answers those. Refused (exit 2) for a session that finished, one whose lead is alive (known within its
-10 s lease), one the bus has no record of, and any on a memory:// bus. Otherwise exit codes as
-for `baton run`."""
+profiles. It first shows where the session stood (its sub-agents, the approvals they wait for,
+with the `baton approve` line); --approve auto|deny also answers those. Refused (exit 2) for a
+session that finished, one whose lead is alive (known within its 10 s lease), one the bus has no
+record of, and any on a memory:// bus. Otherwise exit codes as for `baton run`."""
 
 
 @app.command(cls=PlainArgumentsCommand, epilog=RESUME_EXAMPLES)
