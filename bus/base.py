@@ -278,6 +278,16 @@ class Bus(ABC):
         """
 
     @abstractmethod
+    async def send_if_running(self, envelope: Envelope) -> str:
+        """``send``, only while the envelope's session runs: its lead record's ``status`` is
+        ``running`` (a session whose lead died counts: ``baton resume`` reads what waits). The
+        look and the write are one step, so nothing lands in a session that finished meanwhile.
+
+        Raises ``SessionNotRunning`` (nothing sent) for a session without a lead record or
+        with another status; ``InvalidEnvelope`` as ``send``.
+        """
+
+    @abstractmethod
     async def send_raw(self, session: str, recipient: str, raw: str | bytes) -> None:
         """Append unvalidated text to an inbox and wake it, as a foreign producer would.
 

@@ -13,9 +13,10 @@ process where it is declared, and the CLI never has to recognise errors by name.
 
 from __future__ import annotations
 
-import re
 from enum import IntEnum
-from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from baton.bus.redact import redact_text
+from baton.bus.redact import redact_url as redact_url  # its home before bus/redact.py
 
 
 class ExitCode(IntEnum):
@@ -36,50 +37,6 @@ class ExitCode(IntEnum):
     OUTPUT_CLOSED = 141
     """Whoever read the output stopped reading (``baton run --json | head -1``): the process ends
     quietly with the code a shell reports for a tool ended by SIGPIPE (128 + 13)."""
-
-
-def redact_url(url: str) -> str:
-    """``url`` as it may be shown: its password (in the authority or a ``password=`` query
-    parameter) replaced by ``***``, so no message, log line or traceback repeats a secret.
-
-    A string no URL parser accepts (``redis://:PW@[::1/0``, ``:PW@host``) is exactly what an error
-    message quotes back to its author, so it is redacted by a looser rule: everything between
-    the first ``:`` of the authority and the last ``@`` is hidden."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:  # not a URL a parser accepts: the looser rule
-        return _redact_loose(url)
-    if password is None and not parts.netloc and "@" in url:  # no authority found: ``:PW@host``
-        return _redact_loose(url)
-    netloc, query = parts.netloc, parts.query
-    if password is not None:
-        userinfo, _, host = netloc.rpartition("@")
-        user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{host}"
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if any(key.lower() == "password" for key, _ in pairs):
-        safe = [(k, "***" if k.lower() == "password" else v) for k, v in pairs]
-        query = urlencode(safe, safe="*/")  # a file path in the query stays readable
-    if (netloc, query) == (parts.netloc, parts.query):
-        return url
-    shown = f"{parts.scheme}://{netloc}{parts.path}"  # by hand: geturl() drops an empty "//"
-    return shown + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
-
-
-def _redact_loose(text: str) -> str:
-    """``text`` with a user-info password (``:…@``) and ``password=…`` values hidden, for a
-    string that does not parse as a URL; a string without either comes back unchanged."""
-    at = text.rfind("@")
-    start = text.find("://")
-    start = start + 3 if start != -1 else 0
-    colon = text.find(":", start, at) if at != -1 else -1
-    if colon != -1:
-        text = f"{text[: colon + 1]}***{text[at:]}"
-    return _PASSWORD_PARAM.sub(r"\1***", text)
-
-
-_PASSWORD_PARAM = re.compile(r"(?i)(\bpassword=)[^&#\s]*")
 
 
 class BatonError(Exception):
@@ -108,6 +65,7 @@ class BusUnreachable(BusError):
     exit_code = ExitCode.UNREACHABLE
 
     def __init__(self, url: str, reason: str) -> None:
+        reason = redact_text(reason, url)  # a driver's reason may quote a piece of the URL
         super().__init__(f"cannot reach the bus at {redact_url(url)}: {reason}")
         self.url = url
         self.reason = reason
@@ -128,6 +86,21 @@ class BusOutage(BusUnreachable):
         )
         self.waited_s = waited_s
         self.bound_s = bound_s
+
+
+class SessionNotRunning(ConfigError):
+    """A message from outside for a session that does not run: the bus has no lead record of it
+    (an unknown id, or one whose keys expired), or its lead finished. Nothing was sent (see
+    :meth:`~baton.bus.base.Bus.send_if_running`); ``status`` is the record's (``""``: none)."""
+
+    def __init__(self, session: str, status: str) -> None:
+        if status:
+            said = f"session {session} is not running ({status}): nothing reads its messages"
+        else:
+            said = f"no session {session} runs on this bus"
+        super().__init__(said)
+        self.session = session
+        self.status = status
 
 
 class BusClosed(BusError):

@@ -38,7 +38,7 @@ from baton.bus.base import (
     spawn_receipt,
     spawn_receipts_by_stream,
 )
-from baton.bus.errors import InvalidEnvelope
+from baton.bus.errors import InvalidEnvelope, SessionNotRunning
 from baton.bus.events import Event, SessionFinished, SessionStarted, dump_event, parse_event
 from baton.bus.keys import Keys
 from baton.bus.messages import (
@@ -251,6 +251,15 @@ class MemoryBus(Bus):
     async def send(self, envelope: Envelope) -> str:
         self._check_open()
         raw = encode_envelope(envelope, max_bytes=self.options.max_message_bytes)
+        self._append(envelope.session, envelope.recipient, raw, self._signed_fields(raw))
+        return envelope.id
+
+    async def send_if_running(self, envelope: Envelope) -> str:
+        self._check_open()
+        raw = encode_envelope(envelope, max_bytes=self.options.max_message_bytes)
+        status = self._broker.leads.get(envelope.session, {}).get("status", "")
+        if status != "running":  # no await between the look and the write: one step
+            raise SessionNotRunning(envelope.session, status)
         self._append(envelope.session, envelope.recipient, raw, self._signed_fields(raw))
         return envelope.id
 

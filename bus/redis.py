@@ -120,6 +120,9 @@ class RedisBus(Bus):
     def send(self, envelope: Envelope) -> Coroutine[Any, Any, str]:
         return self._inboxes.send(envelope)
 
+    def send_if_running(self, envelope: Envelope) -> Coroutine[Any, Any, str]:
+        return self._inboxes.send_if_running(envelope)
+
     def send_raw(self, session: str, recipient: str, raw: str | bytes) -> Coroutine[Any, Any, None]:
         return self._inboxes.send_raw(session, recipient, raw)
 

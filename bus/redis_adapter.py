@@ -33,6 +33,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from baton.bus.errors import BusError, ConfigError, redact_url
+from baton.bus.redact import redact_text, url_secrets
 
 # What a lost connection raises (a round trip past its deadline raises the built-in TimeoutError,
 # an OSError): worth a retry, and the reply to what was sent may be lost.
@@ -133,7 +134,15 @@ def _pool(url: str, max_connections: int, options: dict[str, Any]) -> Connection
     try:
         return ConnectionPool.from_url(url, max_connections=max_connections, **options)
     except ValueError as exc:
-        raise ConfigError(f"bad Redis URL {redact_url(url)!r}: {exc}") from exc
+        # redis-py's reason can quote a piece of a password it misread (a "port"): hidden too
+        hint = (
+            "; a password holding '/', '?', '#' or '@' must be percent-encoded (%2F, %3F, %23, %40)"
+            if url_secrets(url)
+            else ""
+        )
+        raise ConfigError(
+            f"bad Redis URL {redact_url(url)!r}: {redact_text(str(exc), url)}{hint}"
+        ) from exc
 
 
 def pubsub_client(url: str, *, client_name: str) -> Redis:

@@ -12,12 +12,13 @@ import time
 from collections.abc import Sequence
 
 from baton.bus.base import Bus, InboxLedger
-from baton.bus.errors import InvalidEnvelope
+from baton.bus.errors import InvalidEnvelope, SessionNotRunning
 from baton.bus.keys import INBOX_GROUP
 from baton.bus.messages import Envelope, encode_envelope
 from baton.bus.redis_adapter import NoGroup
 from baton.bus.redis_batch import Command
 from baton.bus.redis_core import Entry, RedisCore, read_entries, stream_entries
+from baton.bus.redis_scripts import SEND_IF_RUNNING
 from baton.bus.signing import KID_FIELD, SIG_FIELD
 from baton.bus.wake import RELEASED
 
@@ -44,6 +45,19 @@ class RedisInboxes:
         await self._core.append(
             keys.inbox(s, r), "msg", raw, keys.wake(s, r), envelope.id, more=signed
         )
+        return envelope.id
+
+    async def send_if_running(self, envelope: Envelope) -> str:
+        """``send`` and the look at the lead record in one script (send_if_running.lua)."""
+        raw = encode_envelope(envelope, max_bytes=self._core.options.max_message_bytes)
+        s, r, keys = envelope.session, envelope.recipient, self._core.keys
+        signed = self._bus._signed_fields(raw)  # as send: the signature and the key id
+        script = SEND_IF_RUNNING.call_keys(
+            (keys.lead(s), keys.inbox(s, r)), "msg", raw, keys.wake(s, r), envelope.id, *signed
+        )
+        status, entry = await self._core.one(*script)
+        if not entry:
+            raise SessionNotRunning(s, str(status or ""))
         return envelope.id
 
     async def send_raw(self, session: str, recipient: str, raw: str | bytes) -> None:

@@ -48,6 +48,7 @@ DROP_CONSUMERS = Script("drop_consumers")
 SPAWN_STATES = Script("spawn_states")
 ANNOUNCE_WORKER = Script("announce_worker")
 POOL_WORKERS = Script("pool_workers")
+SEND_IF_RUNNING = Script("send_if_running")
 SCRIPTS = (
     APPEND_AND_WAKE,
     APPEND_ONCE,
@@ -62,4 +63,5 @@ SCRIPTS = (
     SPAWN_STATES,
     ANNOUNCE_WORKER,
     POOL_WORKERS,
+    SEND_IF_RUNNING,
 )

@@ -38,5 +38,5 @@ _HINTS: Final = {
     "result": "an agent's result comes from the agent itself",
     "progress": "an agent's progress comes from the agent itself",
     "approval": "answer an approval with `baton approve`",
-    "shutdown": "a person stops a session by cancelling it",
+    "shutdown": "a person stops a session with `baton cancel SESSION`",
 }

@@ -84,6 +84,7 @@ from baton.bus.base import DEFAULT_RETENTION_S
 from baton.bus.connect import redis_url
 from baton.bus.errors import ConfigError, redact_url
 from baton.bus.messages import DEFAULT_POOL, check_pool
+from baton.bus.redact import redact_text
 from baton.bus.retry import DEFAULT_OUTAGE_S
 from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL, DEMO_IMAGE_MODEL, ApproveMode
 from baton.media import MediaStore, media_directory, open_store
@@ -119,7 +120,8 @@ class BatonSettings(BaseSettings):
     openai_api_key: SecretStr | None = Field(
         None,
         validation_alias=AliasChoices("openai_api_key", "OPENAI_API_KEY"),
-        description="API key of the model endpoint; none means the built-in offline model",
+        description="API key of the model endpoint; none (and no base URL) means the built-in "
+        "offline model; a base URL without a key is a keyless server: no Authorization header",
     )
     openai_base_url: str | None = Field(
         None,
@@ -336,13 +338,30 @@ class BatonSettings(BaseSettings):
         return value
 
     @property
-    def offline(self) -> bool:
-        """True when no API key is configured: the built-in offline model answers."""
+    def keyless(self) -> bool:
+        """True when no API key is configured (or an empty one)."""
         return self.openai_api_key is None or not self.openai_api_key.get_secret_value()
+
+    @property
+    def offline(self) -> bool:
+        """True when neither an API key nor a base URL is configured: the built-in offline model
+        answers. A base URL alone names a keyless server (llama.cpp, vLLM, Ollama): its requests
+        carry no ``Authorization`` header, so no placeholder key is needed."""
+        return self.keyless and not self.openai_base_url
+
+    def model_label(self) -> str:
+        """Which model and endpoint the commands use, in words, for their start lines:
+        ``llama3.1 at http://localhost:11434/v1 (no API key)``; the offline model says so."""
+        if self.offline:
+            return "offline model"
+        from baton.llm.client import OPENAI_API_URL
+
+        where = redact_url(self.openai_base_url or OPENAI_API_URL)
+        return f"{self.model} at {where}" + (" (no API key)" if self.keyless else "")
 
     def model_settings(self) -> ModelSettings | None:
         """The model endpoint and request settings every agent starts from (a profile may
-        override them), or None for the offline model (no API key configured)."""
+        override them), or None for the offline model (neither a key nor a base URL)."""
         if self.offline:
             return None
         from baton.llm import ModelSettings
@@ -351,7 +370,7 @@ class BatonSettings(BaseSettings):
             {
                 "model": self.model,
                 "base_url": self.openai_base_url,
-                "api_key": self.openai_api_key,
+                "api_key": None if self.keyless else self.openai_api_key,
                 "timeout": self.model_timeout,
                 "max_retries": self.model_retries,
                 "temperature": self.temperature,
@@ -494,10 +513,11 @@ def _describe(exc: ValidationError, config: Path | None, given: Mapping[str, Any
         where = _env_name(key, field)
     value = error.get("input")
     secret = "api_key" in key or "password" in key or key == "signing_key"
+    said = str(error["msg"])
     if isinstance(value, str):  # a bus URL quotes its password: shown redacted, never as given
-        value = redact_url(value)
+        said, value = redact_text(said, value), redact_url(value)
     shown = "" if isinstance(value, dict) or secret else f" (got {value!r})"
-    return f"bad setting {where}: {error['msg']}{shown}"
+    return f"bad setting {where}: {said}{shown}"
 
 
 def _env_name(key: str, field: FieldInfo | None) -> str:

@@ -19,11 +19,17 @@ def main() -> None:
     the command quietly with exit 141 wherever stdout breaks: inside a command
     (:func:`~baton.cli.exits.run_async`), in click's own output, or at the final flush here.
     """
+    import sys
+
+    from baton.bus.errors import ExitCode
     from baton.cli.exits import flush_or_quiet, output_closed
 
     try:
         app()
     except BrokenPipeError:  # raised outside run_async (help text, a plain echo)
         output_closed()
+    except KeyboardInterrupt:  # Ctrl-C outside run_async (reading settings, a file): one line
+        print("baton: interrupted by SIGINT", file=sys.stderr, flush=True)
+        raise SystemExit(ExitCode.INTERRUPTED) from None
     finally:
         flush_or_quiet()

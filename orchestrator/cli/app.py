@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from baton.cli.cancel import CANCEL_EXAMPLES, CANCEL_HELP, cancel_command
 from baton.cli.clean import CLEAN_EXAMPLES, CLEAN_HELP, clean_command
 from baton.cli.exits import run_async
 from baton.cli.helpfmt import PlainArgumentsCommand
@@ -86,8 +87,8 @@ RUN_EXAMPLES = """Examples:
   baton run --approve auto "publish a haiku"          # the demo tool that needs approval
   baton run --profiles my_profiles.toml "publish the report"   # docs/profiles.md
   OPENAI_API_KEY=sk-... BATON_MODEL=gpt-4o-mini baton run "paint a fox"
-  OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_API_KEY=ollama BATON_MODEL=llama3.1 \\
-      baton run "paint a fox"
+  OPENAI_BASE_URL=http://localhost:11434/v1 BATON_MODEL=llama3.1 \\
+      baton run "paint a fox"                         # a keyless server: no Authorization
   baton run --bus redis://localhost:6379/0 --no-local-workers "paint a fox"
   baton run --bus redis://localhost:6379/0 --no-local-workers --pool gpu "paint a fox"
   baton run --tool-choice required --max-tokens 512 --budget-tokens 100000 "paint a fox"
@@ -132,7 +133,8 @@ def run(
         bool,
         typer.Option(
             "--local-workers/--no-local-workers",
-            help="host sub-agents here; --no-local-workers leaves them to `baton worker`s",
+            help="host sub-agents here; --no-local-workers leaves them to `baton worker`s "
+            "(on a shared bus)",
         ),
     ] = True,
     pool: PoolOpt = None,
@@ -162,7 +164,8 @@ def run(
     """Run a whole session: the lead streams its answer and delegates to sub-agents.
 
     By default everything runs in this process: the in-process bus, in-process sub-agents, and
-    the built-in offline model when no API key is configured, so nothing needs starting first.
+    the built-in offline model when neither an API key nor a base URL is configured, so nothing
+    needs starting first (a base URL alone is a keyless server: no Authorization header).
     """
     settings = settings_from(
         config,
@@ -225,9 +228,10 @@ RESUME_EXAMPLES = """Examples:
 
 Continues a session whose `baton run` process died (kill -9, a lost host) from its lead's
 checkpoint on the bus: its task and settings are the session's own; give the same bus, model and
-profiles. Refused (exit 2) for a session that finished, one whose lead is alive (known within its
-10 s lease), one the bus has no record of, and any on a memory:// bus. Otherwise exit codes as
-for `baton run`."""
+profiles. It first shows where the session stood (its sub-agents, the approvals they wait for,
+with the `baton approve` line); --approve auto|deny also answers those. Refused (exit 2) for a
+session that finished, one whose lead is alive (known within its 10 s lease), one the bus has no
+record of, and any on a memory:// bus. Otherwise exit codes as for `baton run`."""
 
 
 @app.command(cls=PlainArgumentsCommand, epilog=RESUME_EXAMPLES)
@@ -311,7 +315,8 @@ POST_EXAMPLES = """Examples:
   baton post --bus redis://redis:6379/0 --session s-123 --to lead "summarise so far"
 
 Prints the envelope id. Sent as the user only (docs/protocol.md, "Who may say what"); with
-signing_key set (BATON_SIGNING_KEY), signed. Needs a shared bus (Redis)."""
+signing_key set (BATON_SIGNING_KEY), signed. Only to a session that runs: an unknown or finished
+one is refused (exit 2) and nothing is written. Needs a shared bus (Redis)."""
 
 
 @app.command(cls=PlainArgumentsCommand, epilog=POST_EXAMPLES)
@@ -358,7 +363,7 @@ def post(
 WATCH_EXAMPLES = """Examples:
 
 \b
-  baton watch s-123                 # live view from now on, until the session finishes
+  baton watch s-123                 # where it stands, then live until the session finishes
   baton watch s-123 --from-start    # replay everything, then follow
   baton watch s-123 --json | jq -c 'select(.type == "agent.result")'
   baton watch demo --wait           # wait for a session that has not started yet
@@ -386,7 +391,9 @@ def watch(
     prefix: PrefixOpt = None,
     bus_outage: BusOutageOpt = None,
 ) -> None:
-    """Tail a session's events live, from any process, until the session finishes.
+    """Tail a session's events live, from any process, until the session finishes: a running
+    one is first shown as it stands (its sub-agents, the approvals it waits for, each with its
+    `baton approve` line).
 
     An unknown session is an error (exit 2) unless --wait; a session whose lead died ends the
     watch with a line and exit 1 (`baton resume SESSION` continues it)."""
@@ -448,6 +455,9 @@ def sessions(
 # uvicorn, the Redis bus) only when the command runs.
 app.command("worker", help=WORKER_HELP, epilog=WORKER_EXAMPLES)(worker_command)
 app.command("serve", help=SERVE_HELP, epilog=SERVE_EXAMPLES)(serve_command)
+app.command("cancel", cls=PlainArgumentsCommand, help=CANCEL_HELP, epilog=CANCEL_EXAMPLES)(
+    cancel_command
+)
 app.command("clean", help=CLEAN_HELP, epilog=CLEAN_EXAMPLES)(clean_command)
 app.command("tools", help=TOOLS_HELP, epilog=TOOLS_EXAMPLES)(tools_command)
 

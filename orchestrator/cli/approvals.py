@@ -12,15 +12,28 @@ what works depends on where the run is:
 - ``nobody``: no prompt here *and* the in-process bus (``memory://``), which no other process
   can reach. Waiting out the approval timeout would only delay the same decline, so each call is
   declined at once (fail closed), with one line saying what would work instead.
+
+A resumed session (``baton resume``) adds one case. Its sub-agents spawned before the resume carry
+the policy of *their* spawn request, and ``resume --approve auto|deny`` changes only what is
+spawned from now on: so under ``enforce`` the command answers, by the new policy, every request
+of such an agent — the ones already waiting when it resumed (:mod:`baton.cli.catchup` finds them)
+and any they ask later. Those waiting under ``ask`` get their ``baton approve`` line (``remote``)
+or are asked here (``inline``) like new ones.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
 from baton.bus.events import ApprovalRequested
+from baton.cli.catchup import approve_line
+from baton.cli.sharedbus import in_process
 from baton.settings import BatonSettings
 
 if TYPE_CHECKING:
@@ -28,7 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("baton.run")
 
-Route = Literal["policy", "inline", "remote", "nobody"]
+Route = Literal["policy", "enforce", "inline", "remote", "nobody"]
 
 NOBODY_REASON = (
     "nobody can answer approvals in this run: it has no terminal to ask on, and "
@@ -40,13 +53,15 @@ WHAT_WORKS = (
 )
 
 
-def approval_route(settings: BatonSettings, *, as_json: bool, stdin_tty: bool) -> Route:
+def approval_route(
+    settings: BatonSettings, *, as_json: bool, stdin_tty: bool, resumed: bool = False
+) -> Route:
     """Who answers this run's approvals (see the module docstring)."""
     if settings.approve != "ask":
-        return "policy"
+        return "enforce" if resumed else "policy"
     if stdin_tty and not as_json:
         return "inline"
-    if settings.bus.partition(":")[0].lower() == "memory":
+    if in_process(settings.bus):
         return "nobody"
     return "remote"
 
@@ -72,13 +87,50 @@ async def decline_unanswerable(session: Session, request: ApprovalRequested) -> 
             log.info("approval of %s was decided meanwhile", call.call_id)
 
 
-def hint_remote(session: str, request: ApprovalRequested) -> None:
+def hint_remote(session: str, request: ApprovalRequested, command: str = "baton run") -> None:
     """Say how another process answers this request (each call needs its id)."""
     for call in request.calls:
-        print(
-            f"baton run: {request.agent} waits for approval of {call.name}: answer with "
-            f"`baton approve {session} {call.call_id} --yes|--no` from any process on this "
-            "bus (declined if nobody answers before its approval timeout, 120 s by default)",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(approve_line(command, session, request.agent, call), file=sys.stderr, flush=True)
+
+
+async def enforce_policy(session: Session, request: ApprovalRequested, mode: str) -> None:
+    """Answer every call of ``request`` by the policy ``mode`` (``auto`` or ``deny``), as the
+    command's own answer; a call decided meanwhile (the agent's own policy) is left as it is."""
+    from baton.engine.bus_channel import ApprovalNotFound
+
+    approved = mode == "auto"
+    reason = f"{'approved' if approved else 'declined'} by `baton resume --approve {mode}`"
+    for call in request.calls:
+        try:
+            await session.answer(call.call_id, approved, reason)
+        except ApprovalNotFound:
+            log.info("approval of %s was decided meanwhile", call.call_id)
+
+
+@dataclass(slots=True)
+class ApprovalRouter:
+    """Hands each approval request to whoever answers it (see the module docstring)."""
+
+    route: Route
+    session: Session
+    questions: MemoryObjectSendStream[ApprovalRequested]
+    approve: str = "ask"
+    command: str = "baton run"
+    older: set[str] = field(default_factory=set)
+    """Sub-agents spawned before a resume: their own policy is not ``approve`` (``enforce``)."""
+
+    async def __call__(self, request: ApprovalRequested) -> None:
+        """The asker here, another process, or nobody (then it is declined at once); under a
+        policy the agent has decided it already, unless it predates a resume (``enforce``)."""
+        if self.route == "inline":
+            try:
+                self.questions.send_nowait(request)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.WouldBlock):
+                log.warning("cannot ask about %s's approval here; it waits for `baton approve`",
+                            request.agent)  # fmt: skip
+        elif self.route == "remote":
+            hint_remote(self.session.id, request, self.command)
+        elif self.route == "nobody":
+            await decline_unanswerable(self.session, request)
+        elif self.route == "enforce" and request.agent in self.older:
+            await enforce_policy(self.session, request, self.approve)

@@ -17,13 +17,15 @@ import anyio
 
 from baton.bus.base import Bus, BusOptions, LoggedEvent
 from baton.bus.connect import open_bus
-from baton.bus.errors import BusError, ConfigError, ExitCode, redact_url
-from baton.bus.events import SessionFinished, SessionStarted
-from baton.bus.messages import make_envelope
+from baton.bus.errors import BusError, ConfigError, ExitCode, SessionNotRunning, redact_url
+from baton.bus.events import ApprovalRequested, Event, SessionFinished, SessionStarted
+from baton.bus.messages import Envelope, make_envelope
 from baton.bus.tail import tail_events
 from baton.bus.user_post import user_post_problem
+from baton.cli.catchup import approve_line, standing_of
 from baton.cli.exits import is_tty
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
+from baton.cli.sharedbus import require_shared_bus
 from baton.lead.keeper import LEAD_LEASE_S, has_events, lead_lost
 from baton.settings import BatonSettings
 
@@ -36,11 +38,7 @@ LEAD_LOST = "lead lost"
 @asynccontextmanager
 async def shared_bus(settings: BatonSettings) -> AsyncIterator[Bus]:
     """The configured bus, started and pinged; refuses the in-process one."""
-    if settings.bus.lower().startswith("memory:"):
-        raise ConfigError(
-            "this command needs a shared bus, and memory:// lives inside one process: "
-            "give --bus redis://HOST:PORT/DB (or set BATON_BUS / REDIS_URL)"
-        )
+    require_shared_bus(settings.bus)
     options = BusOptions(signing_key=settings.signing_key)  # what it posts is signed with it
     async with open_bus(settings.bus, options, prefix=settings.prefix) as bus:
         await bus.ping()
@@ -59,7 +57,9 @@ async def post(
     """Put one envelope from the user on ``to``'s inbox in ``session``; prints its id.
 
     Only what a person says goes out (:mod:`baton.bus.user_post`): another sender, or an agent's
-    type, is a ``ConfigError`` before the bus is even opened, so nothing is sent."""
+    type, is a ``ConfigError`` before the bus is even opened, so nothing is sent. Only to a
+    session that runs (:func:`send_to_running`): an unknown or finished one is a ``ConfigError``
+    (exit 2) and nothing is written."""
     problem = user_post_problem(sender, kind)
     if problem is not None:
         raise ConfigError(problem)
@@ -73,7 +73,7 @@ async def post(
     )
     async with shared_bus(settings) as bus:
         await refuse_other_keys(bus, session, "this baton post")
-        await bus.send(envelope)
+        await send_to_running(bus, envelope, settings)
     print(envelope.id, flush=True)
 
 
@@ -84,6 +84,32 @@ async def refuse_other_keys(bus: Bus, session: str, sender: str) -> None:
     problem = await bus.key_problem(session, sender=sender)
     if problem is not None:
         raise ConfigError(f"nothing sent to session {session}: {problem}")
+
+
+async def send_to_running(bus: Bus, envelope: Envelope, settings: BatonSettings) -> None:
+    """Send ``envelope`` only if its session runs, the look and the write in one step
+    (:meth:`~baton.bus.base.Bus.send_if_running`); else a ``ConfigError`` saying why, nothing
+    written (as the HTTP API answers 404 and 409)."""
+    session = envelope.session
+    try:
+        await bus.send_if_running(envelope)
+    except SessionNotRunning as exc:
+        if not exc.status:
+            raise ConfigError(unknown_session(session, settings)) from exc
+        _, last = await last_cursor(bus, session)
+        ended = last.event.status if last and isinstance(last.event, SessionFinished) else ""
+        raise ConfigError(
+            f"session {session} has finished{f' ({ended})' if ended else ''}: nothing reads "
+            "its messages any more; start a new session for a follow-up"
+        ) from exc
+
+
+def unknown_session(session: str, settings: BatonSettings) -> str:
+    """What every command says of a session id the bus does not know."""
+    return (
+        f"no session {session} on this bus ({redact_url(settings.bus)}, prefix {settings.prefix}): "
+        "check the id (`baton sessions` lists them), --bus and --prefix"
+    )
 
 
 async def last_cursor(bus: Bus, session: str) -> tuple[str | None, LoggedEvent | None]:
@@ -119,10 +145,12 @@ async def watch(
     A session the bus does not know is a ``ConfigError`` (exit 2), unless ``wait``: then the
     tail waits for it to appear and shows it from its first event (a session started just
     before this process could read the bus would otherwise lose its beginning, or everything
-    if it then went quiet). A session whose lead died ends the tail with one line and
-    exit 1 (``baton resume`` continues it). The tail rides out a bus outage of up to
-    ``bus_outage`` seconds, then carries on at its cursor; a longer one ends it with
-    ``BusOutage`` (exit 3, "bus unreachable")."""
+    if it then went quiet). Followed from now on, a running session is first shown as it
+    stands (:mod:`baton.cli.catchup`: its sub-agents, the approvals it waits for), and every
+    approval it waits for, then or later, gets the ``baton approve`` line on stderr. A session
+    whose lead died ends the tail with one line and exit 1 (``baton resume`` continues it). The
+    tail rides out a bus outage of up to ``bus_outage`` seconds, then carries on at its cursor;
+    a longer one ends it with ``BusOutage`` (exit 3, "bus unreachable")."""
     from baton.cli.run import configure_logging
 
     configure_logging(settings.log_level)  # as in ``baton run``: its retries log alike
@@ -131,21 +159,24 @@ async def watch(
         async with shared_bus(settings) as bus:
             if not wait and not await session_known(bus, session):
                 raise ConfigError(
-                    f"no session {session} on this bus ({redact_url(settings.bus)}, prefix "
-                    f"{settings.prefix}): check the id (`baton sessions` lists them), --bus and "
-                    "--prefix; --wait waits for it to start"
+                    f"{unknown_session(session, settings)}; --wait waits for it to start"
                 )
             after: str | None = None
-            if not from_start and not wait:  # waited for: shown from its start, even if the
-                after, last = await last_cursor(bus, session)  # session beat this process up
-                if last is not None and isinstance(last.event, SessionFinished):
+            live_after: str | None = None  # approvals after this cursor are waited on now
+            if from_start:
+                live_after, _ = await last_cursor(bus, session)
+            elif not wait:  # waited for: shown from its start, even if the session beat this
+                history = await logged_so_far(bus, session)  # process up to it
+                if history and isinstance(history[-1].event, SessionFinished):
                     print(
-                        f"session {session} already {last.event.status}; "
+                        f"session {session} already {history[-1].event.status}; "
                         "use --from-start to see its events",
                         file=sys.stderr,
                     )
                     return 0
-            if await _follow(bus, session, after, renderer, settings.bus_outage):
+                after = live_after = history[-1].cursor if history else None
+                catch_up(renderer, session, [logged.event for logged in history])
+            if await _follow(bus, session, after, renderer, settings.bus_outage, live_after):
                 return 0
             print(f"baton watch: {lead_lost_line(session)}", file=sys.stderr, flush=True)
             return ExitCode.FAILED
@@ -153,13 +184,47 @@ async def watch(
         renderer.close()
 
 
+async def logged_so_far(bus: Bus, session: str) -> list[LoggedEvent]:
+    """Every event the session's log holds now, oldest first."""
+    events = bus.events(session, follow=False)
+    try:
+        return [logged async for logged in events]
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:  # a Redis log holds a reader until closed
+            await aclose()
+
+
+def catch_up(renderer: Renderer, session: str, history: list[Event]) -> None:
+    """Show where a session joined in mid-course stands, and how to answer what waits."""
+    standing = standing_of(history)
+    renderer.join(history, standing.present)
+    for request in standing.waiting:
+        hint_approvals(session, request)
+
+
+def hint_approvals(session: str, request: ApprovalRequested) -> None:
+    """The ``baton approve`` line of each call of ``request``, on stderr."""
+    for call in request.calls:
+        print(approve_line("baton watch", session, request.agent, call), file=sys.stderr,
+              flush=True)  # fmt: skip
+
+
 async def _follow(
-    bus: Bus, session: str, after: str | None, renderer: Renderer, outage_s: float
+    bus: Bus,
+    session: str,
+    after: str | None,
+    renderer: Renderer,
+    outage_s: float,
+    live_after: str | None = None,
 ) -> bool:
     """Show the session's events after ``after`` until its ``session.finished`` (True), or
-    until its lead is found dead (False; what it logged before that is shown first)."""
+    until its lead is found dead (False; what it logged before that is shown first). An
+    approval asked after ``live_after`` (the end of the log when the watch began; None: from
+    the start) gets its ``baton approve`` line."""
     cursor = after
     lost = False
+    live = live_after is None or live_after == after
 
     async def lead_watch(scope: anyio.CancelScope) -> None:
         nonlocal lost
@@ -181,6 +246,9 @@ async def _follow(
             async for logged in events:
                 renderer.show(logged.event)
                 cursor = logged.cursor
+                if live and isinstance(logged.event, ApprovalRequested):
+                    hint_approvals(session, logged.event)
+                live = live or cursor == live_after
                 if isinstance(logged.event, SessionFinished):
                     group.cancel_scope.cancel()
                     return True

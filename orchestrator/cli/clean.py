@@ -68,13 +68,13 @@ async def clean(settings: BatonSettings, older_than: float | None, dry_run: bool
     """Remove (or with ``dry_run`` only name) the finished sessions, oldest first."""
     import time
 
-    from baton.bus.errors import ConfigError
+    from baton.bus.errors import ConfigError, redact_url
     from baton.bus.redis import RedisBus
     from baton.cli.busops import shared_bus
 
     async with shared_bus(settings) as bus:
         if not isinstance(bus, RedisBus):  # shared_bus refuses memory://; a bus of another kind
-            raise ConfigError(f"baton clean needs a Redis bus, not {bus.url}")
+            raise ConfigError(f"baton clean needs a Redis bus, not {redact_url(bus.url)}")
         now = time.time()
         chosen = [s for s in await bus.retention.survey() if _removable(s, older_than, now)]
         chosen.sort(key=lambda s: (s.state != "finished", s.ended_at or 0.0, s.session))

@@ -10,8 +10,11 @@ themselves raise ordinary exceptions and nothing here knows error classes by nam
 from __future__ import annotations
 
 import os
+import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import NoReturn, TypeVar
 
 import typer
@@ -32,22 +35,25 @@ def run_async(func: Callable[..., Awaitable[T]], *args: object, command: str = "
     """Run ``func(*args)`` under anyio, turning baton's errors into one line and an exit code.
 
     ``BatonError`` (and ``OSError`` from files named on the command line) are user errors: their
-    message is printed and the process exits with the error's own code. Ctrl-C exits 130
-    silently. Anything else is a bug and keeps its traceback. Every command exports telemetry
-    when the standard ``OTEL_*`` variables ask for it (:mod:`baton.cli.otel`).
+    message is printed and the process exits with the error's own code. SIGINT (Ctrl-C), and
+    SIGTERM where the command has no handling of its own (:func:`sigterm_interrupts`), exit 130
+    with one line naming the signal. Anything else is a bug and keeps its traceback. Every
+    command exports telemetry when the standard ``OTEL_*`` variables ask for it
+    (:mod:`baton.cli.otel`).
     """
     import anyio
 
     from baton.cli.otel import exporting
 
+    received: list[str] = []  # the signals that came, in order
     try:
         try:
-            with exporting(command):  # OTEL_* variables: export spans and metrics, flushed here
+            with exporting(command), sigterm_interrupts(received):
                 return anyio.run(func, *args)
         except BaseExceptionGroup as group:
             raise _user_error(group) from group
     except KeyboardInterrupt:
-        raise typer.Exit(ExitCode.INTERRUPTED) from None
+        interrupted(received[-1] if received else "SIGINT", command)
     except BrokenPipeError:
         output_closed()
     except BatonError as exc:
@@ -55,6 +61,42 @@ def run_async(func: Callable[..., Awaitable[T]], *args: object, command: str = "
     except OSError as exc:
         fail(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), ExitCode.FAILED,
              command=command)  # fmt: skip
+
+
+def interrupted(signal_name: str, command: str = "baton") -> NoReturn:
+    """End with 130 and the one line every non-zero exit prints: which signal stopped it."""
+    fail(f"interrupted by {signal_name}", ExitCode.INTERRUPTED, command=command)
+
+
+@contextmanager
+def sigterm_interrupts(received: list[str]) -> Iterator[None]:
+    """SIGTERM, for as long as the block runs, does what SIGINT does (and ``SIGTERM`` is
+    appended to ``received`` each time it comes).
+
+    Python's default for SIGTERM ends the process at once and silently (exit 143); SIGINT raises
+    ``KeyboardInterrupt``, which asyncio turns into a clean cancellation of the running command.
+    So SIGTERM is handed to whatever handles SIGINT at that moment (asyncio's own handler while a
+    command runs), and the command ends through the same path, with a line saying which signal
+    it was. A command that handles SIGTERM itself (``run``, ``worker``, ``serve``:
+    ``anyio.open_signal_receiver``) replaces this handler for as long as it does."""
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        received.append("SIGTERM")
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread: signals are not ours to handle
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def output_closed() -> NoReturn:

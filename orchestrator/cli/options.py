@@ -41,7 +41,8 @@ ModelOpt = Annotated[
 BaseUrlOpt = Annotated[
     str | None,
     typer.Option("--base-url", metavar="URL",
-                 help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)"),
+                 help="OpenAI-compatible endpoint (or OPENAI_BASE_URL); without OPENAI_API_KEY, "
+                      "a keyless server: no Authorization header"),
 ]  # fmt: skip
 PrefixOpt = Annotated[
     str | None,

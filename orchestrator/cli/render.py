@@ -12,6 +12,7 @@ is folded into too), so what they show cannot disagree.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import IO, Protocol
 
 from baton.bus.events import (
@@ -58,6 +59,10 @@ class Renderer(Protocol):
 
     def show(self, event: Event) -> None: ...
 
+    def join(self, history: Sequence[Event], present: Sequence[Event]) -> None:
+        """Take in a session joined in mid-course: its log so far (``history``), of which
+        ``present`` still holds (:mod:`baton.cli.catchup`); shows the present."""
+
     def close(self) -> None: ...
 
 
@@ -71,6 +76,12 @@ class JsonRenderer:
     def show(self, event: Event) -> None:
         self.view.apply(event)
         self._out.write(dump_event(event) + "\n")
+        self._out.flush()
+
+    def join(self, history: Sequence[Event], present: Sequence[Event]) -> None:
+        for event in history:
+            self.view.apply(event)
+        self._out.write("".join(dump_event(event) + "\n" for event in present))
         self._out.flush()
 
     def close(self) -> None:
@@ -88,9 +99,10 @@ class PlainRenderer:
     capped quantity passes another tenth of its cap, not one per model call.
     """
 
-    def __init__(self, out: IO[str] | None = None) -> None:
+    def __init__(self, out: IO[str] | None = None, *, model_label: str = "") -> None:
         self.view = SessionView()
         self._out = out or sys.stdout
+        self._model_label = model_label
         self._partial = ""
         self._budget_tenths = -1
 
@@ -111,10 +123,23 @@ class PlainRenderer:
             self._flush()  # (a retry notice is a side note: the reply's text may yet be retracted)
         if isinstance(event, BudgetUpdated):
             line = self._budget_line(event)
+        elif isinstance(event, SessionStarted):
+            line = describe_start(event, self._model_label)
         else:
             line = "" if repeat else describe(event)
         if line:
             self._write([line])
+
+    def join(self, history: Sequence[Event], present: Sequence[Event]) -> None:
+        for event in history:
+            self.view.apply(event)  # the summary at the end knows the whole session
+        self._flush()
+        self._write([line for line in map(self._describe_present, present) if line])
+
+    def _describe_present(self, event: Event) -> str:
+        if isinstance(event, SessionStarted):
+            return describe_start(event, self._model_label)
+        return describe(event)
 
     def _retract(self, chars: int, why: str) -> None:
         kept = max(len(self._partial) - chars, 0)
@@ -157,8 +182,7 @@ def describe(event: Event) -> str:
     """One line about an event for people, or "" for events not worth a line."""
     match event:
         case SessionStarted():
-            label = "offline model" if event.offline else event.model
-            return f"── session {event.session} ({label}): {describe_task(event.task)}"
+            return describe_start(event)
         case AgentSpawned():
             return f"· {event.agent} spawned (profile {event.profile})"
         case AgentProgress():
@@ -180,6 +204,15 @@ def describe(event: Event) -> str:
             return f"── session {event.session} {describe_status(event.status)}"
         case _:
             return _describe_trouble(event)
+
+
+def describe_start(event: SessionStarted, model_label: str = "") -> str:
+    """The session's header: its id, its model and its task. ``model_label`` is what the
+    process that runs the session knows of the model (its endpoint too: ``llama3.1 at
+    http://localhost:11434/v1 (no API key)``, :meth:`~baton.settings.BatonSettings.model_label`);
+    a viewer elsewhere has only the event's model name."""
+    label = "offline model" if event.offline else (model_label or event.model)
+    return f"── session {event.session} ({label}): {describe_task(event.task)}"
 
 
 def _describe_trouble(event: Event) -> str:

@@ -13,6 +13,7 @@ import os
 import sys
 import termios
 import tty
+from collections.abc import Sequence
 
 import anyio
 from rich.columns import Columns
@@ -39,9 +40,10 @@ _STATUS_STYLE = {"spawned": "cyan", "working": "yellow", "done": "green"}
 class LiveRenderer:
     """A rich ``Live`` region on stdout; use :meth:`close` to leave the final frame in place."""
 
-    def __init__(self, console: Console | None = None) -> None:
+    def __init__(self, console: Console | None = None, *, model_label: str = "") -> None:
         self.view = SessionView()
         self.console = console or Console()
+        self._model_label = model_label  # the endpoint too, where this process runs the session
         self._question: list[str] = []  # the approval question being asked, as markup lines
         self._typed = ""  # the keys typed in answer so far
         self._live = Live(
@@ -57,6 +59,10 @@ class LiveRenderer:
 
     def show(self, event: Event) -> None:
         self.view.apply(event)
+
+    def join(self, history: Sequence[Event], present: Sequence[Event]) -> None:
+        for event in history:  # the panels are the present: the whole fold shows it
+            self.view.apply(event)
 
     def close(self) -> None:
         self._live.stop()
@@ -122,7 +128,7 @@ class LiveRenderer:
     def _frame(self) -> RenderableType:
         view = self.view
         parts: list[RenderableType] = []
-        label = "offline model" if view.offline else view.model
+        label = "offline model" if view.offline else (self._model_label or view.model)
         if view.session:
             parts.append(Text(f"session {view.session} · {label}", style="dim"))
         parts.append(

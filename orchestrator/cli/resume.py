@@ -4,8 +4,11 @@ run``, a lost host), through :meth:`~baton.session.Session.resume`.
 It is ``baton run`` without a task: the session's task and its settings come from the lead's
 checkpoint on the bus; this command gives what belongs to a process (the bus, the model endpoint
 and key, the profiles, where media go) and shows the session the same way (the views, approvals,
-Ctrl-C, the exit codes). Only what happens from the resume on is shown; ``baton watch SESSION
---from-start`` replays the whole story.
+Ctrl-C, the exit codes). It first shows where the session stood (:mod:`baton.cli.catchup`: its
+running sub-agents, the approvals they wait for with their ``baton approve`` lines), then what
+happens from the resume on; ``baton watch SESSION --from-start`` replays the whole story. Each
+sub-agent keeps the approval policy it was spawned with, so ``--approve auto|deny`` is also
+applied here to what the older ones wait for, or ask later (:mod:`baton.cli.approvals`).
 
 Refused, with exit 2 and one line: a session that finished, one whose lead is alive (known
 within one lead lease, 10 s: a live lead renews it), one the bus holds no lead record of, and any
@@ -19,15 +22,17 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from baton.bus.errors import BatonError, BusUnreachable, ConfigError, ExitCode
+from baton.bus.errors import BatonError, BusUnreachable, ConfigError
 from baton.cli.run import (
     configure_logging,
     exit_for,
+    interrupted_exit,
     lead_mcp,
     model_settings,
     select_profiles,
     view_session,
 )
+from baton.cli.sharedbus import require_shared_bus
 from baton.errors import describe_validation
 from baton.settings import BatonSettings
 
@@ -83,10 +88,13 @@ def resumed_session(settings: BatonSettings, session_id: str) -> Session:
 async def resume_session(settings: BatonSettings, options: ResumeOptions) -> int:
     """Carry the session on to its end; returns the exit code (as ``baton run``'s)."""
     configure_logging(settings.log_level)
+    require_shared_bus(settings.bus, "a session cannot be resumed from a memory:// bus")
     session = resumed_session(settings, options.session)
-    interrupted, finished = await view_session(session, settings, as_json=options.as_json)
+    interrupted, finished = await view_session(
+        session, settings, as_json=options.as_json, command="baton resume"
+    )
     if interrupted:
-        return ExitCode.INTERRUPTED
+        return interrupted_exit(interrupted, finished, "baton resume")
     error = session.error
     if isinstance(error, BusUnreachable) or (isinstance(error, BatonError) and not session.result):
         raise error  # the bus failed (exit 3), or another lead took the session over (exit 1)

@@ -23,23 +23,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import ValidationError
 
 from baton.bus.errors import BusUnreachable, ConfigError, ExitCode
-from baton.bus.events import ApprovalRequested, SessionFinished, ToolCallInfo
-from baton.cli.approvals import (
-    Route,
-    approval_route,
-    decline_unanswerable,
-    hint_remote,
-    stdin_is_tty,
-)
+from baton.bus.events import ApprovalRequested, SessionFinished, SessionStarted, ToolCallInfo
+from baton.cli.approvals import ApprovalRouter, approval_route, stdin_is_tty
+from baton.cli.catchup import standing_of
 from baton.cli.exits import is_tty
 from baton.cli.logs import quiet_http_loggers
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer, ending_line
+from baton.cli.sharedbus import require_shared_bus
 from baton.errors import describe_validation
 from baton.settings import BatonSettings
+from baton.view import LEAD_NAME
 
 if TYPE_CHECKING:
     from baton.llm import ModelSettings
@@ -48,6 +45,9 @@ if TYPE_CHECKING:
     from baton.subagents.profiles import Profile
 
 log = logging.getLogger("baton.run")
+
+NO_LOCAL_WORKERS = "--no-local-workers leaves the sub-agents to `baton worker`s in other processes"
+"""Why ``run --no-local-workers`` refuses ``memory://``: no worker could claim its requests."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,8 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
     from baton.session import Session, SessionConfig
 
     configure_logging(settings.log_level)
+    if not options.local_workers:
+        require_shared_bus(settings.bus, NO_LOCAL_WORKERS)
     fields: dict[str, object] = {
         "task": options.task,
         "bus_url": settings.bus,
@@ -94,32 +96,35 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
     session = Session(config)
     interrupted, finished = await view_session(session, settings, as_json=options.as_json)
     if interrupted:
-        return ExitCode.INTERRUPTED
+        return interrupted_exit(interrupted, finished, "baton run")
     if isinstance(session.error, BusUnreachable):  # the bus failed, not the work: exit 3
         raise session.error
     return exit_for(finished, session.result)
 
 
 async def view_session(
-    session: Session, settings: BatonSettings, *, as_json: bool
-) -> tuple[bool, SessionFinished | None]:
+    session: Session, settings: BatonSettings, *, as_json: bool, command: str = "baton run"
+) -> tuple[str, SessionFinished | None]:
     """Run ``session`` to its end with its events shown and its approvals routed (inline,
-    remote or nobody); ``baton run`` and ``baton resume`` share it. Returns whether a signal
-    interrupted it, and its ``session.finished`` (None when it never logged one)."""
-    renderer = make_renderer(as_json)
+    remote, nobody, or by a resumed session's new policy); ``baton run`` and ``baton resume``
+    share it. Returns the signal that interrupted it (its name, ``SIGINT`` or ``SIGTERM``; ""
+    when none did), and its ``session.finished`` (None when it never logged one)."""
+    renderer = make_renderer(as_json, settings.model_label())
     finished: SessionFinished | None = None
     signals = SignalWatch()
     try:
         with signals.scope:
             async with session, anyio.create_task_group() as group:
                 questions_send, questions = anyio.create_memory_object_stream[ApprovalRequested](64)
-                route = approval_route(settings, as_json=as_json, stdin_tty=stdin_is_tty())
+                route = approval_route(settings, as_json=as_json, stdin_tty=stdin_is_tty(),
+                                       resumed=session.config.resume)  # fmt: skip
                 if route == "inline":
                     group.start_soon(answer_questions, session, renderer, questions)
                 else:
                     questions.close()
                 group.start_soon(signals.run, session)
-                finished = await show_events(session, renderer, questions_send, route)
+                router = ApprovalRouter(route, session, questions_send, settings.approve, command)
+                finished = await show_events(session, renderer, router)
                 group.cancel_scope.cancel()
     finally:
         renderer.close()
@@ -127,42 +132,48 @@ async def view_session(
 
 
 async def show_events(
-    session: Session,
-    renderer: Renderer,
-    questions: MemoryObjectSendStream[ApprovalRequested],
-    route: Route,
+    session: Session, renderer: Renderer, router: ApprovalRouter
 ) -> SessionFinished | None:
-    """Feed the session's events to the renderer; route approval requests (cli/approvals.py)."""
+    """Feed the session's events to the renderer; route approval requests (cli/approvals.py).
+    A resumed session is first shown as it stood when its lead died (:func:`join_resumed`)."""
     finished: SessionFinished | None = None
     with session.events() as events:
-        async with questions:
+        async with router.questions:
             async for event in events:
                 renderer.show(event)
-                if isinstance(event, ApprovalRequested):
-                    await _route(event, route, session, questions)
+                if isinstance(event, SessionStarted) and event.resumed:
+                    for request in await join_resumed(session, renderer, event, router):
+                        await router(request)
+                elif isinstance(event, ApprovalRequested):
+                    await router(request=event)
                 elif isinstance(event, SessionFinished):
                     finished = event
     return finished
 
 
-async def _route(
-    event: ApprovalRequested,
-    route: Route,
-    session: Session,
-    questions: MemoryObjectSendStream[ApprovalRequested],
-) -> None:
-    """Hand a request to whoever answers it: the asker here, another process, or nobody (then
-    it is declined at once); under a policy the agent has decided it already."""
-    if route == "inline":
-        try:
-            questions.send_nowait(event)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.WouldBlock):
-            log.warning("cannot ask about %s's approval here; it waits for `baton approve`",
-                        event.agent)  # fmt: skip
-    elif route == "remote":
-        hint_remote(session.id, event)
-    elif route == "nobody":
-        await decline_unanswerable(session, event)
+async def join_resumed(
+    session: Session, renderer: Renderer, started: SessionStarted, router: ApprovalRouter
+) -> list[ApprovalRequested]:
+    """Show a resumed session as its log stood before ``started`` (its sub-agents, what waits:
+    :mod:`baton.cli.catchup`), note its older sub-agents on ``router``, and return the
+    approval requests of those that still wait. The dead lead's own are left out: the resumed
+    lead runs its cut turn again and asks anew."""
+    from baton.cli.busops import logged_so_far
+
+    logged = [entry.event for entry in await logged_so_far(session.bus, session.id)]
+    starts = [i for i, e in enumerate(logged) if isinstance(e, SessionStarted) and e.resumed]
+    history = logged[: starts[-1]] if starts else logged  # ours is the latest resumed start
+    standing = standing_of(history, with_start=False)
+
+    def void(event: object) -> bool:  # a question of the dead lead: it will ask anew
+        return isinstance(event, ApprovalRequested) and event.agent == LEAD_NAME
+
+    renderer.join(history, [event for event in standing.present if not void(event)])
+    renderer.view.apply(started)  # the resumed start is the session's own now
+    for key in [key for key in renderer.view.pending if key[0] == LEAD_NAME]:
+        del renderer.view.pending[key]
+    router.older.update(name for name in standing.view.agents if name != LEAD_NAME)
+    return [request for request in standing.waiting if not void(request)]
 
 
 async def answer_questions(
@@ -196,21 +207,37 @@ async def _plain_ask(agent: str, calls: list[ToolCallInfo]) -> bool:
 
 
 class SignalWatch:
-    """First SIGINT/SIGTERM: cancel the session gracefully. Second: cancel ``scope`` (all)."""
+    """First SIGINT/SIGTERM: cancel the session gracefully. Second: cancel ``scope`` (all).
+
+    ``interrupted`` names the first signal ("" until one came)."""
 
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()
-        self.interrupted = False
+        self.interrupted = ""
 
     async def run(self, session: Session) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
             async for signum in received:
+                name = signal.Signals(signum).name
                 if self.interrupted:
-                    log.warning("%s again: stopping now", signal.Signals(signum).name)
+                    log.warning("%s again: stopping now", name)
                     self.scope.cancel()
                     return
-                self.interrupted = True
+                self.interrupted = name
                 session.cancel()
+
+
+def interrupted_exit(signal_name: str, finished: SessionFinished | None, command: str) -> int:
+    """Exit 130 after a signal, with the one stderr line every non-zero exit has: which signal,
+    and how the session ended (``cancelled``, its sub-agents told to stop), or that a second
+    signal stopped everything before it could end."""
+    if finished is None:  # a second signal stopped everything at once
+        said = f"{command}: stopped at once by a second signal (after {signal_name}), before the "
+        said += "session could finish"
+    else:
+        said = ending_line(command, finished.status, f"interrupted by {signal_name}")
+    print(said, file=sys.stderr, flush=True)
+    return ExitCode.INTERRUPTED
 
 
 EXIT_CODES: dict[str, ExitCode] = {
@@ -250,15 +277,16 @@ def why_not_completed(
     return status.replace("_", " ")
 
 
-def make_renderer(as_json: bool) -> Renderer:
-    """JSON lines with ``--json``, the live view on a terminal, plain lines otherwise."""
+def make_renderer(as_json: bool, model_label: str = "") -> Renderer:
+    """JSON lines with ``--json``, the live view on a terminal, plain lines otherwise; the
+    header of the latter two names ``model_label`` (the model and its endpoint)."""
     if as_json:
         return JsonRenderer()
     if is_tty():
         from baton.cli.render_live import LiveRenderer
 
-        return LiveRenderer()
-    return PlainRenderer()
+        return LiveRenderer(model_label=model_label)
+    return PlainRenderer(model_label=model_label)
 
 
 def model_settings(settings: BatonSettings) -> ModelSettings | None:

@@ -72,6 +72,9 @@ log = logging.getLogger("baton.worker")
 
 COMMAND = "baton worker"
 
+WHY_SHARED = "a worker serves the sessions of other processes (`baton run --no-local-workers`)"
+"""Why ``baton worker`` refuses ``memory://`` (:mod:`baton.cli.sharedbus`): nobody reaches it."""
+
 HEALTH_BEAT_S = 5.0
 """Seconds between two touches of ``--health-file`` (each after a bus ping that answered)."""
 HEALTH_STALE_S = 30.0
@@ -88,8 +91,9 @@ WORKER_EXAMPLES = """Examples:
   baton worker --check --health-file /tmp/worker.health    # that worker is alive: exit 0 or 1
   REDIS_URL=redis://redis:6379/0 BATON_PREFIX=team-a baton worker   # meets `baton run` there
 
-Exit codes: 0 clean stop (first SIGTERM drains), 1 forced stop (second signal), 2 bad option,
-setting or profile file, 3 bus unreachable."""
+Needs a shared bus (Redis): on memory:// nobody could reach it (exit 2). Exit codes: 0 clean
+stop (first SIGTERM drains), 1 forced stop (second signal), 2 bad option, setting or profile
+file, 3 bus unreachable."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,8 +206,10 @@ def run_worker(settings: BatonSettings, options: WorkerOptions, *, check: bool =
     is unreachable or goes away, a bad profiles file) ends it as one line and the error's own code,
     even when it surfaces from the worker's task group.
     """
+    from baton.bus.errors import ConfigError
     from baton.cli.exits import fail, run_async
     from baton.cli.logs import quiet_http_loggers
+    from baton.cli.sharedbus import require_shared_bus
 
     # A worker says what it does (ready, draining) unless told otherwise: INFO by default, where
     # the interactive commands keep quiet.
@@ -218,7 +224,11 @@ def run_worker(settings: BatonSettings, options: WorkerOptions, *, check: bool =
         fail(f"bad setting log_level: unknown level {level!r}", command=COMMAND)
     quiet_http_loggers(level)
     if check and options.health_file is not None:
-        return check_health(options.health_file)
+        return check_health(options.health_file)  # reads a file, not the bus
+    try:
+        require_shared_bus(settings.bus, WHY_SHARED)
+    except ConfigError as exc:
+        fail(str(exc), exc.exit_code, command=COMMAND)
     if check:
         return run_async(check_bus, settings, options, command=COMMAND)
     return run_async(serve, settings, options, command=COMMAND)
@@ -326,7 +336,8 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
                 f"baton worker {worker.name} ready: bus={redact_url(settings.bus)} "
                 f"prefix={settings.prefix} pool={settings.pool} "
                 f"concurrency={options.concurrency} "
-                f"profiles={','.join(profiles)} model={models.label}",
+                f"profiles={','.join(profiles)} model={redact_url(models.label)}"
+                f"{' (no API key)' if settings.keyless and not settings.offline else ''}",
                 err=True,
             )
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -341,7 +352,14 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
                         log.warning("%s again: giving every agent back now", name)
                         forced = True
                         worker.give_back_now()
-        return ExitCode.FAILED if forced else ExitCode.OK
+        if not forced:
+            return ExitCode.OK
+        typer.echo(
+            f"{COMMAND}: stopped by force (a second signal): the agents it hosted were given "
+            "back unfinished; another worker resumes them once their lease lapses",
+            err=True,
+        )
+        return ExitCode.FAILED
 
 
 async def _stop_when_done(worker: Worker, scope: anyio.CancelScope) -> None:

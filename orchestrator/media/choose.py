@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from baton.bus.errors import ConfigError
+from baton.bus.errors import ConfigError, redact_url
 from baton.media.directory import DirectoryStore
 from baton.media.store import MediaStore
 
@@ -57,15 +57,21 @@ def open_store(
     ``url_expiry_s`` how long a bucket's presigned URLs last (7 days by default).
     """
     if base_url is not None and urlsplit(base_url).scheme.lower() not in ("http", "https"):
-        raise ConfigError(f"media base URL {base_url!r}: must be an http:// or https:// URL")
+        raise ConfigError(
+            f"media base URL {redact_url(base_url)!r}: must be an http:// or https:// URL"
+        )
     directory = media_directory(value)
     if directory is not None:
         return DirectoryStore(directory, base_url=base_url)
     parts = urlsplit(str(value).strip())
     if not parts.netloc:
-        raise ConfigError(f"media {value!r}: name a bucket, as in s3://bucket/prefix")
+        raise ConfigError(
+            f"media {redact_url(str(value))!r}: name a bucket, as in s3://bucket/prefix"
+        )
     if parts.query or parts.fragment:
-        raise ConfigError(f"media {value!r}: no ?query or #fragment in an s3:// URL")
+        raise ConfigError(
+            f"media {redact_url(str(value))!r}: no ?query or #fragment in an s3:// URL"
+        )
     from baton.media.s3 import MAX_EXPIRY_S, S3Store
 
     return S3Store(

@@ -80,19 +80,21 @@ def test_bad_profiles_file_exits_2(env: dict[str, str], tmp_path: Path) -> None:
     assert "bad agent profile" in one_line(err)
 
 
-def test_worker_with_a_bad_profiles_file_exits_2(env: dict[str, str], tmp_path: Path) -> None:
+def test_worker_with_a_bad_profiles_file_exits_2(
+    env: dict[str, str], tmp_path: Path, redis_url: str
+) -> None:
     bad = tmp_path / "profiles.toml"
     bad.write_text('[profiles.x]\ndescription = "no prompt"\n')
-    code, _, err = run_baton("worker", "--profiles", str(bad), env=env)
+    code, _, err = run_baton("worker", "--bus", redis_url, "--profiles", str(bad), env=env)
     assert code == 2, err
     assert "bad agent profile" in one_line(err)
 
 
 def test_worker_with_a_missing_profiles_file_says_so_in_one_line(
-    env: dict[str, str], tmp_path: Path
+    env: dict[str, str], tmp_path: Path, redis_url: str
 ) -> None:
     missing = tmp_path / "nowhere.toml"
-    code, _, err = run_baton("worker", "--profiles", str(missing), env=env)
+    code, _, err = run_baton("worker", "--bus", redis_url, "--profiles", str(missing), env=env)
     assert code in (1, 2), err
     assert "nowhere.toml" in one_line(err)
 

@@ -15,7 +15,8 @@ import pytest
 from tests.cli.helpers import BATON, REPO, TIMEOUT_S, run_baton
 
 COMMANDS = [
-    "run", "resume", "post", "watch", "approve", "sessions", "worker", "serve", "clean", "tools"
+    "run", "resume", "post", "watch", "approve", "cancel", "sessions", "worker", "serve", "clean",
+    "tools",
 ]  # fmt: skip
 
 
@@ -46,6 +47,7 @@ ARGUMENTS = {
     "post": ["TEXT"],
     "watch": ["SESSION"],
     "approve": ["SESSION", "CALL_ID"],
+    "cancel": ["SESSION"],
 }
 
 

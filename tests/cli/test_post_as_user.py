@@ -53,6 +53,8 @@ def test_post_sends_as_the_user_and_signs_with_the_deployments_key(
     redis_url: str, env: dict[str, str]
 ) -> None:
     key = "the deployment's signing key"
+    with redis.Redis.from_url(redis_url) as admin:  # a session that runs (docs/protocol.md)
+        admin.hset(f"baton:{{{SESSION}}}:lead", "status", "running")
     code, out, err = run_baton(
         "post", "--bus", redis_url, "--session", SESSION, "--to", "lead", "--type", "message",
         "also paint a heron",

@@ -136,7 +136,10 @@ def test_a_session_whose_lead_died_shows_lead_lost_and_ends_its_watch(
     run.kill()
 
     assert watch.wait(timeout=30) == 1, watch.transcript()
-    assert watch.out == []  # nothing was logged after it started
+    # where the session stood when the watch began (issue 22), and nothing logged after that
+    shown = [e["type"] for e in watch.events()]
+    assert shown[:1] == ["session.started"], shown
+    assert set(shown) <= {"session.started", "agent.spawned", "agent.progress"}, shown
     (line,) = watch.err
     assert "session orphan: its lead is gone" in line and "baton resume orphan" in line, line
     listed = start("sessions", env=on_redis)

@@ -107,3 +107,5 @@ async def test_a_second_sigterm_ends_a_worker_at_once_while_redis_is_down(
     assert time.monotonic() - signalled < EXIT_SLACK_S
     assert code == 1, worker.transcript()  # a forced stop
     assert "left for another worker" in "".join(worker.err)
+    # the one line a non-zero exit owes, whatever the log level (issue 22)
+    assert any(line.startswith("baton worker: stopped by force") for line in worker.err)
