@@ -528,6 +528,8 @@ class Session(Service):
             bus, self.id, unclaimed_s=config.unclaimed_s, give_up=self._cancelling
         )
         stack.callback(bus.watch_spawns(self.id, watch.submitted))
+        for request, receipt in self._lead.team.pending_spawns():  # a dead lead's, resumed
+            watch.submitted(request, receipt)
         self._group = await stack.enter_async_context(anyio.create_task_group())
         stack.push_async_exit(self._stop)  # unwound first: end the session, then its parts
         await self._group.start(self._router.run_flusher)

@@ -55,6 +55,7 @@ from baton.bus.base import DEFAULT_WAIT_S, Bus
 from baton.bus.errors import BusClosed
 from baton.bus.events import AgentProgress, Event, TextDelta
 from baton.bus.inbox import InboxReader
+from baton.bus.interrupt import RoundWatch
 from baton.bus.messages import Envelope, TraceContext
 from baton.bus.payloads import ProgressReport
 from baton.bus.retry import persist
@@ -79,7 +80,6 @@ from baton.subagents.bookkeeping import Bookkeeper, Delivery, Restored
 from baton.subagents.context import AgentContext, enter_agent
 from baton.subagents.errors import LostOwnership
 from baton.subagents.images import ImageGenerator
-from baton.subagents.interrupt import RoundWatch
 from baton.subagents.phases import NEXT, AgentPhase, Outcome
 from baton.subagents.profiles import Profile
 from baton.subagents.state import Checkpoint, ExitKind, FinalReport, format_inbox

@@ -39,6 +39,7 @@ from baton.bus.base import Bus
 from baton.bus.errors import BusError
 from baton.bus.events import RETRACTED_DEADLINE, RETRACTED_SENT_BACK, AnswerChecked
 from baton.bus.inbox import InboxReader
+from baton.bus.interrupt import RoundWatch
 from baton.bus.messages import Envelope
 from baton.engine import AgentLoop, LoopLimits, StopReason, ToolRegistry, TurnResult
 from baton.lead import delegation as delegating
@@ -318,12 +319,7 @@ class Lead:
         self._tools_offered = self._routes and not without_tools
         if self._shown is not None:
             self._shown.new_turn()
-        result: TurnResult | None = None
-        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
-            if without_tools:
-                result = await self._engine.run_turn(state.history, tool_choice="none")
-            else:
-                result = await self._engine.run_turn(state.history)
+        result = await self._watched_turn(deadline, without_tools)
         state.waves.count(self.team.dispatch.sends.sends)
         if result is None:
             log.warning("session %s: the lead's turn was cut by the session deadline", self.session)
@@ -331,6 +327,26 @@ class Lead:
         elif result.stop not in (StopReason.ERROR, StopReason.BUDGET):
             progress.final_due = False
         state.turn_sends.clear()
+        return result
+
+    async def _watched_turn(self, deadline: float, without_tools: bool) -> TurnResult | None:
+        """The engine turn, with the inbox watched while it runs (bus/interrupt.py): a
+        ``shutdown`` from outside cancels the lead at once, mid-model-request or mid-approval;
+        anything else read is noted and kept for the next gather. None: the deadline cut it."""
+        watch = RoundWatch(
+            self.inbox, stops=self.team.stops_a_turn, on_read=self.team.read_during_turn
+        )
+        result: TurnResult | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch.watch, self.cancel)
+            try:
+                with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                    if without_tools:
+                        result = await self._engine.run_turn(self.history, tool_choice="none")
+                    else:
+                        result = await self._engine.run_turn(self.history)
+            finally:
+                watch.end()
         return result
 
     def _used_own_tools(self, result: TurnResult) -> bool:
@@ -439,8 +455,9 @@ class Lead:
                 )
             )
         status, error = outcome.status, outcome.error
-        if status == "completed" and reasons:
-            status, error = "incomplete", "; ".join(reasons)
+        if status == "completed" and reasons:  # nothing ran at all: the work failed outright
+            status = "failed" if self.roster.none_ran else "incomplete"
+            error = "; ".join(reasons)
         return LeadOutcome(status, check.answer, [], error, check.invented_urls, outcome.composed)
 
     def _last_text(self) -> str:

@@ -92,6 +92,8 @@ class _Agent(BaseModel):
     exit_reason: str = ""
     noted: list[str] = Field(default_factory=list)
     spawn_id: str = ""
+    spawn_receipt: str = ""
+    never_ran: bool = False
     tool_errors: list[str] = Field(default_factory=list)
 
 
@@ -131,6 +133,8 @@ def roster_state(roster: Roster) -> tuple[list[_Agent], dict[str, str]]:
             exit_reason=record.exit_reason,
             noted=list(record.noted),
             spawn_id=record.spawn_id,
+            spawn_receipt=record.spawn_receipt,
+            never_ran=record.never_ran,
             tool_errors=list(record.tool_errors),
         )
         for record in roster.agents.values()
@@ -151,6 +155,8 @@ def restore_roster(roster: Roster, checkpoint: LeadCheckpoint) -> None:
             exit_reason=agent.exit_reason,
             noted=list(agent.noted),
             spawn_id=agent.spawn_id,
+            spawn_receipt=agent.spawn_receipt,
+            never_ran=agent.never_ran,
             tool_errors=list(agent.tool_errors),
         )
         for agent in checkpoint.agents

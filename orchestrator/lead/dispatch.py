@@ -102,8 +102,6 @@ class Dispatcher:
         self.sends = TurnSends(delegating.limits)
         self._emit = events
         self._give_up = give_up
-        self._spawned: dict[str, str] = {}
-        """Agent -> its spawn request's receipt, to withdraw it unclaimed at the session's end."""
 
     # -- send_message ---------------------------------------------------------------------------
 
@@ -196,7 +194,12 @@ class Dispatcher:
         and send results nobody reads (and a session's own queue would keep them for ever).
         Each withdrawn agent's inbox goes with it, and its exit is logged (``shutdown``) for
         the views. False when the bus stayed away (the session is being cancelled)."""
-        receipts = {self._spawned[n]: n for n in self.roster.running if n in self._spawned}
+        agents = self.roster.agents
+        receipts = {
+            agents[name].spawn_receipt: name
+            for name in self.roster.running
+            if agents[name].spawn_receipt
+        }
         if not receipts:
             return True
         try:
@@ -206,7 +209,6 @@ class Dispatcher:
             for receipt in withdrawn:
                 name = receipts[receipt]
                 self.roster.withdrawn(name)
-                del self._spawned[name]
                 log.info("session %s: withdrew %s before any worker claimed it", self.session, name)
                 exited = AgentExited(session=self.session, agent=name, reason="shutdown")
                 await self.persist(partial(self.bus.emit, exited), f"log {name}'s exit")
@@ -254,7 +256,7 @@ class Dispatcher:
         )
         record.spawn_id = request.id  # the lead knows a worker's refusal of it by its id
         receipt = await self.persist(partial(self.bus.submit_spawn, request), f"spawn {name}")
-        self._spawned[name] = receipt
+        record.spawn_receipt = receipt
         log.info("session %s: spawning %s from profile %s", self.session, name, profile)
 
     async def announce(self, route: Route) -> None:

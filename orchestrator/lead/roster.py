@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from baton.bus.messages import Envelope
+from baton.bus.messages import Envelope, refusal_id
 from baton.bus.payloads import result_report
 from baton.engine.turn import normalise_text
 
@@ -80,6 +80,12 @@ class SubAgentRecord:
     a result whose id is made from it (``refusal_id``), the one report an unclaimed agent has."""
     tool_errors: list[str] = field(default_factory=list)
     """What its failing tools said, as its last result reported."""
+    never_ran: bool = False
+    """Its one report refused its spawn request (no worker hosted it: none serves its pool and
+    profile, or a worker's signing key differs): the runtime ended it before it ran."""
+    spawn_receipt: str = ""
+    """The bus's receipt of its spawn request (checkpointed: a resumed lead can still withdraw
+    it unclaimed, and its session's spawn watch can still follow it)."""
 
 
 class Roster:
@@ -174,6 +180,12 @@ class Roster:
         return [name for name, record in self.agents.items() if record.state != "done"]
 
     @property
+    def none_ran(self) -> bool:
+        """Whether work was delegated and no agent ever ran: each was refused before it started
+        (the session could not get its work done at all: ``failed``, not ``incomplete``)."""
+        return bool(self.agents) and all(r.never_ran for r in self.agents.values())
+
+    @property
     def media_urls(self) -> list[str]:
         """Every media URL any sub-agent reported, in arrival order, without duplicates."""
         urls = (url for record in self.agents.values() for url in record.media_urls)
@@ -207,6 +219,7 @@ class Roster:
         if record is not None:
             record.state = "done"
             record.exit_reason = "withdrawn"
+            record.spawn_receipt = ""
 
     def on_report(self, envelope: Envelope) -> list[Sent]:
         """Take a ``result`` or ``progress`` envelope from a sub-agent.
@@ -227,6 +240,7 @@ class Roster:
         was_stopping = record.state == "stopping"
         record.state = "done"
         record.exit_reason = report.reason
+        record.never_ran = bool(record.spawn_id) and envelope.id == refusal_id(record.spawn_id)
         if was_stopping or record.exit_reason != "finished":
             return []
         ids = [message.id for message in record.sent]

@@ -24,7 +24,7 @@ import anyio
 
 from baton.bus.base import Bus
 from baton.bus.inbox import InboxReader
-from baton.bus.messages import Envelope
+from baton.bus.messages import APPROVE_KEY, Envelope, SpawnRequest
 from baton.engine import EventSink, Telemetry, Tool, ToolRegistry, ToolResult
 from baton.lead.dispatch import Delegating, Dispatcher
 from baton.lead.intake import Intake, Noted
@@ -133,6 +133,26 @@ class Team:
         """A task to a new agent of ``profile`` (a per-profile tool's call, or routing)."""
         return await self.deliver(profile, task, "task")
 
+    def pending_spawns(self) -> list[tuple[SpawnRequest, str]]:
+        """The spawn requests of running agents and their receipts (a resumed session's watch
+        follows them as it follows the ones sent now; lead/roster.py ``spawn_receipt``)."""
+        delegating = self.dispatch.delegating
+        return [
+            (
+                SpawnRequest(
+                    id=record.spawn_id,
+                    session=self.state.session,
+                    agent=record.name,
+                    profile=record.profile,
+                    pool=delegating.pool,
+                    meta={APPROVE_KEY: delegating.approve},
+                ),
+                record.spawn_receipt,
+            )
+            for record in self.roster.agents.values()
+            if record.state == "running" and record.spawn_receipt and record.spawn_id
+        ]
+
     def new_turn(self) -> None:
         """A turn of the lead starts: its caps start over, and it has sent nothing yet."""
         self.dispatch.sends.reset()
@@ -153,6 +173,17 @@ class Team:
             self._early.extend(noted.envelopes)
         if noted.shutdown:
             self._hooks.stop()
+
+    async def read_during_turn(self, fresh: list[Envelope]) -> None:
+        """What the lead's inbox held while a turn ran (lead/agent.py watches it): noted at
+        once, kept for the next gather."""
+        async with self.lock:
+            await self._settle(await self.intake.note(fresh), early=True)
+
+    def stops_a_turn(self, envelope: Envelope) -> bool:
+        """A ``shutdown`` from outside the team (a person, ``baton cancel``): it cancels the
+        lead, mid-turn too."""
+        return envelope.type == "shutdown" and not self.roster.is_agent(envelope.sender)
 
     async def collect(
         self, until: float, enough: Callable[[list[Envelope]], bool], *, stoppable: bool = True

@@ -49,7 +49,7 @@ def test_a_lead_and_a_worker_with_different_keys_name_the_mismatch_and_end_at_on
     assert took < 30, f"took {took:.0f} s"
     ours, theirs = key_id(LEAD_KEY), key_id(WORKER_KEY)
     # the lead's side: the run ends with the reason, in one line, naming both keys by id
-    assert code == ExitCode.INCOMPLETE, err
+    assert code == ExitCode.FAILED, err
     line = err.strip()
     assert "\n" not in line and "signing key mismatch" in line, err
     assert f"key id {ours}" in line and f"key id {theirs}" in line, line

@@ -16,12 +16,12 @@ from baton.bus.base import Bus
 from baton.bus.connect import open_bus
 from baton.bus.errors import ConfigError
 from baton.bus.events import AgentSpawned, Event, SessionFinished, ToolResulted
-from baton.bus.messages import make_envelope
+from baton.bus.messages import SpawnRequest, make_envelope
 from baton.bus.payloads import ResultReport
 from baton.lead.agent import Lead, LeadOutcome
-from baton.lead.checkpoint import LeadCheckpoint
+from baton.lead.checkpoint import LeadCheckpoint, Progress, roster_state
 from baton.lead.keeper import LeadKeeper, LeadTakenOver, ResumeRefused, SessionExists
-from baton.lead.roster import Roster
+from baton.lead.roster import Roster, Sent
 from baton.llm.script import Call, Reply
 from baton.session import _setup_of, open_session
 from tests.lead.scenario import PROFILES, SESSION, Scenario, claimed, make_lead, run_lead
@@ -202,6 +202,39 @@ async def test_a_decided_outcome_is_logged_once_by_the_resume() -> None:
             async with Session.resume("s-decided", bus=bus):
                 pass
         assert (await bus.lead_record("s-decided"))["status"] == "finished"
+
+
+async def test_a_resumed_session_follows_the_dead_leads_unclaimed_spawn_requests() -> None:
+    """The dead lead had asked a pool no worker serves: the resumed session's spawn watch follows
+    that request too (its receipt is in the checkpoint), and ends the agent with the reason,
+    long before the session's timeout."""
+    config = SessionConfig(
+        task="paint a fox",
+        session_id="s-orphan",
+        local_workers=False,
+        pool="nobody",
+        unclaimed_s=0.2,
+        timeout_s=300,
+    )
+    request = SpawnRequest(session="s-orphan", agent="painter", profile="painter", pool="nobody")
+    async with open_bus() as bus:
+        dead = LeadKeeper(bus, "s-orphan", holder="dead")
+        await dead.claim()
+        await dead.begin(_setup_of(config, ["painter"], "baton-offline"))
+        roster = Roster({"painter": "Paints."})
+        record = roster.started("painter", "painter")
+        record.spawn_id, record.spawn_receipt = request.id, await bus.submit_spawn(request)
+        roster.sent("painter", Sent("e1", "task", "paint a fox"))
+        agents, successors = roster_state(roster)
+        waiting = Progress(phase="gather", request="paint a fox")
+        checkpoint = LeadCheckpoint(agents=agents, successors=successors, progress=waiting)
+        await dead.save(checkpoint, [{"role": "user", "content": "paint a fox"}])
+        await bus.hold_lead("s-orphan", "dead", 0)  # as if its lease had lapsed
+        with anyio.fail_after(30):
+            async with Session.resume("s-orphan", bus=bus) as session:
+                result = await session.run()
+    assert result.status != "completed"
+    assert "no worker of pool 'nobody' serves profile 'painter'" in result.error
 
 
 async def test_resume_settings_are_checked() -> None:

@@ -16,6 +16,7 @@ from baton.bus.events import (
     ApprovalDecided,
     ApprovalRequested,
     RoundEnded,
+    RoundStarted,
     SessionFinished,
 )
 from baton.llm import OpenAIChatModel
@@ -81,7 +82,7 @@ async def test_system_prompt_lists_profiles_and_marks_the_lead(tmp_path: Path) -
 
 
 async def test_model_failure_ends_the_session_as_failed(tmp_path: Path) -> None:
-    # the first failure and the two retries a lead allows (model_failures_allowed=2)
+    # not retried: a refused request (400) fails the same way every time
     _, model = scripted([HttpError(400, "context too long", "invalid_request_error")] * 3)
     async with Session(SessionConfig(task="hi", media_dir=tmp_path), model=model) as session:
         result = await session.run()
@@ -197,3 +198,17 @@ async def test_deny_mode_declines_without_asking(tmp_path: Path) -> None:
     assert result.answer == "Could not."
     assert "deployed" not in server.requests[1].messages[-1]["content"]
     assert [e.approved for e in log if isinstance(e, ApprovalDecided)] == [False]
+
+
+async def test_a_shutdown_from_outside_cancels_the_lead_mid_turn(tmp_path: Path) -> None:
+    """`baton cancel` puts a shutdown from the user on the lead's inbox: a lead in the middle of
+    a model request (here one that never answers) stops at once, not at its next inbox read."""
+    _, model = scripted([Reply(text="never", hold_after=0, hold=60.0)], fallback=False)
+    config = SessionConfig(task="hi", media_dir=tmp_path)
+    with anyio.fail_after(20):  # the held request alone would last a minute
+        async with Session(config, model=model) as session:
+            async for event in session.events():
+                if isinstance(event, RoundStarted) and event.agent == "lead":
+                    await session.post("stop", type="shutdown")
+            result = await session.run()
+    assert result.status == "cancelled"

@@ -27,12 +27,12 @@ from baton.bus.events import (
     ToolCalled,
 )
 from baton.bus.inbox import InboxReader
+from baton.bus.interrupt import RoundWatch
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import Envelope
 from baton.bus.redis import RedisBus
 from baton.engine import Tool
 from baton.llm.script import Reply
-from baton.subagents.interrupt import RoundWatch
 from baton.subagents.loop import SubAgent
 from baton.subagents.profiles import Profile
 from tests.conftest import BusFactory

@@ -86,7 +86,7 @@ async def test_with_no_worker_at_all_the_session_ends_without_waiting_out_its_ti
         "painter": "error",
         "writer": "error",
     }
-    assert result.status == "incomplete" and "no worker of pool 'gpu'" in result.error
+    assert result.status == "failed" and "no worker of pool 'gpu'" in result.error  # none ran
 
 
 async def test_a_request_that_live_workers_serve_is_warned_about_once_and_waits(
@@ -132,4 +132,4 @@ async def test_a_worker_with_another_signing_key_refuses_and_the_lead_hears_it_a
     for said in refusals.values():
         assert "signing key mismatch" in said
         assert f"key id {bus.key_id}" in said and f"key id {worker_bus.key_id}" in said
-    assert result.status == "incomplete" and "signing key mismatch" in result.error
+    assert result.status == "failed" and "signing key mismatch" in result.error

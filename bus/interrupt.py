@@ -1,4 +1,4 @@
-"""How a ``shutdown`` reaches a sub-agent that is busy in a round (docs/protocol.md).
+"""How a ``shutdown`` reaches an agent that is busy in a round (docs/protocol.md).
 
 Between rounds an agent reads its inbox and meets a ``shutdown`` there. During a round it used to
 read nothing, so a session that ended (Ctrl-C on ``baton run``, ``Session.cancel()``) left its
@@ -12,12 +12,16 @@ sender's ``send`` publishes anyway, so the cancel signal needs no key or channel
 an agent on any worker and any backend, and a ``shutdown`` written by any producer stops a busy
 agent the same way. An idle round costs nothing: nothing is read until a wake-up says there is
 something, or a minute has passed (wake-ups are hints).
+
+The lead's turns are watched the same way (lead/agent.py), with two differences it asks for: only
+a ``shutdown`` from outside its team stops it (``stops``), and what is read is handed on at once
+(``on_read``), so its roster knows who has finished before its next send.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 import anyio
@@ -33,6 +37,10 @@ __all__ = ["RoundWatch"]
 log = logging.getLogger(__name__)
 
 
+def _is_shutdown(envelope: Envelope) -> bool:
+    return envelope.type == "shutdown"
+
+
 class RoundWatch:
     """Watches an agent's inbox while one round runs; see the module docstring.
 
@@ -41,10 +49,20 @@ class RoundWatch:
     kept in :attr:`ahead`, so nothing it handed out is lost to the next round.
     """
 
-    __slots__ = ("_ended", "_inbox", "_waiting", "ahead", "shutdown")
+    __slots__ = ("_ended", "_inbox", "_on_read", "_stops", "_waiting", "ahead", "shutdown")
 
-    def __init__(self, inbox: InboxReader) -> None:
+    def __init__(
+        self,
+        inbox: InboxReader,
+        *,
+        stops: Callable[[Envelope], bool] | None = None,
+        on_read: Callable[[list[Envelope]], Awaitable[None]] | None = None,
+    ) -> None:
         self._inbox = inbox
+        self._stops = stops or _is_shutdown
+        """Which message read stops the round (any ``shutdown`` unless said otherwise)."""
+        self._on_read = on_read
+        """Given each read at once (else it is kept in :attr:`ahead` for the next round)."""
         self._ended = False
         self._waiting: anyio.CancelScope | None = None
         self.ahead: list[Envelope] = []
@@ -77,8 +95,11 @@ class RoundWatch:
                 if self._ended:
                     return
                 fresh = await inbox.read(give_up=self._over)
-                self.ahead.extend(fresh)
-                if any(envelope.type == "shutdown" for envelope in fresh):
+                if self._on_read is not None:
+                    await self._on_read(fresh)
+                else:
+                    self.ahead.extend(fresh)
+                if any(self._stops(envelope) for envelope in fresh):
                     self.shutdown = True
                     stop_round()
                     return
