@@ -128,12 +128,13 @@ def check_answer(
     """Append the media the answer left out, and flag the URLs nobody gave: all of them
     (``invented_urls``), and those presented as media (``presented``, the answer's ``media``
     argument, and media-file URLs in its text: ``invented_media``)."""
-    known = "\n".join([known_text(history, roster.agents), *extra_known])
-    known_urls = {_plain(url) for url in urls_in(known)}
     media = roster.media_urls
-    known_urls.update(_plain(url) for url in media)
     claimed = [url for url in presented if "://" in url]
     cited = list(dict.fromkeys([*urls_in(answer), *claimed]))
+    known_urls = {_plain(url) for url in media}
+    if any(_plain(url) not in known_urls for url in cited):  # only then read what it was given
+        known = "\n".join([known_text(history, roster.agents), *extra_known])
+        known_urls.update(_plain(url) for url in urls_in(known))
     invented = [url for url in cited if _plain(url) not in known_urls]
     as_media = [url for url in invented if url in claimed or names_media_file(url)]
     missing = [url for url in media if url not in answer]
