@@ -14,8 +14,9 @@ agent the same way. An idle round costs nothing: nothing is read until a wake-up
 something, or a minute has passed (wake-ups are hints).
 
 The lead's turns are watched the same way (lead/agent.py), with two differences it asks for: only
-a ``shutdown`` from outside its team stops it (``stops``), and what is read is handed on at once
-(``on_read``), so its roster knows who has finished before its next send.
+a ``shutdown`` from outside its team stops it (``stops``), and the read is its own (``read``: it
+reads and notes under the lock its sends hold, so no send can slip between a read and its noting
+and go to an agent whose last result was just read).
 """
 
 from __future__ import annotations
@@ -49,20 +50,21 @@ class RoundWatch:
     kept in :attr:`ahead`, so nothing it handed out is lost to the next round.
     """
 
-    __slots__ = ("_ended", "_inbox", "_on_read", "_stops", "_waiting", "ahead", "shutdown")
+    __slots__ = ("_ended", "_inbox", "_read", "_stops", "_waiting", "ahead", "shutdown")
 
     def __init__(
         self,
         inbox: InboxReader,
         *,
         stops: Callable[[Envelope], bool] | None = None,
-        on_read: Callable[[list[Envelope]], Awaitable[None]] | None = None,
+        read: Callable[[], Awaitable[list[Envelope]]] | None = None,
     ) -> None:
         self._inbox = inbox
         self._stops = stops or _is_shutdown
         """Which message read stops the round (any ``shutdown`` unless said otherwise)."""
-        self._on_read = on_read
-        """Given each read at once (else it is kept in :attr:`ahead` for the next round)."""
+        self._read = read
+        """The caller's own read, which keeps what it read itself (else the inbox is read here and
+        what was read kept in :attr:`ahead` for the next round)."""
         self._ended = False
         self._waiting: anyio.CancelScope | None = None
         self.ahead: list[Envelope] = []
@@ -94,10 +96,10 @@ class RoundWatch:
                 self._waiting = None
                 if self._ended:
                     return
-                fresh = await inbox.read(give_up=self._over)
-                if self._on_read is not None:
-                    await self._on_read(fresh)
+                if self._read is not None:
+                    fresh = await self._read()
                 else:
+                    fresh = await inbox.read(give_up=self._over)
                     self.ahead.extend(fresh)
                 if any(self._stops(envelope) for envelope in fresh):
                     self.shutdown = True

@@ -334,7 +334,7 @@ class Lead:
         ``shutdown`` from outside cancels the lead at once, mid-model-request or mid-approval;
         anything else read is noted and kept for the next gather. None: the deadline cut it."""
         watch = RoundWatch(
-            self.inbox, stops=self.team.stops_a_turn, on_read=self.team.read_during_turn
+            self.inbox, stops=self.team.stops_a_turn, read=self.team.read_during_turn
         )
         result: TurnResult | None = None
         async with anyio.create_task_group() as group:

@@ -57,7 +57,7 @@ given. Do not delegate again."""
 def direct_note(profiles: Mapping[str, str], *, answer_tool: bool) -> str:
     """The note that sends back an answer which delegated nothing: the profiles again, and the
     two ways on (delegate, or give the same answer again)."""
-    listed = "; ".join(f"{name}: {description}" for name, description in profiles.items())
+    listed = listing(profiles)
     again = "call answer again with" if answer_tool else "reply again with"
     return (
         "You answered without delegating anything for this request. Check the request once more "
@@ -68,10 +68,15 @@ def direct_note(profiles: Mapping[str, str], *, answer_tool: bool) -> str:
     )
 
 
+def listing(profiles: Mapping[str, str]) -> str:
+    """The profiles in one line, as every note and the routing call show them."""
+    return "; ".join(f"{name}: {description}" for name, description in profiles.items())
+
+
 def cannot_note(profiles: Mapping[str, str]) -> str:
     """The note that sends back an answer whose status was ``cannot`` while nothing was delegated:
     the profiles again, and the two ways on."""
-    listed = "; ".join(f"{name}: {description}" for name, description in profiles.items())
+    listed = listing(profiles)
     return (
         "You answered that this cannot be done, without delegating anything. Your sub-agents can "
         f"do work you cannot ({listed}). If any part of the request is work one of them does, "

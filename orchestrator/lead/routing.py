@@ -54,9 +54,8 @@ def route_tool(profiles: Mapping[str, str], route: RouteTo) -> Tool:
     async def route_(to: str) -> str | ToolResult:
         return await route(to)
 
-    listing = "; ".join(f"{name}: {description}" for name, description in profiles.items())
     to_field = Field(
-        description=f"the profile that does the request ({listing})",
+        description=f"the profile that does the request ({prompt.listing(profiles)})",
         json_schema_extra={"enum": list[JsonValue](profiles)},
     )
     route_.__annotations__ = {"to": Annotated[str, to_field], "return": str | ToolResult}

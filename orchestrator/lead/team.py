@@ -174,11 +174,13 @@ class Team:
         if noted.shutdown:
             self._hooks.stop()
 
-    async def read_during_turn(self, fresh: list[Envelope]) -> None:
-        """What the lead's inbox held while a turn ran (lead/agent.py watches it): noted at
-        once, kept for the next gather."""
+    async def read_during_turn(self) -> list[Envelope]:
+        """Read the lead's inbox while a turn runs (lead/agent.py watches it): under the lock,
+        read and noted at once, kept for the next gather; returns what was read."""
         async with self.lock:
-            await self._settle(await self.intake.note(fresh), early=True)
+            noted = await self.intake.note(await self.intake.read_now())
+            await self._settle(noted, early=True)
+        return noted.envelopes
 
     def stops_a_turn(self, envelope: Envelope) -> bool:
         """A ``shutdown`` from outside the team (a person, ``baton cancel``): it cancels the

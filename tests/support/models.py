@@ -24,6 +24,11 @@ def scripted(
     server records every request (``server.requests``) for the test to assert on. The client
     retries ``max_retries`` times, with tiny backoff."""
     server = ScriptedServer(list(items), responder=offline_reply if fallback else None, record=True)
+    return server, _client(server, name, max_retries)
+
+
+def _client(server: ScriptedServer, name: str, max_retries: int) -> OpenAIChatModel:
+    """A model client on ``server`` in-process, retrying ``max_retries`` times with tiny backoff."""
     settings = ModelSettings(
         model=name,
         base_url=IN_PROCESS_URL,
@@ -32,7 +37,7 @@ def scripted(
         backoff_initial=0.001,
         backoff_max=0.005,
     )
-    return server, OpenAIChatModel(settings, http_client=server.http_client())
+    return OpenAIChatModel(settings, http_client=server.http_client())
 
 
 def call(name: str, call_id: str = "c1", **arguments: Any) -> Reply:
@@ -52,15 +57,7 @@ def llama_like(
     then an error event), and the client retries (with tiny backoff) as it would for real."""
     script = Script(list(items), offline_reply if fallback else None, strict_tools=True)
     server = ScriptedServer(script, record=True)
-    settings = ModelSettings(
-        model=name,
-        base_url=IN_PROCESS_URL,
-        api_key="sk-test",
-        max_retries=max_retries,
-        backoff_initial=0.001,
-        backoff_max=0.005,
-    )
-    return server, OpenAIChatModel(settings, http_client=server.http_client())
+    return server, _client(server, name, max_retries)
 
 
 def fenced_call(name: str, fence: str = "json", **arguments: Any) -> Reply:
