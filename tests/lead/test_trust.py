@@ -168,7 +168,7 @@ async def test_an_unclaimed_agent_reports_only_a_workers_refusal_of_the_leads_re
         "message from 'painter': a sub-agent speaks to its lead only with a result or progress",
         "result from 'painter', which no worker has claimed",
     ]
-    assert outcome.status == "incomplete"  # delegated, and nothing delivered: said so
+    assert outcome.status == "failed"  # delegated, and the only agent never ran: said so
 
 
 async def test_file_media_outside_the_media_root_are_dropped_with_an_event(
