@@ -118,14 +118,13 @@ class Lead:
                 registry.add(made)
         self.team.attach(registry)
         self._routes = options.tool_choice != "none"
-        shown = self._shown
         routing_loop = partial(
             AgentLoop,
             model,
             session=session,
             agent=LEAD_NAME,
             limits=LoopLimits(soft_max_rounds=1, hard_max_rounds=1),
-            events=shown,
+            events=self._shown,
             telemetry=parts.telemetry,
             tool_choice="required",
             spend=parts.spend,
@@ -145,7 +144,7 @@ class Lead:
             agent=LEAD_NAME,
             limits=options.limits,
             channel=parts.channel,
-            events=shown,
+            events=self._shown,
             telemetry=parts.telemetry,
             tool_choice=options.tool_choice,
             call_rewriter=delegation_rewriter(
