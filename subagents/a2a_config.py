@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from baton.bus.errors import ConfigError
+from baton.defaults import install_hint
 
 A2A_KIND: Literal["a2a"] = "a2a"
 DEFAULT_TIMEOUT_S = 300.0
@@ -62,5 +63,5 @@ class A2ANotInstalled(ConfigError):
     def __init__(self, profiles: str) -> None:
         super().__init__(
             f'profile {profiles} is a remote A2A agent (kind = "a2a"), but the a2a-sdk is not '
-            "installed here: pip install 'baton[a2a]'"
+            f"installed here: {install_hint('a2a')}"
         )

@@ -16,6 +16,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from baton.bus.errors import ConfigError
+from baton.defaults import install_hint
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What a server may be called: it appears in tool sources (``mcp:<server>``) and messages."""
@@ -94,7 +95,7 @@ class McpNotInstalled(ConfigError):
     def __init__(self, owner: str) -> None:
         super().__init__(
             f"{owner} declares MCP servers, but the `mcp` package is not installed here: "
-            "pip install 'baton[mcp]'"
+            + install_hint("mcp")
         )
 
 

@@ -60,9 +60,9 @@ app = typer.Typer(
 def _print_version(value: bool) -> None:
     """``baton --version``: eager, so it answers before any command or option is looked at."""
     if value:
-        from importlib.metadata import version as dist_version
+        from baton.defaults import installed_version
 
-        typer.echo(f"baton {dist_version('baton')}")
+        typer.echo(f"baton {installed_version()}")
         raise typer.Exit()
 
 
@@ -465,6 +465,6 @@ app.command("tools", help=TOOLS_HELP, epilog=TOOLS_EXAMPLES)(tools_command)
 @app.command()
 def version() -> None:
     """Print baton's version."""
-    from importlib.metadata import version as dist_version
+    from baton.defaults import installed_version
 
-    typer.echo(dist_version("baton"))
+    typer.echo(installed_version())

@@ -36,9 +36,9 @@ from baton.cli.options import (
 )
 
 SERVER_EXTRA_MODULES = frozenset({"starlette", "sse_starlette", "uvicorn"})
-"""What ``pip install 'baton[server]'`` brings (pyproject.toml): without it, ``baton serve``
-says which extra to install instead of a ``ModuleNotFoundError``; every other command, and
-``baton serve --help``, never imports them."""
+"""What ``pip install 'baton-orchestrator[server]'`` brings (pyproject.toml): without it,
+``baton serve`` says which extra to install instead of a ``ModuleNotFoundError``; every other
+command, and ``baton serve --help``, never imports them."""
 
 SERVE_HELP = "Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."
 SERVE_EXAMPLES = """Examples:
@@ -55,8 +55,9 @@ Sessions and event streams ride out a bus outage of up to --bus-outage seconds (
 fails; the server keeps running). Exit codes: 0 stopped by a signal, 2 usage or configuration
 error (e.g. no token off loopback), 3 bus unreachable at start.
 
-With the a2a extra (pip install 'baton[a2a]') it is also an A2A 1.0 server: the agent card at
-/.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc, HTTP+JSON under /a2a/rest (docs/a2a.md)."""
+With the a2a extra (pip install 'baton-orchestrator[a2a]') it is also an A2A 1.0 server: the
+agent card at /.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc, HTTP+JSON under /a2a/rest
+(docs/a2a.md)."""
 
 
 def serve_command(
@@ -131,6 +132,7 @@ def serve_command(
         retention=retention,
     )
     from baton.bus.errors import ConfigError, ExitCode
+    from baton.defaults import install_hint
 
     try:
         from baton.server import ServerConfig, serve
@@ -140,7 +142,7 @@ def serve_command(
             raise
         fail(
             f"the HTTP server needs the 'server' extra ({exc.name} is not installed): "
-            "pip install 'baton[server]'",
+            + install_hint("server"),
             ExitCode.USAGE,
             command="baton serve",
         )

@@ -12,6 +12,7 @@ from importlib.metadata import version
 
 import pytest
 
+from baton.defaults import DISTRIBUTION
 from tests.cli.helpers import BATON, REPO, TIMEOUT_S, run_baton
 
 COMMANDS = [
@@ -23,7 +24,7 @@ COMMANDS = [
 def test_version_flag_prints_the_version(env: dict[str, str]) -> None:
     code, out, err = run_baton("--version", env=env)
     assert (code, err) == (0, "")
-    assert out.strip() == f"baton {version('baton')}"
+    assert out.strip() == f"baton {version(DISTRIBUTION)}"
 
 
 @pytest.mark.parametrize("command", [[], *([c] for c in COMMANDS)], ids=lambda c: " ".join(c))

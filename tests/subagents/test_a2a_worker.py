@@ -317,7 +317,7 @@ async def test_without_the_sdk_the_agent_is_refused_naming_the_profile(
         (result,) = await Lead(bus).until_results(1)
     assert result.meta["reason"] == "error"
     assert "profile 'remote' is a remote A2A agent" in result.content
-    assert "pip install 'baton[a2a]'" in result.content
+    assert "pip install 'baton-orchestrator[a2a]'" in result.content
 
 
 async def test_a_missing_token_variable_refuses_the_agent(tmp_path: Path) -> None:
