@@ -22,8 +22,10 @@ from typing import Any
 from pydantic import SecretStr
 
 from baton.bus.errors import ConfigError
+from baton.bus.redact import redact_url
 from baton.defaults import DEFAULT_MODEL
 from baton.llm import OFFLINE_LABEL, ModelSettings, OpenAIChatModel, offline_model
+from baton.llm.client import OPENAI_API_URL
 from baton.llm.types import ChatModel
 from baton.subagents.profiles import Profile, ProfileModel
 
@@ -71,7 +73,7 @@ class ProfileModels:
     def label(self) -> str:
         if self.base is None:
             return OFFLINE_LABEL
-        return f"{self.base.model} at {self.base.base_url or 'api.openai.com'}"
+        return f"{self.base.model} at {redact_url(self.base.base_url or OPENAI_API_URL)}"
 
     def settings_for(self, profile: Profile) -> ModelSettings | None:
         """The settings ``profile``'s agents use; None for the offline model.

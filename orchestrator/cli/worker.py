@@ -336,7 +336,7 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
                 f"baton worker {worker.name} ready: bus={redact_url(settings.bus)} "
                 f"prefix={settings.prefix} pool={settings.pool} "
                 f"concurrency={options.concurrency} "
-                f"profiles={','.join(profiles)} model={redact_url(models.label)}"
+                f"profiles={','.join(profiles)} model={models.label}"
                 f"{' (no API key)' if settings.keyless and not settings.offline else ''}",
                 err=True,
             )
