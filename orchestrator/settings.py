@@ -352,12 +352,9 @@ class BatonSettings(BaseSettings):
     def model_label(self) -> str:
         """Which model and endpoint the commands use, in words, for their start lines:
         ``llama3.1 at http://localhost:11434/v1 (no API key)``; the offline model says so."""
-        if self.offline:
-            return "offline model"
-        from baton.llm.client import OPENAI_API_URL
+        from baton.subagents.models import describe_model
 
-        where = redact_url(self.openai_base_url or OPENAI_API_URL)
-        return f"{self.model} at {where}" + (" (no API key)" if self.keyless else "")
+        return describe_model(self.model_settings())
 
     def model_settings(self) -> ModelSettings | None:
         """The model endpoint and request settings every agent starts from (a profile may

@@ -336,8 +336,7 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
                 f"baton worker {worker.name} ready: bus={redact_url(settings.bus)} "
                 f"prefix={settings.prefix} pool={settings.pool} "
                 f"concurrency={options.concurrency} "
-                f"profiles={','.join(profiles)} model={models.label}"
-                f"{' (no API key)' if settings.keyless and not settings.offline else ''}",
+                f"profiles={','.join(profiles)} model={models.label}",
                 err=True,
             )
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
