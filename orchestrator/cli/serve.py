@@ -13,15 +13,20 @@ from typing import Annotated
 import typer
 
 from baton.cli.options import (
+    SERVER,
+    BaseUrlOpt,
     BudgetCallsOpt,
     BudgetTokensOpt,
     BusOpt,
     BusOutageOpt,
     ConfigOpt,
     ExtraBodyOpt,
+    ImageModelOpt,
+    LeadPolicyOpt,
     MaxTokensOpt,
     MediaDirOpt,
     MediaOpt,
+    ModelOpt,
     ModelRetriesOpt,
     ModelTimeoutOpt,
     ParallelToolCallsOpt,
@@ -62,10 +67,14 @@ agent card at /.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc, HTTP+JSON 
 
 def serve_command(
     host: Annotated[
-        str, typer.Option("--host", metavar="HOST", help="address to bind")
+        str,
+        typer.Option("--host", metavar="HOST", help="address to bind", rich_help_panel=SERVER),
     ] = "127.0.0.1",
     port: Annotated[
-        int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="TCP port")
+        int,
+        typer.Option(
+            "--port", metavar="PORT", min=0, max=65535, help="TCP port", rich_help_panel=SERVER
+        ),
     ] = 8321,
     token: Annotated[
         str | None,
@@ -73,24 +82,24 @@ def serve_command(
             "--token",
             metavar="TOKEN",
             envvar="BATON_TOKEN",
-            help="bearer token (required off loopback)",
-            show_default=False,
+            help="bearer token (or BATON_TOKEN; required off loopback)",
+            show_default="none",
+            show_envvar=False,
+            rich_help_panel=SERVER,
         ),
     ] = None,
-    bus: BusOpt = None,
-    config: ConfigOpt = None,
-    prefix: PrefixOpt = None,
-    profiles: ProfilesOpt = None,
-    media_dir: MediaDirOpt = None,
-    media: MediaOpt = None,
     cors_origin: Annotated[
         list[str] | None,
         typer.Option(
             "--cors-origin",
             metavar="ORIGIN",
-            help="allow this browser origin (repeatable; default none)",
+            help="allow this browser origin (repeatable)",
+            show_default="none",
+            rich_help_panel=SERVER,
         ),
     ] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
     temperature: TemperatureOpt = None,
     top_p: TopPOpt = None,
     max_tokens: MaxTokensOpt = None,
@@ -98,12 +107,20 @@ def serve_command(
     model_retries: ModelRetriesOpt = None,
     parallel_tool_calls: ParallelToolCallsOpt = None,
     extra_body: ExtraBodyOpt = None,
+    profiles: ProfilesOpt = None,
     tool_choice: ToolChoiceOpt = None,
+    lead_policy: LeadPolicyOpt = None,
+    profile_tools: ProfileToolsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_calls: BudgetCallsOpt = None,
-    profile_tools: ProfileToolsOpt = None,
+    bus: BusOpt = None,
+    prefix: PrefixOpt = None,
     bus_outage: BusOutageOpt = None,
     retention: RetentionOpt = None,
+    media: MediaOpt = None,
+    media_dir: MediaDirOpt = None,
+    image_model: ImageModelOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."""
     from baton.cli.exits import fail, run_async
@@ -114,9 +131,12 @@ def serve_command(
         "serve",
         bus=bus,
         prefix=prefix,
+        model=model,
+        openai_base_url=base_url,
         profiles=profiles,
         media_dir=media_dir,
         media=media,
+        image_model=image_model,
         temperature=temperature,
         top_p=top_p,
         max_tokens=max_tokens,
@@ -125,6 +145,7 @@ def serve_command(
         parallel_tool_calls=parallel_tool_calls,
         extra_body=extra_body,
         tool_choice=tool_choice,
+        lead_policy=lead_policy,
         budget_tokens=budget_tokens,
         budget_calls=budget_calls,
         profile_tools=profile_tools,
