@@ -141,3 +141,17 @@ def test_post_sends_to_the_lead_unless_told(redis_url: str) -> None:
         [(_, fields)] = admin.xrange("baton:{s-to-lead}:inbox:lead")
     assert result.stdout.strip() in fields["msg"] and "also paint a heron" in fields["msg"]
     assert "[default: lead]" in help_of("post")
+
+
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [("run", "--lead-policy"), ("serve", "--lead-policy"), ("run", "--image-model"),
+     ("worker", "--image-model"), ("serve", "--image-model")],
+)  # fmt: skip
+def test_the_new_flags_reach_the_settings(command: str, flag: str) -> None:
+    """Each flag is the setting of its name: a bad value is refused naming the flag."""
+    bad = {"--lead-policy": "bogus", "--image-model": ""}[flag]
+    args = [command, flag, bad, *(["paint a fox"] if command == "run" else [])]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert f"bad setting {flag}" in result.stderr, result.stderr
