@@ -16,6 +16,7 @@ from ``--config`` or ``BATON_CONFIG``::
     openai_base_url = "http://localhost:11434/v1"
     profiles = "profiles.toml"
     approve = "ask"
+    lead_policy = "auto"         # what judges the lead's answers: auto | structural | guided
     temperature = 0.2            # the model's request settings, for the lead and every sub-agent
     max_tokens = 1024            # per reply; 0 sends none
     model_timeout = 120          # seconds a request may read nothing
@@ -42,11 +43,12 @@ Environment variables: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``BATON_MODEL``,
 ``BATON_BUS_OUTAGE``, ``BATON_RETENTION``, ``BATON_SIGNING_KEY``, ``BATON_LOG_LEVEL``,
 ``BATON_CONFIG``, and ``BATON_`` + the upper-cased name of each model and session setting
 (``BATON_TEMPERATURE``, ``BATON_TOP_P``, ``BATON_MAX_TOKENS``, ``BATON_MODEL_TIMEOUT``,
-``BATON_MODEL_RETRIES``, ``BATON_TOOL_CHOICE``, ``BATON_PARALLEL_TOOL_CALLS``, ``BATON_EXTRA_BODY``
-(a JSON object), ``BATON_BUDGET_TOKENS``, ``BATON_BUDGET_CALLS``, ``BATON_PROFILE_TOOLS``,
-``BATON_MAX_SENDS_PER_TURN``, ``BATON_MAX_NEW_AGENTS_PER_PROFILE``, ``BATON_MAX_SENDS_PER_AGENT``,
-``BATON_MAX_WAVES``). A variable set to the empty string counts as unset (compose's ``${VAR:-}``
-passes empty ones), falling through to the config file and the default.
+``BATON_MODEL_RETRIES``, ``BATON_TOOL_CHOICE``, ``BATON_LEAD_POLICY``,
+``BATON_PARALLEL_TOOL_CALLS``, ``BATON_EXTRA_BODY`` (a JSON object), ``BATON_BUDGET_TOKENS``,
+``BATON_BUDGET_CALLS``, ``BATON_PROFILE_TOOLS``, ``BATON_MAX_SENDS_PER_TURN``,
+``BATON_MAX_NEW_AGENTS_PER_PROFILE``, ``BATON_MAX_SENDS_PER_AGENT``, ``BATON_MAX_WAVES``). A
+variable set to the empty string counts as unset (compose's ``${VAR:-}`` passes empty ones),
+falling through to the config file and the default.
 
 Every problem — an unreadable or invalid file, an unknown key, a value of the wrong kind — is one
 :class:`~baton.bus.errors.ConfigError` whose message names the source and the key, because the CLI

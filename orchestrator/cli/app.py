@@ -335,7 +335,7 @@ def resume(
 POST_EXAMPLES = """Examples:
 
 \b
-  baton post --session s-123 --to lead --type message "also paint a heron"
+  baton post --session s-123 --type message "also paint a heron"   # to the lead
   baton post --session s-123 --to painter "paint a lighthouse at dusk"
   baton post --bus redis://redis:6379/0 --session s-123 --to lead "summarise so far"
 
