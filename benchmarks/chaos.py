@@ -363,7 +363,7 @@ class Cluster:
         return proc
 
     def worker(self, *, ready: bool = True) -> Proc:
-        args = ["worker", *self.common(), "--profiles", str(self.profiles), "--media-dir",
+        args = ["worker", *self.common(), "--profiles", str(self.profiles), "--media",
                 str(self.media), "--lease", str(LEASE_S), "--shutdown-timeout", "5"]  # fmt: skip
         proc = self.start("worker", args)
         if ready and proc.wait_line(" ready: ", 60) is None:
@@ -381,7 +381,7 @@ class Cluster:
         expected: frozenset[int] = frozenset({0}),
     ) -> Proc:
         args = ["run", "--json", *self.common(), "--no-local-workers", "--session", session,
-                "--profiles", str(self.profiles), "--media-dir", str(self.media),
+                "--profiles", str(self.profiles), "--media", str(self.media),
                 "--timeout", str(timeout), *extra]  # fmt: skip
         for profile in profiles:
             args += ["--profile", profile]
@@ -895,7 +895,7 @@ def case_serve_sessions(args: argparse.Namespace) -> Figures:
     with cluster("serve", tool_s=0.5 * args.tool_scale, profiles=3) as c:
         port = free_port()
         serve = c.start("serve", ["serve", "--port", str(port), *c.common(), "--profiles",
-                                  str(c.profiles), "--media-dir", str(c.media)])  # fmt: skip
+                                  str(c.profiles), "--media", str(c.media)])  # fmt: skip
         if serve.wait_line("baton serve:", 60) is None:
             raise RuntimeError(f"baton serve did not start: {serve.lines[-5:]}")
         began = time.monotonic()
@@ -953,7 +953,7 @@ def case_serve_unknown_streams(args: argparse.Namespace) -> Figures:
     with cluster("unknown", tool_s=0.2 * args.tool_scale, profiles=3) as c:
         port = free_port()
         serve = c.start("serve", ["serve", "--port", str(port), *c.common(), "--profiles",
-                                  str(c.profiles), "--media-dir", str(c.media)])  # fmt: skip
+                                  str(c.profiles), "--media", str(c.media)])  # fmt: skip
         if serve.wait_line("baton serve:", 60) is None:
             raise RuntimeError(f"baton serve did not start: {serve.lines[-5:]}")
         url = f"http://127.0.0.1:{port}"
@@ -1112,7 +1112,7 @@ def case_kill_lead(args: argparse.Namespace) -> Figures:
         killed = time.monotonic()
         extra = ["--json", *c.common()]
         for flag, value in (("--no-local-workers", None), ("--profiles", str(c.profiles)),
-                            ("--media-dir", str(c.media))):  # fmt: skip
+                            ("--media", str(c.media))):  # fmt: skip
             if flag in usage:
                 extra += [flag] if value is None else [flag, value]
         resumed = c.start("resume", ["resume", session, *extra],

@@ -72,7 +72,7 @@ class Worker:
     """One ``baton worker`` process; its stderr read on a thread (ready line, last words)."""
 
     def __init__(self, url: str, media: Path, env: dict[str, str]) -> None:
-        args = [BATON, "worker", "--bus", url, "--prefix", PREFIX, "--media-dir", str(media),
+        args = [BATON, "worker", "--bus", url, "--prefix", PREFIX, "--media", str(media),
                 "--lease", "5", "--shutdown-timeout", "5", "--log-level", "WARNING"]  # fmt: skip
         self.popen = subprocess.Popen(
             args, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -151,7 +151,7 @@ def main() -> None:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BATON_"))}
         server = subprocess.Popen(
-            [BATON, "serve", "--port", str(port), "--bus", redis.url, "--media-dir", media],
+            [BATON, "serve", "--port", str(port), "--bus", redis.url, "--media", media],
             env=env,
             stderr=subprocess.PIPE,
             text=True,

@@ -16,6 +16,7 @@ from ``--config`` or ``BATON_CONFIG``::
     openai_base_url = "http://localhost:11434/v1"
     profiles = "profiles.toml"
     approve = "ask"
+    lead_policy = "auto"         # what judges the lead's answers: auto | structural | guided
     temperature = 0.2            # the model's request settings, for the lead and every sub-agent
     max_tokens = 1024            # per reply; 0 sends none
     model_timeout = 120          # seconds a request may read nothing
@@ -42,11 +43,12 @@ Environment variables: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``BATON_MODEL``,
 ``BATON_BUS_OUTAGE``, ``BATON_RETENTION``, ``BATON_SIGNING_KEY``, ``BATON_LOG_LEVEL``,
 ``BATON_CONFIG``, and ``BATON_`` + the upper-cased name of each model and session setting
 (``BATON_TEMPERATURE``, ``BATON_TOP_P``, ``BATON_MAX_TOKENS``, ``BATON_MODEL_TIMEOUT``,
-``BATON_MODEL_RETRIES``, ``BATON_TOOL_CHOICE``, ``BATON_PARALLEL_TOOL_CALLS``, ``BATON_EXTRA_BODY``
-(a JSON object), ``BATON_BUDGET_TOKENS``, ``BATON_BUDGET_CALLS``, ``BATON_PROFILE_TOOLS``,
-``BATON_MAX_SENDS_PER_TURN``, ``BATON_MAX_NEW_AGENTS_PER_PROFILE``, ``BATON_MAX_SENDS_PER_AGENT``,
-``BATON_MAX_WAVES``). A variable set to the empty string counts as unset (compose's ``${VAR:-}``
-passes empty ones), falling through to the config file and the default.
+``BATON_MODEL_RETRIES``, ``BATON_TOOL_CHOICE``, ``BATON_LEAD_POLICY``,
+``BATON_PARALLEL_TOOL_CALLS``, ``BATON_EXTRA_BODY`` (a JSON object), ``BATON_BUDGET_TOKENS``,
+``BATON_BUDGET_CALLS``, ``BATON_PROFILE_TOOLS``, ``BATON_MAX_SENDS_PER_TURN``,
+``BATON_MAX_NEW_AGENTS_PER_PROFILE``, ``BATON_MAX_SENDS_PER_AGENT``, ``BATON_MAX_WAVES``). A
+variable set to the empty string counts as unset (compose's ``${VAR:-}`` passes empty ones),
+falling through to the config file and the default.
 
 Every problem — an unreadable or invalid file, an unknown key, a value of the wrong kind — is one
 :class:`~baton.bus.errors.ConfigError` whose message names the source and the key, because the CLI
@@ -352,12 +354,9 @@ class BatonSettings(BaseSettings):
     def model_label(self) -> str:
         """Which model and endpoint the commands use, in words, for their start lines:
         ``llama3.1 at http://localhost:11434/v1 (no API key)``; the offline model says so."""
-        if self.offline:
-            return "offline model"
-        from baton.llm.client import OPENAI_API_URL
+        from baton.subagents.models import describe_model
 
-        where = redact_url(self.openai_base_url or OPENAI_API_URL)
-        return f"{self.model} at {where}" + (" (no API key)" if self.keyless else "")
+        return describe_model(self.model_settings())
 
     def model_settings(self) -> ModelSettings | None:
         """The model endpoint and request settings every agent starts from (a profile may

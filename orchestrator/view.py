@@ -76,6 +76,11 @@ class AgentView:
         """Spawned and not exited since."""
         return not self.exit_reason
 
+    @property
+    def waiting_for_worker(self) -> bool:
+        """Still running, and no worker claimed it within the session's bound, nor since."""
+        return self.unclaimed is not None and self.running
+
 
 @dataclass(slots=True)
 class SessionView:
@@ -246,6 +251,33 @@ def describe_verdict(approved: bool, reason: str) -> str:
     if why.lower().startswith(verdict + " "):
         return verdict + why[len(verdict) :]
     return f"{verdict}: {why}"
+
+
+def describe_placement(agent: AgentView) -> str:
+    """Where a sub-agent runs, in the words every view shows (the terminal, the page, the API's
+    A2A task): the worker that claimed it last, or that no worker has claimed it in time
+    (``agent.unclaimed``, until one does); empty before either is known."""
+    waited = agent.unclaimed
+    if waited is not None:
+        if not agent.waiting_for_worker:
+            return f"no worker of pool {waited.pool} claimed it"
+        if waited.workers is None:
+            return "waiting for the session's own worker (at capacity)"
+        return f"waiting for a worker of pool {waited.pool}"
+    return f"worker {agent.worker}" if agent.worker else ""
+
+
+def describe_unclaimed(event: AgentUnclaimed) -> str:
+    """The session's warning that no worker claimed an agent in time, and what follows."""
+    waited = (
+        f"no worker of pool {event.pool} has claimed it in {event.waited_s:.0f} s "
+        f"(profile {event.profile})"
+    )
+    if event.workers is None:
+        return f"{waited}: the session's own worker is at capacity"
+    if event.workers:
+        return f"{waited}: {event.workers} live worker(s) serve it, all busy"
+    return f"{waited}: no live worker of the pool serves that profile, so it is ended"
 
 
 def describe_status(status: str) -> str:

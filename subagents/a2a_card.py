@@ -51,7 +51,7 @@ async def agent_card(
     bounded = {"headers": dict(headers or {}), "timeout": httpx.Timeout(REQUEST_TIMEOUT_S)}
     card = await resolver.get_agent_card(http_kwargs=bounded)
     _CARDS[config.url] = card
-    log.info("fetched the A2A card of %s (%s)", config.url, card.name or "unnamed")
+    log.info("fetched the A2A card of %s (%s)", config.shown_url, card.name or "unnamed")
     return card
 
 
@@ -76,5 +76,6 @@ async def card_description(config: A2AConfig) -> str:
         async with http_client(config) as http:
             return describe(await agent_card(http, config))
     except Exception as exc:  # any fault of the remote or its card: say so, start anyway
-        log.warning("cannot read the A2A card of %s: %s", config.url, exc)
-        return f"A remote A2A agent at {config.url} (its card could not be read: {exc})."
+        why = config.redacted(str(exc))
+        log.warning("cannot read the A2A card of %s: %s", config.shown_url, why)
+        return f"A remote A2A agent at {config.shown_url} (its card could not be read: {why})."

@@ -15,6 +15,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from baton.bus.errors import ConfigError
+from baton.bus.redact import redact_text, redact_url
+from baton.defaults import install_hint
 
 A2A_KIND: Literal["a2a"] = "a2a"
 DEFAULT_TIMEOUT_S = 300.0
@@ -41,6 +43,17 @@ class A2AConfig(BaseModel):
     timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0)
     connect_retries: int = Field(DEFAULT_CONNECT_RETRIES, ge=0, le=10)
 
+    @property
+    def shown_url(self) -> str:
+        """``url`` as messages and logs show it: its credentials (a password, ``?token=``)
+        hidden."""
+        return redact_url(self.url)
+
+    def redacted(self, text: str) -> str:
+        """``text`` (an error of the SDK or of httpx, which may quote the URL) with ``url``'s
+        credentials hidden."""
+        return redact_text(text, self.url)
+
     def request_headers(self) -> dict[str, str]:
         """``headers`` with the bearer token of ``token_env`` (raises ``ConfigError`` when the
         variable is unset: an agent that would be refused by the remote is refused here)."""
@@ -49,8 +62,8 @@ class A2AConfig(BaseModel):
             token = os.environ.get(self.token_env)
             if not token:
                 raise ConfigError(
-                    f"the remote A2A agent at {self.url} needs a token, but ${self.token_env} "
-                    "is not set"
+                    f"the remote A2A agent at {self.shown_url} needs a token, but "
+                    f"${self.token_env} is not set"
                 )
             headers["Authorization"] = f"Bearer {token}"
         return headers
@@ -62,5 +75,5 @@ class A2ANotInstalled(ConfigError):
     def __init__(self, profiles: str) -> None:
         super().__init__(
             f'profile {profiles} is a remote A2A agent (kind = "a2a"), but the a2a-sdk is not '
-            "installed here: pip install 'baton[a2a]'"
+            f"installed here: {install_hint('a2a')}"
         )

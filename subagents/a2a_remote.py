@@ -174,7 +174,7 @@ class RemoteTurn:
         if naming is not None:
             naming.deadline = min(naming.deadline, anyio.current_time() + NAMING_S)
             log.info("%s/%s: cancelled before %s named its task: waiting up to %g s for it",
-                     self.round.session, self.round.agent, self.remote.config.url,
+                     self.round.session, self.round.agent, self.remote.config.shown_url,
                      NAMING_S)  # fmt: skip
 
     async def run_turn(self, memory: list[ChatMessage], *, turn: AgentTurn) -> TurnResult:
@@ -193,8 +193,9 @@ class RemoteTurn:
                     client = await self.remote.client(self._headers)
                     stop, error = await self._relay(client, exchange, _request(exchange, r.batch))
                 except Exception as exc:  # the remote's fault, whatever it is: the lead reads it
-                    log.warning("%s/%s: remote A2A agent %s: %s",
-                                r.session, r.agent, self.remote.config.url, _why(exc))  # fmt: skip
+                    config = self.remote.config
+                    log.warning("%s/%s: remote A2A agent %s: %s", r.session, r.agent,
+                                config.shown_url, config.redacted(_why(exc)))  # fmt: skip
                     stop, error = StopReason.ERROR, self._unreachable(exc)
             if turn.cancelled:
                 stop, error = StopReason.CANCELLED, ""
@@ -234,7 +235,8 @@ class RemoteTurn:
                 if not exchange.open_task or retries_left <= 0:
                     raise
                 log.info("%s/%s: the stream of %s broke off (%s): subscribing to task %s",
-                         self.round.session, self.round.agent, self.remote.config.url, broken,
+                         self.round.session, self.round.agent, self.remote.config.shown_url,
+                         self.remote.config.redacted(str(broken)),
                          exchange.open_task)  # fmt: skip
                 step = None
             if step is Step.DONE:
@@ -332,7 +334,7 @@ class RemoteTurn:
         """The remote's question, asked as an approval of ``remote_question``: the answer to send
         (the reason given, else "yes"), or None when declined or unanswered (fail closed)."""
         r = self.round
-        arguments = json.dumps({"question": question, "agent": self.remote.config.url})
+        arguments = json.dumps({"question": question, "agent": self.remote.config.shown_url})
         call = ToolCallInfo(call_id=new_question_id(), name=QUESTION_TOOL, arguments=arguments)
         asked = ApprovalQuestion(
             id=new_question_id(), session=r.session, agent=r.agent, calls=(call,)
@@ -374,9 +376,11 @@ class RemoteTurn:
         with shielded(CANCEL_S):  # a stopping worker's cut still ends it on time
             try:
                 await client.cancel_task(CancelTaskRequest(id=task), context=context)
-                log.info("cancelled task %s of %s", task, self.remote.config.url)
+                log.info("cancelled task %s of %s", task, self.remote.config.shown_url)
             except Exception as exc:  # it may have ended meanwhile: nothing left to cancel
-                log.info("cancelling task %s of %s: %s", task, self.remote.config.url, _why(exc))
+                config = self.remote.config
+                log.info("cancelling task %s of %s: %s", task, config.shown_url,
+                         config.redacted(_why(exc)))  # fmt: skip
         exchange.task_id = ""
 
     async def _store(self, exchange: Exchange) -> list[str]:
@@ -391,11 +395,16 @@ class RemoteTurn:
                 )
                 urls.append(stored)
             except Exception as exc:  # a media store fault costs that picture, not the result
-                log.warning("cannot store %s from %s: %s", raw.name, self.remote.config.url, exc)
+                log.warning("cannot store %s from %s: %s",
+                            raw.name, self.remote.config.shown_url, exc)  # fmt: skip
         return urls
 
     def _unreachable(self, exc: Exception) -> str:
-        url = self.remote.config.url
+        """What the lead reads of a remote that failed: the URL and the error, both redacted."""
+        return self.remote.config.redacted(self._failure(exc))
+
+    def _failure(self, exc: Exception) -> str:
+        url = self.remote.config.shown_url
         if isinstance(exc, TimeoutError):
             limit = self.remote.config.timeout_s
             return f"the remote A2A agent at {url} did not finish within {limit:g} s"

@@ -26,6 +26,7 @@ import httpx2
 import openai
 from openai.types import Image
 
+from baton.bus.redact import redact_text, redact_url
 from baton.defaults import DEFAULT_IMAGE_MODEL
 from baton.llm import ModelSettings
 from baton.llm.client import OPENAI_API_URL
@@ -104,9 +105,11 @@ class OpenAIImages:
         self.timeout_s = max(timeout_s, settings.timeout)
         self._transport = transport
         self.base_url = settings.base_url or OPENAI_API_URL
+        self.shown = f"{model} at {redact_url(self.base_url)}"
+        """The model and endpoint as messages name them: a base URL's credentials hidden."""
 
     def __repr__(self) -> str:
-        return f"OpenAIImages({self.model!r} at {self.base_url})"
+        return f"OpenAIImages({self.shown})"
 
     async def generate(self, prompt: str) -> Picture:
         check_model_endpoint(self.base_url)  # a test's confinement covers pictures too
@@ -120,12 +123,11 @@ class OpenAIImages:
             elif item.url:
                 data = await self._fetch(http, item.url)
             else:
-                raise ImageError(f"{self.model} at {self.base_url} answered with no image")
+                raise ImageError(f"{self.shown} answered with no image")
         content_type = content_type_of(data)
         if content_type is None:
             raise ImageError(
-                f"{self.model} at {self.base_url} sent {len(data)} bytes that are not a PNG, "
-                "JPEG, WebP or GIF picture"
+                f"{self.shown} sent {len(data)} bytes that are not a PNG, JPEG, WebP or GIF picture"
             )
         return Picture(data, content_type)
 
@@ -163,14 +165,15 @@ class OpenAIImages:
             )
         except openai.NotFoundError as exc:  # a chat-only server (llama-server, Ollama)
             raise ImageError(
-                f"{self.model} at {self.base_url} made no image: the endpoint has no Images API "
+                f"{self.shown} made no image: the endpoint has no Images API "
                 f"or no such model (HTTP 404); image_model = 'demo' (BATON_IMAGE_MODEL=demo) "
                 "draws the built-in demo pictures instead"
             ) from exc
         except openai.OpenAIError as exc:
-            raise ImageError(f"{self.model} at {self.base_url} made no image: {exc}") from exc
+            said = redact_text(str(exc), self.base_url)  # an SDK error may quote the URL
+            raise ImageError(f"{self.shown} made no image: {said}") from exc
         if not response.data:
-            raise ImageError(f"{self.model} at {self.base_url} answered with no image")
+            raise ImageError(f"{self.shown} answered with no image")
         return response.data[0]
 
     async def _fetch(self, http: httpx2.AsyncClient, url: str) -> bytes:

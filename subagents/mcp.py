@@ -56,6 +56,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from baton.bus.errors import ConfigError
 from baton.bus.lifecycle import Service
+from baton.bus.redact import redact_text
 from baton.engine import Tool, ToolResult
 from baton.engine.tools import Arguments
 from baton.media import MediaStore, extension_for
@@ -459,7 +460,8 @@ class McpServers(Service):
             try:
                 specs = await connection.list_tools()
             except _Unreachable as exc:
-                raise McpServerUnavailable(owner, name, str(exc)) from exc
+                problem = redact_text(str(exc), config.url) if config.url else str(exc)
+                raise McpServerUnavailable(owner, name, problem) from exc
             for spec in specs:
                 if not config.allows(spec.name):
                     continue

@@ -16,6 +16,8 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from baton.bus.errors import ConfigError
+from baton.bus.redact import redact_url
+from baton.defaults import install_hint
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What a server may be called: it appears in tool sources (``mcp:<server>``) and messages."""
@@ -70,9 +72,9 @@ class McpServerConfig(BaseModel):
         return any(fnmatchcase(tool, pattern) for pattern in self.approve)
 
     def where(self) -> str:
-        """The server as a person would recognise it in an error."""
+        """The server as a person would recognise it in an error (a URL's credentials hidden)."""
         if self.url is not None:
-            return self.url
+            return redact_url(self.url)
         return " ".join((self.command or "", *self.args))
 
 
@@ -94,7 +96,7 @@ class McpNotInstalled(ConfigError):
     def __init__(self, owner: str) -> None:
         super().__init__(
             f"{owner} declares MCP servers, but the `mcp` package is not installed here: "
-            "pip install 'baton[mcp]'"
+            + install_hint("mcp")
         )
 
 

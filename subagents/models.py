@@ -22,8 +22,10 @@ from typing import Any
 from pydantic import SecretStr
 
 from baton.bus.errors import ConfigError
+from baton.bus.redact import redact_url
 from baton.defaults import DEFAULT_MODEL
 from baton.llm import OFFLINE_LABEL, ModelSettings, OpenAIChatModel, offline_model
+from baton.llm.client import OPENAI_API_URL
 from baton.llm.types import ChatModel
 from baton.subagents.profiles import Profile, ProfileModel
 
@@ -34,6 +36,18 @@ ModelFactory = Callable[[Profile], ChatModel]
 
 _PLAIN_OVERRIDES = ("temperature", "top_p", "timeout", "max_retries", "parallel_tool_calls")
 """:class:`ProfileModel` fields that replace the :class:`ModelSettings` field of the same name."""
+
+
+def describe_model(settings: ModelSettings | None) -> str:
+    """Which model at which endpoint ``settings`` reach, in words for start lines and logs:
+    ``llama3.1 at http://localhost:11434/v1 (no API key)``, the endpoint's credentials hidden;
+    ``offline model`` for None. One wording for ``baton run``'s header, ``baton worker``'s ready
+    line and ``baton serve``'s start line."""
+    if settings is None:
+        return "offline model"
+    keyless = settings.api_key is None or not settings.api_key.get_secret_value()
+    where = redact_url(settings.base_url or OPENAI_API_URL)
+    return f"{settings.model} at {where}" + (" (no API key)" if keyless else "")
 
 
 class ProfileModels:
@@ -69,9 +83,8 @@ class ProfileModels:
 
     @property
     def label(self) -> str:
-        if self.base is None:
-            return OFFLINE_LABEL
-        return f"{self.base.model} at {self.base.base_url or 'api.openai.com'}"
+        """The session model as :func:`describe_model` words it; the offline one at length."""
+        return OFFLINE_LABEL if self.base is None else describe_model(self.base)
 
     def settings_for(self, profile: Profile) -> ModelSettings | None:
         """The settings ``profile``'s agents use; None for the offline model.

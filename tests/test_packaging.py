@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -76,8 +77,8 @@ def test_the_lazy_public_names_are_the_api_modules() -> None:
 
 
 def test_the_built_wheel_is_one_baton_package(tmp_path: Path) -> None:
-    # What a user gets from `pip install baton` (not the editable hook): every module under
-    # baton/, the data files beside them, and no top-level bus/orchestrator/subagents.
+    # What a user gets from `pip install baton-orchestrator` (not the editable hook): every module
+    # under baton/, the data files beside them, and no top-level bus/orchestrator/subagents.
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
         capture_output=True,
@@ -85,7 +86,7 @@ def test_the_built_wheel_is_one_baton_package(tmp_path: Path) -> None:
         timeout=300,
     )
     assert built.returncode == 0, built.stderr
-    (wheel,) = tmp_path.glob("baton-*.whl")
+    (wheel,) = tmp_path.glob("baton_orchestrator-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         archive.extractall(tmp_path / "site")
@@ -135,3 +136,38 @@ def test_without_the_optional_extras_every_command_still_loads(tmp_path: Path) -
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["None"]
+
+
+def _distribution() -> str:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    name: str = pyproject["project"]["name"]
+    return name
+
+
+def test_the_distribution_is_not_the_unrelated_baton_on_pypi() -> None:
+    # `baton` on PyPI is another project: `pip install baton` would install it, not this.
+    from baton.defaults import DISTRIBUTION
+
+    assert _distribution() == DISTRIBUTION != "baton"
+
+
+INSTALL_HINT = re.compile(r"pip install (?:-e |-q )*'?([\w.-]+)\[([\w,]+)\]")
+
+
+def test_every_install_hint_names_the_distribution() -> None:
+    """A hint a user copies (`pip install 'NAME[extra]'`) installs this project, and only with
+    extras it declares: the package's error messages, the docs, the README and the Dockerfile."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = set(pyproject["project"]["optional-dependencies"])
+    files = [ROOT / "README.md", ROOT / "Dockerfile", *(ROOT / "docs").glob("*.md")]
+    for folder in ("orchestrator", "bus", "subagents"):
+        files += (ROOT / folder).rglob("*.py")
+    hints = []
+    for path in files:
+        for name, wanted in INSTALL_HINT.findall(path.read_text(encoding="utf-8")):
+            hints.append((path.relative_to(ROOT), name, wanted))
+    ours = [(path, name, wanted) for path, name, wanted in hints if name != "moto"]
+    assert ours  # the hints exist, so the check below checks something
+    for path, name, wanted in ours:
+        assert name in {_distribution(), "."}, f"{path}: pip install {name}[{wanted}]"
+        assert set(wanted.split(",")) <= extras, f"{path}: {wanted}"

@@ -209,3 +209,43 @@ def test_the_api_state_carries_the_models_trouble() -> None:
     assert state.missing_media == ["/m/fox.png"]
     assert state.invented_urls == ["https://example.com/fox.png"]
     assert [(a.name, a.retries) for a in state.agents] == [("painter", 1)]
+
+
+def test_every_view_says_where_an_agent_runs_or_that_it_waits_for_a_worker() -> None:
+    """``agent.unclaimed`` and ``agent.claimed`` folded once, worded once (describe_placement),
+    and carried by the API's state: the page, the A2A task and the terminal read the same."""
+    from baton.bus.events import AgentUnclaimed
+    from baton.view import describe_placement
+
+    folder = StateFolder(S)
+    events: list[Event] = [
+        AgentSpawned(session=S, agent="painter", profile="painter"),
+        AgentUnclaimed(session=S, agent="painter", profile="painter", pool="gpu", waited_s=15,
+                       workers=1),
+        AgentSpawned(session=S, agent="writer", profile="writer"),
+        AgentClaimed(session=S, agent="writer", profile="writer", worker="w-7"),
+    ]  # fmt: skip
+    for number, event in enumerate(events):
+        folder.add(f"{number}-0", event)
+    painter, writer = folder.view.agents["painter"], folder.view.agents["writer"]
+    assert describe_placement(painter) == "waiting for a worker of pool gpu"
+    assert describe_placement(writer) == "worker w-7"
+    state = {agent.name: agent for agent in folder.result().agents}
+    assert (state["painter"].worker, state["painter"].waiting_for_worker) == ("", True)
+    assert (state["writer"].worker, state["writer"].waiting_for_worker) == ("w-7", False)
+
+    folder.add("9-0", AgentClaimed(session=S, agent="painter", profile="painter", worker="w-8"))
+    assert describe_placement(painter) == "worker w-8"  # claimed at last: no longer waiting
+    assert not {a.name: a for a in folder.result().agents}["painter"].waiting_for_worker
+
+
+def test_an_agent_no_worker_serves_is_said_to_have_been_ended_unclaimed() -> None:
+    from baton.bus.events import AgentUnclaimed
+    from baton.view import describe_placement
+
+    view = SessionView()
+    view.apply(AgentSpawned(session=S, agent="painter", profile="painter"))
+    view.apply(AgentUnclaimed(session=S, agent="painter", profile="painter", pool="gpu",
+                              waited_s=15, workers=0))  # fmt: skip
+    view.apply(AgentExited(session=S, agent="painter", reason="error"))
+    assert describe_placement(view.agents["painter"]) == "no worker of pool gpu claimed it"

@@ -15,8 +15,11 @@ import typer
 from baton.cli.cancel import CANCEL_EXAMPLES, CANCEL_HELP, cancel_command
 from baton.cli.clean import CLEAN_EXAMPLES, CLEAN_HELP, clean_command
 from baton.cli.exits import run_async
-from baton.cli.helpfmt import PlainArgumentsCommand
+from baton.cli.helpfmt import BatonCommand
 from baton.cli.options import (
+    APPROVALS,
+    BUS,
+    SESSION,
     BaseUrlOpt,
     BudgetCallsOpt,
     BudgetTokensOpt,
@@ -24,7 +27,9 @@ from baton.cli.options import (
     BusOutageOpt,
     ConfigOpt,
     ExtraBodyOpt,
+    ImageModelOpt,
     JsonOpt,
+    LeadPolicyOpt,
     MaxTokensOpt,
     MediaDirOpt,
     MediaOpt,
@@ -34,6 +39,7 @@ from baton.cli.options import (
     ParallelToolCallsOpt,
     PoolOpt,
     PrefixOpt,
+    ProfileOnlyOpt,
     ProfilesOpt,
     ProfileToolsOpt,
     RetentionOpt,
@@ -60,9 +66,9 @@ app = typer.Typer(
 def _print_version(value: bool) -> None:
     """``baton --version``: eager, so it answers before any command or option is looked at."""
     if value:
-        from importlib.metadata import version as dist_version
+        from baton.defaults import installed_version
 
-        typer.echo(f"baton {dist_version('baton')}")
+        typer.echo(f"baton {installed_version()}")
         raise typer.Exit()
 
 
@@ -99,54 +105,14 @@ answer cites URLs nobody produced), 130 interrupted or cancelled, 141 stdout clo
 reader (`| head -1`; quietly)."""
 
 
-@app.command(cls=PlainArgumentsCommand, epilog=RUN_EXAMPLES)
+@app.command(cls=BatonCommand, epilog=RUN_EXAMPLES)
 def run(
     task: Annotated[
         str,
         typer.Argument(help="what the lead should get done; - reads it from stdin", metavar="TASK"),
     ],
-    bus: BusOpt = None,
-    config: ConfigOpt = None,
-    prefix: PrefixOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    profiles: ProfilesOpt = None,
-    only: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--profile", metavar="NAME", help="offer only these profiles to the lead (repeatable)"
-        ),
-    ] = None,
-    approve: Annotated[
-        str | None,
-        typer.Option(
-            "--approve",
-            metavar="ask|auto|deny",
-            help="approvals of the lead and every sub-agent, wherever it runs: ask (inline on a "
-            "terminal; else `baton approve`, which needs a shared bus), auto (approve all), "
-            "deny (decline all)",
-            show_default=False,
-        ),
-    ] = None,
-    as_json: JsonOpt = False,
-    local_workers: Annotated[
-        bool,
-        typer.Option(
-            "--local-workers/--no-local-workers",
-            help="host sub-agents here; --no-local-workers leaves them to `baton worker`s "
-            "(on a shared bus)",
-        ),
-    ] = True,
-    pool: PoolOpt = None,
-    session: Annotated[
-        str | None, typer.Option("--session", metavar="ID", help="session id (default: a new one)")
-    ] = None,
-    media_dir: MediaDirOpt = None,
-    media: MediaOpt = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option("--timeout", metavar="SECONDS", help="seconds the session may run", min=0.001),
-    ] = None,
     temperature: TemperatureOpt = None,
     top_p: TopPOpt = None,
     max_tokens: MaxTokensOpt = None,
@@ -154,12 +120,65 @@ def run(
     model_retries: ModelRetriesOpt = None,
     parallel_tool_calls: ParallelToolCallsOpt = None,
     extra_body: ExtraBodyOpt = None,
+    profiles: ProfilesOpt = None,
+    only: ProfileOnlyOpt = None,
     tool_choice: ToolChoiceOpt = None,
+    lead_policy: LeadPolicyOpt = None,
+    profile_tools: ProfileToolsOpt = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            metavar="ID",
+            help="session id",
+            show_default="a new one",
+            rich_help_panel=SESSION,
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS",
+            help="seconds the session may run (or BATON_SESSION_TIMEOUT)",
+            min=0.001,
+            show_default="600",
+            rich_help_panel=SESSION,
+        ),
+    ] = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_calls: BudgetCallsOpt = None,
-    profile_tools: ProfileToolsOpt = None,
+    approve: Annotated[
+        str | None,
+        typer.Option(
+            "--approve",
+            metavar="ask|auto|deny",
+            help="approvals of the lead and every sub-agent, wherever it runs: ask (inline on a "
+            "terminal; else `baton approve`, which needs a shared bus), auto (approve all), "
+            "deny (decline all) (or BATON_APPROVE)",
+            show_default="ask",
+            rich_help_panel=APPROVALS,
+        ),
+    ] = None,
+    bus: BusOpt = None,
+    prefix: PrefixOpt = None,
+    local_workers: Annotated[
+        bool,
+        typer.Option(
+            "--local-workers/--no-local-workers",
+            help="host sub-agents here; --no-local-workers leaves them to `baton worker`s "
+            "(on a shared bus)",
+            rich_help_panel=BUS,
+        ),
+    ] = True,
+    pool: PoolOpt = None,
     bus_outage: BusOutageOpt = None,
     retention: RetentionOpt = None,
+    media: MediaOpt = None,
+    media_dir: MediaDirOpt = None,
+    image_model: ImageModelOpt = None,
+    as_json: JsonOpt = False,
+    config: ConfigOpt = None,
 ) -> None:
     """Run a whole session: the lead streams its answer and delegates to sub-agents.
 
@@ -179,6 +198,7 @@ def run(
         approve=approve,
         media_dir=media_dir,
         media=media,
+        image_model=image_model,
         session_timeout=timeout,
         temperature=temperature,
         top_p=top_p,
@@ -188,6 +208,7 @@ def run(
         parallel_tool_calls=parallel_tool_calls,
         extra_body=extra_body,
         tool_choice=tool_choice,
+        lead_policy=lead_policy,
         budget_tokens=budget_tokens,
         budget_calls=budget_calls,
         profile_tools=profile_tools,
@@ -234,39 +255,13 @@ session that finished, one whose lead is alive (known within its 10 s lease), on
 record of, and any on a memory:// bus. Otherwise exit codes as for `baton run`."""
 
 
-@app.command(cls=PlainArgumentsCommand, epilog=RESUME_EXAMPLES)
+@app.command(cls=BatonCommand, epilog=RESUME_EXAMPLES)
 def resume(
     session: Annotated[
         str, typer.Argument(help="the id of the session whose lead died", metavar="SESSION")
     ],
-    bus: BusOpt = None,
-    config: ConfigOpt = None,
-    prefix: PrefixOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    profiles: ProfilesOpt = None,
-    approve: Annotated[
-        str | None,
-        typer.Option(
-            "--approve",
-            metavar="ask|auto|deny",
-            help="approvals from now on: ask, auto, deny (default: the session's own)",
-            show_default=False,
-        ),
-    ] = None,
-    as_json: JsonOpt = False,
-    media_dir: MediaDirOpt = None,
-    media: MediaOpt = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--timeout",
-            metavar="SECONDS",
-            help="seconds the session may still run, from now (default: what is left of its own)",
-            min=0.001,
-            show_default=False,
-        ),
-    ] = None,
     temperature: TemperatureOpt = None,
     top_p: TopPOpt = None,
     max_tokens: MaxTokensOpt = None,
@@ -274,8 +269,37 @@ def resume(
     model_retries: ModelRetriesOpt = None,
     parallel_tool_calls: ParallelToolCallsOpt = None,
     extra_body: ExtraBodyOpt = None,
+    profiles: ProfilesOpt = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS",
+            help="seconds the session may still run, from now",
+            min=0.001,
+            show_default="what is left of its own",
+            rich_help_panel=SESSION,
+        ),
+    ] = None,
+    approve: Annotated[
+        str | None,
+        typer.Option(
+            "--approve",
+            metavar="ask|auto|deny",
+            help="approvals from now on, and those already waiting: ask, auto, deny",
+            show_default="the session's own",
+            rich_help_panel=APPROVALS,
+        ),
+    ] = None,
+    bus: BusOpt = None,
+    prefix: PrefixOpt = None,
     bus_outage: BusOutageOpt = None,
     retention: RetentionOpt = None,
+    media: MediaOpt = None,
+    media_dir: MediaDirOpt = None,
+    image_model: ImageModelOpt = None,
+    as_json: JsonOpt = False,
+    config: ConfigOpt = None,
 ) -> None:
     """Resume a session whose lead process died: pick up the results that arrived meanwhile
     and carry it on to one final answer."""
@@ -290,6 +314,7 @@ def resume(
         approve=approve,
         media_dir=media_dir,
         media=media,
+        image_model=image_model,
         session_timeout=timeout,
         temperature=temperature,
         top_p=top_p,
@@ -310,7 +335,7 @@ def resume(
 POST_EXAMPLES = """Examples:
 
 \b
-  baton post --session s-123 --to lead --type message "also paint a heron"
+  baton post --session s-123 --type message "also paint a heron"   # to the lead
   baton post --session s-123 --to painter "paint a lighthouse at dusk"
   baton post --bus redis://redis:6379/0 --session s-123 --to lead "summarise so far"
 
@@ -319,13 +344,13 @@ signing_key set (BATON_SIGNING_KEY), signed. Only to a session that runs: an unk
 one is refused (exit 2) and nothing is written. Needs a shared bus (Redis)."""
 
 
-@app.command(cls=PlainArgumentsCommand, epilog=POST_EXAMPLES)
+@app.command(cls=BatonCommand, epilog=POST_EXAMPLES)
 def post(
     text: Annotated[str, typer.Argument(help="the message content", metavar="TEXT")],
     session: Annotated[str, typer.Option("--session", "-s", metavar="ID", help="session id")],
     to: Annotated[
         str, typer.Option("--to", metavar="AGENT", help="recipient agent: lead or a sub-agent name")
-    ],
+    ] = "lead",
     kind: Annotated[
         str,
         typer.Option(
@@ -373,10 +398,9 @@ Rides out a bus outage of up to --bus-outage seconds. Exit codes: 0 the session 
 3 bus unreachable."""
 
 
-@app.command(cls=PlainArgumentsCommand, epilog=WATCH_EXAMPLES)
+@app.command(cls=BatonCommand, epilog=WATCH_EXAMPLES)
 def watch(
     session: Annotated[str, typer.Argument(help="session id", metavar="SESSION")],
-    as_json: JsonOpt = False,
     from_start: Annotated[
         bool, typer.Option("--from-start", help="replay the session's events from its start")
     ] = False,
@@ -386,8 +410,9 @@ def watch(
             "--wait", help="wait for a session the bus does not know yet; show it from its start"
         ),
     ] = False,
-    bus: BusOpt = None,
     config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+    bus: BusOpt = None,
     prefix: PrefixOpt = None,
     bus_outage: BusOutageOpt = None,
 ) -> None:
@@ -413,7 +438,7 @@ APPROVE_EXAMPLES = """Examples:
 The call id is shown by `baton watch` (approval.requested events)."""
 
 
-@app.command(cls=PlainArgumentsCommand, epilog=APPROVE_EXAMPLES)
+@app.command(cls=BatonCommand, epilog=APPROVE_EXAMPLES)
 def approve(
     session: Annotated[str, typer.Argument(help="session id", metavar="SESSION")],
     call_id: Annotated[str, typer.Argument(help="the tool call id asked about", metavar="CALL_ID")],
@@ -439,7 +464,9 @@ def approve(
     run_async(do_approve, settings, session, call_id, yes, reason, command="baton approve")
 
 
-@app.command(epilog="Example:\n\n\b\n  baton sessions --bus redis://localhost:6379/0")
+@app.command(
+    cls=BatonCommand, epilog="Example:\n\n\b\n  baton sessions --bus redis://localhost:6379/0"
+)
 def sessions(
     as_json: JsonOpt = False, bus: BusOpt = None, config: ConfigOpt = None, prefix: PrefixOpt = None
 ) -> None:
@@ -453,18 +480,16 @@ def sessions(
 
 # Declared in their own modules, which import their machinery (the sub-agents, Starlette and
 # uvicorn, the Redis bus) only when the command runs.
-app.command("worker", help=WORKER_HELP, epilog=WORKER_EXAMPLES)(worker_command)
-app.command("serve", help=SERVE_HELP, epilog=SERVE_EXAMPLES)(serve_command)
-app.command("cancel", cls=PlainArgumentsCommand, help=CANCEL_HELP, epilog=CANCEL_EXAMPLES)(
-    cancel_command
-)
-app.command("clean", help=CLEAN_HELP, epilog=CLEAN_EXAMPLES)(clean_command)
-app.command("tools", help=TOOLS_HELP, epilog=TOOLS_EXAMPLES)(tools_command)
+app.command("worker", cls=BatonCommand, help=WORKER_HELP, epilog=WORKER_EXAMPLES)(worker_command)
+app.command("serve", cls=BatonCommand, help=SERVE_HELP, epilog=SERVE_EXAMPLES)(serve_command)
+app.command("cancel", cls=BatonCommand, help=CANCEL_HELP, epilog=CANCEL_EXAMPLES)(cancel_command)
+app.command("clean", cls=BatonCommand, help=CLEAN_HELP, epilog=CLEAN_EXAMPLES)(clean_command)
+app.command("tools", cls=BatonCommand, help=TOOLS_HELP, epilog=TOOLS_EXAMPLES)(tools_command)
 
 
-@app.command()
+@app.command(cls=BatonCommand)
 def version() -> None:
     """Print baton's version."""
-    from importlib.metadata import version as dist_version
+    from baton.defaults import installed_version
 
-    typer.echo(dist_version("baton"))
+    typer.echo(installed_version())

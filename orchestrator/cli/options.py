@@ -1,11 +1,15 @@
-"""What every ``baton`` command shares: the options that pick the configuration and the bus, and
-:func:`settings_from`, the one way a command turns them into :class:`~baton.settings.BatonSettings`.
+"""What every ``baton`` command shares: the options that pick the configuration, the bus, the
+model and the rest, each in its help panel with its default, and :func:`settings_from`, the one
+way a command turns them into :class:`~baton.settings.BatonSettings`.
 
 Every command — ``run``, ``worker``, ``serve`` and the bus commands — resolves its settings here,
 from the same flags, environment and config file (flag > environment > ``--config`` file >
 default), so two commands started side by side (``baton run`` and ``baton worker``, say) meet on
-the same bus and key prefix. Only typer is imported at the top: the settings' pydantic machinery
-loads when a command runs, so ``--help`` stays fast.
+the same bus and key prefix. An option's own default is None ("not given": the environment, the
+file or the setting's default decide), so the default its help shows is written out as text
+(``show_default``); ``tests/cli/test_help.py`` keeps each equal to the setting's. Only typer is
+imported at the top: the settings' pydantic machinery loads when a command runs, so ``--help``
+stays fast.
 """
 
 from __future__ import annotations
@@ -15,8 +19,20 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL
+
 if TYPE_CHECKING:
     from baton.settings import BatonSettings
+
+# The help panels, in the order a command declares its options (baton.cli.helpfmt).
+MODEL = "Model"
+LEAD = "Lead and sub-agents"
+SESSION = "Session"
+APPROVALS = "Approvals"
+BUS = "Bus & workers"
+MEDIA = "Media"
+OUTPUT = "Output"
+SERVER = "Server"
 
 ConfigOpt = Annotated[
     Path | None,
@@ -29,67 +45,82 @@ BusOpt = Annotated[
     typer.Option(
         "--bus",
         metavar="URL",
-        help="bus URL: memory:// or redis://HOST:PORT/DB (or BATON_BUS / REDIS_URL)",
-        show_default=False,
+        help="bus URL: memory:// (this process only) or redis://HOST:PORT/DB "
+        "(or BATON_BUS / REDIS_URL)",
+        show_default="memory://",
+        rich_help_panel=BUS,
     ),
 ]
 ModelOpt = Annotated[
     str | None,
     typer.Option("--model", metavar="NAME", help="model name (or BATON_MODEL)",
-                 show_default=False),
+                 show_default=DEFAULT_MODEL, rich_help_panel=MODEL),
 ]  # fmt: skip
 BaseUrlOpt = Annotated[
     str | None,
     typer.Option("--base-url", metavar="URL",
                  help="OpenAI-compatible endpoint (or OPENAI_BASE_URL); without OPENAI_API_KEY, "
-                      "a keyless server: no Authorization header"),
+                      "a keyless server (llama.cpp, Ollama, vLLM): no Authorization header; "
+                      "neither: the built-in offline model",
+                 show_default=False, rich_help_panel=MODEL),
 ]  # fmt: skip
 PrefixOpt = Annotated[
     str | None,
-    typer.Option("--prefix", metavar="PREFIX",
-                 help="Redis key prefix (or BATON_PREFIX; default baton)",
-                 show_default=False),
+    typer.Option("--prefix", metavar="PREFIX", help="Redis key prefix (or BATON_PREFIX)",
+                 show_default="baton", rich_help_panel=BUS),
 ]  # fmt: skip
 PoolOpt = Annotated[
     str | None,
     typer.Option("--pool", metavar="NAME",
                  help="worker pool: the one `baton worker` serves, or where `baton run "
-                 "--no-local-workers` sends sub-agents (or BATON_POOL; default default)",
-                 show_default=False),
+                 "--no-local-workers` sends sub-agents (or BATON_POOL)",
+                 show_default="default", rich_help_panel=BUS),
 ]  # fmt: skip
 ProfilesOpt = Annotated[
     Path | None,
     typer.Option("--profiles", metavar="FILE",
-                 help="TOML file of sub-agent profiles (or BATON_PROFILES)",
-                 show_default=False),
-]  # fmt: skip
-MediaDirOpt = Annotated[
-    Path | None,
-    typer.Option("--media-dir", metavar="DIR",
-                 help="where sub-agents write media (or BATON_MEDIA_DIR)",
-                 show_default=False),
+                 help="TOML file of sub-agent profiles (or BATON_PROFILES; docs/profiles.md)",
+                 show_default="the built-in painter, writer, helper, publisher",
+                 rich_help_panel=LEAD),
 ]  # fmt: skip
 MediaOpt = Annotated[
     str | None,
     typer.Option("--media", metavar="DIR|s3://BUCKET/PREFIX",
                  help="where tools put media: a directory or an S3-compatible bucket "
                       "(or BATON_MEDIA; docs/media.md)",
-                 show_default=False),
+                 show_default="./media", rich_help_panel=MEDIA),
 ]  # fmt: skip
-JsonOpt = Annotated[bool, typer.Option("--json", help="JSON Lines on stdout, nothing else")]
+MediaDirOpt = Annotated[
+    Path | None,
+    typer.Option("--media-dir", metavar="DIR", hidden=True,
+                 help="the older spelling of --media DIR (a directory only)"),
+]  # fmt: skip
+"""``--media-dir``: what ``--media`` was before it took a bucket too; hidden, still accepted."""
+ImageModelOpt = Annotated[
+    str | None,
+    typer.Option("--image-model", metavar="NAME",
+                 help="what generate_image asks of the endpoint's Images API; demo: the built-in "
+                      "demo painter, for chat-only servers (or BATON_IMAGE_MODEL)",
+                 show_default=DEFAULT_IMAGE_MODEL, rich_help_panel=MEDIA),
+]  # fmt: skip
+JsonOpt = Annotated[
+    bool,
+    typer.Option("--json", help="JSON Lines on stdout, nothing else", rich_help_panel=OUTPUT),
+]
 BusOutageOpt = Annotated[
     float | None,
     typer.Option("--bus-outage", metavar="SECONDS", min=0.001,
                  help="seconds of bus outage to ride out before stopping with 'bus unreachable' "
-                      "(exit 3) (or BATON_BUS_OUTAGE; default 120)", show_default=False),
+                      "(exit 3) (or BATON_BUS_OUTAGE)", show_default="120",
+                 rich_help_panel=BUS),
 ]  # fmt: skip
 
 RetentionOpt = Annotated[
     float | None,
     typer.Option("--retention", metavar="SECONDS", min=0.001,
                  help="seconds a finished session's keys stay on Redis; `baton clean` removes "
-                      "them sooner (or BATON_RETENTION; default 604800, 7 days)",
-                 show_default=False),
+                      "them sooner (or BATON_RETENTION)", show_default="604800 (7 days)",
+                 rich_help_panel=BUS),
 ]  # fmt: skip
 
 
@@ -112,68 +143,84 @@ TemperatureOpt = Annotated[
     float | None,
     typer.Option("--temperature", metavar="T", min=0, max=2,
                  help="sampling temperature (or BATON_TEMPERATURE)",
-                 show_default=False),
+                 show_default="not sent", rich_help_panel=MODEL),
 ]  # fmt: skip
 TopPOpt = Annotated[
     float | None,
     typer.Option("--top-p", metavar="P", min=0, max=1, help="nucleus sampling (or BATON_TOP_P)",
-                 show_default=False),
+                 show_default="not sent", rich_help_panel=MODEL),
 ]  # fmt: skip
 MaxTokensOpt = Annotated[
     int | None,
     typer.Option("--max-tokens", metavar="N", min=0,
-                 help="most tokens of one model reply (or BATON_MAX_TOKENS; default 1024; "
-                      "0: none sent)", show_default=False),
+                 help="most tokens of one model reply; 0: none sent (or BATON_MAX_TOKENS)",
+                 show_default="1024", rich_help_panel=MODEL),
 ]  # fmt: skip
 ModelTimeoutOpt = Annotated[
     float | None,
     typer.Option("--model-timeout", metavar="SECONDS", min=0.001,
-                 help="seconds a model request may read nothing (or BATON_MODEL_TIMEOUT; "
-                      "default 60)", show_default=False),
+                 help="seconds a model request may read nothing (or BATON_MODEL_TIMEOUT)",
+                 show_default="60", rich_help_panel=MODEL),
 ]  # fmt: skip
 ModelRetriesOpt = Annotated[
     int | None,
     typer.Option("--model-retries", metavar="N", min=0,
-                 help="retries of a failed model request (or BATON_MODEL_RETRIES; default 3)",
-                 show_default=False),
+                 help="retries of a failed model request (or BATON_MODEL_RETRIES)",
+                 show_default="3", rich_help_panel=MODEL),
 ]  # fmt: skip
 ParallelToolCallsOpt = Annotated[
     bool | None,
     typer.Option("--parallel-tool-calls/--no-parallel-tool-calls",
                  help="allow or forbid several tool calls in one reply "
-                      "(or BATON_PARALLEL_TOOL_CALLS; default: not sent)", show_default=False),
+                      "(or BATON_PARALLEL_TOOL_CALLS)", show_default="not sent",
+                 rich_help_panel=MODEL),
 ]  # fmt: skip
 ExtraBodyOpt = Annotated[
     str | None,
     typer.Option("--extra-body", metavar="JSON",
                  help="JSON object merged into every model request (or BATON_EXTRA_BODY), "
-                      'e.g. \'{"cache_prompt": true}\'', show_default=False),
+                      'e.g. \'{"cache_prompt": true}\'', show_default="{}",
+                 rich_help_panel=MODEL),
 ]  # fmt: skip
 
 # -- the lead and the session (run, serve) ---------------------------------------------------------
 
+ProfileOnlyOpt = Annotated[
+    list[str] | None,
+    typer.Option("--profile", metavar="NAME",
+                 help="offer only these profiles to the lead (repeatable)",
+                 show_default="every profile", rich_help_panel=LEAD),
+]  # fmt: skip
 ToolChoiceOpt = Annotated[
     str | None,
     typer.Option("--tool-choice", metavar="auto|required|none",
-                 help="the lead's tool_choice: auto, required (it then answers through an "
-                      "answer tool; the default) or none (or BATON_TOOL_CHOICE); "
-                      "sub-agents take theirs from their profile", show_default=False),
+                 help="the lead's tool_choice: required (it then answers through an answer "
+                      "tool), auto or none (or BATON_TOOL_CHOICE); sub-agents take theirs from "
+                      "their profile", show_default="required", rich_help_panel=LEAD),
 ]  # fmt: skip
-BudgetTokensOpt = Annotated[
-    int | None,
-    typer.Option("--budget-tokens", metavar="N", min=1,
-                 help="tokens the whole session may spend, every agent together "
-                      "(or BATON_BUDGET_TOKENS; default no cap)", show_default=False),
-]  # fmt: skip
-BudgetCallsOpt = Annotated[
-    int | None,
-    typer.Option("--budget-calls", metavar="N", min=1,
-                 help="model calls the whole session may make, every agent together "
-                      "(or BATON_BUDGET_CALLS; default no cap)", show_default=False),
+LeadPolicyOpt = Annotated[
+    str | None,
+    typer.Option("--lead-policy", metavar="auto|structural|guided",
+                 help="what judges the lead's answers: structural (structure only), guided "
+                      "(English aids for small models, docs/small-models.md), auto (guided for "
+                      "models named at most 4B) (or BATON_LEAD_POLICY)",
+                 show_default="auto", rich_help_panel=LEAD),
 ]  # fmt: skip
 ProfileToolsOpt = Annotated[
     bool | None,
     typer.Option("--profile-tools/--no-profile-tools",
                  help="offer the lead one delegation tool per profile (or BATON_PROFILE_TOOLS)",
-                 show_default=False),
+                 show_default="no-profile-tools", rich_help_panel=LEAD),
+]  # fmt: skip
+BudgetTokensOpt = Annotated[
+    int | None,
+    typer.Option("--budget-tokens", metavar="N", min=1,
+                 help="tokens the whole session may spend, every agent together "
+                      "(or BATON_BUDGET_TOKENS)", show_default="no cap", rich_help_panel=SESSION),
+]  # fmt: skip
+BudgetCallsOpt = Annotated[
+    int | None,
+    typer.Option("--budget-calls", metavar="N", min=1,
+                 help="model calls the whole session may make, every agent together "
+                      "(or BATON_BUDGET_CALLS)", show_default="no cap", rich_help_panel=SESSION),
 ]  # fmt: skip

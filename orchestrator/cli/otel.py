@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal, cast
 
+from baton.defaults import install_hint
+
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricExporter
     from opentelemetry.sdk.resources import Resource
@@ -39,7 +41,7 @@ log = logging.getLogger(__name__)
 
 Signal = Literal["traces", "metrics"]
 DEFAULT_SERVICE = "baton"
-INSTALL_HINT = "pip install 'baton[otel]'"
+INSTALL_HINT = install_hint("otel")
 
 
 def exporters_wanted(signal: Signal, environ: Mapping[str, str]) -> list[str]:

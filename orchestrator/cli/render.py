@@ -39,7 +39,13 @@ from baton.bus.events import (
     dump_event,
 )
 from baton.view import LEAD_NAME as LEAD
-from baton.view import AgentView, SessionView, describe_status, describe_verdict
+from baton.view import (
+    AgentView,
+    SessionView,
+    describe_status,
+    describe_unclaimed,
+    describe_verdict,
+)
 
 
 def agent_status(agent: AgentView) -> str:
@@ -247,19 +253,6 @@ def ending_line(command: str, status: str, reason: str) -> str:
     if why.lower().startswith(words + " "):
         return f"{command}: session {why}"
     return f"{command}: session {words}: {why}"
-
-
-def describe_unclaimed(event: AgentUnclaimed) -> str:
-    """The session's warning that no worker claimed an agent in time, and what follows."""
-    waited = (
-        f"no worker of pool {event.pool} has claimed it in {event.waited_s:.0f} s "
-        f"(profile {event.profile})"
-    )
-    if event.workers is None:
-        return f"{waited}: the session's own worker is at capacity"
-    if event.workers:
-        return f"{waited}: {event.workers} live worker(s) serve it, all busy"
-    return f"{waited}: no live worker of the pool serves that profile, so it is ended"
 
 
 def describe_retry(event: ModelRetried) -> str:

@@ -13,15 +13,20 @@ from typing import Annotated
 import typer
 
 from baton.cli.options import (
+    SERVER,
+    BaseUrlOpt,
     BudgetCallsOpt,
     BudgetTokensOpt,
     BusOpt,
     BusOutageOpt,
     ConfigOpt,
     ExtraBodyOpt,
+    ImageModelOpt,
+    LeadPolicyOpt,
     MaxTokensOpt,
     MediaDirOpt,
     MediaOpt,
+    ModelOpt,
     ModelRetriesOpt,
     ModelTimeoutOpt,
     ParallelToolCallsOpt,
@@ -36,9 +41,9 @@ from baton.cli.options import (
 )
 
 SERVER_EXTRA_MODULES = frozenset({"starlette", "sse_starlette", "uvicorn"})
-"""What ``pip install 'baton[server]'`` brings (pyproject.toml): without it, ``baton serve``
-says which extra to install instead of a ``ModuleNotFoundError``; every other command, and
-``baton serve --help``, never imports them."""
+"""What ``pip install 'baton-orchestrator[server]'`` brings (pyproject.toml): without it,
+``baton serve`` says which extra to install instead of a ``ModuleNotFoundError``; every other
+command, and ``baton serve --help``, never imports them."""
 
 SERVE_HELP = "Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."
 SERVE_EXAMPLES = """Examples:
@@ -55,16 +60,21 @@ Sessions and event streams ride out a bus outage of up to --bus-outage seconds (
 fails; the server keeps running). Exit codes: 0 stopped by a signal, 2 usage or configuration
 error (e.g. no token off loopback), 3 bus unreachable at start.
 
-With the a2a extra (pip install 'baton[a2a]') it is also an A2A 1.0 server: the agent card at
-/.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc, HTTP+JSON under /a2a/rest (docs/a2a.md)."""
+With the a2a extra (pip install 'baton-orchestrator[a2a]') it is also an A2A 1.0 server: the
+agent card at /.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc, HTTP+JSON under /a2a/rest
+(docs/a2a.md)."""
 
 
 def serve_command(
     host: Annotated[
-        str, typer.Option("--host", metavar="HOST", help="address to bind")
+        str,
+        typer.Option("--host", metavar="HOST", help="address to bind", rich_help_panel=SERVER),
     ] = "127.0.0.1",
     port: Annotated[
-        int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="TCP port")
+        int,
+        typer.Option(
+            "--port", metavar="PORT", min=0, max=65535, help="TCP port", rich_help_panel=SERVER
+        ),
     ] = 8321,
     token: Annotated[
         str | None,
@@ -72,24 +82,24 @@ def serve_command(
             "--token",
             metavar="TOKEN",
             envvar="BATON_TOKEN",
-            help="bearer token (required off loopback)",
-            show_default=False,
+            help="bearer token (or BATON_TOKEN; required off loopback)",
+            show_default="none",
+            show_envvar=False,
+            rich_help_panel=SERVER,
         ),
     ] = None,
-    bus: BusOpt = None,
-    config: ConfigOpt = None,
-    prefix: PrefixOpt = None,
-    profiles: ProfilesOpt = None,
-    media_dir: MediaDirOpt = None,
-    media: MediaOpt = None,
     cors_origin: Annotated[
         list[str] | None,
         typer.Option(
             "--cors-origin",
             metavar="ORIGIN",
-            help="allow this browser origin (repeatable; default none)",
+            help="allow this browser origin (repeatable)",
+            show_default="none",
+            rich_help_panel=SERVER,
         ),
     ] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
     temperature: TemperatureOpt = None,
     top_p: TopPOpt = None,
     max_tokens: MaxTokensOpt = None,
@@ -97,12 +107,20 @@ def serve_command(
     model_retries: ModelRetriesOpt = None,
     parallel_tool_calls: ParallelToolCallsOpt = None,
     extra_body: ExtraBodyOpt = None,
+    profiles: ProfilesOpt = None,
     tool_choice: ToolChoiceOpt = None,
+    lead_policy: LeadPolicyOpt = None,
+    profile_tools: ProfileToolsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_calls: BudgetCallsOpt = None,
-    profile_tools: ProfileToolsOpt = None,
+    bus: BusOpt = None,
+    prefix: PrefixOpt = None,
     bus_outage: BusOutageOpt = None,
     retention: RetentionOpt = None,
+    media: MediaOpt = None,
+    media_dir: MediaDirOpt = None,
+    image_model: ImageModelOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."""
     from baton.cli.exits import fail, run_async
@@ -113,9 +131,12 @@ def serve_command(
         "serve",
         bus=bus,
         prefix=prefix,
+        model=model,
+        openai_base_url=base_url,
         profiles=profiles,
         media_dir=media_dir,
         media=media,
+        image_model=image_model,
         temperature=temperature,
         top_p=top_p,
         max_tokens=max_tokens,
@@ -124,6 +145,7 @@ def serve_command(
         parallel_tool_calls=parallel_tool_calls,
         extra_body=extra_body,
         tool_choice=tool_choice,
+        lead_policy=lead_policy,
         budget_tokens=budget_tokens,
         budget_calls=budget_calls,
         profile_tools=profile_tools,
@@ -131,6 +153,7 @@ def serve_command(
         retention=retention,
     )
     from baton.bus.errors import ConfigError, ExitCode
+    from baton.defaults import install_hint
 
     try:
         from baton.server import ServerConfig, serve
@@ -140,7 +163,7 @@ def serve_command(
             raise
         fail(
             f"the HTTP server needs the 'server' extra ({exc.name} is not installed): "
-            "pip install 'baton[server]'",
+            + install_hint("server"),
             ExitCode.USAGE,
             command="baton serve",
         )

@@ -41,12 +41,17 @@ import typer
 
 from baton.bus.errors import ExitCode, redact_url
 from baton.cli.options import (
+    BUS,
+    OUTPUT,
+    BaseUrlOpt,
     BusOpt,
     ConfigOpt,
     ExtraBodyOpt,
+    ImageModelOpt,
     MaxTokensOpt,
     MediaDirOpt,
     MediaOpt,
+    ModelOpt,
     ModelRetriesOpt,
     ModelTimeoutOpt,
     ParallelToolCallsOpt,
@@ -107,19 +112,40 @@ class WorkerOptions:
 
 
 def worker_command(
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    temperature: TemperatureOpt = None,
+    top_p: TopPOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    model_timeout: ModelTimeoutOpt = None,
+    model_retries: ModelRetriesOpt = None,
+    parallel_tool_calls: ParallelToolCallsOpt = None,
+    extra_body: ExtraBodyOpt = None,
+    profiles: ProfilesOpt = None,
     bus: BusOpt = None,
-    config: ConfigOpt = None,
     prefix: PrefixOpt = None,
     pool: PoolOpt = None,
-    profiles: ProfilesOpt = None,
-    media_dir: MediaDirOpt = None,
-    media: MediaOpt = None,
     concurrency: Annotated[
         int,
         typer.Option(
-            "--concurrency", "-c", metavar="N", min=1, help="most sub-agents hosted at once"
+            "--concurrency",
+            "-c",
+            metavar="N",
+            min=1,
+            help="most sub-agents hosted at once",
+            rich_help_panel=BUS,
         ),
     ] = 100,
+    lease: Annotated[
+        float,
+        typer.Option(
+            "--lease",
+            metavar="SECONDS",
+            min=0.1,
+            help="lease seconds of claims and deliveries",
+            rich_help_panel=BUS,
+        ),
+    ] = 30.0,
     shutdown_timeout: Annotated[
         float,
         typer.Option(
@@ -128,16 +154,9 @@ def worker_command(
             min=0,
             help="seconds a stop on SIGTERM may take, whatever the bus does: running rounds "
             "finish, the rest is given back",
+            rich_help_panel=BUS,
         ),
     ] = 30.0,
-    check: Annotated[
-        bool,
-        typer.Option(
-            "--check",
-            help="exit 0 if the bus is reachable, else 3; with --health-file: 0 if the worker "
-            "beating into it is alive, else 1",
-        ),
-    ] = False,
     health_file: Annotated[
         Path | None,
         typer.Option(
@@ -146,30 +165,32 @@ def worker_command(
             help=f"touch this file every {HEALTH_BEAT_S:.0f} s while serving and the bus answers "
             "(removed on stop); --check reads it",
             show_default=False,
+            rich_help_panel=BUS,
         ),
     ] = None,
-    lease: Annotated[
-        float,
+    check: Annotated[
+        bool,
         typer.Option(
-            "--lease", metavar="SECONDS", min=0.1, help="lease seconds of claims and deliveries"
+            "--check",
+            help="exit 0 if the bus is reachable, else 3; with --health-file: 0 if the worker "
+            "beating into it is alive, else 1",
+            rich_help_panel=BUS,
         ),
-    ] = 30.0,
+    ] = False,
+    media: MediaOpt = None,
+    media_dir: MediaDirOpt = None,
+    image_model: ImageModelOpt = None,
     log_level: Annotated[
         str | None,
         typer.Option(
             "--log-level",
             metavar="LEVEL",
-            help="log level on stderr (or BATON_LOG_LEVEL; default INFO)",
-            show_default=False,
+            help="log level on stderr (or BATON_LOG_LEVEL)",
+            show_default="INFO",
+            rich_help_panel=OUTPUT,
         ),
     ] = None,
-    temperature: TemperatureOpt = None,
-    top_p: TopPOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    model_timeout: ModelTimeoutOpt = None,
-    model_retries: ModelRetriesOpt = None,
-    parallel_tool_calls: ParallelToolCallsOpt = None,
-    extra_body: ExtraBodyOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Claim spawn requests from the bus and host their sub-agents until stopped."""
     settings = settings_from(
@@ -178,9 +199,12 @@ def worker_command(
         bus=bus,
         prefix=prefix,
         pool=pool,
+        model=model,
+        openai_base_url=base_url,
         profiles=profiles,
         media_dir=media_dir,
         media=media,
+        image_model=image_model,
         log_level=log_level,
         temperature=temperature,
         top_p=top_p,
@@ -336,8 +360,7 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
                 f"baton worker {worker.name} ready: bus={redact_url(settings.bus)} "
                 f"prefix={settings.prefix} pool={settings.pool} "
                 f"concurrency={options.concurrency} "
-                f"profiles={','.join(profiles)} model={redact_url(models.label)}"
-                f"{' (no API key)' if settings.keyless and not settings.offline else ''}",
+                f"profiles={','.join(profiles)} model={models.label}",
                 err=True,
             )
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -32,6 +32,7 @@ from urllib.parse import quote
 import anyio
 
 from baton.bus.errors import ConfigError
+from baton.defaults import install_hint
 from baton.media.store import MediaError, check_name
 
 if TYPE_CHECKING:
@@ -41,8 +42,8 @@ MAX_EXPIRY_S = 7 * 24 * 3600
 """The longest a SigV4 presigned URL may be valid."""
 MAX_THREADS = 16
 """Puts in flight at once per store: each holds a thread while the client waits on the network."""
-_NO_EXTRA = (
-    "an s3:// media store needs the 's3' extra ({name} is not installed): pip install 'baton[s3]'"
+_NO_EXTRA = "an s3:// media store needs the 's3' extra ({name} is not installed): " + install_hint(
+    "s3"
 )
 _BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{2,254}$")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from baton.bus.events import ToolCallInfo
 from baton.server.media import public_url
 from baton.server.state import StateFolder
-from baton.view import AgentView, SessionView
+from baton.view import AgentView, SessionView, describe_placement
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 TERMINAL = ("completed", "incomplete", "failed", "cancelled", "timed_out")
@@ -107,11 +107,15 @@ def _agent(name: str, agent: AgentView, media_root: Path) -> str:
     profile = f"profile: {agent.profile}" if agent.profile else ""
     retries = f"model retries: {agent.retries}" if agent.retries else ""
     counted = f' data-retries="{agent.retries}"' if agent.retries else ""
+    waiting = str(agent.waiting_for_worker).lower()
+    pool = f' data-pool="{escape(agent.unclaimed.pool)}"' if agent.unclaimed else ""
     return (
-        f'<article class="agent" data-agent="{escape(name)}" data-status="{status}"{counted}>'
+        f'<article class="agent" data-agent="{escape(name)}" data-status="{status}"{counted}'
+        f"{pool}>"
         f'<div class="status" data-status="{status}">{status}</div>'
         f'<div class="name">{escape(name)}</div>'
         f'<div class="profile">{escape(profile)}</div>'
+        f'<div class="worker" data-waiting="{waiting}">{escape(describe_placement(agent))}</div>'
         f'<div class="progress">{escape(agent.latest)}</div>'
         f'<div class="retries">{escape(retries)}</div>'
         f'<div class="media">{media(agent.media_urls, media_root)}</div>'

@@ -62,7 +62,8 @@ def _errors(*codes: int) -> Json:
         403: "a session token outside its session, or a read-only one that posts",
         503: "a session token could not be checked: the bus does not answer",
         404: "no such session (or call)",
-        409: "already decided (an approval), or the session finished (a message)",
+        409: "already decided (an approval), the session finished (a message), or it signs "
+        "with a key this server lacks",
         413: "body over the size limit",
         415: "body not JSON",
         422: "body invalid",

@@ -127,6 +127,15 @@ def _refused_input() -> Iterator[None]:
         raise HTTPException(422, exc.reason) from exc
 
 
+async def refuse_other_keys(ctx: ServerContext, session: str) -> None:
+    """409 when ``session`` signs its envelopes and this server has no signing key, or another
+    one: what it sent would be dead-lettered unread while the API answered success (as ``baton
+    post`` and ``baton approve`` refuse it; docs/protocol.md, *Signed envelopes*)."""
+    problem = await ctx.bus.key_problem(session, sender="this server")
+    if problem is not None:
+        raise HTTPException(409, f"nothing sent to session {session}: {problem}")
+
+
 async def post_message(request: Request) -> Response:
     ctx = ServerContext.of(request)
     session = ctx.session_id(request)
@@ -144,6 +153,7 @@ async def post_message(request: Request) -> Response:
     problem = user_post_problem(USER, body.type)
     if problem is not None:
         raise HTTPException(422, f"type: {problem}")
+    await refuse_other_keys(ctx, session)
     with _refused_input():
         envelope = make_envelope(session=session, sender=USER, recipient=body.to,
                                  type=body.type, content=body.content)  # fmt: skip
@@ -156,6 +166,7 @@ async def decide(request: Request) -> Response:
     session = ctx.session_id(request)
     call_id = str(request.path_params["call_id"])
     body = await read_model(request, Decision, ctx.config.max_body_bytes)
+    await refuse_other_keys(ctx, session)
     try:
         with _refused_input():  # the answer is built from the call id and reason given
             agent = await answer_approval(ctx.bus, session, call_id, body.approved, body.reason)

@@ -30,6 +30,7 @@ from baton.server.config import ServerConfig, is_loopback
 from baton.server.context import ServerContext
 from baton.server.feeds import Feeds
 from baton.server.host import SessionHost
+from baton.subagents.models import describe_model
 from baton.subagents.profiles import Profile
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ async def serve(config: ServerConfig) -> int:
     """Serve until SIGINT/SIGTERM (the first stops gracefully, a second at once); exit code."""
     async with BatonServer(config) as server:
         where = "" if is_loopback(config.host) else " (token required)"
-        model = "offline model" if config.model is None else config.model.model
+        model = describe_model(config.model)  # as `baton run` and `baton worker` say it
         print(f"baton serve: {server.url}/{where} · bus {redact_url(config.bus_url)} · {model}",
               file=sys.stderr, flush=True)  # fmt: skip
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

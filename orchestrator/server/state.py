@@ -23,6 +23,10 @@ class AgentState(BaseModel):
     result: str = ""
     media_urls: list[str] = Field(default_factory=list)
     retries: int = Field(0, description="its model requests that failed and were tried again")
+    worker: str = Field("", description="the worker that runs it (the last to claim it)")
+    waiting_for_worker: bool = Field(
+        False, description="no worker claimed it within the session's bound, nor since"
+    )
 
 
 class RetryState(BaseModel):
@@ -156,6 +160,8 @@ def _agent(name: str, agent: AgentView) -> AgentState:
         result=agent.result,
         media_urls=list(agent.media_urls),
         retries=agent.retries,
+        worker=agent.worker,
+        waiting_for_worker=agent.waiting_for_worker,
     )
 
 

@@ -119,7 +119,7 @@ def test_workers_and_server_share_the_media_volume() -> None:
     services = compose()["services"]
     for name in ("worker", "server"):
         args = argv(services[name])
-        media = args[args.index("--media-dir") + 1]
+        media = args[args.index("--media") + 1]
         assert f"media:{media}" in services[name]["volumes"], name
     assert "media" in compose()["volumes"]
 

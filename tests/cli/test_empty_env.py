@@ -93,4 +93,4 @@ def test_a_worker_with_a_key_and_an_empty_base_url_targets_openai(
         ready = worker.expect(" ready: ", stream="err")
     finally:
         worker.kill()
-    assert f"model={DEFAULT_MODEL} at api.openai.com" in ready, ready
+    assert f"model={DEFAULT_MODEL} at https://api.openai.com/v1" in ready, ready

@@ -22,6 +22,7 @@ from baton.cli.app import app
 from baton.llm import ScriptedServer
 from baton.llm.offline import offline_reply
 from baton.settings import load_settings
+from tests.cli.helpers import processes
 
 
 @contextmanager
@@ -91,3 +92,24 @@ def test_the_model_settings_and_their_label(
     assert (model is None) is offline
     if model is not None:
         assert (model.api_key is None) is ("OPENAI_API_KEY" not in env)
+
+
+@pytest.mark.parametrize(
+    ("extra", "label"),
+    [
+        ({"OPENAI_BASE_URL": "http://u:pw@127.0.0.1:9/v1"},
+         "· local-llama at http://u:***@127.0.0.1:9/v1 (no API key)"),
+        ({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-x"},
+         "· local-llama at http://127.0.0.1:9/v1"),
+        ({}, "· offline model"),
+    ],
+)  # fmt: skip
+def test_baton_serve_s_start_line_names_the_endpoint_as_baton_run_does(
+    env: dict[str, str], extra: dict[str, str], label: str
+) -> None:
+    """A real process: the start line is what ``baton serve`` prints on stderr once it listens."""
+    with processes() as start:
+        serve = start("serve", "--port", "0", env={**env, "BATON_MODEL": "local-llama", **extra})
+        line = serve.expect("baton serve: http", stream="err")
+    assert line.rstrip().endswith(label), line
+    assert ":pw@" not in line

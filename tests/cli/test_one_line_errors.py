@@ -110,7 +110,8 @@ def test_serve_names_its_bus_without_the_password(env: dict[str, str]) -> None:
 @pytest.fixture
 def without_server_extra(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
     """An environment where starlette, sse-starlette and uvicorn cannot be imported, as after
-    ``pip install baton`` without the extra: a ``sitecustomize`` blocks them in every process."""
+    ``pip install baton-orchestrator`` without the extra: a ``sitecustomize`` blocks them in every
+    process."""
     blocker = tmp_path / "block"
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text(
@@ -145,7 +146,7 @@ def test_serve_says_which_extra_to_install(without_server_extra: dict[str, str])
     code, _, err = run_baton("serve", "--port", "0", env=without_server_extra)
     assert code == 2, err
     line = one_line(err)
-    assert line.startswith("baton serve: ") and "pip install 'baton[server]'" in line
+    assert line.startswith("baton serve: ") and "pip install 'baton-orchestrator[server]'" in line
 
 
 def test_other_commands_never_need_the_server_extra(without_server_extra: dict[str, str]) -> None:

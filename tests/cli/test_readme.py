@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
+from anyio.from_thread import start_blocking_portal
+
+from baton.llm import ScriptedServer
+from baton.llm.offline import offline_reply
 from tests.cli.helpers import BATON, REPO
 
 
@@ -19,15 +24,20 @@ def section(title: str) -> str:
     return text[start : end if end != -1 else None]
 
 
+ACTIVATE = "python3 -m venv .venv && . .venv/bin/activate"
+CI_TEST_COMMAND = (
+    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/pytest"
+)
+
+
 def test_main_job_command_prints_media_urls_whose_files_exist(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     block = re.search(r"```sh\n(.*?)\n```", section("Run it"), re.DOTALL)
     assert block is not None
-    command = block[1].strip()
-    install, _, run = command.rpartition(" && ")
-    assert install == "python3 -m venv .venv && .venv/bin/pip install -q -e ."
-    assert run.startswith(".venv/bin/baton run ")
+    activate, install, run = block[1].strip().splitlines()
+    assert activate == ACTIVATE  # then bare `pip`, `baton`, as in every example after it
+    assert install == "pip install -q -e ."
     env = {k: v for k, v in env.items() if k != "BATON_MEDIA_DIR"}  # the default: ./media
     done = subprocess.run(
         [BATON, "run", _task(run)],
@@ -47,9 +57,72 @@ def test_main_job_command_prints_media_urls_whose_files_exist(
 
 
 def _task(run: str) -> str:
-    match = re.fullmatch(r'\.venv/bin/baton run "([^"]+)"', run)
+    match = re.fullmatch(r'baton run "([^"]+)"', run)
     assert match, run
     return match[1]
+
+
+def test_after_the_activation_every_example_runs_bare_commands() -> None:
+    """The venv is activated once, in "Run it": no later example spells ``.venv/bin/``, but for
+    the test command CI runs verbatim (tests/test_ci.py), which works in any shell."""
+    text = (REPO / "README.md").read_text()
+    after = text[text.index(ACTIVATE) + len(ACTIVATE) :]
+    spelled = [
+        line
+        for line in after.splitlines()
+        if re.search(r"\.venv/bin/(?!activate)", line) and line != CI_TEST_COMMAND
+    ]
+    assert spelled == []
+
+
+def test_own_agent_and_tool_example_runs_as_written(tmp_path: Path, env: dict[str, str]) -> None:
+    block = re.search(r"```python\n(.*?)```", section("Your own agent and tool, in Python"),
+                      re.DOTALL)  # fmt: skip
+    assert block is not None
+    script = tmp_path / "count.py"
+    script.write_text(block[1])
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    status, *answer = done.stdout.splitlines()
+    assert status == "completed"
+    counted = [line for line in answer if "counter:" in line]
+    assert counted and '"words": 10' in counted[0], done.stdout  # the tool's own result
+
+
+def test_keyless_local_model_example_reaches_the_server_without_a_key(
+    env: dict[str, str],
+) -> None:
+    """The README's command for a local server, with the one change that the server is the
+    scripted one on loopback: its requests carry no Authorization header, and the header names
+    the model and the endpoint."""
+    block = re.search(r"<!-- example: keyless -->\n```sh\n(.*?)```", section("Using a real model"),
+                      re.DOTALL)  # fmt: skip
+    assert block is not None
+    [command] = [line for line in block[1].splitlines() if line.startswith("baton run ")]
+    args = shlex.split(command, comments=True)
+    readme_url = args[args.index("--base-url") + 1]
+    assert readme_url == "http://localhost:11434/v1" and "--image-model" in args
+    server = ScriptedServer(responder=offline_reply, record=True)
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(server.serve()) as http,
+    ):
+        args[args.index("--base-url") + 1] = http.base_url
+        done = subprocess.run(
+            [BATON, *args[1:]], env=env, capture_output=True, text=True, timeout=120
+        )
+    assert done.returncode == 0, done.stderr
+    chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    assert chats and all("authorization" not in r.headers for r in chats)
+    model = args[args.index("--model") + 1]
+    assert f"({model} at {http.base_url} (no API key)): " in done.stdout.splitlines()[0]
 
 
 def test_embedding_example_runs_as_written(tmp_path: Path, env: dict[str, str]) -> None:

@@ -186,3 +186,18 @@ async def test_a_url_answer_that_is_not_served_fails_clearly() -> None:
     settings = ModelSettings(model="chat", base_url=IN_PROCESS_URL, api_key="k")
     with pytest.raises(ImageError, match="HTTP 404"):
         await OpenAIImages(settings, transport=transport).generate("a fox")
+
+
+async def test_an_endpoint_s_credentials_stay_out_of_its_errors() -> None:
+    """A base URL may carry a password (a proxy's basic auth) or a ``?api_key=``: the errors the
+    model and the log read show the endpoint redacted, as every other URL baton shows."""
+    refused = HttpError(400, "model img-test does not exist", "invalid_request_error")
+    server = ScriptedServer(images=ScriptedImages(error=refused))
+    secret = "http://proxy:s3cret@scripted.invalid/v1?api_key=k3y"
+    settings = ModelSettings(model="chat", base_url=secret, api_key="sk-test")
+    images = OpenAIImages(settings, "img-test", transport=server.transport())
+    with pytest.raises(ImageError) as caught:
+        await images.generate("a fox")
+    said = f"{caught.value} {images!r}"
+    assert "s3cret" not in said and "k3y" not in said, said
+    assert "img-test at http://proxy:***@scripted.invalid/v1?api_key=***" in str(caught.value)

@@ -94,5 +94,6 @@ def test_a_bucket_without_the_s3_extra_is_a_usage_error(monkeypatch: pytest.Monk
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "boto3" else real(name, *a)
     )
-    with pytest.raises(ConfigError, match=r"needs the 's3' extra .*pip install 'baton\[s3\]'"):
+    hint = r"needs the 's3' extra .*pip install 'baton-orchestrator\[s3\]'"
+    with pytest.raises(ConfigError, match=hint):
         load_settings(None, media="s3://pictures").media_store()

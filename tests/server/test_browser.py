@@ -11,7 +11,9 @@ from pathlib import Path
 from playwright.async_api import async_playwright
 
 from baton.bus.events import (
+    AgentClaimed,
     AgentSpawned,
+    AgentUnclaimed,
     AnswerChecked,
     ApprovalRequested,
     BudgetUpdated,
@@ -296,6 +298,44 @@ async def test_first_paint_shows_a_waiting_approval_and_the_script_carries_on(
             assert await page.locator("#lead-text").text_content() == shown
             assert await page.locator("#event-count").text_content() == count
             assert await live.locator(".agent").count() == 1
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+async def test_live_page_says_an_agent_waits_for_a_worker_then_which_worker_took_it(
+    tmp_path: Path,
+) -> None:
+    """``agent.unclaimed`` and ``agent.claimed`` arrive live: the card says the agent waits for
+    a worker of its pool, then names the worker, as the server's paint words them."""
+    session = "s-placement"
+    async with (
+        MemoryBus() as bus,
+        serving(bus, tmp_path, token=TOKEN) as server,
+        async_playwright() as playwright,
+    ):
+        await bus.emit(SessionStarted(session=session, agent="lead", task="paint", model="m"))
+        await bus.emit(AgentSpawned(session=session, agent="painter", profile="painter"))
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = await browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            await page.goto(f"{server.url}/sessions/{session}?token={TOKEN}")
+            await page.wait_for_function(
+                "() => document.querySelector('#connection').textContent === 'live'",
+                timeout=WAIT_MS,
+            )
+            worker = page.locator('.agent[data-agent="painter"] .worker')
+            await bus.emit(AgentUnclaimed(session=session, agent="painter", profile="painter",
+                                          pool="gpu", waited_s=15, workers=1))  # fmt: skip
+            await page.wait_for_selector(".agent .worker[data-waiting=true]", timeout=WAIT_MS)
+            assert await worker.text_content() == "waiting for a worker of pool gpu"
+            await bus.emit(AgentClaimed(session=session, agent="painter", profile="painter",
+                                        worker="w-7"))  # fmt: skip
+            await page.wait_for_selector(".agent .worker[data-waiting=false]", timeout=WAIT_MS)
+            assert await worker.text_content() == "worker w-7"
+            assert await page.locator("#event-count").text_content() == "4"
             assert errors == []
         finally:
             await browser.close()

@@ -20,9 +20,11 @@ import httpx2
 
 from baton.bus.base import Bus
 from baton.bus.events import (
+    AgentClaimed,
     AgentProgress,
     AgentResult,
     AgentSpawned,
+    AgentUnclaimed,
     ApprovalRequested,
     BudgetUpdated,
     Event,
@@ -199,3 +201,22 @@ def test_the_script_counts_every_event_type() -> None:
     handlers = script.split("const handlers = {", 1)[1].split("\n};", 1)[0]
     handled = set(re.findall(r'^  "([a-z._]+)": ', handlers, flags=re.MULTILINE))
     assert types and handled == types
+
+
+async def test_a_card_says_which_worker_runs_it_or_that_it_waits_for_one(tmp_path: Path) -> None:
+    events: list[Event] = [
+        SessionStarted(session=S, agent="lead", task="paint", model="m"),
+        AgentSpawned(session=S, agent="painter", profile="painter"),
+        AgentUnclaimed(session=S, agent="painter", profile="painter", pool="gpu", waited_s=15,
+                       workers=0),
+        AgentSpawned(session=S, agent="writer", profile="writer"),
+        AgentClaimed(session=S, agent="writer", profile="writer", worker="w-7"),
+    ]  # fmt: skip
+    async with MemoryBus() as bus:
+        markup, _ = await page_of(bus, tmp_path, events)
+    cards = {card.attrs["data-agent"]: card for card in Page(markup).all("agent")}
+    worker = {name: [n for n in card.children if n.attrs.get("class") == "worker"]
+              for name, card in cards.items()}  # fmt: skip
+    assert [n.text for n in worker["painter"]] == ["waiting for a worker of pool gpu"]
+    assert [n.text for n in worker["writer"]] == ["worker w-7"]
+    assert worker["painter"][0].attrs.get("data-waiting") == "true"

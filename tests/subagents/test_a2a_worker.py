@@ -317,7 +317,7 @@ async def test_without_the_sdk_the_agent_is_refused_naming_the_profile(
         (result,) = await Lead(bus).until_results(1)
     assert result.meta["reason"] == "error"
     assert "profile 'remote' is a remote A2A agent" in result.content
-    assert "pip install 'baton[a2a]'" in result.content
+    assert "pip install 'baton-orchestrator[a2a]'" in result.content
 
 
 async def test_a_missing_token_variable_refuses_the_agent(tmp_path: Path) -> None:
@@ -326,3 +326,25 @@ async def test_a_missing_token_variable_refuses_the_agent(tmp_path: Path) -> Non
         await delegate(bus, "paint a fox")
         (result,) = await Lead(bus).until_results(1)
     assert "$BATON_TEST_A2A_TOKEN is not set" in result.content
+
+
+async def test_a_remote_s_credentials_stay_out_of_what_the_lead_reads(tmp_path: Path) -> None:
+    port = free_port()  # nobody listens there
+    url = f"http://agent:s3cret@127.0.0.1:{port}/?token=t0ken"
+    with anyio.fail_after(30):
+        async with hosting(remote(url, connect_retries=0), tmp_path) as bus:
+            await delegate(bus, "paint a fox")
+            (result,) = await Lead(bus).until_results(1)
+    assert "s3cret" not in result.content and "t0ken" not in result.content, result.content
+    assert f"at http://agent:***@127.0.0.1:{port}/?token=*** could not be reached" in (
+        result.content
+    )
+
+
+async def test_a_missing_token_variable_is_said_with_the_url_redacted(tmp_path: Path) -> None:
+    profile = remote("http://agent:s3cret@127.0.0.1:9", token_env="BATON_TEST_A2A_TOKEN")
+    async with hosting(profile, tmp_path) as bus:
+        await delegate(bus, "paint a fox")
+        (result,) = await Lead(bus).until_results(1)
+    assert "s3cret" not in result.content
+    assert "at http://agent:***@127.0.0.1:9 needs a token" in result.content

@@ -121,3 +121,9 @@ def test_the_docs_example_is_a_valid_profiles_file(tmp_path: Path) -> None:
     assert set(clock.mcp) == {"time", "calendar"}
     assert clock.mcp["calendar"].timeout_s == 20 and clock.mcp["time"].gated("set_alarm")
     assert set(load_lead_servers(path)) == {"time"}
+
+
+def test_a_server_url_is_named_with_its_credentials_hidden() -> None:
+    # where() names the server in logs and errors: a URL's password and ?token= stay hidden.
+    config = McpServerConfig(url="http://u:s3cret@127.0.0.1:9/mcp?token=t0k")
+    assert config.where() == "http://u:***@127.0.0.1:9/mcp?token=***"

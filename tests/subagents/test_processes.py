@@ -139,7 +139,7 @@ async def cluster(
             "BATON_TEST_SLOW_ONCE": str(tmp_path / "slow-once"),
         }
         args = ["--bus", redis_server.url, "--prefix", prefix, "--lease", str(LEASE_S),
-                "--profiles", str(profiles), "--media-dir", str(tmp_path / "media"),
+                "--profiles", str(profiles), "--media", str(tmp_path / "media"),
                 "--shutdown-timeout", "10", "--concurrency", "8"]  # fmt: skip
         options = BusOptions(lease_s=LEASE_S)
         async with open_bus(redis_server.url, options, prefix=prefix) as bus:

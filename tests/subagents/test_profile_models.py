@@ -129,3 +129,8 @@ tool_choice = "auto"
     assert painter.tool_choice == "required"  # a sub-agent's default
     assert chatty.model == "small" and chatty.model_overrides == ProfileModel(name="small")
     assert chatty.tool_choice == "auto"
+
+
+def test_the_label_shows_the_endpoint_redacted() -> None:
+    secret = BASE.model_copy(update={"base_url": "http://proxy:s3cret@session.invalid/v1"})
+    assert ProfileModels(secret).label == "session-model at http://proxy:***@session.invalid/v1"

@@ -15,6 +15,8 @@ import importlib.util
 import logging
 from typing import TYPE_CHECKING
 
+from baton.defaults import install_hint
+
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
@@ -26,7 +28,7 @@ log = logging.getLogger(__name__)
 def routes_if_installed(ctx: ServerContext) -> list[BaseRoute]:
     """The A2A routes, or none when the ``a2a`` extra is not installed (said once in the log)."""
     if importlib.util.find_spec("a2a") is None:
-        log.info("A2A endpoint off: install baton[a2a] for it")
+        log.info("A2A endpoint off: %s for it", install_hint("a2a"))
         return []
     from baton.server.a2a.routes import a2a_routes
 

@@ -9,8 +9,6 @@ server has a token.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -24,19 +22,13 @@ from a2a.types import (
 )
 from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
 
+from baton.defaults import installed_version
 from baton.server.a2a.paths import JSONRPC_PATH, REST_PREFIX
 from baton.subagents.profiles import Profile
 
 BEARER = "bearer"
 INPUT_MODES = ["text/plain"]
 OUTPUT_MODES = ["text/plain", "image/png"]
-
-
-def _version() -> str:
-    try:
-        return version("baton")
-    except PackageNotFoundError:  # a checkout run without installing
-        return "0"
 
 
 def build_card(root: str, profiles: list[Profile], *, token: bool) -> AgentCard:
@@ -48,7 +40,7 @@ def build_card(root: str, profiles: list[Profile], *, token: bool) -> AgentCard:
             "A lead agent that splits a task and delegates it to sub-agents, then answers with "
             f"their results and media. Sub-agents: {names}."
         ),
-        version=_version(),
+        version=installed_version(),
         provider=AgentProvider(organization="baton", url=root),
         documentation_url=f"{root}/openapi.json",
         supported_interfaces=[

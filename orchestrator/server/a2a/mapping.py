@@ -3,8 +3,8 @@
 A :class:`TaskTracker` reads a session's logged events in order (as the HTTP API's state does,
 :mod:`baton.server.state`) and turns each into the A2A objects it means (docs/a2a.md, *Mapping*):
 
-- a sub-agent starting, its progress, its result, an error, an approval decided →
-  ``TaskStatusUpdateEvent`` WORKING with a message saying so;
+- a sub-agent starting, waiting for a worker, claimed by one, its progress, its result, an
+  error, an approval decided → ``TaskStatusUpdateEvent`` WORKING with a message saying so;
 - each media URL of a result (and of the final answer) → a ``TaskArtifactUpdateEvent`` with a
   ``url`` part and its ``mediaType`` (once per URL);
 - an approval asked for → INPUT_REQUIRED, the message naming the call;
@@ -37,9 +37,11 @@ from a2a.types import (
 )
 
 from baton.bus.events import (
+    AgentClaimed,
     AgentProgress,
     AgentResult,
     AgentSpawned,
+    AgentUnclaimed,
     ApprovalDecided,
     ApprovalRequested,
     ErrorEvent,
@@ -48,7 +50,7 @@ from baton.bus.events import (
     SessionStarted,
 )
 from baton.server.a2a.contexts import context_of, request_of
-from baton.view import LEAD_NAME, describe_verdict
+from baton.view import LEAD_NAME, describe_unclaimed, describe_verdict
 
 Update = TaskStatusUpdateEvent | TaskArtifactUpdateEvent
 ANSWER_ARTIFACT = "answer"
@@ -139,6 +141,10 @@ class TaskTracker:
                 return [self._status(TaskState.TASK_STATE_WORKING, "working on it", cursor)]
             case AgentSpawned() if event.agent != LEAD_NAME:
                 return [self._working(f"{event.agent} started ({event.profile})", cursor)]
+            case AgentUnclaimed():  # the client reads why nothing happens yet
+                return [self._working(f"{event.agent}: {describe_unclaimed(event)}", cursor)]
+            case AgentClaimed():
+                return [self._working(f"{event.agent} runs on worker {event.worker}", cursor)]
             case AgentProgress():
                 return [self._working(f"{event.agent}: {event.content}", cursor)]
             case AgentResult():

@@ -53,7 +53,7 @@ function card(name) {
   node = document.createElement("article");
   node.className = "agent";
   node.dataset.agent = name;
-  for (const part of ["status", "name", "profile", "progress", "retries", "media"]) {
+  for (const part of ["status", "name", "profile", "worker", "progress", "retries", "media"]) {
     const child = document.createElement("div");
     child.className = part;
     node.append(child);
@@ -62,6 +62,14 @@ function card(name) {
   setAgentStatus(node, "spawned");
   $("agents").append(node);
   return node;
+}
+
+// Where a sub-agent runs, worded as the server's paint words it (baton.view.describe_placement):
+// the worker that claimed it, or that none has claimed it in time.
+function setPlacement(node, text, waiting) {
+  const line = node.querySelector(".worker");
+  line.textContent = text;
+  line.dataset.waiting = String(waiting);
 }
 
 function setAgentStatus(node, status) {
@@ -220,6 +228,13 @@ const handlers = {
     if (e.agent === "lead") return;
     card(e.agent).querySelector(".profile").textContent = `profile: ${e.profile}`;
   },
+  "agent.unclaimed": (e) => {
+    const node = card(e.agent);
+    node.dataset.pool = e.pool;
+    setPlacement(node, e.workers == null ? "waiting for the session's own worker (at capacity)"
+      : `waiting for a worker of pool ${e.pool}`, true);
+  },
+  "agent.claimed": (e) => setPlacement(card(e.agent), `worker ${e.worker}`, false),
   "agent.progress": (e) => {
     const node = card(e.agent);
     if (node.dataset.status !== "done") setAgentStatus(node, "working");
@@ -232,7 +247,11 @@ const handlers = {
     showMedia(node.querySelector(".media"), e.media_urls);
   },
   "agent.exited": (e) => {
-    if (e.reason !== "finished") setAgentStatus(card(e.agent), e.reason);
+    const node = card(e.agent);
+    if (e.reason !== "finished") setAgentStatus(node, e.reason);
+    if (node.querySelector(".worker").dataset.waiting === "true") {
+      setPlacement(node, `no worker of pool ${node.dataset.pool} claimed it`, false);
+    }
   },
   "approval.requested": (e) => { for (const call of e.calls) addApproval(e.agent, call); },
   "approval.decided": (e) => removeApproval(e.agent, e.call_id),
