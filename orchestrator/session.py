@@ -190,6 +190,13 @@ class SessionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
 
     task: str = Field("", description="what the lead should get done (a resumed session's own)")
+    context: str = Field(
+        "",
+        description=(
+            "what came before the task (an earlier exchange of the same conversation): the lead "
+            "reads it as a note ahead of the task, which stays the request as written"
+        ),
+    )
     session_id: SessionId = Field(default_factory=new_session_id)
     bus_url: str = "memory://"
     bus_prefix: str = Field("baton", min_length=1, description="Redis key prefix of the bus")
@@ -690,7 +697,9 @@ class Session(Service):
             elif resumed is not None and resumed.restorable:
                 outcome = await lead.run(None, time_left=self._time_left)
             else:
-                outcome = await lead.run(self.config.task, time_left=self._time_left)
+                outcome = await lead.run(
+                    self.config.task, context=self.config.context, time_left=self._time_left
+                )
             if self._bus_lost is not None:  # the lead was cancelled for it
                 raise self._bus_lost
         except LeadTakenOver as exc:  # another lead runs the session now: leave it alone

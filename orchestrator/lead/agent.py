@@ -186,13 +186,19 @@ class Lead:
 
     # -- the loop -------------------------------------------------------------------------------
 
-    async def run(self, task: str | None, *, time_left: float | None = None) -> LeadOutcome:
+    async def run(
+        self, task: str | None, *, context: str = "", time_left: float | None = None
+    ) -> LeadOutcome:
         """Work on ``task`` until answered with nothing outstanding, cancelled, failed or late.
 
-        ``task`` None carries on from the checkpoint put back by :meth:`restore`;
-        ``time_left`` (default ``timeout_s``) is how long the session may still run.
+        ``task`` None carries on from the checkpoint put back by :meth:`restore`; ``context``
+        (what came before it: an earlier exchange) is a note ahead of it, so the task stays the
+        request as written; ``time_left`` (default ``timeout_s``) is how long the session may
+        still run.
         """
         if task is not None:
+            if context.strip():
+                self.state.history.append(prompt.note_block("context", context))
             self.state.history.append({"role": "user", "content": task})
             self.state.new_request(task)
         timeout = self.options.timeout_s if time_left is None else time_left

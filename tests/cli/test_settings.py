@@ -60,6 +60,7 @@ def test_flag_beats_environment_beats_file_for_every_model_setting(
     assert settings.budget() == SpendLimits(max_tokens=1000, max_model_calls=7)
     assert session_settings(settings) == {
         "tool_choice": "required",
+        "lead_policy": "auto",
         "budget": SpendLimits(max_tokens=1000, max_model_calls=7),
     }
 
@@ -75,7 +76,8 @@ def test_defaults_bound_every_reply_and_leave_the_rest_to_the_server(
     assert (model.temperature, model.top_p, model.parallel_tool_calls) == (None, None, None)
     assert model.extra_body == {}
     assert settings.budget() is None
-    assert session_settings(settings) == {"tool_choice": "required"}  # measured: delegates more
+    # tool_choice measured: small models delegate more; the policy by the model's profile
+    assert session_settings(settings) == {"tool_choice": "required", "lead_policy": "auto"}
 
 
 def test_max_tokens_zero_sends_none(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,6 +91,7 @@ def test_without_a_key_there_are_no_model_settings_but_the_session_settings_stay
     assert settings.model_settings() is None
     assert session_settings(settings) == {
         "tool_choice": "required",
+        "lead_policy": "auto",
         "budget": SpendLimits(max_model_calls=3),
         "profile_tools": True,
     }
@@ -102,7 +105,11 @@ def test_delegation_caps_from_the_environment_and_the_file(
     settings = load_settings(write(tmp_path, "max_sends_per_agent = 1\n"))
     expected = DelegationLimits(max_sends_per_turn=5, max_sends_per_agent=1)
     assert settings.delegation() == expected
-    assert session_settings(settings) == {"tool_choice": "required", "delegation": expected}
+    assert session_settings(settings) == {
+        "tool_choice": "required",
+        "delegation": expected,
+        "lead_policy": "auto",
+    }
     assert expected.max_new_agents_per_profile == DelegationLimits().max_new_agents_per_profile
 
 

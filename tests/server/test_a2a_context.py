@@ -16,11 +16,11 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedO
 from baton.server.a2a.contexts import (
     Turn,
     context_of,
+    exchange_note,
     exchange_text,
     parse,
     request_of,
     tasks_of,
-    with_exchange,
 )
 from baton.server.access import issue
 from tests.conftest import BusFactory
@@ -105,11 +105,13 @@ async def test_a_message_to_an_ended_tasks_context_starts_its_next_task(
     assert {t.context_id for t in listed.tasks} == {context}
     # The third task's lead was given both earlier exchanges, oldest first, ahead of its task.
     history = json.loads(record["history"])
-    asked = next(m["content"] for m in history if m["role"] == "user")
-    assert asked.startswith(f"[Earlier in this conversation (A2A context {context})")
-    fox, heron = asked.index("request: paint a fox"), asked.index("request: paint a heron")
-    assert fox < heron and "answer: Results from 1 task(s), by painter" in asked
-    assert asked.endswith("[The new request]\npaint an owl")
+    note, asked, *_ = (m["content"] for m in history if m["role"] == "user")
+    assert note.startswith(
+        f"[context from session] Earlier in this conversation (A2A context {context})"
+    )
+    fox, heron = note.index("request: paint a fox"), note.index("request: paint a heron")
+    assert fox < heron and "answer: Results from 1 task(s), by painter" in note
+    assert asked == "paint an owl"  # the task is the request as the client wrote it
 
 
 async def test_a_context_whose_newest_task_runs_follows_that_task_up(
@@ -198,9 +200,15 @@ def test_the_earlier_exchange_is_bounded_and_oldest_first() -> None:
     assert "(task s-1.t2)" not in text  # the oldest went first
     assert "(cut short)" in text  # each request bounded
     assert exchange_text([]) is None
-    # The request is found again whatever the exchange or the request itself say.
-    tricky = "[The new request]\nnot this"
-    task = with_exchange("s-1", "paint [The new request]\n", f"{tricky}\n{text}")
-    assert request_of(task) == "paint [The new request]\n"
+    assert exchange_note("s-1", text).startswith("Earlier in this conversation (A2A context s-1)")
+    assert exchange_note("s-1", None) == ""
+    # A task stored with the exchange ahead of it (before it became its own note) gives back its
+    # request, whatever the exchange or the request itself say.
+    tricky = f"[The new request]\nnot this\n{text}"
+    head = (
+        "[Earlier in this conversation (A2A context s-1), oldest first: "
+        f"{len(tricky)} characters, then the new request]\n"
+    )
+    old = f"{head}{tricky}\n\n[The new request]\npaint [The new request]\n"
+    assert request_of(old) == "paint [The new request]\n"
     assert request_of("just a task") == "just a task"
-    assert with_exchange("s-1", "paint", None) == "paint"

@@ -108,22 +108,18 @@ def exchange_text(turns: Sequence[Turn]) -> str | None:
     return "\n\n".join(reversed(blocks))
 
 
-def with_exchange(context: str, request: str, exchange: str | None) -> str:
-    """The task of a context's next session: the earlier exchange ahead of the new request, in
-    the lead's first user message (so the conversation goes on; an answer repeating an earlier
-    one is still an answer, as it would not be if it quoted the system prompt). The head says
-    how long the exchange is, so :func:`request_of` finds the request whatever either holds."""
+def exchange_note(context: str, exchange: str | None) -> str:
+    """What a context's next session is given of the conversation so far (``SessionConfig``
+    ``context``: a note the lead reads ahead of its task, which stays the new request as the
+    client wrote it); empty when there was nothing before."""
     if not exchange:
-        return request
-    head = (
-        f"[Earlier in this conversation (A2A context {context}), oldest first: "
-        f"{len(exchange)} characters, then the new request]\n"
-    )
-    return f"{head}{exchange}{_NEW}{request}"
+        return ""
+    return f"Earlier in this conversation (A2A context {context}), oldest first:\n{exchange}"
 
 
 def request_of(task: str) -> str:
-    """The request a session's task carries (without the earlier exchange, if it has one)."""
+    """The request a session's task carries: the task itself (a session started before the
+    earlier exchange became its own note carried it ahead of the request, which is read past)."""
     found = _HEAD.match(task)
     if found is None:
         return task

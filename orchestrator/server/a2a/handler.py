@@ -77,7 +77,7 @@ from baton.server.a2a.contexts import (
     parse,
     task_id,
     tasks_of,
-    with_exchange,
+    exchange_note,
 )
 from baton.server.a2a.mapping import TaskTracker, Update
 from baton.server.a2a.messages import refuse_other_parts, text_of, verdict_of
@@ -193,7 +193,9 @@ class BatonRequestHandler(RequestHandler):
 
     # -- sending --------------------------------------------------------------------------------
 
-    async def _start(self, text: str, *, session_id: str | None = None) -> str:
+    async def _start(
+        self, text: str, *, session_id: str | None = None, context: str = ""
+    ) -> str:
         """A new session for ``text``, as ``POST /sessions`` starts one, approvals asked of the
         client (INPUT_REQUIRED). ``session_id``: the next task of a context (its id says which,
         :mod:`.contexts`); a clash then raises ``SessionExists`` (another message started that
@@ -202,6 +204,7 @@ class BatonRequestHandler(RequestHandler):
         chosen: dict[str, str] = {} if session_id is None else {"session_id": session_id}
         config = SessionConfig(
             task=text,
+            context=context,
             bus_url=ctx.bus.url,
             model=ctx.model,
             profiles=ctx.host.profiles,
@@ -299,8 +302,9 @@ class BatonRequestHandler(RequestHandler):
             earlier = await self._exchange(tasks[-MAX_EARLIER:], context)
             try:
                 session = await self._start(
-                    with_exchange(context_id, text, earlier),
+                    text,
                     session_id=task_id(context_id, number + 1),
+                    context=exchange_note(context_id, earlier),
                 )
             except SessionExists:  # another message started it meanwhile: look again
                 continue
