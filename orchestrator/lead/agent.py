@@ -271,9 +271,7 @@ class Lead:
     ) -> LastTurn | None:
         """What the policy makes of an answered turn: the last turn to gather on, or None when
         the turn is to be run again (sent back) or the request was routed."""
-        last = last_turn(result, answer)
-        if result.stop not in (StopReason.ANSWERED, StopReason.TERMINAL):
-            return last  # cut or blocked: asked for again without tools (ending.py)
+        last = last_turn(result, answer)  # cut, blocked or silent: asked again (ending.py)
         decision = self.policy.after_turn(answer, self._facts(result), self.state.policy)
         match decision:
             case Accept():

@@ -104,8 +104,9 @@ class LeadPolicy(Protocol):
         ...
 
     def after_turn(self, answer: Answer, facts: Facts, memo: Memo) -> Decision:
-        """What happens to a turn's answer (a silent one too: accepted, the runtime asks for
-        the answer again without tools, lead/ending.py)."""
+        """What happens to a turn's answer (a silent one, or one cut at the output limit or by
+        the guards, too: accepted, the runtime asks for the answer again without tools,
+        lead/ending.py)."""
         ...
 
     def judge(self, answer: Answer, check: AnswerCheck, facts: Facts) -> list[str]:

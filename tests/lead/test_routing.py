@@ -387,3 +387,24 @@ async def test_a_picture_request_is_routed_among_the_media_making_profiles_only(
     [index] = routing_requests(s)
     [route] = s.server.requests[index].body["tools"]
     assert route["function"]["parameters"]["properties"]["to"]["enum"] == ["painter", "writer"]
+
+
+async def test_a_picture_request_whose_answer_ran_away_is_routed_too() -> None:
+    """A 0.5B lead's first answer to "make three pictures" ran past max_tokens twice: a cut turn
+    is no reason to skip routing (the runtime would only ask it again, without tools)."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, AgentSpawned):
+            await s.report("painter", "three pictures", media=[FOX])
+
+    cut = Reply(text="Here are the three pictures: " + "a fox, " * 40, finish_reason="length")
+    s, outcome = await run_lead(
+        [cut, cut, calls("answer", "c2", text=f"The pictures: {FOX}")],
+        react,
+        task=THREE,
+        tool_choice="required",
+        policy=GUIDED,
+        media_profiles={"painter"},
+    )
+    assert tasks_sent(s) == {"painter": [THREE]}
+    assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
