@@ -105,14 +105,18 @@ class Dispatcher:
 
     # -- send_message ---------------------------------------------------------------------------
 
-    async def deliver(self, to: str, content: str, kind: SendKind) -> Delivered:
-        """``send_message``: route, cap, send; start the target first when the route says so."""
+    async def deliver(
+        self, to: str, content: str, kind: SendKind, *, once: bool = True
+    ) -> Delivered:
+        """``send_message``: route, cap, send; start the target first when the route says so.
+        ``once``: a task already sent for this request is refused (the model repeating itself);
+        the runtime's own routing of one request to several profiles it names is not."""
         if kind == "shutdown":
             return await self._shut_down(to)
         route = self.roster.route(to, kind)
         if route is None:
             return Delivered(unknown_agent_hint(to, self.roster.profiles))
-        duplicate = self._duplicate(content) if kind == "task" else None
+        duplicate = self._duplicate(content) if kind == "task" and once else None
         if duplicate is not None:
             await self._guard("repeated")
             return Delivered(ToolResult(duplicate, blocked=True))

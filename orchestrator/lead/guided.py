@@ -12,10 +12,12 @@ language. On top of :class:`~baton.lead.policy.StructuralPolicy`:
 - **screened replies**: a reply that repeats what the session told the lead (a note, a send's
   receipt, the client's parse-error correction) or quotes one of its tool results or its system
   prompt is no reply (the turn counts as silent, so the answer is asked for again);
-- **routing**: an answer to a request for a picture a profile on offer makes
-  (:func:`~baton.lead.heuristics.picture_asked`), or one that evades the request (declines,
-  disclaims, restates it), while nothing was delegated, is routed (once per request) among the
-  profiles that can do it: for a picture, those that make media;
+- **routing**: while nothing was delegated, an answer to a request that names profiles on offer
+  ("have the writer write …": :func:`~baton.lead.heuristics.named_profiles`), or asks for a
+  picture a profile on offer makes (:func:`~baton.lead.heuristics.picture_asked`), or an answer
+  that evades the request (declines, disclaims, restates it) or says, typed, that it cannot, is
+  routed (once per request) among the profiles that can do it: the ones named, for a picture
+  those that make media, else all;
 - **confirm direct**: any other answer that delegated nothing is sent back once with the profiles
   listed (one more model call for a plain question);
 - **no refusal beside results**: a final answer that refuses while sub-agents delivered is taken
@@ -70,15 +72,12 @@ class GuidedPolicy(StructuralPolicy):
             or not facts.can_delegate
         ):
             return super().after_turn(answer, facts, memo)
-        picture = self._picture_asked(facts)
-        if not memo.get("routed") and (
-            picture or heuristics.evades_work(answer.text, facts.request)
-        ):  # evades_work: a silent answer to a request for a picture too
-            memo["routed"] = True
-            choices = dict(facts.profiles)
-            if picture:
-                choices = {p: d for p, d in choices.items() if p in facts.media_profiles}
-            return Route(choices)
+        if not memo.get("routed"):
+            named = heuristics.named_profiles(facts.request, facts.profiles)
+            choices = self._route_choices(answer, facts)
+            if choices:
+                memo["routed"] = True
+                return Route(choices, each=bool(named))
         if not memo.get("confirmed") and not answer.silent:
             memo["confirmed"] = True
             return SendBack(prompt.direct_note(facts.profiles, answer_tool=True))
@@ -98,6 +97,22 @@ class GuidedPolicy(StructuralPolicy):
         if not roster.agents and facts.profiles and heuristics.declines(answer.text):
             reasons.append("the lead declined the request without asking any sub-agent")
         return reasons
+
+    def _route_choices(self, answer: Answer, facts: Facts) -> dict[str, str]:
+        """Where an answer that delegated nothing is routed (empty: it is not): to the profiles
+        the request names ("have the writer write …"), else for a picture to those that make
+        media, else to any profile when the answer evades the request or says, typed, that it
+        cannot (a small model that cannot, told its sub-agents can, rarely delegates; picking a
+        name from an enum it does reliably)."""
+        profiles = dict(facts.profiles)
+        named = heuristics.named_profiles(facts.request, profiles)
+        if named:
+            return {p: profiles[p] for p in named}
+        if self._picture_asked(facts):
+            return {p: d for p, d in profiles.items() if p in facts.media_profiles}
+        if answer.status == "cannot" or heuristics.evades_work(answer.text, facts.request):
+            return profiles
+        return {}
 
     @staticmethod
     def _picture_asked(facts: Facts) -> bool:

@@ -38,6 +38,19 @@ def asks_for_media(request: str) -> bool:
     return _ASKS_FOR_MEDIA.search(request.strip()) is not None
 
 
+def named_profiles(request: str, profiles: Iterable[str]) -> list[str]:
+    """The profiles ``request`` names by their name as a word ("have the *writer* write …",
+    "demande au *painter*"): the person asked for them. A name is a runtime identifier, so this
+    holds in any language the person writes the name in; a profile named like a common word
+    ("helper") matches that word too, which errs towards routing to it."""
+    folded = request.casefold()
+    return [
+        name
+        for name in profiles
+        if re.search(rf"(?<![\w-]){re.escape(name.casefold())}(?![\w-])", folded)
+    ]
+
+
 def picture_asked(request: str, media_profiles: Collection[str], offered: Iterable[str]) -> bool:
     """Whether ``request`` asks for a picture (:func:`asks_for_media`) that a profile on offer
     can make (one of ``media_profiles``): the lead routes it when it answers in words

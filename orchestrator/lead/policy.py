@@ -81,9 +81,11 @@ class SendBack:
 @dataclass(frozen=True, slots=True)
 class Route:
     """Hand the request, as written, to one of ``choices`` (profile -> description), chosen in
-    one constrained call (``route(to)``, lead/routing.py); with one choice, no call."""
+    one constrained call (``route(to)``, lead/routing.py); with one choice, no call. ``each``:
+    to every one of them, no call (the request named them all)."""
 
     choices: Mapping[str, str]
+    each: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,21 +79,24 @@ class Router:
         self._team = team
         self._state = state
 
-    async def route(self, choices: Mapping[str, str], deadline: float) -> bool:
-        """One request offering only ``route(to)`` among ``choices`` (with one, no request); the
-        chosen profile gets the request as written. What it sent goes into the context as the
-        ``send_message`` calls they were (the route tool is not the lead's), and the lead waits
-        for the results (True). Nothing sent (the call failed, or was refused): False, and the
-        answer stands."""
+    async def route(
+        self, choices: Mapping[str, str], deadline: float, *, each: bool = False
+    ) -> bool:
+        """One request offering only ``route(to)`` among ``choices`` (with one, or ``each``: to
+        every one of them, no request); the chosen profile gets the request as written. What it
+        sent goes into the context as the ``send_message`` calls they were (the route tool is
+        not the lead's), and the lead waits for the results (True). Nothing sent (the call
+        failed, or was refused): False, and the answer stands."""
         state = self._state
         request = state.progress.request
         if not request.strip() or not choices:
             return False
         self._team.new_turn()
         route_to = partial(self._team.delegate, task=request)
-        if len(choices) == 1:  # one profile can do it: no model call to choose
+        if len(choices) == 1 or each:  # no model call to choose
             try:
-                await route_to(next(iter(choices)))
+                for profile in choices:  # the same request to each: no repeat of the model's
+                    await self._team.delegate(profile, request, once=False)
             except BusError as exc:  # as a tool's error would be: nothing sent, the answer stands
                 log.warning("session %s: could not route the request: %s", state.session, exc)
         else:

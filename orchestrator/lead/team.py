@@ -115,13 +115,16 @@ class Team:
 
     # -- sends ----------------------------------------------------------------------------------
 
-    async def deliver(self, to: str, content: str, kind: SendKind) -> str | ToolResult:
-        """``send_message``: the inbox read first, then routed, capped and sent."""
+    async def deliver(
+        self, to: str, content: str, kind: SendKind, *, once: bool = True
+    ) -> str | ToolResult:
+        """``send_message``: the inbox read first, then routed, capped and sent (``once``: see
+        :meth:`Dispatcher.deliver`)."""
         if to in (LEAD_NAME, "user"):
             return not_a_subagent_hint(to)
         async with self.lock:
             await self._settle(await self.intake.note(await self.intake.read_now()), early=True)
-            done = await self.dispatch.deliver(to, content, kind)
+            done = await self.dispatch.deliver(to, content, kind, once=once)
             self.roster_changed()
             if done.sent:
                 await self._hooks.saved()
@@ -129,9 +132,9 @@ class Team:
                 await self.dispatch.announce(done.started)
         return done.reply
 
-    async def delegate(self, profile: str, task: str) -> str | ToolResult:
+    async def delegate(self, profile: str, task: str, *, once: bool = True) -> str | ToolResult:
         """A task to a new agent of ``profile`` (a per-profile tool's call, or routing)."""
-        return await self.deliver(profile, task, "task")
+        return await self.deliver(profile, task, "task", once=once)
 
     def pending_spawns(self) -> list[tuple[SpawnRequest, str]]:
         """The spawn requests of running agents and their receipts (a resumed session's watch

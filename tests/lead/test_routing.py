@@ -19,7 +19,7 @@ from baton.bus.events import (
 from baton.bus.messages import Envelope
 from baton.lead.answer import Answer
 from baton.lead.guided import GuidedPolicy
-from baton.lead.heuristics import asks_for_media, disclaims, evades, restates
+from baton.lead.heuristics import asks_for_media, disclaims, evades, named_profiles, restates
 from baton.lead.outcome import LeadOutcome, check_answer
 from baton.lead.policy import Facts
 from baton.lead.roster import Roster
@@ -408,3 +408,63 @@ async def test_a_picture_request_whose_answer_ran_away_is_routed_too() -> None:
     )
     assert tasks_sent(s) == {"painter": [THREE]}
     assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
+
+
+@pytest.mark.parametrize(
+    ("request_text", "named"),
+    [
+        ("Have the writer write a short thank-you note.", ["writer"]),
+        ("Ask the writer for a limerick, and the painter for a picture.", ["painter", "writer"]),
+        ("Demande au painter un renard.", ["painter"]),
+        ("paint a fox", []),
+        ("The painters of Paris", []),
+        ("a helper-2 said", []),
+    ],
+)
+def test_the_profiles_a_request_names(request_text: str, named: list[str]) -> None:
+    assert named_profiles(request_text, PROFILES) == named
+
+
+async def test_a_request_naming_two_profiles_goes_to_each_as_written() -> None:
+    """ "Ask the writer … and the painter …" answered in words by a small model: both named
+    profiles get the request, no model call to choose, the same text to each (no repeat)."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, AgentSpawned) and event.agent == "writer":  # the second one
+            await s.report("writer", "a limerick")
+            await s.report("painter", "a cat", media=[FOX])
+
+    task = "Ask the writer for a limerick about a cat, and the painter for a picture of it."
+    s, outcome = await run_lead(
+        [
+            calls("answer", "c1", text="There once was a cat..."),
+            calls("answer", "c2", text=f"A limerick and your cat: {FOX}"),
+        ],
+        react,
+        task=task,
+        tool_choice="required",
+        policy=GUIDED,
+        media_profiles={"painter"},
+    )
+    assert tasks_sent(s) == {"painter": [task], "writer": [task]}
+    assert routing_requests(s) == [] and outcome.status == "completed"
+
+
+async def test_a_typed_cannot_is_routed_under_the_guided_policy() -> None:
+    """A small model told its sub-agents can rarely delegates: a typed cannot is routed (one
+    pick of a name); the structural default sends it back instead."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, AgentSpawned):
+            await s.report(event.agent, "a note of thanks")
+
+    cannot = Reply(calls=[Call("answer", json.dumps({"text": "I can't.", "status": "cannot"}))])
+    s, outcome = await run_lead(
+        [cannot, calls("route", "r1", to="writer"), calls("answer", "c2", text="Done: thanks.")],
+        react,
+        task="Thank my neighbour nicely for watering my plants.",
+        tool_choice="required",
+        policy=GUIDED,
+    )
+    assert tasks_sent(s) == {"writer": ["Thank my neighbour nicely for watering my plants."]}
+    assert len(routing_requests(s)) == 1 and outcome.status == "completed"

@@ -72,12 +72,12 @@ from baton.lead.keeper import SessionExists
 from baton.server.a2a.contexts import (
     Turn,
     context_of,
+    exchange_note,
     exchange_text,
     id_problem,
     parse,
     task_id,
     tasks_of,
-    exchange_note,
 )
 from baton.server.a2a.mapping import TaskTracker, Update
 from baton.server.a2a.messages import refuse_other_parts, text_of, verdict_of
@@ -193,9 +193,7 @@ class BatonRequestHandler(RequestHandler):
 
     # -- sending --------------------------------------------------------------------------------
 
-    async def _start(
-        self, text: str, *, session_id: str | None = None, context: str = ""
-    ) -> str:
+    async def _start(self, text: str, *, session_id: str | None = None, context: str = "") -> str:
         """A new session for ``text``, as ``POST /sessions`` starts one, approvals asked of the
         client (INPUT_REQUIRED). ``session_id``: the next task of a context (its id says which,
         :mod:`.contexts`); a clash then raises ``SessionExists`` (another message started that
