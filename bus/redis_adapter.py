@@ -32,7 +32,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from baton.bus.errors import BusError, ConfigError, redact_url
+from baton.base_errors import ConfigError
+from baton.bus.errors import BusError, redact_url
 from baton.bus.redact import redact_text, url_secrets
 
 # What a lost connection raises (a round trip past its deadline raises the built-in TimeoutError,

@@ -36,15 +36,9 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from baton.base_errors import ConfigError
 from baton.bus.base import BusOptions
-from baton.bus.errors import (
-    BusClosed,
-    BusError,
-    BusUnreachable,
-    ConfigError,
-    InvalidEnvelope,
-    redact_url,
-)
+from baton.bus.errors import BusClosed, BusError, BusUnreachable, InvalidEnvelope, redact_url
 from baton.bus.keys import Keys
 from baton.bus.lifecycle import Phase, Service
 from baton.bus.redis_adapter import (

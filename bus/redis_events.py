@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator, Sequence
 
 from pydantic import ValidationError
 
+from baton.base_errors import ConfigError
 from baton.bus.base import LoggedEvent
-from baton.bus.errors import ConfigError, InvalidEnvelope
+from baton.bus.errors import InvalidEnvelope
 from baton.bus.events import Event, dump_event, parse_event
 from baton.bus.messages import describe_error
 from baton.bus.redis_adapter import RedisRefused

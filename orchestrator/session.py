@@ -72,9 +72,10 @@ from pydantic import (
     model_validator,
 )
 
+from baton.base_errors import ConfigError
 from baton.bus.base import DEFAULT_RETENTION_S, Bus, BusOptions
 from baton.bus.connect import open_bus
-from baton.bus.errors import BusError, BusOutage, ConfigError
+from baton.bus.errors import BusError, BusOutage
 from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
 from baton.bus.ids import new_id
 from baton.bus.lifecycle import Service
@@ -926,7 +927,7 @@ def open_session(
 
     Keywords are validated exactly as :class:`SessionConfig` fields are (an unknown key, a
     negative timeout or an unknown approve mode is refused): a bad one raises
-    :class:`~baton.bus.errors.ConfigError` naming the field.
+    :class:`~baton.base_errors.ConfigError` naming the field.
     """
     if isinstance(config, SessionConfig) and not settings:
         return Session(config, bus=bus, model=model, tools=tools, subagent_models=subagent_models)

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from baton.bus.errors import ConfigError
+from baton.base_errors import ConfigError
 
 A2A_KIND: Literal["a2a"] = "a2a"
 DEFAULT_TIMEOUT_S = 300.0

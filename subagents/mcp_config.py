@@ -15,7 +15,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from baton.bus.errors import ConfigError
+from baton.base_errors import ConfigError
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What a server may be called: it appears in tool sources (``mcp:<server>``) and messages."""

@@ -15,9 +15,10 @@ from contextlib import aclosing, asynccontextmanager
 
 import anyio
 
+from baton.base_errors import ConfigError, ExitCode
 from baton.bus.base import Bus, BusOptions, LoggedEvent
 from baton.bus.connect import open_bus
-from baton.bus.errors import BusError, ConfigError, ExitCode, SessionNotRunning, redact_url
+from baton.bus.errors import BusError, SessionNotRunning, redact_url
 from baton.bus.events import ApprovalRequested, Event, SessionFinished, SessionStarted
 from baton.bus.messages import Envelope, make_envelope
 from baton.bus.tail import tail_events

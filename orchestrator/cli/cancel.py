@@ -70,7 +70,7 @@ async def cancel(settings: BatonSettings, session: str, wait_s: float | None) ->
 
     import anyio
 
-    from baton.bus.errors import ConfigError, ExitCode
+    from baton.base_errors import ConfigError, ExitCode
     from baton.bus.events import SessionFinished
     from baton.bus.messages import make_envelope
     from baton.bus.tail import tail_events

@@ -26,7 +26,8 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import ValidationError
 
-from baton.bus.errors import BusUnreachable, ConfigError, ExitCode
+from baton.base_errors import ConfigError, ExitCode
+from baton.bus.errors import BusUnreachable
 from baton.bus.events import ApprovalRequested, SessionFinished, SessionStarted, ToolCallInfo
 from baton.cli.approvals import ApprovalRouter, approval_route, stdin_is_tty
 from baton.cli.catchup import standing_of

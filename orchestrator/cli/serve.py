@@ -130,7 +130,7 @@ def serve_command(
         bus_outage=bus_outage,
         retention=retention,
     )
-    from baton.bus.errors import ConfigError, ExitCode
+    from baton.base_errors import ConfigError, ExitCode
 
     try:
         from baton.server import ServerConfig, serve
