@@ -20,7 +20,7 @@ import typer
 from baton.cli.options import BusOpt, ConfigOpt, PrefixOpt, settings_from
 
 if TYPE_CHECKING:
-    from baton.bus.redis_retention import SessionKeys
+    from baton.bus.redis.retention import SessionKeys
     from baton.settings import BatonSettings
 
 CLEAN_HELP = """Remove finished sessions' keys from Redis now, one line each, then the count.

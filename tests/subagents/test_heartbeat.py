@@ -27,7 +27,7 @@ from baton.bus.errors import BusError, BusUnreachable
 from baton.bus.events import AgentClaimed
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import SpawnRequest
-from baton.bus.redis_adapter import RedisRefused
+from baton.bus.redis.adapter import RedisRefused
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer
 from tests.conftest import BusFactory

@@ -2,8 +2,8 @@
 
 Connection economy: two command connections plus one pub/sub connection, however many agents the
 process hosts. Commands issued at the same moment share a pipeline round trip
-(:mod:`baton.bus.redis_batch`). Nothing blocks on the server (no ``BLOCK`` reads): waiting is
-done on pub/sub wake-ups (:mod:`baton.bus.redis_wake`), so no read can outlive the socket timeout
+(:mod:`baton.bus.redis.batch`). Nothing blocks on the server (no ``BLOCK`` reads): waiting is
+done on pub/sub wake-ups (:mod:`baton.bus.redis.wake`), so no read can outlive the socket timeout
 and a slow agent never holds a command connection.
 
 Faults: redis-py's own retries are off; each operation is retried here with backoff (tenacity),
@@ -41,7 +41,7 @@ from baton.bus.base import BusOptions
 from baton.bus.errors import BusClosed, BusError, BusUnreachable, InvalidEnvelope, redact_url
 from baton.bus.keys import Keys
 from baton.bus.lifecycle import Phase, Service
-from baton.bus.redis_adapter import (
+from baton.bus.redis.adapter import (
     FAULTS,
     BusyGroup,
     CommandPool,
@@ -51,9 +51,9 @@ from baton.bus.redis_adapter import (
     pubsub_client,
     tls_refusal,
 )
-from baton.bus.redis_batch import Command, CommandBatcher
-from baton.bus.redis_scripts import ACK_AND_DELETE, APPEND_AND_WAKE, SCRIPTS
-from baton.bus.redis_wake import WakeDispatcher
+from baton.bus.redis.batch import Command, CommandBatcher
+from baton.bus.redis.scripts import ACK_AND_DELETE, APPEND_AND_WAKE, SCRIPTS
+from baton.bus.redis.wake import WakeDispatcher
 from baton.bus.wake import WakeHub, Watch
 
 Entry = tuple[str, dict[str, str] | None]

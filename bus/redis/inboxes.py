@@ -2,7 +2,7 @@
 
 ``send`` appends and publishes in one script. A read first takes back expired leases
 (``XAUTOCLAIM``) and then new entries, and after a fault also re-reads this consumer's own
-pending entries (see :mod:`baton.bus.redis_core`). An ack is ``XACK`` + ``XDEL`` in one script, so
+pending entries (see :mod:`baton.bus.redis.core`). An ack is ``XACK`` + ``XDEL`` in one script, so
 a done entry leaves the stream at once and an un-acked one never does: inboxes need no trimming.
 """
 
@@ -15,10 +15,10 @@ from baton.bus.base import Bus, InboxLedger
 from baton.bus.errors import InvalidEnvelope, SessionNotRunning
 from baton.bus.keys import INBOX_GROUP
 from baton.bus.messages import Envelope, encode_envelope
-from baton.bus.redis_adapter import NoGroup
-from baton.bus.redis_batch import Command
-from baton.bus.redis_core import Entry, RedisCore, read_entries, stream_entries
-from baton.bus.redis_scripts import SEND_IF_RUNNING
+from baton.bus.redis.adapter import NoGroup
+from baton.bus.redis.batch import Command
+from baton.bus.redis.core import Entry, RedisCore, read_entries, stream_entries
+from baton.bus.redis.scripts import SEND_IF_RUNNING
 from baton.bus.signing import KID_FIELD, SIG_FIELD
 from baton.bus.wake import RELEASED
 

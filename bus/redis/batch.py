@@ -6,7 +6,7 @@ connections one request at a time. Every operation is a short list of commands; 
 connection free runs what is queued as one pipeline, and each operation gets its own replies. While
 one batch is on the wire the next fills up, so throughput grows with concurrency instead of being
 capped by round trips. The commands are packed and the replies read directly on redis-py's
-connections (RESP2, no response callbacks; through :mod:`baton.bus.redis_adapter`, the one module
+connections (RESP2, no response callbacks; through :mod:`baton.bus.redis.adapter`, the one module
 that touches redis-py below its client API): redis-py's ``Pipeline`` costs about as much again as
 the round trip itself here, in task switches and bookkeeping.
 """
@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskStatus
 
-from baton.bus.redis_adapter import CommandPool, RawConnection
+from baton.bus.redis.adapter import CommandPool, RawConnection
 
 Command = Sequence[str | int | float | bytes]
 
@@ -30,7 +30,7 @@ def pack(commands: Sequence[Command], errors: str = "strict") -> bytes:
     (e.g. a Lua script) passed through untouched.
 
     ``errors="surrogateescape"`` writes text read from Redis that was not UTF-8 back as the bytes
-    it was read from (replies are decoded that way, see :mod:`baton.bus.redis_adapter`).
+    it was read from (replies are decoded that way, see :mod:`baton.bus.redis.adapter`).
     """
     strict = errors == "strict"
     out: list[bytes] = []

@@ -21,10 +21,10 @@ from baton.bus.errors import InvalidEnvelope
 from baton.bus.events import SessionFinished
 from baton.bus.ids import name_problem
 from baton.bus.keys import INBOX_GROUP
-from baton.bus.redis_adapter import RedisRefused
-from baton.bus.redis_core import RedisCore, stream_entries
-from baton.bus.redis_events import forget_gone_sessions, logged_event
-from baton.bus.redis_scripts import RETIRE_SESSION
+from baton.bus.redis.adapter import RedisRefused
+from baton.bus.redis.core import RedisCore, stream_entries
+from baton.bus.redis.log import forget_gone_sessions, logged_event
+from baton.bus.redis.scripts import RETIRE_SESSION
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from baton.bus.redis_core import RedisCore
-from baton.bus.redis_scripts import SPEND
+from baton.bus.redis.core import RedisCore
+from baton.bus.redis.scripts import SPEND
 from baton.bus.spend import SpendLimits, SpendRefused, SpendTotals
 
 

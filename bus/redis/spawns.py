@@ -33,11 +33,11 @@ from baton.bus.base import (
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.keys import SPAWN_GROUP
 from baton.bus.messages import SpawnRequest, parse_spawn_request
-from baton.bus.redis_adapter import NoGroup, RedisRefused
-from baton.bus.redis_consumers import ConsumerSweeper
-from baton.bus.redis_core import DeadLetterSink, RedisCore, entry_fields
-from baton.bus.redis_inbox import RELEASED_IDLE_MS
-from baton.bus.redis_scripts import (
+from baton.bus.redis.adapter import NoGroup, RedisRefused
+from baton.bus.redis.consumers import ConsumerSweeper
+from baton.bus.redis.core import DeadLetterSink, RedisCore, entry_fields
+from baton.bus.redis.inboxes import RELEASED_IDLE_MS
+from baton.bus.redis.scripts import (
     ACK_AND_DELETE,
     ANNOUNCE_WORKER,
     CLAIM_SPAWN,

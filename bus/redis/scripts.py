@@ -1,7 +1,7 @@
-"""The Redis bus's Lua scripts (``bus/scripts/*.lua``), read once at import and called by SHA.
+"""The Redis bus's Lua scripts (``bus/redis/scripts/*.lua``), read once at import and called by SHA.
 
 Each lives in its own ``.lua`` file so it can be read, linted and tried with ``redis-cli --eval``
-as the Lua it is; the files ship as package data of ``baton.bus``.
+as the Lua it is; the files ship as package data of ``baton.bus.redis``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class Script:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.body = (files("baton.bus") / "scripts" / f"{name}.lua").read_bytes()
+        self.body = (files("baton.bus.redis") / "scripts" / f"{name}.lua").read_bytes()
         self.sha = hashlib.sha1(self.body).hexdigest()
 
     def call(self, key: str, *args: str | int) -> tuple[str | int, ...]:

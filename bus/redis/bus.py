@@ -2,15 +2,15 @@
 
 :class:`RedisBus` is the public face; each concern lives in its own module:
 
-- :mod:`baton.bus.redis_core` — connections, retries and fault epochs, scripts, wake-ups (the
+- :mod:`baton.bus.redis.core` — connections, retries and fault epochs, scripts, wake-ups (the
   lifecycle, a :class:`baton.bus.lifecycle.Service`);
-- :mod:`baton.bus.redis_inbox` — agent inboxes; :mod:`baton.bus.redis_spawn` — the spawn queues;
-  :mod:`baton.bus.redis_events` — session event logs; :mod:`baton.bus.redis_spend` — the
-  session's budget; :mod:`baton.bus.redis_retention` — how long a finished session's keys live,
+- :mod:`baton.bus.redis.inboxes` — agent inboxes; :mod:`baton.bus.redis.spawns` — the spawn queues;
+  :mod:`baton.bus.redis.log` — session event logs; :mod:`baton.bus.redis.budget` — the
+  session's budget; :mod:`baton.bus.redis.retention` — how long a finished session's keys live,
   and ``baton clean``;
-- :mod:`baton.bus.redis_batch` — automatic pipelining; :mod:`baton.bus.redis_wake` — the pub/sub
-  connection; :mod:`baton.bus.redis_adapter` — the only use of redis-py below its client API;
-  :mod:`baton.bus.redis_scripts` — the Lua scripts (``bus/scripts/*.lua``).
+- :mod:`baton.bus.redis.batch` — automatic pipelining; :mod:`baton.bus.redis.wake` — the pub/sub
+  connection; :mod:`baton.bus.redis.adapter` — the only use of redis-py below its client API;
+  :mod:`baton.bus.redis.scripts` — the Lua scripts (``bus/redis/scripts/*.lua``).
 
 Agent state records, the lead's lease and record, and dead letters, a command each, are kept
 here.
@@ -34,13 +34,13 @@ from baton.bus.base import (
 from baton.bus.events import Event
 from baton.bus.lifecycle import Phase
 from baton.bus.messages import DeadLetter, Envelope, SpawnRequest
-from baton.bus.redis_core import RedisCore, entry_fields, stream_entries
-from baton.bus.redis_events import RedisEventLog
-from baton.bus.redis_inbox import RedisInboxes
-from baton.bus.redis_retention import RedisRetention
-from baton.bus.redis_scripts import HOLD_LEAD
-from baton.bus.redis_spawn import RedisSpawnQueue
-from baton.bus.redis_spend import RedisSpend
+from baton.bus.redis.budget import RedisSpend
+from baton.bus.redis.core import RedisCore, entry_fields, stream_entries
+from baton.bus.redis.inboxes import RedisInboxes
+from baton.bus.redis.log import RedisEventLog
+from baton.bus.redis.retention import RedisRetention
+from baton.bus.redis.scripts import HOLD_LEAD
+from baton.bus.redis.spawns import RedisSpawnQueue
 from baton.bus.spend import SpendLimits, SpendTotals
 
 _DEAD_CAP = 10_000

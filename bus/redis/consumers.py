@@ -5,7 +5,7 @@ Redis keeps every consumer name a group ever saw until it is deleted: each worke
 ``XGROUP DELCONSUMER`` drops a consumer's pending entries with it, so the check that its pending
 list is empty and the delete are one script (:file:`scripts/drop_consumers.lua`): no entry can be
 delivered to it in between. A live consumer deleted while it holds nothing is made again by its
-next read. A session's own streams are swept when it ends (:mod:`baton.bus.redis_retention`);
+next read. A session's own streams are swept when it ends (:mod:`baton.bus.redis.retention`);
 the spawn streams of a pool, which outlive every session, by :class:`ConsumerSweeper`.
 """
 
@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 
 from baton.bus.errors import BusError
-from baton.bus.redis_core import RedisCore
-from baton.bus.redis_scripts import DROP_CONSUMERS
+from baton.bus.redis.core import RedisCore
+from baton.bus.redis.scripts import DROP_CONSUMERS
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Everything the Redis bus needs from redis-py beyond its public client API, in one place.
 
 The bus packs commands and reads replies on redis-py's connections itself
-(:mod:`baton.bus.redis_batch`: that is what makes automatic pipelining pay), which leans on parts
+(:mod:`baton.bus.redis.batch`: that is what makes automatic pipelining pay), which leans on parts
 of redis-py that change between releases: how a pool hands out a connection (``get_connection()``
 takes no argument from 5.3 on, 5.2 requires one), how a connection sends packed bytes and reads
 one reply, and how an error reply becomes an exception (redis-py strips the code from the message

@@ -18,10 +18,10 @@ from baton.bus.base import LoggedEvent
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.events import Event, dump_event, parse_event
 from baton.bus.messages import describe_error
-from baton.bus.redis_adapter import RedisRefused
-from baton.bus.redis_batch import Command
-from baton.bus.redis_core import DeadLetterSink, RedisCore, stream_entries
-from baton.bus.redis_scripts import APPEND_AND_WAKE, APPEND_ONCE
+from baton.bus.redis.adapter import RedisRefused
+from baton.bus.redis.batch import Command
+from baton.bus.redis.core import DeadLetterSink, RedisCore, stream_entries
+from baton.bus.redis.scripts import APPEND_AND_WAKE, APPEND_ONCE
 from baton.bus.utf8 import not_utf8, printable, utf8_problem
 from baton.bus.wake import Watch
 

@@ -29,7 +29,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
 from baton.bus.errors import BusUnreachable, redact_url
-from baton.bus.redis_adapter import FAULTS, subscribe, unsubscribe
+from baton.bus.redis.adapter import FAULTS, subscribe, unsubscribe
 from baton.bus.wake import CONFIRMED, WakeHub, Watch
 
 log = logging.getLogger(__name__)
