@@ -622,7 +622,7 @@ class Worker(Service):
         request = claim.request
         raw = request.model_dump_json()
         _, _, stream = claim.receipt.partition("@")
-        dead = partial(self.bus._dead_letter, InvalidEnvelope(reason, raw),
+        dead = partial(self.bus.quarantine, InvalidEnvelope(reason, raw),
                        source=stream or "spawn", session=request.session, raw=raw)  # fmt: skip
         try:
             await self._settle(

@@ -1,4 +1,9 @@
-"""The in-process bus (``memory://``): the embedded default, shipped in the package."""
+"""The in-process bus (``memory://``): the embedded default, shipped in the package.
+
+:class:`MemoryBus` bundles one module per part (``inboxes``, ``log``, ``spawns``, ``claims``,
+``workers``, ``records``, ``budget``, ``store``, ``letters``, ``retention``) over the state they
+share (``core``: the broker every peer of a bus holds, and the bound on finished sessions).
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from baton.bus.parts.budget import Budget
 from baton.bus.redis.core import RedisCore
 from baton.bus.redis.scripts import SPEND
 from baton.bus.spend import SpendLimits, SpendRefused, SpendTotals
@@ -15,7 +16,7 @@ def _cap(value: Any) -> int | None:
     return int(value) if value not in ("", b"", None) else None
 
 
-class RedisSpend:
+class RedisBudget(Budget):
     """Set, reserve, record and read one session's spend."""
 
     __slots__ = ("_core",)
@@ -43,5 +44,5 @@ class RedisSpend:
     async def record(self, session: str, tokens: int) -> SpendTotals:
         return (await self._run(session, "record", max(tokens, 0)))[1]
 
-    async def read(self, session: str) -> SpendTotals:
+    async def totals(self, session: str) -> SpendTotals:
         return (await self._run(session, "read"))[1]

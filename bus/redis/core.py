@@ -23,9 +23,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
@@ -37,10 +37,9 @@ from tenacity import (
 )
 
 from baton.base_errors import ConfigError
-from baton.bus.base import BusOptions
-from baton.bus.errors import BusClosed, BusError, BusUnreachable, InvalidEnvelope, redact_url
-from baton.bus.keys import Keys
+from baton.bus.errors import BusClosed, BusError, BusUnreachable, redact_url
 from baton.bus.lifecycle import Phase, Service
+from baton.bus.options import BusOptions
 from baton.bus.redis.adapter import (
     FAULTS,
     BusyGroup,
@@ -52,6 +51,7 @@ from baton.bus.redis.adapter import (
     tls_refusal,
 )
 from baton.bus.redis.batch import Command, CommandBatcher
+from baton.bus.redis.keys import Keys
 from baton.bus.redis.scripts import ACK_AND_DELETE, APPEND_AND_WAKE, SCRIPTS
 from baton.bus.redis.wake import WakeDispatcher
 from baton.bus.wake import WakeHub, Watch
@@ -65,12 +65,10 @@ LOSS_QUIET_S = 60.0
 the same loss (each stream is found gone by its own reader) and are not reported again."""
 
 
-class DeadLetterSink(Protocol):
-    """Where a part of the bus puts what it cannot deliver (``Bus._dead_letter``)."""
-
-    async def __call__(
-        self, error: InvalidEnvelope, *, source: str, session: str | None, raw: str | bytes
-    ) -> None: ...
+def flat_fields(fields: Mapping[str, str]) -> list[str]:
+    """``{k1: v1, k2: v2}`` → ``[k1, v1, k2, v2]``, as ``HSET``, ``XADD`` and the scripts take
+    them (the inverse of :func:`entry_fields`)."""
+    return [item for pair in fields.items() for item in pair]
 
 
 def entry_fields(flat: list[str] | None) -> dict[str, str] | None:
@@ -91,8 +89,9 @@ def read_entries(raw: list[Any] | None) -> list[Entry]:
 
 
 class RedisCore(Service):
-    """The connections and background tasks of one Redis bus, and the operations its inboxes,
-    spawn queue and event log are built from.
+    """The connections and background tasks of one Redis bus, and the operations its parts
+    (inboxes, event logs, spawn queues, records...) are built from: the one client they share,
+    so another Redis topology needs another core, not other parts.
 
     Opened (entered) by the task that starts the bus; :meth:`stop` may be called from any task
     and only signals: it fails queued commands and waiters and cancels the background tasks, and

@@ -11,13 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from baton.bus.base import Bus, InboxLedger
 from baton.bus.errors import InvalidEnvelope, SessionNotRunning
-from baton.bus.keys import INBOX_GROUP
 from baton.bus.messages import Envelope, encode_envelope
+from baton.bus.parts.dead import Quarantine
+from baton.bus.parts.inboxes import DEFAULT_WAIT_S, Inboxes, InboxLedger
 from baton.bus.redis.adapter import NoGroup
 from baton.bus.redis.batch import Command
 from baton.bus.redis.core import Entry, RedisCore, read_entries, stream_entries
+from baton.bus.redis.keys import INBOX_GROUP
 from baton.bus.redis.scripts import SEND_IF_RUNNING
 from baton.bus.signing import KID_FIELD, SIG_FIELD
 from baton.bus.wake import RELEASED
@@ -26,22 +27,19 @@ from baton.bus.wake import RELEASED
 RELEASED_IDLE_MS = 10 * 365 * 24 * 3600 * 1000
 
 
-class RedisInboxes:
-    """The inbox half of :class:`baton.bus.redis.RedisBus`.
+class RedisInboxes(Inboxes):
+    """Agent inboxes on Redis. The ledgers (what was handed out, what was acked) and the
+    screening of raw entries (validation, duplicates, dead letters) are the backend-neutral part
+    of an inbox, kept in :class:`baton.bus.parts.inboxes.Inboxes`."""
 
-    ``bus`` is the bus these inboxes belong to: its ledgers (what was handed out, what was acked)
-    and its screening of raw entries (validation, duplicates, dead letters) are the backend-neutral
-    part of an inbox, kept in :class:`baton.bus.base.Bus`.
-    """
-
-    def __init__(self, core: RedisCore, bus: Bus) -> None:
+    def __init__(self, core: RedisCore, quarantine: Quarantine) -> None:
+        super().__init__(core.options, quarantine)
         self._core = core
-        self._bus = bus
 
     async def send(self, envelope: Envelope) -> str:
         raw = encode_envelope(envelope, max_bytes=self._core.options.max_message_bytes)
         s, r, keys = envelope.session, envelope.recipient, self._core.keys
-        signed = self._bus._signed_fields(raw)
+        signed = self.signed_fields(raw)
         await self._core.append(
             keys.inbox(s, r), "msg", raw, keys.wake(s, r), envelope.id, more=signed
         )
@@ -51,7 +49,7 @@ class RedisInboxes:
         """``send`` and the look at the lead record in one script (send_if_running.lua)."""
         raw = encode_envelope(envelope, max_bytes=self._core.options.max_message_bytes)
         s, r, keys = envelope.session, envelope.recipient, self._core.keys
-        signed = self._bus._signed_fields(raw)  # as send: the signature and the key id
+        signed = self.signed_fields(raw)  # as send: the signature and the key id
         script = SEND_IF_RUNNING.call_keys(
             (keys.lead(s), keys.inbox(s, r)), "msg", raw, keys.wake(s, r), envelope.id, *signed
         )
@@ -68,7 +66,7 @@ class RedisInboxes:
         )
 
     async def read(
-        self, session: str, agent: str, *, count: int, consumer: str | None
+        self, session: str, agent: str, *, count: int = 100, consumer: str | None = None
     ) -> list[Envelope]:
         core = self._core
         core.check_open()
@@ -77,7 +75,7 @@ class RedisInboxes:
         watch.mark_read()
         if not core.group_ready(key):
             await core.ensure_group(key, INBOX_GROUP)
-        ledger = self._bus._ledger(session, agent, consumer)
+        ledger = self.ledger(session, agent, consumer)
         if watch.releases != ledger.releases_seen:  # someone handed messages back: look now
             ledger.releases_seen = watch.releases
             ledger.claims_checked_at = float("-inf")
@@ -155,35 +153,35 @@ class RedisInboxes:
                 drop.append(entry_id)
             elif "msg" not in fields:
                 reason = f"stream entry has no 'msg' field (fields: {sorted(fields)[:5]})"
-                await self._bus._dead_letter(
+                await self._quarantine(
                     InvalidEnvelope(reason), source=key, session=session, raw=str(fields)
                 )
                 drop.append(entry_id)
             else:
                 signed = fields.get(SIG_FIELD), fields.get(KID_FIELD)
                 usable.append((entry_id, fields["msg"], *signed))
-        envelopes, rejected = await self._bus._screen(session, agent, ledger, usable, source=key)
+        envelopes, rejected = await self.screen(session, agent, ledger, usable, source=key)
         drop.extend(rejected)
         if drop:
             await self._core.ack(key, INBOX_GROUP, drop)
         return envelopes
 
-    async def wait(self, session: str, agent: str, timeout: float) -> bool:
+    async def wait(self, session: str, agent: str, timeout: float = DEFAULT_WAIT_S) -> bool:
         watch = await self._core.watch(self._core.keys.wake(session, agent))
         woken: bool = await watch.wait(timeout)
         self._core.check_open()
         return woken
 
     async def ack(
-        self, session: str, agent: str, ids: Sequence[str], *, consumer: str | None
+        self, session: str, agent: str, ids: Sequence[str], *, consumer: str | None = None
     ) -> None:
-        ledger = self._bus._ledger(session, agent, consumer)
+        ledger = self.ledger(session, agent, consumer)
         receipts = ledger.receipts(ids)
         if receipts:
             await self._core.ack(self._core.keys.inbox(session, agent), INBOX_GROUP, receipts)
         ledger.take(ids)  # only now: a failed XACK leaves the receipts for the retry
 
-    async def release_inbox(self, session: str, agent: str, *, consumer: str | None) -> None:
+    async def hand_back(self, session: str, agent: str, *, consumer: str | None = None) -> None:
         core = self._core
         key, me = core.keys.inbox(session, agent), consumer or core.consumer
         try:
@@ -193,7 +191,7 @@ class RedisInboxes:
             # or a server that came back empty): nothing was delivered to us, nothing to hand
             # back. The next read creates the group again.
             core.forget_group(key)
-        self._bus._forget_ledgers(session, agent)
+        self.forget_ledgers(session, agent)
         await core.one("PUBLISH", core.keys.wake(session, agent), RELEASED)
 
     async def _hand_back_pending(self, key: str, me: str) -> None:
@@ -208,6 +206,6 @@ class RedisInboxes:
             idle = ("IDLE", RELEASED_IDLE_MS, "JUSTID")
             await core.one("XCLAIM", key, INBOX_GROUP, f"{me}:released", 0, *ids, *idle)
 
-    async def release(self, session: str, agent: str) -> None:
-        self._bus._forget_ledgers(session, agent)
+    async def forget(self, session: str, agent: str) -> None:
+        self.forget_ledgers(session, agent)
         await self._core.unwatch(self._core.keys.wake(session, agent))

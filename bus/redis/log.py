@@ -14,13 +14,14 @@ from collections.abc import AsyncIterator, Sequence
 from pydantic import ValidationError
 
 from baton.base_errors import ConfigError
-from baton.bus.base import LoggedEvent
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.events import Event, dump_event, parse_event
 from baton.bus.messages import describe_error
+from baton.bus.parts.dead import DeadLetters, set_aside
+from baton.bus.parts.log import EventLog, LoggedEvent
 from baton.bus.redis.adapter import RedisRefused
 from baton.bus.redis.batch import Command
-from baton.bus.redis.core import DeadLetterSink, RedisCore, stream_entries
+from baton.bus.redis.core import RedisCore, stream_entries
 from baton.bus.redis.scripts import APPEND_AND_WAKE, APPEND_ONCE
 from baton.bus.utf8 import not_utf8, printable, utf8_problem
 from baton.bus.wake import Watch
@@ -43,12 +44,12 @@ def is_bad_stream_id(refused: RedisRefused) -> bool:
     return refused.code == "ERR" and any(words in text for words in _BAD_STREAM_ID)
 
 
-class RedisEventLog:
-    """The event-log half of :class:`baton.bus.redis.RedisBus`."""
+class RedisEventLog(EventLog):
+    """Session event logs on Redis: capped streams, tailed over pub/sub wake-ups."""
 
-    def __init__(self, core: RedisCore, dead_letter: DeadLetterSink) -> None:
+    def __init__(self, core: RedisCore, letters: DeadLetters) -> None:
         self._core = core
-        self._dead_letter = dead_letter
+        self._letters = letters
         self._tails: dict[str, int] = {}  # stream key → how many tails follow it
 
     async def emit(self, event: Event) -> str:
@@ -71,18 +72,18 @@ class RedisEventLog:
         touch: Command = ("ZADD", core.keys.sessions, time.time(), session)
         return bool((await core.call(append, touch))[0])
 
-    async def events(
-        self, session: str, *, after: str | None, follow: bool
+    async def tail(
+        self, session: str, *, after: str | None = None, follow: bool = True
     ) -> AsyncIterator[LoggedEvent]:
         key = self._core.keys.events(session)
         if not follow:
-            async for logged in self._tail(session, key, after, None):
+            async for logged in self._entries(session, key, after, None):
                 yield logged
             return
         self._tails[key] = self._tails.get(key, 0) + 1
         try:
             watch = await self._core.watch(key)
-            async for logged in self._tail(session, key, after, watch):
+            async for logged in self._entries(session, key, after, watch):
                 yield logged
         finally:
             self._tails[key] -= 1
@@ -91,7 +92,7 @@ class RedisEventLog:
                 if not self._core.stopped:
                     await self._core.unwatch(key)
 
-    async def _tail(
+    async def _entries(
         self, session: str, key: str, after: str | None, watch: Watch | None
     ) -> AsyncIterator[LoggedEvent]:
         core = self._core
@@ -131,7 +132,7 @@ class RedisEventLog:
         entry nobody could read anyway; the reverse order would report it once per reader.)
         """
         if await self._core.one("XDEL", key, entry_id):
-            await self._dead_letter(error, source=key, session=None, raw=error.raw or "")
+            await set_aside(self._letters, error, source=key, session=None, raw=error.raw or "")
         else:
             log.debug("bad event %s of %s was set aside by another reader", entry_id, key)
 
@@ -154,7 +155,7 @@ class RedisEventLog:
         so listing the sessions does not warn about it again and again."""
         if await self._core.one("ZREM", key, name):
             error = InvalidEnvelope(f"session name is not UTF-8 ({problem})", printable(name))
-            await self._dead_letter(error, source=key, session=None, raw=error.raw or "")
+            await set_aside(self._letters, error, source=key, session=None, raw=error.raw or "")
 
 
 async def forget_gone_sessions(core: RedisCore, names: Sequence[str]) -> set[str]:

@@ -16,13 +16,14 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from baton.bus.base import Retired
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.events import SessionFinished
 from baton.bus.ids import name_problem
-from baton.bus.keys import INBOX_GROUP
+from baton.bus.parts.retention import Retention, Retired
+from baton.bus.parts.store import STORE_TABLES
 from baton.bus.redis.adapter import RedisRefused
 from baton.bus.redis.core import RedisCore, stream_entries
+from baton.bus.redis.keys import INBOX_GROUP
 from baton.bus.redis.log import forget_gone_sessions, logged_event
 from baton.bus.redis.scripts import RETIRE_SESSION
 
@@ -58,8 +59,9 @@ class SessionKeys:
         return None if self.ended_at is None else now - self.ended_at
 
 
-class RedisRetention:
-    """The retention half of :class:`baton.bus.redis.RedisBus`."""
+class RedisRetention(Retention):
+    """Retention on Redis: every key of a finished session gets a TTL in one script; and
+    ``baton clean``'s survey and removal of finished sessions."""
 
     def __init__(self, core: RedisCore) -> None:
         self._core = core
@@ -69,9 +71,9 @@ class RedisRetention:
         session: str,
         retention_s: float,
         *,
-        agents: Collection[str],
-        inboxes: Collection[str],
-        unread: Collection[str],
+        agents: Collection[str] = (),
+        inboxes: Collection[str] = (),
+        unread: Collection[str] = (),
     ) -> Retired:
         core, keys = self._core, self._core.keys
         emptied = [keys.inbox(session, name) for name in dict.fromkeys(unread)]
@@ -79,7 +81,7 @@ class RedisRetention:
             keys.events(session),
             keys.lead(session),
             keys.spend(session),
-            keys.tokens(session),
+            *(keys.table(session, table) for table in STORE_TABLES),
             keys.spawn_local(session),
             *(keys.inbox(session, name) for name in inboxes),
             *(keys.agent(session, name) for name in agents),

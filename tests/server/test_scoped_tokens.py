@@ -265,5 +265,5 @@ async def test_a_sessions_tokens_expire_with_it_on_redis(
             await bus.save_token_scopes(session, {digest("x"): "read"})
         assert await bus.token_scope(session, digest("x")) == "read"
         async with Redis.from_url(redis_server.url, decode_responses=True) as observer:
-            ttl_ms = int(await observer.pttl(bus.keys.tokens(session)))
+            ttl_ms = int(await observer.pttl(bus.keys.table(session, "tokens")))
         assert 0 < ttl_ms <= 60_000
