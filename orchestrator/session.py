@@ -528,7 +528,7 @@ class Session(Service):
         watch = self._watch = SpawnWatch(
             bus, self.id, unclaimed_s=config.unclaimed_s, give_up=self._cancelling
         )
-        stack.callback(bus.watch_spawns(self.id, watch.submitted))
+        stack.callback(bus.spawns.watch(self.id, watch.submitted))
         for request, receipt in self._lead.team.pending_spawns():  # a dead lead's, resumed
             watch.submitted(request, receipt)
         self._group = await stack.enter_async_context(anyio.create_task_group())
@@ -640,7 +640,7 @@ class Session(Service):
         envelope = make_envelope(
             session=self.id, sender=sender, recipient=to, type=type, content=content
         )
-        return await self.bus.send(envelope)
+        return await self.bus.inboxes.send(envelope)
 
     async def answer(
         self, call_id: str, approved: bool, reason: str = "", *, nobody: bool = False
@@ -675,7 +675,7 @@ class Session(Service):
             else:
                 await self._keeper_of().begin(self._setup)
             if self.config.budget is not None and resumed is None:  # before the first spawn
-                write = partial(self.bus.set_spend_limits, self.id, self.config.budget)
+                write = partial(self.bus.budget.set_limits, self.id, self.config.budget)
                 await persist(
                     write,
                     "the session's budget",
@@ -723,7 +723,9 @@ class Session(Service):
         """A resumed lead reads the dead one's inbox: what was delivered to it and not acked is
         handed back (claimable at once, not a lease later), then the record names our consumer."""
         if resumed.consumer:
-            release = partial(self.bus.release_inbox, self.id, LEAD_NAME, consumer=resumed.consumer)
+            release = partial(
+                self.bus.inboxes.hand_back, self.id, LEAD_NAME, consumer=resumed.consumer
+            )
             await persist(
                 release,
                 "hand back the dead lead's inbox",
@@ -816,7 +818,7 @@ class Session(Service):
             return
         with anyio.move_on_after(DROP_QUEUE_S):
             try:
-                left = await self.bus.drop_spawn_queue(self.id)
+                left = await self.bus.spawns.drop_queue(self.id)
             except BusError as exc:
                 log.warning("session %s: could not delete its spawn queue: %s", self.id, exc)
                 return
@@ -836,7 +838,7 @@ class Session(Service):
         with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_INBOXES_S):
             for inbox in (LEAD_NAME, approvals_inbox(LEAD_NAME)):
                 try:
-                    await bus.release(self.id, inbox)
+                    await bus.inboxes.forget(self.id, inbox)
                 except BusError as exc:
                     log.debug("session %s: %s inbox not released: %s", self.id, inbox, exc)
 
@@ -854,7 +856,7 @@ class Session(Service):
         ]
         done = (LEAD_NAME, *agents) if self._worker is not None else (LEAD_NAME,)
         unread = [approvals_inbox(agent) for agent in done] + list(done)
-        retire = partial(self.bus.retire_session, self.id, self.config.retention_s)
+        retire = partial(self.bus.retention.retire, self.id, self.config.retention_s)
         with anyio.move_on_after(RETIRE_S) as bounded:
             try:
                 retired = await retire(agents=agents, inboxes=inboxes, unread=unread)

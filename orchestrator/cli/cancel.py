@@ -90,7 +90,7 @@ async def cancel(settings: BatonSettings, session: str, wait_s: float | None) ->
     async with shared_bus(settings) as bus:
         if await lead_lost(bus, session):
             raise ConfigError(f"{lead_lost_line(session)}; nothing runs it to cancel")
-        after, _ = await last_cursor(bus, session)  # the end is looked for after this
+        after, _ = await last_cursor(bus.log, session)  # the end is looked for after this
         await refuse_other_keys(bus, session, "this baton cancel")
         await send_to_running(bus, shutdown, settings)
         if wait_s is None:

@@ -161,7 +161,7 @@ async def join_resumed(
     lead runs its cut turn again and asks anew."""
     from baton.cli.busops import logged_so_far
 
-    logged = [entry.event for entry in await logged_so_far(session.bus, session.id)]
+    logged = [entry.event for entry in await logged_so_far(session.bus.log, session.id)]
     starts = [i for i, e in enumerate(logged) if isinstance(e, SessionStarted) and e.resumed]
     history = logged[: starts[-1]] if starts else logged  # ours is the latest resumed start
     standing = standing_of(history, with_start=False)
