@@ -50,7 +50,8 @@ class BusOutage(BusUnreachable):
 class SessionNotRunning(ConfigError):
     """A message from outside for a session that does not run: the bus has no lead record of it
     (an unknown id, or one whose keys expired), or its lead finished. Nothing was sent (see
-    :meth:`~baton.bus.base.Bus.send_if_running`); ``status`` is the record's (``""``: none)."""
+    :meth:`~baton.bus.parts.inboxes.Inboxes.send_if_running`); ``status`` is the record's
+    (``""``: none)."""
 
     def __init__(self, session: str, status: str) -> None:
         if status:

@@ -5,7 +5,7 @@ The lead starts a sub-agent by queueing a spawn request and then waits for the a
 nothing in that wait could tell "no worker has got to it yet" from "no worker ever will" (no
 worker serves the pool, or none that serves it knows the profile), so such a session used to wait
 out its whole timeout. This watch, run by the session beside its lead, follows every request the
-session's bus submits (``Bus.watch_spawns``) until a worker hosts its agent:
+session's bus submits (``bus.spawns.watch``) until a worker hosts its agent:
 
 - a request still unclaimed after ``unclaimed_s`` is logged once (``agent.unclaimed``, which every
   view shows as one warning line naming the pool and the profile), with how many live workers of

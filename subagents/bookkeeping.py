@@ -227,8 +227,8 @@ class Bookkeeper:
         The events go out before the report: a lead ends its session once every report is in, and
         its ``session.finished`` must come after everything its agents logged (a viewer stops
         reading there). They are appended in one step with the report's id recorded as logged
-        (:meth:`~baton.bus.base.Bus.emit_once`), so a worker dying between them and the report
-        makes the next owner send the report without logging them again: exactly once.
+        (:meth:`~baton.bus.parts.log.EventLog.emit_once`), so a worker dying between them and the
+        report makes the next owner send the report without logging them again: exactly once.
         """
         bus, session, name = self._where()
         with shielded(FINAL_BOOKKEEPING_S) as bound:

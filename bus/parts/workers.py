@@ -18,7 +18,11 @@ class Workers(ABC):
         self, pool: str, worker: str, profiles: Collection[str], ttl_s: float
     ) -> None:
         """Say that ``worker`` serves ``pool`` for ``profiles`` for the next ``ttl_s`` seconds
-        (a live worker renews it; ``ttl_s`` 0 withdraws it at once: the worker stopped)."""
+        (a live worker renews it; ``ttl_s`` 0 withdraws it at once: the worker stopped).
+
+        A worker announces the same profiles for its whole life: on Redis an announcement is
+        the worker's name with its profiles, so one with other profiles is another
+        announcement, which lives (and is withdrawn) on its own."""
 
     @abstractmethod
     async def live(self, pool: str) -> dict[str, frozenset[str]]:

@@ -90,8 +90,8 @@ async def refuse_other_keys(bus: Bus, session: str, sender: str) -> None:
 
 async def send_to_running(bus: Bus, envelope: Envelope, settings: BatonSettings) -> None:
     """Send ``envelope`` only if its session runs, the look and the write in one step
-    (:meth:`~baton.bus.base.Bus.send_if_running`); else a ``ConfigError`` saying why, nothing
-    written (as the HTTP API answers 404 and 409)."""
+    (:meth:`~baton.bus.parts.inboxes.Inboxes.send_if_running`); else a ``ConfigError`` saying
+    why, nothing written (as the HTTP API answers 404 and 409)."""
     session = envelope.session
     try:
         await bus.inboxes.send_if_running(envelope)

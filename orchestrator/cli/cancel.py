@@ -5,10 +5,11 @@ A session's lead cancels the session when it reads a ``shutdown`` from someone w
 its agents (``docs/protocol.md``, *How agents and sessions end*): the same end as Ctrl-C on
 ``baton run``, ``Session.cancel()`` or a stopping server — every sub-agent is told to shut down,
 and the session ends ``cancelled``. This command puts that ``shutdown`` in the lead's inbox as the
-user, through :meth:`~baton.bus.base.Bus.send_if_running` (the look at the session and the write
-in one step: an unknown or finished session gets nothing), then follows the session's log until
-it ends. The lead reads its inbox between its turns and while it waits for its sub-agents, so a
-model reply or an approval wait in progress delays the end by as long as it takes.
+user, through :meth:`~baton.bus.parts.inboxes.Inboxes.send_if_running` (the look at the session
+and the write in one step: an unknown or finished session gets nothing), then follows the
+session's log until it ends. The lead reads its inbox between its turns and while it waits for
+its sub-agents, so a model reply or an approval wait in progress delays the end by as long as it
+takes.
 
 Refused (exit 2, one line, nothing written): an unknown session, a finished one, one whose lead
 died (nothing would read the cancel; ``baton resume`` continues it), and any on ``memory://``.
