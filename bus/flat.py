@@ -20,7 +20,7 @@ from baton.bus.parts.dead import DeadLetters, Quarantine
 from baton.bus.parts.inboxes import DEFAULT_WAIT_S, Inboxes
 from baton.bus.parts.log import EventLog, LoggedEvent
 from baton.bus.parts.records import LeadLease, Records
-from baton.bus.parts.retention import Retention, Retired
+from baton.bus.parts.retention import Leftovers, Retention, Retired
 from baton.bus.parts.spawns import SpawnListener, Spawns, SpawnState
 from baton.bus.parts.store import SessionStore
 from baton.bus.parts.workers import Workers
@@ -180,9 +180,7 @@ class FlatCalls:
         inboxes: Collection[str] = (),
         unread: Collection[str] = (),
     ) -> Coroutine[Any, Any, Retired]:
-        return self.retention.retire(
-            session, retention_s, agents=agents, inboxes=inboxes, unread=unread
-        )
+        return self.retention.retire(session, retention_s, Leftovers(agents, inboxes, unread))
 
     def session_expiry(self, session: str) -> Coroutine[Any, Any, float | None]:
         return self.retention.expiry(session)

@@ -87,6 +87,7 @@ from baton.bus.messages import (
     check_pool,
     make_envelope,
 )
+from baton.bus.parts.retention import Leftovers
 from baton.bus.retry import DEFAULT_OUTAGE_S, persist
 from baton.bus.signing import SETUP_KEY_ID, key_mismatch, stored_key_id
 from baton.bus.tail import tail_events
@@ -859,7 +860,7 @@ class Session(Service):
         retire = partial(self.bus.retention.retire, self.id, self.config.retention_s)
         with anyio.move_on_after(RETIRE_S) as bounded:
             try:
-                retired = await retire(agents=agents, inboxes=inboxes, unread=unread)
+                retired = await retire(Leftovers(agents, inboxes, unread))
             except BusError as exc:
                 log.warning("session %s: its keys got no expiry: %s", self.id, exc)
                 return

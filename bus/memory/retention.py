@@ -3,22 +3,14 @@ finished sessions (:mod:`baton.bus.memory.core`) keeps a long-lived one from gro
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
-from baton.bus.parts.retention import Retention, Retired
+from baton.bus.parts.retention import NOTHING_LEFT, Leftovers, Retention, Retired
 
 
 class MemoryRetention(Retention):
     """Retires nothing and reports no expiry."""
 
     async def retire(
-        self,
-        session: str,
-        retention_s: float,
-        *,
-        agents: Collection[str] = (),
-        inboxes: Collection[str] = (),
-        unread: Collection[str] = (),
+        self, session: str, retention_s: float, left: Leftovers = NOTHING_LEFT
     ) -> Retired:
         return Retired()
 

@@ -29,7 +29,7 @@ from baton.bus.parts.dead import DeadLetters, Quarantine
 from baton.bus.parts.inboxes import DEFAULT_WAIT_S, Inboxes, InboxLedger
 from baton.bus.parts.log import EventLog, LoggedEvent
 from baton.bus.parts.records import LeadLease, Records
-from baton.bus.parts.retention import DEFAULT_RETENTION_S, Retention, Retired
+from baton.bus.parts.retention import DEFAULT_RETENTION_S, Leftovers, Retention, Retired
 from baton.bus.parts.spawns import SpawnListener, Spawns, SpawnState
 from baton.bus.parts.store import SessionStore, StoreTable
 from baton.bus.parts.workers import Workers
@@ -44,6 +44,7 @@ __all__ = [
     "InboxLedger",
     "Inboxes",
     "LeadLease",
+    "Leftovers",
     "LoggedEvent",
     "Quarantine",
     "Records",

@@ -11,6 +11,21 @@ DEFAULT_RETENTION_S = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
+class Leftovers:
+    """What a finished session leaves on the bus besides its log, lead and budget: ``agents``
+    name its agents (their state records), ``inboxes`` every inbox it used, and ``unread`` those
+    of them nobody reads any more."""
+
+    agents: Collection[str] = ()
+    inboxes: Collection[str] = ()
+    unread: Collection[str] = ()
+
+
+NOTHING_LEFT = Leftovers()
+"""A session that names nothing besides its log, lead record and budget."""
+
+
+@dataclass(frozen=True, slots=True)
 class Retired:
     """What :meth:`Retention.retire` did: the keys given a lifetime, the consumers deleted
     (their pending lists were empty), the unread entries dropped from inboxes nobody reads."""
@@ -29,19 +44,12 @@ class Retention(ABC):
 
     @abstractmethod
     async def retire(
-        self,
-        session: str,
-        retention_s: float,
-        *,
-        agents: Collection[str] = (),
-        inboxes: Collection[str] = (),
-        unread: Collection[str] = (),
+        self, session: str, retention_s: float, left: Leftovers = NOTHING_LEFT
     ) -> Retired:
-        """The session's end is logged: everything the bus keeps of it lives ``retention_s``
-        more seconds, then goes. ``agents`` name its agents (their state records), ``inboxes``
-        every inbox it used; those of ``unread`` (among ``inboxes``) nobody reads any more, and
-        are emptied now. A backend whose data ends with its process keeps nothing to expire,
-        and does nothing."""
+        """The session's end is logged: everything the bus keeps of it (``left`` names what
+        besides its log, lead record and budget) lives ``retention_s`` more seconds, then goes;
+        the inboxes of ``left.unread`` are emptied now. A backend whose data ends with its
+        process keeps nothing to expire, and does nothing."""
 
     @abstractmethod
     async def expiry(self, session: str) -> float | None:

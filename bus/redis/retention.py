@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.events import SessionFinished
 from baton.bus.ids import name_problem
-from baton.bus.parts.retention import Retention, Retired
+from baton.bus.parts.retention import NOTHING_LEFT, Leftovers, Retention, Retired
 from baton.bus.parts.store import STORE_TABLES
 from baton.bus.redis.adapter import RedisRefused
 from baton.bus.redis.core import RedisCore, stream_entries
@@ -67,24 +67,18 @@ class RedisRetention(Retention):
         self._core = core
 
     async def retire(
-        self,
-        session: str,
-        retention_s: float,
-        *,
-        agents: Collection[str] = (),
-        inboxes: Collection[str] = (),
-        unread: Collection[str] = (),
+        self, session: str, retention_s: float, left: Leftovers = NOTHING_LEFT
     ) -> Retired:
         core, keys = self._core, self._core.keys
-        emptied = [keys.inbox(session, name) for name in dict.fromkeys(unread)]
+        emptied = [keys.inbox(session, name) for name in dict.fromkeys(left.unread)]
         named = [
             keys.events(session),
             keys.lead(session),
             keys.spend(session),
             *(keys.table(session, table) for table in STORE_TABLES),
             keys.spawn_local(session),
-            *(keys.inbox(session, name) for name in inboxes),
-            *(keys.agent(session, name) for name in agents),
+            *(keys.inbox(session, name) for name in left.inboxes),
+            *(keys.agent(session, name) for name in left.agents),
         ]
         rest = [key for key in dict.fromkeys(named) if key not in emptied]
         ttl_ms = max(1, round(retention_s * 1000))

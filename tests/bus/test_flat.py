@@ -11,6 +11,7 @@ import pytest
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import SpawnRequest, make_envelope
 from baton.bus.parts.claims import SpawnQueue
+from baton.bus.parts.retention import Leftovers
 from baton.bus.spend import SpendLimits
 
 ENVELOPE = make_envelope(session="s", sender="lead", recipient="a", type="task", content="x")
@@ -80,7 +81,7 @@ CALLS = [  # flat name, its arguments; the part, its method and the arguments it
     ("record_spend", ("s", 7), {}, "budget", "record", ("s", 7), {}),
     ("spend", ("s",), {}, "budget", "totals", ("s",), {}),
     ("retire_session", ("s", 9.0), {"agents": ["a"], "inboxes": ["b"], "unread": ["b"]},
-     "retention", "retire", ("s", 9.0), {"agents": ["a"], "inboxes": ["b"], "unread": ["b"]}),
+     "retention", "retire", ("s", 9.0, Leftovers(["a"], ["b"], ["b"])), {}),
     ("session_expiry", ("s",), {}, "retention", "expiry", ("s",), {}),
     ("save_token_scopes", ("s", {"d": "read"}), {}, "store", "put", ("s", "tokens", {"d": "read"}),
      {}),

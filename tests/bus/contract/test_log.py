@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import anyio
 
-from baton.bus.events import AgentExited, AgentProgress, SessionStarted
+from baton.bus.events import AgentExited, AgentProgress, Event, SessionStarted
 from tests.conftest import BusFactory
 
 
@@ -60,7 +60,7 @@ async def test_a_session_without_a_log_has_no_events(make_bus: BusFactory) -> No
 
 
 async def test_emit_once_logs_a_step_once_per_mark_from_any_process(make_bus: BusFactory) -> None:
-    exited = [
+    exited: list[Event] = [
         AgentProgress(session="s1", agent="a", content="last words"),
         AgentExited(session="s1", agent="a", reason="finished"),
     ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from baton.bus.events import SessionFinished, SessionStarted
 from baton.bus.messages import make_envelope
+from baton.bus.parts.retention import Leftovers
 from tests.conftest import BusFactory
 
 
@@ -21,7 +22,8 @@ async def test_a_running_session_never_expires_and_a_retired_one_within_its_time
         await bus.records.set_agent("s1", "a", {"status": "running"})
         assert await bus.retention.expiry("s1") is None
         await bus.log.emit(SessionFinished(session="s1", agent="lead", status="completed"))
-        retired = await bus.retention.retire("s1", 60, agents=["a"], inboxes=["a", "lead"])
+        left = Leftovers(agents=["a"], inboxes=["a", "lead"])
+        retired = await bus.retention.retire("s1", 60, left)
         assert retired.keys >= 0 and retired.consumers >= 0 and retired.dropped >= 0
         expiry = await bus.retention.expiry("s1")
         assert expiry is None or 0 < expiry <= 60
