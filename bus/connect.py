@@ -12,8 +12,9 @@ import os
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+from baton.base_errors import ConfigError
 from baton.bus.base import Bus, BusOptions
-from baton.bus.errors import ConfigError, redact_url
+from baton.bus.errors import redact_url
 
 REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 

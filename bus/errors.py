@@ -1,58 +1,17 @@
-"""The one error hierarchy of baton.
+"""The bus's errors, under the one root :class:`baton.base_errors.BatonError`.
 
-Every error baton raises on purpose derives from :class:`BatonError`, so an embedder can catch the
-whole family in one place. Third-party exceptions (redis, openai, httpx2) are mapped once, at the
-boundary where they occur, with ``raise ... from exc``. Messages say what happened, the value
-involved, and what to do about it. The other packages add their own subclasses in their own
-``errors`` modules; this root lives here because ``bus`` is the bottom layer.
-
-Each class also carries the exit code a command ends with when that error stops it
-(:attr:`BatonError.exit_code`, one of :class:`ExitCode`): a new error class says how it ends a
-process where it is declared, and the CLI never has to recognise errors by name.
+The root, ``ConfigError`` and the CLI's :class:`~baton.base_errors.ExitCode` live in
+:mod:`baton.base_errors`, the bottom layer; they are named here too because the bus raises them
+(a bus URL no backend understands is a ``ConfigError``) and older code imports them from here.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
-
+from baton.base_errors import BatonError as BatonError
+from baton.base_errors import ConfigError as ConfigError
+from baton.base_errors import ExitCode as ExitCode
 from baton.bus.redact import redact_text
 from baton.bus.redact import redact_url as redact_url  # its home before bus/redact.py
-
-
-class ExitCode(IntEnum):
-    """The exit codes of every ``baton`` command, defined once."""
-
-    OK = 0
-    FAILED = 1
-    """The work failed (a session failed, a worker was stopped by force, an unexpected fault)."""
-    USAGE = 2
-    """A usage or configuration error: fix the command line, the config file or the environment."""
-    UNREACHABLE = 3
-    """The bus could not be reached."""
-    INCOMPLETE = 4
-    """The session ended without the work it delegated: no sub-agent delivered a result, or the
-    answer cites media nobody produced (status ``incomplete``)."""
-    INTERRUPTED = 130
-    """Stopped by Ctrl-C (128 + SIGINT), as shells report it."""
-    OUTPUT_CLOSED = 141
-    """Whoever read the output stopped reading (``baton run --json | head -1``): the process ends
-    quietly with the code a shell reports for a tool ended by SIGPIPE (128 + 13)."""
-
-
-class BatonError(Exception):
-    """Root of every error baton raises on purpose.
-
-    ``exit_code`` is how a command ends when this error stops it; subclasses override it, and an
-    instance may narrow it where the class alone cannot tell (``ModelError`` for a refused key).
-    """
-
-    exit_code: int = ExitCode.FAILED
-
-
-class ConfigError(BatonError):
-    """A setting, URL or file given by the user cannot be used."""
-
-    exit_code = ExitCode.USAGE
 
 
 class BusError(BatonError):
@@ -91,7 +50,8 @@ class BusOutage(BusUnreachable):
 class SessionNotRunning(ConfigError):
     """A message from outside for a session that does not run: the bus has no lead record of it
     (an unknown id, or one whose keys expired), or its lead finished. Nothing was sent (see
-    :meth:`~baton.bus.base.Bus.send_if_running`); ``status`` is the record's (``""``: none)."""
+    :meth:`~baton.bus.parts.inboxes.Inboxes.send_if_running`); ``status`` is the record's
+    (``""``: none)."""
 
     def __init__(self, session: str, status: str) -> None:
         if status:

@@ -29,9 +29,10 @@ from typing import Literal, TypeVar
 
 import anyio
 
-from baton.bus.base import DEFAULT_WAIT_S, Bus
+from baton.bus.base import Bus
 from baton.bus.errors import BusUnreachable, InvalidEnvelope
 from baton.bus.messages import Envelope
+from baton.bus.parts.inboxes import DEFAULT_WAIT_S
 from baton.bus.payloads import check_payload
 from baton.bus.retry import persist
 
@@ -91,7 +92,7 @@ class InboxReader:
 
     async def _fetch(self, give_up: Callable[[], bool] | None) -> list[Envelope]:
         return await self._persist(
-            lambda: self.bus.read_inbox(self.session, self.agent), "read", give_up
+            lambda: self.bus.inboxes.read(self.session, self.agent), "read", give_up
         )
 
     async def _sort(
@@ -138,7 +139,9 @@ class InboxReader:
             return
         ids = list(ids)
         self.done.update(ids)
-        await self._persist(lambda: self.bus.ack(self.session, self.agent, ids), "ack", give_up)
+        await self._persist(
+            lambda: self.bus.inboxes.ack(self.session, self.agent, ids), "ack", give_up
+        )
         for envelope_id in ids:
             self.pending.pop(envelope_id, None)
 
@@ -194,9 +197,9 @@ class InboxReader:
             with anyio.CancelScope() as scope:
                 self._wait_scope = scope
                 try:
-                    await self.bus.wait(self.session, self.agent, wait_s)
+                    await self.bus.inboxes.wait(self.session, self.agent, wait_s)
                 except BusUnreachable:
-                    wait = partial(self.bus.wait, self.session, self.agent, wait_s)
+                    wait = partial(self.bus.inboxes.wait, self.session, self.agent, wait_s)
                     try:
                         await self._persist(wait, "wait", partial(_giving_up, stop, deadline))
                     except BusUnreachable as exc:
@@ -260,7 +263,7 @@ class InboxReader:
             await self._persist(
                 # The bus's own dead-letter path: the same stream, log line and error event as
                 # an envelope that failed to parse.
-                lambda: self.bus._dead_letter(error, source=source, session=self.session, raw=raw),
+                lambda: self.bus.quarantine(error, source=source, session=self.session, raw=raw),
                 "dead letter",
                 give_up,
             )

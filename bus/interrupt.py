@@ -27,10 +27,10 @@ from functools import partial
 
 import anyio
 
-from baton.bus.base import DEFAULT_WAIT_S
 from baton.bus.errors import BusClosed, BusError, BusUnreachable
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
+from baton.bus.parts.inboxes import DEFAULT_WAIT_S
 from baton.bus.retry import persist
 
 __all__ = ["RoundWatch"]
@@ -86,7 +86,7 @@ class RoundWatch:
         ``stop_round()`` and return. Bus faults are retried until the round is over; a bus that
         refuses or closes ends the watch, never the round."""
         inbox = self._inbox
-        wait = partial(inbox.bus.wait, inbox.session, inbox.agent, DEFAULT_WAIT_S)
+        wait = partial(inbox.bus.inboxes.wait, inbox.session, inbox.agent, DEFAULT_WAIT_S)
         try:
             while not self._ended:
                 with anyio.CancelScope() as self._waiting:

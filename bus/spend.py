@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from baton.bus.errors import BatonError
+from baton.base_errors import BatonError
 
 SpendCap = Literal["calls", "tokens"]
 

@@ -1,6 +1,6 @@
 """A session's event log, followed through bus outages: the tail picks up at its cursor.
 
-``Bus.events`` ends with ``BusUnreachable`` once the backend's own few retries are spent (about
+``EventLog.tail`` ends with ``BusUnreachable`` once the backend's own few retries are spent (about
 two seconds of a dead Redis). Whoever follows a log for a person — the session forwarding its
 sub-agents' events to its viewers, ``baton watch``, a server's SSE feeds — must instead wait for
 the bus to come back, then carry on right after the last event it handed out, so nothing is
@@ -19,8 +19,9 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 import anyio
 
-from baton.bus.base import Bus, LoggedEvent
+from baton.bus.base import Bus
 from baton.bus.errors import BusUnreachable
+from baton.bus.parts.log import LoggedEvent
 from baton.bus.retry import persist
 
 
@@ -40,7 +41,7 @@ class _Resumable:
         if self._events is None:
             if self._failed:
                 await self.bus.ping()  # raises BusUnreachable until the bus is back
-            self._events = self.bus.events(self.session, after=self.cursor, follow=self.follow)
+            self._events = self.bus.log.tail(self.session, after=self.cursor, follow=self.follow)
         try:
             logged = await anext(self._events, None)
         except BusUnreachable:
@@ -68,7 +69,7 @@ async def tail_events(
     follow: bool = True,
     outage_s: float | None = None,
 ) -> AsyncGenerator[LoggedEvent, None]:
-    """``bus.events(session, after=after, follow=follow)``, resumed after a bus fault at the
+    """``bus.log.tail(session, after=after, follow=follow)``, resumed after a bus fault at the
     last cursor it yielded; raises ``BusOutage`` once the bus has been gone ``outage_s``
     (None: waits for as long as it takes)."""
     tail = _Resumable(bus, session, after, follow)

@@ -1,7 +1,7 @@
 """Text read from Redis that was not UTF-8: how it is told apart, named, and shown.
 
 Redis stores bytes, and anyone with access can put any bytes in a stream. The Redis bus decodes
-replies with ``surrogateescape`` (:mod:`baton.bus.redis_adapter`), so a byte that is not UTF-8
+replies with ``surrogateescape`` (:mod:`baton.bus.redis.adapter`), so a byte that is not UTF-8
 arrives as a lone surrogate (``\\xff`` → ``'\\udcff'``) instead of raising inside a pipelined
 round trip, where it would fail every command sharing it. Such text is never valid input: the
 readers refuse it here, as a malformed entry, with a reason that says which field and which byte.

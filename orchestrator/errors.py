@@ -1,10 +1,11 @@
-"""Errors of the orchestrator layer, under the one root ``baton.bus.errors.BatonError``."""
+"""Errors of the orchestrator layer, under the one root ``baton.base_errors.BatonError``."""
 
 from __future__ import annotations
 
 from pydantic import ValidationError
 
-from baton.bus.errors import BatonError, ExitCode, redact_url
+from baton.base_errors import BatonError, ExitCode
+from baton.bus.errors import redact_url
 
 REFUSED_CONFIGURATION = frozenset({401, 403, 404})
 """HTTP statuses that mean a wrong key, model name or endpoint path: a configuration to fix."""

@@ -72,9 +72,10 @@ from pydantic import (
     model_validator,
 )
 
+from baton.base_errors import ConfigError
 from baton.bus.base import DEFAULT_RETENTION_S, Bus, BusOptions
 from baton.bus.connect import open_bus
-from baton.bus.errors import BusError, BusOutage, ConfigError
+from baton.bus.errors import BusError, BusOutage
 from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
 from baton.bus.ids import new_id
 from baton.bus.lifecycle import Service
@@ -86,6 +87,7 @@ from baton.bus.messages import (
     check_pool,
     make_envelope,
 )
+from baton.bus.parts.retention import Leftovers
 from baton.bus.retry import DEFAULT_OUTAGE_S, persist
 from baton.bus.signing import SETUP_KEY_ID, key_mismatch, stored_key_id
 from baton.bus.tail import tail_events
@@ -534,7 +536,7 @@ class Session(Service):
         watch = self._watch = SpawnWatch(
             bus, self.id, unclaimed_s=config.unclaimed_s, give_up=self._cancelling
         )
-        stack.callback(bus.watch_spawns(self.id, watch.submitted))
+        stack.callback(bus.spawns.watch(self.id, watch.submitted))
         for request, receipt in self._lead.team.pending_spawns():  # a dead lead's, resumed
             watch.submitted(request, receipt)
         self._group = await stack.enter_async_context(anyio.create_task_group())
@@ -646,7 +648,7 @@ class Session(Service):
         envelope = make_envelope(
             session=self.id, sender=sender, recipient=to, type=type, content=content
         )
-        return await self.bus.send(envelope)
+        return await self.bus.inboxes.send(envelope)
 
     async def answer(
         self, call_id: str, approved: bool, reason: str = "", *, nobody: bool = False
@@ -681,7 +683,7 @@ class Session(Service):
             else:
                 await self._keeper_of().begin(self._setup)
             if self.config.budget is not None and resumed is None:  # before the first spawn
-                write = partial(self.bus.set_spend_limits, self.id, self.config.budget)
+                write = partial(self.bus.budget.set_limits, self.id, self.config.budget)
                 await persist(
                     write,
                     "the session's budget",
@@ -731,7 +733,9 @@ class Session(Service):
         """A resumed lead reads the dead one's inbox: what was delivered to it and not acked is
         handed back (claimable at once, not a lease later), then the record names our consumer."""
         if resumed.consumer:
-            release = partial(self.bus.release_inbox, self.id, LEAD_NAME, consumer=resumed.consumer)
+            release = partial(
+                self.bus.inboxes.hand_back, self.id, LEAD_NAME, consumer=resumed.consumer
+            )
             await persist(
                 release,
                 "hand back the dead lead's inbox",
@@ -824,7 +828,7 @@ class Session(Service):
             return
         with anyio.move_on_after(DROP_QUEUE_S):
             try:
-                left = await self.bus.drop_spawn_queue(self.id)
+                left = await self.bus.spawns.drop_queue(self.id)
             except BusError as exc:
                 log.warning("session %s: could not delete its spawn queue: %s", self.id, exc)
                 return
@@ -844,7 +848,7 @@ class Session(Service):
         with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_INBOXES_S):
             for inbox in (LEAD_NAME, approvals_inbox(LEAD_NAME)):
                 try:
-                    await bus.release(self.id, inbox)
+                    await bus.inboxes.forget(self.id, inbox)
                 except BusError as exc:
                     log.debug("session %s: %s inbox not released: %s", self.id, inbox, exc)
 
@@ -862,10 +866,10 @@ class Session(Service):
         ]
         done = (LEAD_NAME, *agents) if self._worker is not None else (LEAD_NAME,)
         unread = [approvals_inbox(agent) for agent in done] + list(done)
-        retire = partial(self.bus.retire_session, self.id, self.config.retention_s)
+        retire = partial(self.bus.retention.retire, self.id, self.config.retention_s)
         with anyio.move_on_after(RETIRE_S) as bounded:
             try:
-                retired = await retire(agents=agents, inboxes=inboxes, unread=unread)
+                retired = await retire(Leftovers(agents, inboxes, unread))
             except BusError as exc:
                 log.warning("session %s: its keys got no expiry: %s", self.id, exc)
                 return
@@ -935,7 +939,7 @@ def open_session(
 
     Keywords are validated exactly as :class:`SessionConfig` fields are (an unknown key, a
     negative timeout or an unknown approve mode is refused): a bad one raises
-    :class:`~baton.bus.errors.ConfigError` naming the field.
+    :class:`~baton.base_errors.ConfigError` naming the field.
     """
     if isinstance(config, SessionConfig) and not settings:
         return Session(config, bus=bus, model=model, tools=tools, subagent_models=subagent_models)

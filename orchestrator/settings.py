@@ -51,7 +51,7 @@ variable set to the empty string counts as unset (compose's ``${VAR:-}`` passes 
 falling through to the config file and the default.
 
 Every problem — an unreadable or invalid file, an unknown key, a value of the wrong kind — is one
-:class:`~baton.bus.errors.ConfigError` whose message names the source and the key, because the CLI
+:class:`~baton.base_errors.ConfigError` whose message names the source and the key, because the CLI
 prints it as the single line a user sees.
 """
 
@@ -82,9 +82,10 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from baton.base_errors import ConfigError
 from baton.bus.base import DEFAULT_RETENTION_S
 from baton.bus.connect import redis_url
-from baton.bus.errors import ConfigError, redact_url
+from baton.bus.errors import redact_url
 from baton.bus.messages import DEFAULT_POOL, check_pool
 from baton.bus.redact import redact_text
 from baton.bus.retry import DEFAULT_OUTAGE_S

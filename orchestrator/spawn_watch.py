@@ -5,7 +5,7 @@ The lead starts a sub-agent by queueing a spawn request and then waits for the a
 nothing in that wait could tell "no worker has got to it yet" from "no worker ever will" (no
 worker serves the pool, or none that serves it knows the profile), so such a session used to wait
 out its whole timeout. This watch, run by the session beside its lead, follows every request the
-session's bus submits (``Bus.watch_spawns``) until a worker hosts its agent:
+session's bus submits (``bus.spawns.watch``) until a worker hosts its agent:
 
 - a request still unclaimed after ``unclaimed_s`` is logged once (``agent.unclaimed``, which every
   view shows as one warning line naming the pool and the profile), with how many live workers of
@@ -109,7 +109,7 @@ class SpawnWatch:
 
     async def _check(self) -> None:
         watched = list(self._watched.values())
-        states = await self.bus.spawn_states([w.receipt for w in watched])
+        states = await self.bus.spawns.states([w.receipt for w in watched])
         now = anyio.current_time()
         pools: dict[str, dict[str, frozenset[str]]] = {}  # each pool's live workers, read once
         for item in watched:
@@ -118,7 +118,7 @@ class SpawnWatch:
                 if now - item.since >= self.unclaimed_s:
                     await self._overdue(item, now - item.since, pools)
                 continue
-            fields = await self.bus.get_agent_state(self.session, item.request.agent)
+            fields = await self.bus.records.agent(self.session, item.request.agent)
             if "owner" in fields and fields.get("spawn") == item.request.id:
                 self._watched.pop(item.receipt, None)  # a worker hosts it: nothing to watch
             elif state == "gone":  # done already, withdrawn, or refused
@@ -139,13 +139,13 @@ class SpawnWatch:
             return
         live = pools.get(request.pool)
         if live is None:
-            live = pools[request.pool] = await self.bus.pool_workers(request.pool)
+            live = pools[request.pool] = await self.bus.workers.live(request.pool)
         serving = sorted(name for name, profiles in live.items() if request.profile in profiles)
         if serving:
             busy = f"{len(serving)} live worker(s) of the pool serve it, all busy: it waits"
             await self._warn(item, waited, len(serving), busy)
             return
-        withdrawn = await self.bus.withdraw_spawn([item.receipt])
+        withdrawn = await self.bus.spawns.withdraw([item.receipt])
         if item.receipt not in withdrawn:
             return  # a worker claimed it just now: the next look sees it hosted
         others = "; ".join(f"{name} serves {', '.join(sorted(p)) or 'nothing'}"
@@ -158,9 +158,9 @@ class SpawnWatch:
             f"does (`baton worker --pool {request.pool}` with a profile {request.profile!r})."
         )
         s, a = self.session, request.agent
-        await self._persist(partial(self.bus.emit, AgentResult(session=s, agent=a,
+        await self._persist(partial(self.bus.log.emit, AgentResult(session=s, agent=a,
                                                                content=content)))  # fmt: skip
-        await self._persist(partial(self.bus.emit, AgentExited(session=s, agent=a,
+        await self._persist(partial(self.bus.log.emit, AgentExited(session=s, agent=a,
                                                                reason="error")))  # fmt: skip
         await self._deliver(item, content)
 
@@ -180,7 +180,7 @@ class SpawnWatch:
             waited_s=round(waited, 1),
             workers=workers,
         )
-        await self._persist(partial(self.bus.emit, event))
+        await self._persist(partial(self.bus.log.emit, event))
 
     async def _relay(self, item: _Watched, refusal: SpawnRefusal) -> None:
         """A worker refused the request and could not tell the lead: the lead hears it from
@@ -194,7 +194,7 @@ class SpawnWatch:
         envelope = refusal_result(request_id=request.id, session=self.session,
                                   agent=request.agent, parent=request.parent,
                                   content=content)  # fmt: skip
-        await self._persist(partial(self.bus.send, envelope))
+        await self._persist(partial(self.bus.inboxes.send, envelope))
         self.ended.append(content)
         self._watched.pop(item.receipt, None)
 

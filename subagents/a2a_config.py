@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from baton.bus.errors import ConfigError
+from baton.base_errors import ConfigError
 from baton.bus.redact import redact_text, redact_url
 from baton.defaults import install_hint
 

@@ -36,6 +36,7 @@ from baton.bus.events import AgentExited, AgentResult
 from baton.bus.ids import new_id
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
+from baton.bus.parts.inboxes import Inboxes
 from baton.bus.payloads import ResultReport
 from baton.bus.retry import persist
 from baton.engine.bus_channel import approvals_inbox
@@ -124,7 +125,7 @@ class Bookkeeper:
     async def restore(self) -> Restored:
         """Load the checkpoint and claim the agent, unless a previous owner decided its report."""
         bus, session, name = self._where()
-        fields = await persist(lambda: bus.get_agent_state(session, name), "load state")
+        fields = await persist(lambda: bus.records.agent(session, name), "load state")
         final = load_final(fields.get("final"))
         status = fields.get("status")
         same_run = fields.get("spawn") == self._spawn_id
@@ -145,7 +146,7 @@ class Bookkeeper:
             "spawn": self._spawn_id,
             "profile": self._profile.name,
         }
-        await persist(lambda: bus.set_agent_state(session, name, claim), "claim")
+        await persist(lambda: bus.records.set_agent(session, name, claim), "claim")
         if self._resumed:
             log.info("resuming %s/%s at step %d", session, name, self.state.step)
         return Restored()
@@ -164,10 +165,10 @@ class Bookkeeper:
         """Write state, unless another worker owns the agent now (then stop quietly)."""
         bus, session, name = self._where()
         if self._owner:
-            current = await persist(lambda: bus.get_agent_state(session, name), "check owner")
+            current = await persist(lambda: bus.records.agent(session, name), "check owner")
             if current.get("owner", "") != self._owner:
                 raise LostOwnership(session, name, current.get("owner", ""))
-        await persist(lambda: bus.set_agent_state(session, name, fields), "checkpoint")
+        await persist(lambda: bus.records.set_agent(session, name, fields), "checkpoint")
 
     # -- on the way out -------------------------------------------------------------------------
 
@@ -226,8 +227,8 @@ class Bookkeeper:
         The events go out before the report: a lead ends its session once every report is in, and
         its ``session.finished`` must come after everything its agents logged (a viewer stops
         reading there). They are appended in one step with the report's id recorded as logged
-        (:meth:`~baton.bus.base.Bus.emit_once`), so a worker dying between them and the report
-        makes the next owner send the report without logging them again: exactly once.
+        (:meth:`~baton.bus.parts.log.EventLog.emit_once`), so a worker dying between them and the
+        report makes the next owner send the report without logging them again: exactly once.
         """
         bus, session, name = self._where()
         with shielded(FINAL_BOOKKEEPING_S) as bound:
@@ -240,7 +241,7 @@ class Bookkeeper:
                 ),
                 AgentExited(session=session, agent=name, reason=final.reason),
             )
-            log_once = partial(bus.emit_once, session, name, events, mark=final.id)
+            log_once = partial(bus.log.emit_once, session, name, events, mark=final.id)
             await persist(log_once, "exit events")
             envelope = Envelope(
                 id=final.id,
@@ -258,11 +259,11 @@ class Bookkeeper:
                     tool_errors=final.tool_errors,
                 ).to_meta(),
             )
-            await persist(lambda: bus.send(envelope), "final result")
+            await persist(lambda: bus.inboxes.send(envelope), "final result")
             done = {"status": "exited"}
-            await persist(lambda: bus.set_agent_state(session, name, done), "exit")
+            await persist(lambda: bus.records.set_agent(session, name, done), "exit")
             await self._inbox.ack_pending()
-            await _release_inboxes(bus, session, name)
+            await _release_inboxes(bus.inboxes, session, name)
         if bound.cancelled_caught:
             return self._unfinished()
         return Delivery.DELIVERED
@@ -272,7 +273,7 @@ class Bookkeeper:
         shielded and bounded, since only a stopping worker calls it."""
         bus, session, name = self._where()
         with shielded(FINAL_BOOKKEEPING_S):
-            await _release_inboxes(bus, session, name)
+            await _release_inboxes(bus.inboxes, session, name)
 
     def _where(self) -> tuple[Bus, str, str]:
         """The bus, session and name of the agent, as its inbox holds them."""
@@ -287,8 +288,8 @@ class Bookkeeper:
         return Delivery.UNFINISHED
 
 
-async def _release_inboxes(bus: Bus, session: str, name: str) -> None:
+async def _release_inboxes(inboxes: Inboxes, session: str, name: str) -> None:
     """Stop watching the agent's inboxes, its own and its approvals' (once it asked one): a worker
     hosting agent after agent would otherwise stay subscribed to every one's wake-up channel."""
     for inbox in (name, approvals_inbox(name)):
-        await persist(partial(bus.release, session, inbox), "release inbox")
+        await persist(partial(inboxes.forget, session, inbox), "release inbox")

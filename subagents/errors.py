@@ -1,10 +1,10 @@
-"""Errors of the sub-agent layer, under the one root ``baton.bus.errors.BatonError``."""
+"""Errors of the sub-agent layer, under the one root ``baton.base_errors.BatonError``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from baton.bus.errors import BatonError, ConfigError
+from baton.base_errors import BatonError, ConfigError
 
 
 class ProfileError(ConfigError):

@@ -463,7 +463,7 @@ class SubAgent:
                 if self._phase.without_report:  # given back before it started
                     self._starting.cancel()
                 if announce is not None:
-                    await persist(partial(self.bus.emit, announce), "announce")
+                    await persist(partial(self.bus.log.emit, announce), "announce")
                 restored = await self._books.restore()
                 if self.spend is None:
                     self.spend = await self._session_budget()
@@ -499,7 +499,7 @@ class SubAgent:
     async def _session_budget(self) -> Spend | None:
         """The session's budget on the bus when it has caps; None when it has none (then no
         call is counted: the budget events would only say "no cap")."""
-        totals = await persist(partial(self.bus.spend, self.session), "read the budget")
+        totals = await persist(partial(self.bus.budget.totals, self.session), "read the budget")
         return None if totals.limits.unlimited else BusSpend(self.bus, self.session)
 
     # -- talking to the lead --------------------------------------------------------------------
@@ -526,14 +526,14 @@ class SubAgent:
             content=content,
             meta=ProgressReport(owner=self._books.owner).to_meta(),
         )
-        await persist(lambda: self.bus.send(envelope), "progress")
+        await persist(lambda: self.bus.inboxes.send(envelope), "progress")
         event = AgentProgress(session=self.session, agent=self.name, content=content)
-        await persist(lambda: self.bus.emit(event), "progress event")
+        await persist(lambda: self.bus.log.emit(event), "progress event")
 
     async def _forward(self, event: Event) -> None:
         """Engine events go to the session log, except text deltas (progress says enough)."""
         if not isinstance(event, TextDelta):
-            await persist(lambda: self.bus.emit(event), "engine event")
+            await persist(lambda: self.bus.log.emit(event), "engine event")
 
     def _describe_round(self, batch: Sequence[Envelope]) -> str:
         first = " ".join(batch[0].content.split())[:120]

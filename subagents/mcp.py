@@ -54,7 +54,7 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from baton.bus.errors import ConfigError
+from baton.base_errors import ConfigError
 from baton.bus.lifecycle import Service
 from baton.bus.redact import redact_text
 from baton.engine import Tool, ToolResult

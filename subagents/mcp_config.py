@@ -15,7 +15,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from baton.bus.errors import ConfigError
+from baton.base_errors import ConfigError
 from baton.bus.redact import redact_url
 from baton.defaults import install_hint
 

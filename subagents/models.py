@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from baton.bus.errors import ConfigError
+from baton.base_errors import ConfigError
 from baton.bus.redact import redact_url
 from baton.defaults import DEFAULT_MODEL
 from baton.llm import OFFLINE_LABEL, ModelSettings, OpenAIChatModel, offline_model

@@ -266,7 +266,7 @@ class Worker(Service):
         if self.queue.local:
             return
         ttl = 0.0 if stopping else self.heartbeat_s * 3  # three beats: one missed is no death
-        announce = partial(self.bus.announce_worker, self.queue.pool, self.name,
+        announce = partial(self.bus.workers.announce, self.queue.pool, self.name,
                            self.queue.profiles, ttl)  # fmt: skip
         problem: object = None
         bound_s = GIVE_BACK_GRACE_S if stopping else min(GIVE_BACK_S, self.heartbeat_s)
@@ -346,7 +346,7 @@ class Worker(Service):
             with self._shields.shield(GIVE_BACK_S):  # cut at a stop's deadline
                 await self._announce(stopping=True)  # it serves the pool no more
                 try:
-                    await self.bus.leave_spawn(self.queue)
+                    await self.bus.claims.leave(self.queue)
                 except BusError as exc:  # only wake-ups are at stake
                     log.debug("worker %s: leaving %s: %s", self.name, self.queue, exc)
 
@@ -360,7 +360,7 @@ class Worker(Service):
                 await self._limiter.acquire_on_behalf_of(token)
                 try:
                     claim = await persist(
-                        partial(self.bus.claim_spawn, self.queue, timeout=self.claim_timeout_s),
+                        partial(self.bus.claims.claim, self.queue, timeout=self.claim_timeout_s),
                         "claim",
                     )
                 except (BusClosed, BusUnreachable):
@@ -394,7 +394,7 @@ class Worker(Service):
             if not receipts:
                 continue
             try:
-                held = set(await self.bus.renew_spawn(receipts))
+                held = set(await self.bus.claims.renew(receipts))
             except BusClosed:
                 return
             except BusError as exc:
@@ -467,7 +467,7 @@ class Worker(Service):
         if key in self._by_agent:  # already running here: it reads the same inbox
             log.info("duplicate spawn of %s/%s; already hosted", *key)
             await self._settle(
-                request, "ack duplicate", partial(self.bus.ack_spawn, [claim.receipt])
+                request, "ack duplicate", partial(self.bus.claims.ack, [claim.receipt])
             )
             return None
         try:
@@ -521,18 +521,18 @@ class Worker(Service):
             self.finished += 1
             log.info("%s/%s exited: %s", request.session, request.agent, reason)
             # If this times out, the next owner finds the agent exited and only acks it.
-            await self._settle(request, "ack spawn", partial(self.bus.ack_spawn, [claim.receipt]))
+            await self._settle(request, "ack spawn", partial(self.bus.claims.ack, [claim.receipt]))
         elif agent.lost:
             log.info("%s/%s was taken over by another worker", request.session, request.agent)
         else:
             log.info("%s/%s given back unfinished", request.session, request.agent)
             # Its un-acked messages go back too, so the next owner need not wait a lease.
-            release = partial(self.bus.release_inbox, request.session, request.agent)
+            release = partial(self.bus.inboxes.hand_back, request.session, request.agent)
             await self._settle(request, "release inbox", release)
             await self._give_back([claim.receipt])
 
     async def _give_back(self, receipts: list[str]) -> None:
-        release = partial(self.bus.release_spawn, receipts)
+        release = partial(self.bus.claims.release, receipts)
         await self._settle(None, "release spawn", release)
 
     async def _settle(
@@ -580,10 +580,10 @@ class Worker(Service):
         await self._settle(
             request,
             "refusal",
-            partial(self.bus.send, envelope),
-            partial(self.bus.emit, AgentResult(session=s, agent=a, content=content)),
-            partial(self.bus.emit, AgentExited(session=s, agent=a, reason="error")),
-            partial(self.bus.ack_spawn, [claim.receipt]),
+            partial(self.bus.inboxes.send, envelope),
+            partial(self.bus.log.emit, AgentResult(session=s, agent=a, content=content)),
+            partial(self.bus.log.emit, AgentExited(session=s, agent=a, reason="error")),
+            partial(self.bus.claims.ack, [claim.receipt]),
         )
 
     def _key_mismatch(self, request: SpawnRequest) -> str | None:
@@ -610,10 +610,10 @@ class Worker(Service):
         await self._settle(
             request,
             "refusal",
-            partial(self.bus.set_agent_state, s, a, refusal.to_field()),
-            partial(self.bus.emit, AgentResult(session=s, agent=a, content=content)),
-            partial(self.bus.emit, AgentExited(session=s, agent=a, reason="error")),
-            partial(self.bus.ack_spawn, [claim.receipt]),
+            partial(self.bus.records.set_agent, s, a, refusal.to_field()),
+            partial(self.bus.log.emit, AgentResult(session=s, agent=a, content=content)),
+            partial(self.bus.log.emit, AgentExited(session=s, agent=a, reason="error")),
+            partial(self.bus.claims.ack, [claim.receipt]),
         )
 
     async def _set_aside(self, claim: SpawnClaim, reason: str) -> None:
@@ -622,11 +622,11 @@ class Worker(Service):
         request = claim.request
         raw = request.model_dump_json()
         _, _, stream = claim.receipt.partition("@")
-        dead = partial(self.bus._dead_letter, InvalidEnvelope(reason, raw),
+        dead = partial(self.bus.quarantine, InvalidEnvelope(reason, raw),
                        source=stream or "spawn", session=request.session, raw=raw)  # fmt: skip
         try:
             await self._settle(
-                request, "dead letter", dead, partial(self.bus.ack_spawn, [claim.receipt])
+                request, "dead letter", dead, partial(self.bus.claims.ack, [claim.receipt])
             )
         except Exception:
             log.exception("could not set %s/%s aside", request.session, request.agent)

@@ -83,8 +83,6 @@ def make_bus(request: pytest.FixtureRequest, backend: str) -> BusFactory:
         if not first:
             first.append(MemoryBus(opts))
             return first[0]
-        peer = first[0].peer(opts.consumer)
-        peer.options = opts
-        return peer
+        return first[0].peer(options=opts)
 
     return factory

@@ -92,9 +92,11 @@ def test_the_built_wheel_is_one_baton_package(tmp_path: Path) -> None:
         archive.extractall(tmp_path / "site")
     tops = {name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith("-info")}
     assert tops == {"baton"}
-    for shipped in ("baton/bus/redis.py", "baton/subagents/worker.py", "baton/engine/loop.py"):
-        assert shipped in names
-    assert any(name.startswith("baton/bus/scripts/") and name.endswith(".lua") for name in names)
+    shipped = ("baton/bus/redis/bus.py", "baton/bus/memory/bus.py", "baton/subagents/worker.py")
+    for name in (*shipped, "baton/engine/loop.py"):
+        assert name in names
+    scripts = "baton/bus/redis/scripts/"
+    assert any(name.startswith(scripts) and name.endswith(".lua") for name in names)
     assert "baton/server/assets/session.js" in names
 
     outside = tmp_path / "elsewhere"

@@ -21,7 +21,7 @@ def main() -> None:
     """
     import sys
 
-    from baton.bus.errors import ExitCode
+    from baton.base_errors import ExitCode
     from baton.cli.exits import flush_or_quiet, output_closed
 
     try:

@@ -231,7 +231,7 @@ def task_from_stdin(*, command: str) -> str:
     """The task piped in (``baton run -``): a long or multi-line prompt needs no shell quoting."""
     import sys
 
-    from baton.bus.errors import ExitCode
+    from baton.base_errors import ExitCode
     from baton.cli.exits import fail
 
     text = sys.stdin.read().strip()
@@ -453,7 +453,7 @@ def approve(
     prefix: PrefixOpt = None,
 ) -> None:
     """Answer an approval that a sub-agent (on any worker) is waiting for."""
-    from baton.bus.errors import ExitCode
+    from baton.base_errors import ExitCode
     from baton.cli.exits import fail
 
     if yes is None:

@@ -15,11 +15,13 @@ from contextlib import aclosing, asynccontextmanager
 
 import anyio
 
-from baton.bus.base import Bus, BusOptions, LoggedEvent
+from baton.base_errors import ConfigError, ExitCode
+from baton.bus.base import Bus, BusOptions
 from baton.bus.connect import open_bus
-from baton.bus.errors import BusError, ConfigError, ExitCode, SessionNotRunning, redact_url
+from baton.bus.errors import BusError, SessionNotRunning, redact_url
 from baton.bus.events import ApprovalRequested, Event, SessionFinished, SessionStarted
 from baton.bus.messages import Envelope, make_envelope
+from baton.bus.parts.log import EventLog, LoggedEvent
 from baton.bus.tail import tail_events
 from baton.bus.user_post import user_post_problem
 from baton.cli.catchup import approve_line, standing_of
@@ -88,15 +90,15 @@ async def refuse_other_keys(bus: Bus, session: str, sender: str) -> None:
 
 async def send_to_running(bus: Bus, envelope: Envelope, settings: BatonSettings) -> None:
     """Send ``envelope`` only if its session runs, the look and the write in one step
-    (:meth:`~baton.bus.base.Bus.send_if_running`); else a ``ConfigError`` saying why, nothing
-    written (as the HTTP API answers 404 and 409)."""
+    (:meth:`~baton.bus.parts.inboxes.Inboxes.send_if_running`); else a ``ConfigError`` saying
+    why, nothing written (as the HTTP API answers 404 and 409)."""
     session = envelope.session
     try:
-        await bus.send_if_running(envelope)
+        await bus.inboxes.send_if_running(envelope)
     except SessionNotRunning as exc:
         if not exc.status:
             raise ConfigError(unknown_session(session, settings)) from exc
-        _, last = await last_cursor(bus, session)
+        _, last = await last_cursor(bus.log, session)
         ended = last.event.status if last and isinstance(last.event, SessionFinished) else ""
         raise ConfigError(
             f"session {session} has finished{f' ({ended})' if ended else ''}: nothing reads "
@@ -112,10 +114,10 @@ def unknown_session(session: str, settings: BatonSettings) -> str:
     )
 
 
-async def last_cursor(bus: Bus, session: str) -> tuple[str | None, LoggedEvent | None]:
+async def last_cursor(log: EventLog, session: str) -> tuple[str | None, LoggedEvent | None]:
     """The cursor of the newest event of a session's log, and that event (None when empty)."""
     last: LoggedEvent | None = None
-    async for logged in bus.events(session, follow=False):
+    async for logged in log.tail(session, follow=False):
         last = logged
     return (last.cursor if last else None), last
 
@@ -126,7 +128,7 @@ LEAD_CHECK_S = LEAD_LEASE_S / 3
 
 async def session_known(bus: Bus, session: str) -> bool:
     """Whether the bus knows the session: it has a lead record or an event log."""
-    return bool(await bus.lead_record(session)) or await has_events(bus, session)
+    return bool(await bus.records.lead(session)) or await has_events(bus, session)
 
 
 def lead_lost_line(session: str) -> str:
@@ -164,9 +166,9 @@ async def watch(
             after: str | None = None
             live_after: str | None = None  # approvals after this cursor are waited on now
             if from_start:
-                live_after, _ = await last_cursor(bus, session)
+                live_after, _ = await last_cursor(bus.log, session)
             elif not wait:  # waited for: shown from its start, even if the session beat this
-                history = await logged_so_far(bus, session)  # process up to it
+                history = await logged_so_far(bus.log, session)  # process up to it
                 if history and isinstance(history[-1].event, SessionFinished):
                     print(
                         f"session {session} already {history[-1].event.status}; "
@@ -184,9 +186,9 @@ async def watch(
         renderer.close()
 
 
-async def logged_so_far(bus: Bus, session: str) -> list[LoggedEvent]:
+async def logged_so_far(log: EventLog, session: str) -> list[LoggedEvent]:
     """Every event the session's log holds now, oldest first."""
-    events = bus.events(session, follow=False)
+    events = log.tail(session, follow=False)
     try:
         return [logged async for logged in events]
     finally:
@@ -252,7 +254,7 @@ async def _follow(
                 if isinstance(logged.event, SessionFinished):
                     group.cancel_scope.cancel()
                     return True
-    async for logged in bus.events(session, after=cursor, follow=False):  # its last words
+    async for logged in bus.log.tail(session, after=cursor, follow=False):  # its last words
         renderer.show(logged.event)
         if isinstance(logged.event, SessionFinished):
             return True
@@ -287,7 +289,7 @@ async def sessions(settings: BatonSettings, as_json: bool) -> None:
     it)."""
     rows: list[dict[str, str | float | None]] = []
     async with shared_bus(settings) as bus:
-        for session in await bus.sessions():
+        for session in await bus.log.sessions():
             rows.append(await _session_row(bus, session))
     if as_json:
         for row in rows:
@@ -307,7 +309,7 @@ async def sessions(settings: BatonSettings, as_json: bool) -> None:
 
 async def _session_row(bus: Bus, session: str) -> dict[str, str | float | None]:
     state, task, started, finished = "unknown", "", "", False
-    async for logged in bus.events(session, follow=False):
+    async for logged in bus.log.tail(session, follow=False):
         event = logged.event
         if isinstance(event, SessionStarted):
             state, task, started = "running", event.task, event.ts.isoformat()
@@ -315,7 +317,7 @@ async def _session_row(bus: Bus, session: str) -> dict[str, str | float | None]:
             state, finished = event.status, True
     if state in ("running", "unknown") and await lead_lost(bus, session):
         state = LEAD_LOST
-    expires_in = await bus.session_expiry(session) if finished else None
+    expires_in = await bus.retention.expiry(session) if finished else None
     return {
         "session": session,
         "state": state,

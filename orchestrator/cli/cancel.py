@@ -5,10 +5,11 @@ A session's lead cancels the session when it reads a ``shutdown`` from someone w
 its agents (``docs/protocol.md``, *How agents and sessions end*): the same end as Ctrl-C on
 ``baton run``, ``Session.cancel()`` or a stopping server — every sub-agent is told to shut down,
 and the session ends ``cancelled``. This command puts that ``shutdown`` in the lead's inbox as the
-user, through :meth:`~baton.bus.base.Bus.send_if_running` (the look at the session and the write
-in one step: an unknown or finished session gets nothing), then follows the session's log until
-it ends. The lead reads its inbox between its turns and while it waits for its sub-agents, so a
-model reply or an approval wait in progress delays the end by as long as it takes.
+user, through :meth:`~baton.bus.parts.inboxes.Inboxes.send_if_running` (the look at the session
+and the write in one step: an unknown or finished session gets nothing), then follows the
+session's log until it ends. The lead reads its inbox between its turns and while it waits for
+its sub-agents, so a model reply or an approval wait in progress delays the end by as long as it
+takes.
 
 Refused (exit 2, one line, nothing written): an unknown session, a finished one, one whose lead
 died (nothing would read the cancel; ``baton resume`` continues it), and any on ``memory://``.
@@ -70,7 +71,7 @@ async def cancel(settings: BatonSettings, session: str, wait_s: float | None) ->
 
     import anyio
 
-    from baton.bus.errors import ConfigError, ExitCode
+    from baton.base_errors import ConfigError, ExitCode
     from baton.bus.events import SessionFinished
     from baton.bus.messages import make_envelope
     from baton.bus.tail import tail_events
@@ -90,7 +91,7 @@ async def cancel(settings: BatonSettings, session: str, wait_s: float | None) ->
     async with shared_bus(settings) as bus:
         if await lead_lost(bus, session):
             raise ConfigError(f"{lead_lost_line(session)}; nothing runs it to cancel")
-        after, _ = await last_cursor(bus, session)  # the end is looked for after this
+        after, _ = await last_cursor(bus.log, session)  # the end is looked for after this
         await refuse_other_keys(bus, session, "this baton cancel")
         await send_to_running(bus, shutdown, settings)
         if wait_s is None:

@@ -20,7 +20,7 @@ import typer
 from baton.cli.options import BusOpt, ConfigOpt, PrefixOpt, settings_from
 
 if TYPE_CHECKING:
-    from baton.bus.redis_retention import SessionKeys
+    from baton.bus.redis.retention import SessionKeys
     from baton.settings import BatonSettings
 
 CLEAN_HELP = """Remove finished sessions' keys from Redis now, one line each, then the count.
@@ -68,7 +68,8 @@ async def clean(settings: BatonSettings, older_than: float | None, dry_run: bool
     """Remove (or with ``dry_run`` only name) the finished sessions, oldest first."""
     import time
 
-    from baton.bus.errors import ConfigError, redact_url
+    from baton.base_errors import ConfigError
+    from baton.bus.errors import redact_url
     from baton.bus.redis import RedisBus
     from baton.cli.busops import shared_bus
 

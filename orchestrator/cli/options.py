@@ -127,7 +127,7 @@ RetentionOpt = Annotated[
 def settings_from(config: Path | None, command: str, **flags: object) -> BatonSettings:
     """Load the settings (``flags`` given as None mean "not given"), or exit 2 with one line
     saying what is wrong."""
-    from baton.bus.errors import ConfigError
+    from baton.base_errors import ConfigError
     from baton.cli.exits import fail
     from baton.settings import load_settings
 

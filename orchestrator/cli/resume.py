@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from baton.bus.errors import BatonError, BusUnreachable, ConfigError
+from baton.base_errors import BatonError, ConfigError
+from baton.bus.errors import BusUnreachable
 from baton.cli.run import (
     configure_logging,
     exit_for,

@@ -26,7 +26,8 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import ValidationError
 
-from baton.bus.errors import BusUnreachable, ConfigError, ExitCode
+from baton.base_errors import ConfigError, ExitCode
+from baton.bus.errors import BusUnreachable
 from baton.bus.events import ApprovalRequested, SessionFinished, SessionStarted, ToolCallInfo
 from baton.cli.approvals import ApprovalRouter, approval_route, stdin_is_tty
 from baton.cli.catchup import standing_of
@@ -160,7 +161,7 @@ async def join_resumed(
     lead runs its cut turn again and asks anew."""
     from baton.cli.busops import logged_so_far
 
-    logged = [entry.event for entry in await logged_so_far(session.bus, session.id)]
+    logged = [entry.event for entry in await logged_so_far(session.bus.log, session.id)]
     starts = [i for i, e in enumerate(logged) if isinstance(e, SessionStarted) and e.resumed]
     history = logged[: starts[-1]] if starts else logged  # ours is the latest resumed start
     standing = standing_of(history, with_start=False)

@@ -152,7 +152,7 @@ def serve_command(
         bus_outage=bus_outage,
         retention=retention,
     )
-    from baton.bus.errors import ConfigError, ExitCode
+    from baton.base_errors import ConfigError, ExitCode
     from baton.defaults import install_hint
 
     try:

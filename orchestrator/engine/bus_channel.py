@@ -28,8 +28,8 @@ from typing import Literal
 
 import anyio
 
+from baton.base_errors import BatonError, ExitCode
 from baton.bus.base import Bus
-from baton.bus.errors import BatonError, ExitCode
 from baton.bus.events import ApprovalDecided, ApprovalRequested
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope

@@ -7,7 +7,7 @@ parsing messages. Most never escape the engine: governance turns them into answe
 
 from __future__ import annotations
 
-from baton.bus.errors import BatonError
+from baton.base_errors import BatonError
 
 
 class EngineError(BatonError):

@@ -30,8 +30,9 @@ import anyio
 from anyio.abc import TaskStatus
 from pydantic import BaseModel, ValidationError
 
+from baton.base_errors import BatonError, ConfigError
 from baton.bus.base import Bus, LeadLease
-from baton.bus.errors import BatonError, BusError, BusUnreachable, ConfigError
+from baton.bus.errors import BusError, BusUnreachable
 from baton.bus.events import SessionFinished
 from baton.bus.ids import new_id
 from baton.bus.retry import persist

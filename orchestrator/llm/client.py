@@ -53,7 +53,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from baton.bus.errors import ConfigError
+from baton.base_errors import ConfigError
 from baton.errors import ModelError, StreamBroken
 from baton.llm.correction import correction_message, retry_tool_choice, tool_names
 from baton.llm.failures import (

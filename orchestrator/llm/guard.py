@@ -19,7 +19,7 @@ import ipaddress
 
 import httpx2
 
-from baton.bus.errors import BatonError, ExitCode
+from baton.base_errors import BatonError, ExitCode
 
 _confined = False
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from baton.bus.errors import ConfigError, redact_url
+from baton.base_errors import ConfigError
+from baton.bus.errors import redact_url
 from baton.media.directory import DirectoryStore
 from baton.media.store import MediaStore
 

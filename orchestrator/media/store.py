@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Protocol, runtime_checkable
 
-from baton.bus.errors import BatonError
+from baton.base_errors import BatonError
 from baton.bus.ids import NAME_PATTERN
 
 NAME_MAX = 1024

@@ -53,7 +53,9 @@ def mint(session: str) -> dict[Scope, str]:
 async def issue(bus: Bus, session: str) -> dict[Scope, str]:
     """Mint the session's tokens and record their digests on the bus; returns the tokens."""
     tokens = mint(session)
-    await bus.save_token_scopes(session, {digest(token): scope for scope, token in tokens.items()})
+    await bus.store.put(
+        session, "tokens", {digest(token): scope for scope, token in tokens.items()}
+    )
     return tokens
 
 
@@ -143,7 +145,7 @@ async def session_grant(bus: Bus, token: str) -> Grant | None:
     session = session_of(token)
     if session is None:
         return None
-    match await bus.token_scope(session, digest(token)):
+    match await bus.store.get(session, "tokens", digest(token)):
         case "read":
             return Grant(session, "read")
         case "write":

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from baton.bus.errors import ConfigError
+from baton.base_errors import ConfigError
 from baton.bus.retry import DEFAULT_OUTAGE_S
 from baton.engine.spend import SpendLimits
 from baton.lead.delegation import DelegationLimits

@@ -15,7 +15,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from baton.bus.errors import BatonError
+from baton.base_errors import BatonError
 from baton.server.context import ServerContext
 
 

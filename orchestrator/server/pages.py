@@ -74,7 +74,7 @@ async def session_page(request: Request) -> Response:
         session = ctx.session_id(request)
     except HTTPException:
         return _missing(request)
-    folder = await fold_session(ctx.bus, session)
+    folder = await fold_session(ctx.bus.log, session)
     if folder.events == 0 and not ctx.host.is_hosted(session):
         return _missing(request)
     return _page("session.html", markup=fragments(folder, ctx.media_root), SESSION=session)

@@ -92,13 +92,13 @@ async def get_sessions(request: Request) -> Response:
     raw = request.query_params.get("limit", "50")
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIST:
         raise HTTPException(422, f"limit: must be a whole number from 1 to {MAX_LIST}")
-    return _json(await list_sessions(ctx.bus, int(raw)))
+    return _json(await list_sessions(ctx.bus.log, int(raw)))
 
 
 async def known_state(ctx: ServerContext, session: str) -> SessionState:
     """The session's state, or 404 for an unknown one: no event log and not running here (a
     session this server just started may not have logged yet)."""
-    state = await session_state(ctx.bus, session)
+    state = await session_state(ctx.bus.log, session)
     if state.events == 0 and not ctx.host.is_hosted(session):
         raise HTTPException(404, f"no session {session!r} on this server's bus")
     return state
@@ -157,7 +157,7 @@ async def post_message(request: Request) -> Response:
     with _refused_input():
         envelope = make_envelope(session=session, sender=USER, recipient=body.to,
                                  type=body.type, content=body.content)  # fmt: skip
-        posted = await ctx.bus.send(envelope)
+        posted = await ctx.bus.inboxes.send(envelope)
     return _json(Posted(id=posted), 202)
 
 

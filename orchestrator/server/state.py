@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from baton.bus.base import Bus
 from baton.bus.events import Event
+from baton.bus.parts.log import EventLog
 from baton.view import AgentView, SessionStatus, SessionView
 
 
@@ -165,24 +165,24 @@ def _agent(name: str, agent: AgentView) -> AgentState:
     )
 
 
-async def fold_session(bus: Bus, session: str) -> StateFolder:
+async def fold_session(log: EventLog, session: str) -> StateFolder:
     """The session's log as of now, folded (nothing folded when it has no log yet)."""
     folder = StateFolder(session)
-    async for logged in bus.events(session, follow=False):
+    async for logged in log.tail(session, follow=False):
         folder.add(logged.cursor, logged.event)
     return folder
 
 
-async def session_state(bus: Bus, session: str) -> SessionState:
+async def session_state(log: EventLog, session: str) -> SessionState:
     """The state of a session as of now (an empty ``pending`` state when it has no log yet)."""
-    return (await fold_session(bus, session)).result()
+    return (await fold_session(log, session)).result()
 
 
-async def list_sessions(bus: Bus, limit: int) -> SessionList:
+async def list_sessions(log: EventLog, limit: int) -> SessionList:
     """The newest ``limit`` sessions on the bus with their status and task."""
     rows: list[SessionSummary] = []
-    for session in (await bus.sessions())[:limit]:
-        state = await session_state(bus, session)
+    for session in (await log.sessions())[:limit]:
+        state = await session_state(log, session)
         rows.append(SessionSummary(id=session, status=state.status, task=state.task,
                                    started_at=state.started_at))  # fmt: skip
     return SessionList(sessions=rows)

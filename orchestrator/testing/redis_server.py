@@ -24,8 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from baton.base_errors import ConfigError
 from baton.bus.connect import redis_url
-from baton.bus.errors import ConfigError
 from baton.testing.certificates import Certificates
 
 _READY_MARK = "Ready to accept connections"

@@ -256,7 +256,7 @@ async def test_a_fetch_is_never_lost_to_its_bookkeeping_failing(redis_server: Re
         reader.remember([redelivered.id])
         with (
             redis_outage(redis_server) as outage,
-            outage_when_logged(outage, "baton.bus.base", "dead letter from"),
+            outage_when_logged(outage, "baton.bus.parts.dead", "dead letter from"),
         ):
             with anyio.fail_after(30):
                 fresh = await reader.read(give_up=lambda: outage.active)

@@ -48,7 +48,7 @@ def kept(bus: MemoryBus) -> dict[str, set[str]]:
         "agents": {s for s, _ in broker.agents},
         "leads": set(broker.leads) | set(broker.lead_leases),
         "spend": set(broker.spend),
-        "ledgers": {s for s, _ in bus._ledgers},
+        "ledgers": {s for s, _ in bus.inboxes._ledgers},
     }
 
 

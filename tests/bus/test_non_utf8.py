@@ -23,8 +23,8 @@ from baton.bus.base import BusOptions, SpawnQueue
 from baton.bus.events import ErrorEvent, RoundStarted, SessionStarted, ToolCallInfo
 from baton.bus.messages import DEFAULT_POOL, Envelope, SpawnRequest, make_envelope
 from baton.bus.redis import RedisBus
-from baton.bus.redis_adapter import CommandPool
-from baton.bus.redis_batch import CommandBatcher
+from baton.bus.redis.adapter import CommandPool
+from baton.bus.redis.batch import CommandBatcher
 from baton.engine import ApprovalQuestion
 from baton.engine.bus_channel import BusInteractionChannel, answer_approval, approvals_inbox
 from baton.testing import RedisServer

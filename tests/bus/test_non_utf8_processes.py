@@ -26,9 +26,9 @@ from baton.bus.events import (
     SessionFinished,
     SessionStarted,
 )
-from baton.bus.keys import Keys
 from baton.bus.messages import SpawnRequest
 from baton.bus.redis import RedisBus
+from baton.bus.redis.keys import Keys
 from baton.llm.offline import offline_reply
 from baton.session import SessionConfig, open_session
 from baton.testing import RedisServer

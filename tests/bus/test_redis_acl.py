@@ -23,7 +23,7 @@ from baton.bus.connect import redis_url
 from baton.bus.errors import ConfigError, ExitCode
 from baton.bus.events import AgentSpawned
 from baton.bus.redis import RedisBus
-from baton.bus.redis_adapter import RedisRefused
+from baton.bus.redis.adapter import RedisRefused
 from baton.settings import load_settings
 from baton.testing import RedisServer
 from tests.cli.helpers import REPO, clean_env, processes, run_baton
@@ -208,14 +208,14 @@ def test_redis_url_leaves_what_it_is_not_given_alone() -> None:
 
 def sent_commands(known: set[str]) -> set[str]:
     """Every command the bus's code sends, ``name`` or ``name|subcommand`` as ACL rules name
-    them: the first string of a command tuple in ``bus/*.py`` that is one of the server's
+    them: the first string of a command tuple in ``bus/**/*.py`` that is one of the server's
     ``known`` commands (not an argument such as ``("IDLE", ms)``), and each ``redis.call`` or
-    ``pcall`` of ``bus/scripts/*.lua``."""
+    ``pcall`` of ``bus/redis/scripts/*.lua``."""
     found: set[str] = set()
     python = re.compile(r'\(\s*"([A-Z]{3,})"(?:\s*,\s*"([A-Z]+)")?')
     lua = re.compile(r"redis\.p?call\(\s*'([A-Z]+)'(?:\s*,\s*'([A-Z]+)')?")
-    sources = [(path, python) for path in (REPO / "bus").glob("*.py")]
-    sources += [(path, lua) for path in (REPO / "bus" / "scripts").glob("*.lua")]
+    sources = [(path, python) for path in (REPO / "bus").rglob("*.py")]
+    sources += [(path, lua) for path in (REPO / "bus" / "redis" / "scripts").glob("*.lua")]
     for path, pattern in sources:
         for command, sub in pattern.findall(path.read_text()):
             name = command.lower()

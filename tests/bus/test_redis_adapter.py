@@ -1,4 +1,4 @@
-"""The redis-py adapter (``baton.bus.redis_adapter``) against a real server: raw connections,
+"""The redis-py adapter (``baton.bus.redis.adapter``) against a real server: raw connections,
 error replies typed by their RESP code, faults, names and pool lifetime.
 
 These are the tests ``.ci/redis-floor`` runs at the oldest redis-py ``pyproject.toml`` allows, so
@@ -18,7 +18,7 @@ import redis
 from redis.asyncio import Redis
 
 from baton.bus.errors import BusError, ConfigError
-from baton.bus.redis_adapter import (
+from baton.bus.redis.adapter import (
     FAULTS,
     BusyGroup,
     CommandPool,
@@ -28,8 +28,8 @@ from baton.bus.redis_adapter import (
     RedisRefused,
     pubsub_client,
 )
-from baton.bus.redis_batch import Command, pack
-from baton.bus.redis_scripts import SCRIPTS
+from baton.bus.redis.batch import Command, pack
+from baton.bus.redis.scripts import SCRIPTS
 from baton.testing import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ from typing import Any
 import anyio
 
 from baton.bus.events import AgentExited, SessionFinished, ToolCalled
-from baton.bus.keys import INBOX_GROUP
 from baton.bus.redis import RedisBus
+from baton.bus.redis.keys import INBOX_GROUP
 from baton.session import Session, SessionConfig
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer

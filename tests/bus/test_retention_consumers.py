@@ -9,10 +9,10 @@ import anyio
 
 from baton.bus.base import BusOptions, SpawnQueue
 from baton.bus.events import SessionFinished, SessionStarted
-from baton.bus.keys import INBOX_GROUP, SPAWN_GROUP
 from baton.bus.messages import SpawnRequest, make_envelope
 from baton.bus.redis import RedisBus
-from baton.bus.redis_consumers import drop_consumers
+from baton.bus.redis.consumers import drop_consumers
+from baton.bus.redis.keys import INBOX_GROUP, SPAWN_GROUP
 from baton.testing import RedisServer
 
 _prefixes = itertools.count()

@@ -187,7 +187,7 @@ async def test_a_profile_stream_of_the_wrong_type_does_not_stop_the_others(
     """``SET baton:spawn:{P}:writer x`` used to make every claim of pool P fail (WRONGTYPE
     aborted the whole claim script) and its workers log "claim refused" every second for ever.
     Now that stream is skipped, reported once, and read again once it is a stream."""
-    caplog.set_level(logging.INFO, logger="baton.bus.redis_spawn")
+    caplog.set_level(logging.INFO, logger="baton.bus.redis.claims")
     queue = SpawnQueue.of_pool(DEFAULT_POOL, ["painter", "writer"])
     async with RedisBus(redis_server.url, prefix="wrongtype") as bus:
         writers = bus.keys.spawn_pool(DEFAULT_POOL, "writer")

@@ -41,7 +41,7 @@ CODE = "\n".join(
 
 
 @pytest.mark.parametrize(
-    "path", ["README.md", "docs/protocol.md", "orchestrator/engine/loop.py", "bus/redis.py"]
+    "path", ["README.md", "docs/protocol.md", "orchestrator/engine/loop.py", "bus/redis/bus.py"]
 )
 def test_real_prose_docs_and_code_never_look_like_a_runaway(path: str) -> None:
     text = (ROOT / path).read_text()

@@ -21,6 +21,7 @@ from baton.bus.events import AgentClaimed, Event
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer
 from tests.server.helpers import client, read_all, serving, start_session
+from tests.support.parts import before
 
 OTHERS = 6
 _prefixes = itertools.count()
@@ -34,13 +35,13 @@ class HoldFirstStart(RedisBus):
         super().__init__(url, BusOptions(), prefix=f"serve{next(_prefixes)}")
         self.holding = anyio.Event()
         self.held_session = ""
+        before(self.log, "emit", self._hold)
 
-    async def emit(self, event: Event) -> str:
+    async def _hold(self, event: Event) -> None:
         if isinstance(event, AgentClaimed) and not self.holding.is_set():
             self.held_session = event.session
             self.holding.set()
             await anyio.sleep_forever()
-        return await super().emit(event)
 
 
 async def test_a_session_ending_while_its_agent_starts_leaves_the_server_serving(

@@ -87,7 +87,7 @@ async def test_an_invalid_envelope_the_request_did_not_make_is_no_422(
         async def refused() -> list[str]:
             raise InvalidEnvelope("a bug in the server, not the request")
 
-        bus.sessions = refused  # type: ignore[method-assign]
+        bus.log.sessions = refused  # type: ignore[method-assign]
         answer = await http.get("/sessions")
         assert answer.status_code == 500, answer.text
 

@@ -19,6 +19,7 @@ from baton.server.access import SECRET_BYTES, Grant, digest, session_of
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
 from tests.server.helpers import TOKEN, client, read_all, serving, stream
+from tests.support.parts import before
 
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -194,7 +195,11 @@ async def test_a_server_without_a_token_mints_none(make_bus: BusFactory, tmp_pat
 class Unreachable(MemoryBus):
     """A bus that cannot say whose a token is: the server must not guess."""
 
-    async def token_scope(self, session: str, digest: str) -> str | None:
+    def __init__(self) -> None:
+        super().__init__()
+        before(self.store, "get", self._down)
+
+    async def _down(self, session: str, table: str, key: str) -> None:
         raise BusUnreachable("memory://", "down for the test")
 
 
@@ -265,5 +270,5 @@ async def test_a_sessions_tokens_expire_with_it_on_redis(
             await bus.save_token_scopes(session, {digest("x"): "read"})
         assert await bus.token_scope(session, digest("x")) == "read"
         async with Redis.from_url(redis_server.url, decode_responses=True) as observer:
-            ttl_ms = int(await observer.pttl(bus.keys.tokens(session)))
+            ttl_ms = int(await observer.pttl(bus.keys.table(session, "tokens")))
         assert 0 < ttl_ms <= 60_000

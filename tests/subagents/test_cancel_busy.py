@@ -227,7 +227,7 @@ async def test_a_message_sent_mid_round_is_the_next_round(
 def read_by(bus: Bus, envelope: Envelope) -> anyio.Event:
     """An event set once a read on ``bus`` hands ``envelope`` out: while a round runs, only its
     watch reads the inbox."""
-    read, original = anyio.Event(), bus.read_inbox
+    read, original = anyio.Event(), bus.inboxes.read
 
     async def reading(*args: Any, **kwargs: Any) -> list[Envelope]:
         batch = await original(*args, **kwargs)
@@ -235,7 +235,7 @@ def read_by(bus: Bus, envelope: Envelope) -> anyio.Event:
             read.set()
         return batch
 
-    bus.read_inbox = reading  # type: ignore[method-assign]
+    bus.inboxes.read = reading  # type: ignore[method-assign]
     return read
 
 
@@ -266,7 +266,7 @@ async def test_a_message_read_mid_round_runs_even_if_the_next_read_fails(
                          session=SESSION, name="worker", media_dir=tmp_path)  # fmt: skip
         follow_up = task("worker", "second", type="message")
         read, failed_reads = read_by(bus, follow_up), 0
-        read_inbox = bus.read_inbox
+        read_inbox = bus.inboxes.read
 
         async def unreachable(*args: Any, **kwargs: Any) -> list[Envelope]:
             nonlocal failed_reads
@@ -280,9 +280,9 @@ async def test_a_message_read_mid_round_runs_even_if_the_next_read_fails(
                 await lead_bus.send(follow_up)
                 await read.wait()
                 assert follow_up.id in agent.inbox.pending
-                bus.read_inbox = unreachable  # type: ignore[method-assign]
+                bus.inboxes.read = unreachable  # type: ignore[method-assign]
                 gate.set()
-        bus.read_inbox = read_inbox  # type: ignore[method-assign]
+        bus.inboxes.read = read_inbox  # type: ignore[method-assign]
         assert agent.reason == "finished", agent.reason  # not "idle"
         assert follow_up.id in agent.state.processed
         assert "[message from lead] second" in str(agent.state.memory)

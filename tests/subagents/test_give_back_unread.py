@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -33,6 +33,7 @@ from baton.testing import RedisServer
 from tests.subagents.helpers import SESSION, profile, task
 from tests.support.events import wait_for_event
 from tests.support.models import call, scripted
+from tests.support.parts import before
 
 PROFILES = {"painter": profile("generate_image", "summarise", name="painter")}
 PAINTER = SpawnRequest(session=SESSION, agent="a1", profile="painter")
@@ -50,12 +51,12 @@ class AnnounceGate(RedisBus):
     def __init__(self, url: str, options: BusOptions, *, prefix: str) -> None:
         super().__init__(url, options, prefix=prefix)
         self.announcing = anyio.Event()
+        before(self.log, "emit", self._gate)
 
-    async def emit(self, event: Event) -> str:
+    async def _gate(self, event: Event) -> None:
         if isinstance(event, AgentClaimed):
             self.announcing.set()
             await anyio.sleep_forever()
-        return await super().emit(event)
 
 
 async def test_an_agent_given_back_before_its_first_read_leaves_the_host_running(
@@ -158,11 +159,17 @@ async def _keys(bus: RedisBus, prefix: str) -> AsyncIterator[str]:
 class RefusingGiveBack(MemoryBus):
     """A bus whose every give-back step is refused (as a Redis in a bad state refuses commands)."""
 
-    async def release_inbox(self, session: str, agent: str, *, consumer: str | None = None) -> None:
-        raise BusError("release_inbox refused by the test")
+    def __init__(self, options: BusOptions) -> None:
+        super().__init__(options)
+        before(self.inboxes, "hand_back", refuse("release_inbox"))
+        before(self.claims, "release", refuse("release_spawn"))
 
-    async def release_spawn(self, receipts: Sequence[str]) -> None:
-        raise BusError("release_spawn refused by the test")
+
+def refuse(what: str) -> Callable[..., Awaitable[None]]:
+    async def refused(*args: object, **kwargs: object) -> None:
+        raise BusError(f"{what} refused by the test")
+
+    return refused
 
 
 async def test_a_refused_give_back_stays_that_agents_failure(

@@ -27,13 +27,14 @@ from baton.bus.errors import BusError, BusUnreachable
 from baton.bus.events import AgentClaimed
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import SpawnRequest
-from baton.bus.redis_adapter import RedisRefused
+from baton.bus.redis.adapter import RedisRefused
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
 from tests.subagents.helpers import SESSION, Lead, profile, task
 from tests.support.events import wait_for_event
 from tests.support.models import scripted
+from tests.support.parts import before
 
 PROFILES = {"painter": profile("generate_image", name="painter")}
 
@@ -66,15 +67,15 @@ class FlakyRenewals(MemoryBus):
         self.renewals: list[tuple[int, bool]] = []
         """(how many receipts it covered, whether it failed), in order."""
         self._renewed = anyio.Event()
+        before(self.claims, "renew", self._renewal)
 
-    async def renew_spawn(self, receipts: Sequence[str]) -> list[str]:
+    async def _renewal(self, receipts: Sequence[str]) -> None:
         failed = self.down
         self.renewals.append((len(receipts), failed))
         self._renewed.set()
         self._renewed = anyio.Event()
         if failed:
             raise self.failure(self.url)
-        return await super().renew_spawn(receipts)
 
     async def until_renewal(self, *, covering: int, failed: bool, timeout: float = 10.0) -> None:
         """Wait for a renewal from now on of ``covering`` receipts that failed (or not)."""

@@ -31,6 +31,7 @@ from tests.conftest import BusFactory
 from tests.subagents.helpers import SESSION, profile, task
 from tests.subagents.test_loop import assert_one_final, exit_events
 from tests.support.models import scripted
+from tests.support.parts import before
 
 KillPoint = Literal["record", "send"]
 _prefixes = itertools.count()
@@ -48,16 +49,16 @@ class Dying(RedisBus):
     def __init__(self, url: str, options: BusOptions, *, prefix: str, at: KillPoint) -> None:
         super().__init__(url, options, prefix=prefix)
         self.at = at
+        before(self.records, "set_agent", self._record)
+        before(self.inboxes, "send", self._send)
 
-    async def set_agent_state(self, session: str, agent: str, fields: Mapping[str, str]) -> None:
+    async def _record(self, session: str, agent: str, fields: Mapping[str, str]) -> None:
         if self.at == "record" and fields.get("status") == "finishing":
             raise Killed
-        await super().set_agent_state(session, agent, fields)
 
-    async def send(self, envelope: Envelope) -> str:
+    async def _send(self, envelope: Envelope) -> None:
         if self.at == "send" and envelope.type == "result":
             raise Killed
-        return await super().send(envelope)
 
 
 @pytest.mark.parametrize("at", ["record", "send"])

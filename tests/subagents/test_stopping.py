@@ -8,7 +8,7 @@ demand, so the outage hits exactly the step under test while the give-back itsel
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -16,12 +16,12 @@ import pytest
 
 from baton.bus.base import BusOptions
 from baton.bus.errors import BusUnreachable
-from baton.bus.events import Event
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import SpawnRequest
 from baton.subagents.worker import Worker
 from tests.subagents.helpers import SESSION, profile
 from tests.support.models import scripted
+from tests.support.parts import before
 
 PROFILES = {"painter": profile("generate_image", name="painter")}
 
@@ -35,23 +35,17 @@ class Outage(MemoryBus):
         self.failing = failing
         self.down = False
         self.failed = anyio.Event()
+        before(self.log, "emit", self._cut_off("emit"))
+        before(self.records, "agent", self._cut_off("get_agent_state"))
+        before(self.records, "set_agent", self._cut_off("set_agent_state"))
 
-    def _cut_off(self, operation: str) -> None:
-        if self.down and operation == self.failing:
-            self.failed.set()
-            raise BusUnreachable(self.url, f"{operation} cut off by the test")
+    def _cut_off(self, operation: str) -> Callable[..., Awaitable[None]]:
+        async def cut_off(*args: object, **kwargs: object) -> None:
+            if self.down and operation == self.failing:
+                self.failed.set()
+                raise BusUnreachable(self.url, f"{operation} cut off by the test")
 
-    async def emit(self, event: Event) -> str:
-        self._cut_off("emit")
-        return await super().emit(event)
-
-    async def get_agent_state(self, session: str, agent: str) -> dict[str, str]:
-        self._cut_off("get_agent_state")
-        return await super().get_agent_state(session, agent)
-
-    async def set_agent_state(self, session: str, agent: str, fields: Mapping[str, str]) -> None:
-        self._cut_off("set_agent_state")
-        await super().set_agent_state(session, agent, fields)
+        return cut_off
 
 
 @pytest.mark.parametrize(

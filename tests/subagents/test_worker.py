@@ -12,10 +12,10 @@ import pytest
 from baton.bus.base import Bus
 from baton.bus.errors import ConfigError
 from baton.bus.events import RoundEnded
-from baton.bus.keys import Keys
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import LOCAL_POOL, Envelope, SpawnRequest, refusal_id
 from baton.bus.redis import RedisBus
+from baton.bus.redis.keys import Keys
 from baton.llm.offline import offline_reply
 from baton.llm.script import Json, Reply, ScriptItem
 from baton.llm.types import ChatModel
@@ -89,7 +89,7 @@ async def spawn_entries(bus: Bus, request: SpawnRequest) -> int:
 
 def held(bus: Bus) -> set[str]:
     """The receipts a Redis bus still counts as handed out to its worker."""
-    return set(bus._spawn._held) if isinstance(bus, RedisBus) else set()
+    return set(bus.claims._held) if isinstance(bus, RedisBus) else set()
 
 
 async def test_an_agent_that_cannot_be_set_up_gets_one_error_result(

@@ -122,7 +122,7 @@ class BatonRequestHandler(RequestHandler):
             raise TaskNotFoundError(f"no task {session[:80]!r}: {problem}")
         tracker = self._tracker(session, context)
         try:
-            async for logged in self.ctx.bus.events(session, follow=False):
+            async for logged in self.ctx.bus.log.tail(session, follow=False):
                 tracker.apply(logged.cursor, logged.event)
         except BusError as exc:
             raise InternalError(f"the bus does not answer: {exc}") from exc
@@ -222,7 +222,7 @@ class BatonRequestHandler(RequestHandler):
 
     async def _sessions(self) -> list[str]:
         try:
-            return await self.ctx.bus.sessions()
+            return await self.ctx.bus.log.sessions()
         except BusError as exc:
             raise InternalError(f"the bus does not answer: {exc}") from exc
 
@@ -336,7 +336,7 @@ class BatonRequestHandler(RequestHandler):
         try:
             envelope = make_envelope(session=session, sender=USER, recipient="lead",
                                      type="task", content=text)  # fmt: skip
-            await self.ctx.bus.send(envelope)
+            await self.ctx.bus.inboxes.send(envelope)
         except InvalidEnvelope as exc:
             raise InvalidParamsError(exc.reason) from exc
         except BusError as exc:

@@ -1,0 +1,55 @@
+"""Records: each agent's state, and the session lead's lease and record."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class LeadLease:
+    """How :meth:`Records.hold_lead` went: ``held`` (the fields were written), or the lead that
+    holds the lease instead (``holder``) and how long it still has (``ttl_s``)."""
+
+    held: bool
+    holder: str = ""
+    ttl_s: float = 0.0
+
+
+class Records(ABC):
+    """Small string-to-string records any process of a session reads and merges into.
+
+    An agent's record holds its status, its worker, its checkpoint; the lead's holds the
+    session's status, setup and checkpoint, fenced by a lease so that one lead runs a session
+    (``docs/protocol.md``). Every method may raise ``BusUnreachable`` when the backend cannot be
+    reached after its retries, and ``BusClosed`` after the bus was closed.
+    """
+
+    @abstractmethod
+    async def set_agent(self, session: str, agent: str, fields: Mapping[str, str]) -> None:
+        """Merge fields into the agent's state record (status, worker, checkpoint...)."""
+
+    @abstractmethod
+    async def agent(self, session: str, agent: str) -> dict[str, str]:
+        """The agent's state record; empty when it has none."""
+
+    @abstractmethod
+    async def hold_lead(
+        self, session: str, holder: str, lease_s: float, fields: Mapping[str, str] | None = None
+    ) -> LeadLease:
+        """Take or renew the session's lead lease for ``holder`` and merge ``fields`` into the
+        lead's record, in one step; when another holder's lease is live, write nothing.
+
+        ``lease_s`` 0 writes, then gives the lease up (a lead that finished). The lease lets one
+        lead run a session and fences its checkpoints (``docs/protocol.md``).
+        """
+
+    @abstractmethod
+    async def lead(self, session: str) -> dict[str, str]:
+        """The lead's record (status, setup, checkpoint...); empty when it has none."""
+
+    @abstractmethod
+    async def lead_lease(self, session: str) -> LeadLease | None:
+        """Who holds the session's lead lease now (``held`` True, the holder, the time it has
+        left), without touching it; None when nobody does (no lead yet, or its lease lapsed)."""

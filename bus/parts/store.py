@@ -1,0 +1,35 @@
+"""A small key-value store per session, for what a server keeps beside the session's own data.
+
+Kept on the bus (not in a server's memory) so that every server sharing the bus sees the same
+values, and scoped to the session so they go when it goes (retention gives them the session's
+lifetime). Today it holds one table, ``tokens``: the session's HTTP tokens, as token digest →
+scope (``docs/http.md``, *Session tokens*); only digests are kept, so whoever can read the bus
+cannot use what it reads.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Literal, get_args
+
+StoreTable = Literal["tokens"]
+"""The tables a session's store holds; each is one hash on Redis (``baton:{S}:<table>``)."""
+STORE_TABLES: tuple[StoreTable, ...] = get_args(StoreTable)
+
+
+class SessionStore(ABC):
+    """Tables of string keys and values, one set per session.
+
+    Both methods may raise ``BusUnreachable`` when the backend cannot be reached after its
+    retries, and ``BusClosed`` after the bus was closed.
+    """
+
+    @abstractmethod
+    async def put(self, session: str, table: StoreTable, values: Mapping[str, str]) -> None:
+        """Merge ``values`` into the session's ``table``. Written after the session ended, they
+        expire with the rest of it."""
+
+    @abstractmethod
+    async def get(self, session: str, table: StoreTable, key: str) -> str | None:
+        """The value of ``key`` in the session's ``table``; None when it has none."""
