@@ -39,7 +39,7 @@ async def wake_latency_us(bus: Bus, n: int) -> list[float]:
     """Send → the waiting agent is woken and holds the message, one message at a time."""
     samples: list[float] = []
     for i in range(n):
-        assert await bus.read_inbox("wake", "a") == []
+        assert await bus.inboxes.read("wake", "a") == []
         sent_at = 0.0
 
         envelope = make_envelope(
@@ -50,15 +50,15 @@ async def wake_latency_us(bus: Bus, n: int) -> list[float]:
             nonlocal sent_at
             await anyio.lowlevel.checkpoint()
             sent_at = time.perf_counter()
-            await bus.send(envelope)
+            await bus.inboxes.send(envelope)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(send)
-            assert await bus.wait("wake", "a", timeout=10)
-            got = await bus.read_inbox("wake", "a")
+            assert await bus.inboxes.wait("wake", "a", timeout=10)
+            got = await bus.inboxes.read("wake", "a")
             samples.append((time.perf_counter() - sent_at) * 1e6)
-        got += await bus.read_inbox("wake", "a")
-        await bus.ack("wake", "a", [e.id for e in got])
+        got += await bus.inboxes.read("wake", "a")
+        await bus.inboxes.ack("wake", "a", [e.id for e in got])
     return samples[5:]  # drop warm-up
 
 
@@ -114,11 +114,11 @@ async def msgs_per_s(bus: Bus, agents: int, per_agent: int) -> float:
 
     async def agent(name: str) -> None:
         for i in range(per_agent):
-            await bus.send(
+            await bus.inboxes.send(
                 make_envelope(session="tp", sender="x", recipient=name, type="task", content=str(i))
             )
-            got = await bus.read_inbox("tp", name)
-            await bus.ack("tp", name, [e.id for e in got])
+            got = await bus.inboxes.read("tp", name)
+            await bus.inboxes.ack("tp", name, [e.id for e in got])
 
     started = time.perf_counter()
     async with anyio.create_task_group() as tg:
@@ -144,11 +144,11 @@ async def idle_agents(bus: Bus, url: str, n: int) -> tuple[float, int]:
 
     async def agent(name: str) -> None:
         nonlocal count
-        await bus.read_inbox("idle", name)
+        await bus.inboxes.read("idle", name)
         count += 1
         if count == n:
             ready.set()
-        await bus.wait("idle", name, timeout=600)
+        await bus.inboxes.wait("idle", name, timeout=600)
 
     async with anyio.create_task_group() as tg:
         for i in range(n):

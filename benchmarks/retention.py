@@ -276,7 +276,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     running = {s.id for s in held}
                     with anyio.fail_after(60):
                         for session in held:
-                            async for logged in bus.events(session.id):
+                            async for logged in bus.log.tail(session.id):
                                 if isinstance(logged.event, ApprovalRequested):
                                     asks.append(logged.event)
                                     break

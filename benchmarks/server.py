@@ -2,8 +2,8 @@
 
 Prints one JSON object:
 
-- ``sse_event_latency_p50_ms`` / ``_p99_ms``: an event emitted on the bus (``bus.emit``) until an
-  SSE client has parsed it from the HTTP stream, for one client (``--latency-events`` samples,
+- ``sse_event_latency_p50_ms`` / ``_p99_ms``: an event emitted on the bus (``bus.log.emit``) until
+  an SSE client has parsed it from the HTTP stream, for one client (``--latency-events`` samples,
   one every 5 ms); target p99 ≤ 20 ms;
 - ``sse_clients_held``: SSE clients connected to one session for the whole hold (``--hold``,
   60 s by default) that received every event emitted meanwhile (one a second); target 1,000;
@@ -81,7 +81,7 @@ class Client:
 async def emit(bus_url: str, count: int, every_s: float) -> None:
     async with open_bus(bus_url) as bus:
         for _ in range(count):
-            await bus.emit(
+            await bus.log.emit(
                 TextDelta(session=SESSION, agent="lead", text=str(time.perf_counter_ns()))
             )
             await anyio.sleep(every_s)
@@ -89,7 +89,7 @@ async def emit(bus_url: str, count: int, every_s: float) -> None:
 
 async def measure(url: str, bus_url: str, args: argparse.Namespace) -> dict[str, float | int]:
     async with open_bus(bus_url) as bus:
-        start = await bus.emit(SessionStarted(session=SESSION, agent="lead", task="benchmark"))
+        start = await bus.log.emit(SessionStarted(session=SESSION, agent="lead", task="benchmark"))
     limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
     timeout = httpx2.Timeout(30.0, read=None)
     async with httpx2.AsyncClient(base_url=url, limits=limits, timeout=timeout) as http:
@@ -106,7 +106,7 @@ async def measure(url: str, bus_url: str, args: argparse.Namespace) -> dict[str,
         # 2. Many clients held on the session, one event a second.
         clients = [Client() for _ in range(args.clients)]  # targets set once the hold is known
         async with open_bus(bus_url) as bus:
-            last = [logged.cursor async for logged in bus.events(SESSION, follow=False)][-1]
+            last = [logged.cursor async for logged in bus.log.tail(SESSION, follow=False)][-1]
         began = time.perf_counter()
         async with anyio.create_task_group() as group:
             for client in clients:

@@ -99,12 +99,12 @@ async def results_at_lead(bus: Bus, session: str, count: int, timeout: float) ->
     got = 0
     with anyio.fail_after(timeout):
         while got < count:
-            batch = await bus.read_inbox(session, "lead", count=1000)
+            batch = await bus.inboxes.read(session, "lead", count=1000)
             got += sum(1 for m in batch if m.type == "result")
             if batch:
-                await bus.ack(session, "lead", [m.id for m in batch])
+                await bus.inboxes.ack(session, "lead", [m.id for m in batch])
             elif got < count:
-                await bus.wait(session, "lead", 1.0)
+                await bus.inboxes.wait(session, "lead", 1.0)
     return time.perf_counter()
 
 
@@ -112,9 +112,9 @@ async def fanout(bus: Bus, n: int) -> float:
     session = "fanout"
     start = time.perf_counter()
     for i in range(n):
-        await bus.send(Envelope(session=session, sender="lead", recipient=f"f{i}", type="task",
-                                content=f"question {i}"))  # fmt: skip
-        await bus.submit_spawn(SpawnRequest(session=session, agent=f"f{i}", profile="answerer"))
+        await bus.inboxes.send(Envelope(session=session, sender="lead", recipient=f"f{i}",
+                                        type="task", content=f"question {i}"))  # fmt: skip
+        await bus.spawns.submit(SpawnRequest(session=session, agent=f"f{i}", profile="answerer"))
     end = await results_at_lead(bus, session, n, timeout=300)
     return end - start
 
@@ -126,7 +126,7 @@ async def idle(bus: Bus, worker: Worker, n: int, measure: redis.Redis) -> dict[s
     before = rss_kib()
     base = 0
     for i in range(n):
-        await bus.submit_spawn(SpawnRequest(session=session, agent=f"i{i}", profile="answerer"))
+        await bus.spawns.submit(SpawnRequest(session=session, agent=f"i{i}", profile="answerer"))
     # Every agent is idle once it has subscribed to its wake-up channel and sits in wait().
     pattern = f"{PREFIX}:{{{session}}}:wake:*"
     await until(
@@ -149,7 +149,7 @@ async def dispatch(bus: Bus, timing: Timing, n_idle: int, samples: int) -> dict[
     for name in random.Random(7).sample([f"i{i}" for i in range(n_idle)], samples):
         waiter = timing.waiters[name] = anyio.Event()
         sent = time.perf_counter()
-        await bus.send(Envelope(session=session, sender="lead", recipient=name, type="task",
+        await bus.inboxes.send(Envelope(session=session, sender="lead", recipient=name, type="task",
                                 content="ping"))  # fmt: skip
         with anyio.fail_after(30):
             await waiter.wait()

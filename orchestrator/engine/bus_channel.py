@@ -83,7 +83,7 @@ class BusInteractionChannel:
         """Wait until every call of the question is decided (the engine bounds the wait)."""
         if self.emit_events:
             calls = list(question.calls)
-            await self.bus.emit(
+            await self.bus.log.emit(
                 ApprovalRequested(session=self.session, agent=self.agent, calls=calls)
             )
         wanted = {call.call_id for call in question.calls}
@@ -107,7 +107,7 @@ class BusInteractionChannel:
             raise InteractionCancelled(question.id)
         if self.emit_events:
             for call_id, decision in decisions.items():
-                await self.bus.emit(
+                await self.bus.log.emit(
                     ApprovalDecided(
                         session=self.session,
                         agent=self.agent,
@@ -161,7 +161,7 @@ async def find_pending_approval(bus: Bus, session: str, call_id: str) -> str:
     """The agent waiting for a decision on ``call_id``; raises :class:`ApprovalNotFound`."""
     asker: str | None = None
     decided = False
-    async for logged in bus.events(session, follow=False):
+    async for logged in bus.log.tail(session, follow=False):
         event = logged.event
         if isinstance(event, ApprovalRequested) and any(
             call.call_id == call_id for call in event.calls
@@ -196,7 +196,7 @@ async def answer_approval(
             call_id=call_id, approved=approved, reason=reason, nobody=nobody
         ).to_meta(),
     )
-    await bus.send(envelope)
+    await bus.inboxes.send(envelope)
     log.info("session %s: %s call %s of %s", session, "approved" if approved else "declined",
              call_id, agent)  # fmt: skip
     return agent

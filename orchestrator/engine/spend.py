@@ -54,7 +54,7 @@ class BusSpend:
     async def reserve(self, agent: str) -> SpendTotals:
         try:
             return await persist(
-                lambda: self.bus.reserve_spend(self.session), f"reserve a model call for {agent}"
+                lambda: self.bus.budget.reserve(self.session), f"reserve a model call for {agent}"
             )
         except SpendRefused as exc:
             raise BudgetExhausted(str(exc)) from exc
@@ -62,5 +62,5 @@ class BusSpend:
     async def record(self, agent: str, usage: Usage | None) -> SpendTotals:
         tokens = usage.total_tokens if usage is not None else 0
         return await persist(
-            lambda: self.bus.record_spend(self.session, tokens), f"record the spend of {agent}"
+            lambda: self.bus.budget.record(self.session, tokens), f"record the spend of {agent}"
         )

@@ -208,14 +208,14 @@ class Dispatcher:
             return True
         try:
             withdrawn = await self.persist(
-                partial(self.bus.withdraw_spawn, list(receipts)), "withdraw unclaimed spawns"
+                partial(self.bus.spawns.withdraw, list(receipts)), "withdraw unclaimed spawns"
             )
             for receipt in withdrawn:
                 name = receipts[receipt]
                 self.roster.withdrawn(name)
                 log.info("session %s: withdrew %s before any worker claimed it", self.session, name)
                 exited = AgentExited(session=self.session, agent=name, reason="shutdown")
-                await self.persist(partial(self.bus.emit, exited), f"log {name}'s exit")
+                await self.persist(partial(self.bus.log.emit, exited), f"log {name}'s exit")
         except BusUnreachable as exc:  # cancelled during an outage: left for a worker to end
             log.warning("session %s: could not withdraw the unclaimed spawn requests: %s",
                         self.session, exc)  # fmt: skip
@@ -244,7 +244,7 @@ class Dispatcher:
             content=content,
             trace=current_trace(),
         )
-        await self.persist(partial(self.bus.send, envelope), f"send {to}")
+        await self.persist(partial(self.bus.inboxes.send, envelope), f"send {to}")
         return envelope
 
     async def start(self, route: Route) -> None:
@@ -259,7 +259,7 @@ class Dispatcher:
             trace=current_trace(),
         )
         record.spawn_id = request.id  # the lead knows a worker's refusal of it by its id
-        receipt = await self.persist(partial(self.bus.submit_spawn, request), f"spawn {name}")
+        receipt = await self.persist(partial(self.bus.spawns.submit, request), f"spawn {name}")
         record.spawn_receipt = receipt
         log.info("session %s: spawning %s from profile %s", self.session, name, profile)
 

@@ -135,7 +135,7 @@ class LeadRecord:
 
 async def has_events(bus: Bus, session: str) -> bool:
     """Whether the session's event log holds anything (read no further than its first event)."""
-    events = bus.events(session, follow=False)
+    events = bus.log.tail(session, follow=False)
     try:
         async for _logged in events:
             return True
@@ -151,10 +151,10 @@ async def lead_lost(bus: Bus, session: str) -> bool:
     nobody holds its lead lease (a live lead renews it every third of a lease). Its
     ``session.finished`` may still be logged (a lead that died between the two): check the log.
     ``baton resume`` continues such a session."""
-    record = await bus.lead_record(session)
+    record = await bus.records.lead(session)
     if not record or record.get("status") == "finished":
         return False
-    return await bus.lead_lease(session) is None
+    return await bus.records.lead_lease(session) is None
 
 
 def holder_name() -> str:
@@ -220,7 +220,7 @@ class LeadKeeper:
 
     async def _known_as(self) -> str:
         """What the bus already holds of this session id ('' when nothing)."""
-        fields = await self._persist(lambda: self.bus.lead_record(self.session), "read the lead")
+        fields = await self._persist(lambda: self.bus.records.lead(self.session), "read the lead")
         if fields:
             return f"its lead record says {fields.get('status') or 'unknown'}"
         return "it has an event log" if await has_events(self.bus, self.session) else ""
@@ -255,7 +255,7 @@ class LeadKeeper:
         return record
 
     async def _record(self) -> LeadRecord:
-        fields = await self._persist(lambda: self.bus.lead_record(self.session), "read the lead")
+        fields = await self._persist(lambda: self.bus.records.lead(self.session), "read the lead")
         if not fields:
             raise ResumeRefused(
                 f"session {self.session} has no lead checkpoint on this bus: it never ran here "
@@ -271,7 +271,7 @@ class LeadKeeper:
     async def finished_in_log(self) -> SessionFinished | None:
         """The ``session.finished`` the session's log holds, if any."""
         found: SessionFinished | None = None
-        async for logged in self.bus.events(self.session, follow=False):
+        async for logged in self.bus.log.tail(self.session, follow=False):
             if isinstance(logged.event, SessionFinished):
                 found = logged.event
         return found
@@ -324,7 +324,9 @@ class LeadKeeper:
             while True:
                 await anyio.sleep(self.lease_s / RENEWALS_PER_LEASE)
                 try:
-                    lease = await self.bus.hold_lead(self.session, self.holder, self.lease_s)
+                    lease = await self.bus.records.hold_lead(
+                        self.session, self.holder, self.lease_s
+                    )
                 except BusError as exc:
                     log.debug("session %s: lead lease not renewed: %s", self.session, exc)
                     continue
@@ -363,7 +365,7 @@ class LeadKeeper:
             return
         with anyio.move_on_after(self.lease_s / RENEWALS_PER_LEASE, shield=True):
             try:
-                await self.bus.hold_lead(self.session, self.holder, 0)
+                await self.bus.records.hold_lead(self.session, self.holder, 0)
                 self._held = False
             except BusError as exc:
                 log.debug("session %s: lead lease not given up: %s", self.session, exc)
@@ -381,7 +383,8 @@ class LeadKeeper:
     async def _hold(self, fields: dict[str, str], lease_s: float | None = None) -> LeadLease:
         lease_s = self.lease_s if lease_s is None else lease_s
         lease = await self._persist(
-            lambda: self.bus.hold_lead(self.session, self.holder, lease_s, fields), "lead record"
+            lambda: self.bus.records.hold_lead(self.session, self.holder, lease_s, fields),
+            "lead record",
         )
         self._held = lease.held and lease_s > 0
         return lease

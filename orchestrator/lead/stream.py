@@ -192,7 +192,7 @@ class EventRouter:
         the bus stayed away past ``outage_s``."""
         try:
             return await persist(
-                partial(self.bus.emit, event),
+                partial(self.bus.log.emit, event),
                 f"log {event.type}",
                 give_up=self.give_up,
                 outage_s=self.outage_s,

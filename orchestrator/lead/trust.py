@@ -66,7 +66,7 @@ class ReportCheck:
                 f"{kind} from {sender!r}: a sub-agent speaks to its lead only with a result or "
                 "progress"
             )
-        read = partial(self.bus.get_agent_state, self.session, sender)
+        read = partial(self.bus.records.agent, self.session, sender)
         state = await persist(read, f"{self.session}: owner of {sender}", give_up=self._give_up)
         if "owner" not in state:
             if kind == "result" and _is_refusal(envelope.id, record.spawn_id):
