@@ -29,7 +29,8 @@ wherever the offline model is in use.
   sends that went out (a send the lead refused is no task), in the singular for one.
 * Results in the context since the request: a summary naming each agent that reported, saying
   which started agents are still outstanding, if any, and listing every media URL of the whole
-  conversation (a follow-up's answer lists the first request's pictures too).
+  conversation (its results' ``media:`` lines: a follow-up's answer lists the first request's
+  pictures too, and a URL an agent's words mention is not listed).
 
 It answers the way the lead asks: through the ``answer`` tool when one is offered and calls are
 allowed (``answer(text, status="done", media=[every media URL])``, its text streamed in pieces),
@@ -150,7 +151,7 @@ def _lead(body: Json, messages: list[Json], tools: list[Json]) -> Reply:
     reports = [block for message in since for block in _inbox_blocks(message)]
     results = [(sender, text) for kind, sender, text in reports if kind == "result"]
     every = [text for m in messages for kind, _, text in _inbox_blocks(m) if kind == "result"]
-    media = list(dict.fromkeys(url for text in every for url in _urls(text)))
+    media = list(dict.fromkeys(url for text in every for url in _media_line_urls(text)))
     if not any(m.get("role") == "assistant" for m in since):
         if send is None:
             return reply(f"Offline model: no send_message tool to delegate; request: {request}")
@@ -164,17 +165,30 @@ def _lead(body: Json, messages: list[Json], tools: list[Json]) -> Reply:
 
 _STARTED = re.compile(r"^(?:Started (\S+), a new |.*? so (\S+) \(profile )")
 """The runtime's receipt of a send that started an agent (lead/dispatch.py)."""
+_REFUSED = "Did not send"
+"""How the runtime's answer to a send it refused begins (a cap, a repeat, an unknown name)."""
 
 
 def _started(since: list[Json]) -> list[str]:
-    """The agents the lead's sends since the request started, read from the tool results (the
-    runtime's receipts): a send it refused started nobody."""
-    started: list[str] = []
+    """The agents the lead's ``send_message`` calls since the request reached: the one its
+    result names as started (the runtime's receipt), else the ``to`` it asked for; a send whose
+    result refused it ("Did not send ...") reached nobody."""
+    answers = {str(m.get("tool_call_id")): _text(m) for m in since if m.get("role") == "tool"}
+    reached: list[str] = []
     for message in since:
-        match = _STARTED.match(_text(message)) if message.get("role") == "tool" else None
-        if match is not None:
-            started.append(match.group(1) or match.group(2))
-    return list(dict.fromkeys(started))
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            if call["function"]["name"] != "send_message":
+                continue
+            said = answers.get(str(call.get("id")), "")
+            if said.startswith(_REFUSED):
+                continue
+            started = _STARTED.match(said)
+            reached.append(
+                started.group(1) or started.group(2) if started else _argument(call, "to")
+            )
+    return reached
 
 
 def _answerer(body: Json, tools: list[Json], turn: int) -> Callable[[str], Reply]:
@@ -245,7 +259,7 @@ def _summary(results: list[tuple[str, str]], started: list[str], urls: list[str]
     reported = list(dict.fromkeys(sender for sender, _ in results))
     lines = [f"Results from {len(results)} task(s), by {', '.join(reported)}."]
     lines += [f"- {sender}: {_first_line(text)}" for sender, text in results]
-    outstanding = [name for name in started if name not in reported]
+    outstanding = [name for name in dict.fromkeys(started) if name not in reported]
     if outstanding:
         lines.append(f"Still waiting for: {', '.join(outstanding)}.")
     lines.append("Media:" if urls else "No media was produced.")
@@ -425,6 +439,12 @@ def _inbox_blocks(message: Json) -> list[tuple[str, str, str]]:
 
 def _strip_header(text: str) -> str:
     return _INBOX_HEADER.sub("", text, count=1).strip()
+
+
+def _media_line_urls(text: str) -> list[str]:
+    """The URLs of a block's ``media:`` line: what the runtime says the agent produced (a URL its
+    words mention, such as a remote agent's own file path, is no media of this session)."""
+    return [url for line in text.splitlines() if line.startswith("media:") for url in _urls(line)]
 
 
 def _urls(text: str) -> list[str]:
