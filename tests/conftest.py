@@ -7,6 +7,7 @@ A missing ``redis-server`` fails the Redis tests with a clear message; it is nev
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -33,6 +34,18 @@ def sealed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(SHELL_SETTINGS):
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def root_logger_restored() -> Iterator[None]:
+    """An in-process CLI command configures logging as the user's process would (``baton run``:
+    the root logger at CRITICAL, one handler on the stderr it was given): put back after each
+    test, so what a later test's logs reach never depends on which command ran before it."""
+    root = logging.getLogger()
+    level, handlers = root.level, root.handlers[:]
+    yield
+    root.setLevel(level)
+    root.handlers[:] = handlers
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import textwrap
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from baton.subagents.profiles import builtin_profiles
 from tests.conftest import BusFactory
 from tests.lead.helpers import PAINT_AND_WRITE, gated_profile, other_tasks
 from tests.support.events import logged_events
+from tests.support.logged import on_logged
 from tests.support.media import file_path
 from tests.support.models import call, scripted
 
@@ -178,16 +178,6 @@ async def test_api_docstring_example_runs_as_written(
     assert "completed ['file://" in printed
 
 
-class _SetWhenLogged(logging.Handler):
-    def __init__(self, prefix: str, event: anyio.Event) -> None:
-        super().__init__(logging.WARNING)
-        self.prefix, self.event = prefix, event
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith(self.prefix):
-            self.event.set()
-
-
 async def test_leaving_the_block_of_a_session_that_will_not_end_is_bounded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -215,16 +205,11 @@ async def test_leaving_the_block_of_a_session_that_will_not_end_is_bounded(
     config = SessionConfig(
         task="be stubborn", media_dir=tmp_path, shutdown_grace_s=0.1, local_workers=False
     )
-    handler = _SetWhenLogged(f"session {config.session_id}: not finished", released)
-    logger = logging.getLogger("baton.session")
-    logger.addHandler(handler)
-    try:
+    with on_logged("baton.session", f"session {config.session_id}: not finished", released.set):
         with anyio.fail_after(20):
             async with Session(config, model=model, tools=[stubborn]) as session:
                 session.start()
                 await entered.wait()
-    finally:
-        logger.removeHandler(handler)
     assert released.is_set()
     assert session.result is not None and session.result.status == "cancelled"
 

@@ -5,13 +5,13 @@ point of the code under test: when it logs a given line."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import anyio
 
 from baton.testing import RedisServer
+from tests.support.logged import on_logged, when_logged
 
 
 class RedisOutage:
@@ -41,54 +41,17 @@ def redis_outage(server: RedisServer) -> Iterator[RedisOutage]:
         outage.end()
 
 
-class _RetryLogged(logging.Handler):
-    def __init__(self, what: str) -> None:
-        super().__init__(logging.WARNING)
-        self.what = what
-        self.event = anyio.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith(f"{self.what}: bus unreachable"):
-            self.event.set()
-
-
 @contextmanager
 def retry_logged(what: str) -> Iterator[anyio.Event]:
     """An event set when :func:`baton.bus.retry.persist` logs that ``what`` (e.g. ``read lead``)
     failed past the bus's own retries and is backing off."""
-    handler = _RetryLogged(what)
-    logger = logging.getLogger("baton.bus.retry")
-    logger.addHandler(handler)
-    try:
-        yield handler.event
-    finally:
-        logger.removeHandler(handler)
-
-
-class _BeginWhenLogged(logging.Handler):
-    def __init__(self, outage: RedisOutage, prefix: str) -> None:
-        super().__init__(logging.DEBUG)
-        self.outage = outage
-        self.prefix = prefix
-        self.begun = False
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if not self.begun and record.getMessage().startswith(self.prefix):
-            self.begun = True
-            self.outage.begin()
+    with when_logged("baton.bus.retry", f"{what}: bus unreachable") as event:
+        yield event
 
 
 @contextmanager
 def outage_when_logged(outage: RedisOutage, logger: str, prefix: str) -> Iterator[None]:
     """Begin ``outage`` (once) the moment ``logger`` logs a line starting with ``prefix``: the
     code under test then meets a dead Redis on its very next bus call."""
-    handler = _BeginWhenLogged(outage, prefix)
-    target = logging.getLogger(logger)
-    level = target.level
-    target.setLevel(logging.DEBUG)  # an INFO line must reach the handler whatever the config
-    target.addHandler(handler)
-    try:
+    with on_logged(logger, prefix, outage.begin):
         yield
-    finally:
-        target.removeHandler(handler)
-        target.setLevel(level)
