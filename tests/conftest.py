@@ -1,5 +1,6 @@
-"""Shared fixtures: a sealed test environment, a real ``redis-server`` for the whole run, and
-buses on both backends.
+"""Shared fixtures: a sealed test environment, a working directory of each test's own, a real
+``redis-server`` for each test process (each ``pytest-xdist`` worker has its own), and buses on
+both backends. The tiers' markers are checked by :mod:`tests.support.tiers`.
 
 A missing ``redis-server`` fails the Redis tests with a clear message; it is never a skip.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,8 @@ from baton.bus.errors import ConfigError
 from baton.bus.memory import MemoryBus
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer, local_model_requests_only
+
+pytest_plugins = ["tests.support.tiers"]
 
 _prefixes = itertools.count()
 
@@ -33,6 +37,18 @@ def sealed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(SHELL_SETTINGS):
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def own_working_directory(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Each test runs in an empty folder of its own, never in the checkout: what baton writes
+    relative to the working directory (the media directory's default ``media/``, a process's
+    files) lands there. A folder apart from ``tmp_path``, which stays the test's alone."""
+    folder = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(folder)
+    return folder
 
 
 @pytest.fixture(autouse=True, scope="session")

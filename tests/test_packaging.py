@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
 import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,11 +78,22 @@ def test_the_lazy_public_names_are_the_api_modules() -> None:
         assert getattr(baton, name) is getattr(baton.api, name)
 
 
+def source_copy(into: Path) -> Path:
+    """The project's sources copied under ``into``: a build writes its ``build/`` and
+    ``*.egg-info`` beside the sources it builds, so it builds a copy, never the checkout."""
+    skip = shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "media"
+    )
+    return Path(shutil.copytree(ROOT, into, ignore=skip))
+
+
+@pytest.mark.process
 def test_the_built_wheel_is_one_baton_package(tmp_path: Path) -> None:
     # What a user gets from `pip install baton` (not the editable hook): every module under
     # baton/, the data files beside them, and no top-level bus/orchestrator/subagents.
+    source = source_copy(tmp_path / "source")
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(source)],
         capture_output=True,
         text=True,
         timeout=300,
