@@ -15,7 +15,7 @@ from baton.bus.events import SessionFinished, SessionStarted
 from baton.bus.redis import RedisBus
 from baton.cli.busops import duration
 from baton.settings import load_settings
-from tests.cli.helpers import run_baton
+from tests.cli.helpers import invoke_baton, run_baton
 
 RETENTION_S = 3600
 
@@ -88,7 +88,7 @@ async def test_clean_removes_finished_sessions_and_leaves_the_others_alone(
 
 
 def test_clean_refuses_the_in_process_bus_in_one_line(env: dict[str, str]) -> None:
-    code, out, err = run_baton("clean", "--bus", "memory://", env=env)
+    code, out, err = invoke_baton("clean", "--bus", "memory://", env=env)
     assert (code, out) == (2, "")
     assert len(err.splitlines()) == 1 and "shared bus" in err, err
 

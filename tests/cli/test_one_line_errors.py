@@ -4,7 +4,8 @@ A bus URL the Redis server turns down (a database it does not have, credentials 
 configuration error (exit 2) for every command that opens the bus, and no message repeats the
 URL's password; ``baton serve`` without the ``server`` extra says which extra to install (and its
 ``--help`` works regardless); a reader that closes stdout early ends a command quietly (141).
-All through the real ``baton`` console script.
+An exit code and its line are read in-process (:func:`~tests.cli.helpers.invoke_baton`); what
+only the console script shows (a blocked import, a closed pipe, a server's start-up line) runs it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from baton.testing import RedisServer, free_port
 from baton.testing.redis_server import DATABASES, redis_cli
-from tests.cli.helpers import BATON, REPO, TIMEOUT_S, processes, run_baton
+from tests.cli.helpers import BATON, REPO, TIMEOUT_S, invoke_baton, processes, run_baton
 
 PASSWORD = "hunter2-secret"
 
@@ -52,7 +53,7 @@ def test_a_database_the_server_lacks_is_a_config_error(
     name: str, env: dict[str, str], redis_server: RedisServer
 ) -> None:
     url = f"{server_base(redis_server)}/{DATABASES}"  # one past the test server's last database
-    code, _, err = run_baton(*BUS_COMMANDS[name], "--bus", url, env=env)
+    code, _, err = invoke_baton(*BUS_COMMANDS[name], "--bus", url, env=env)
     line = one_line(err)
     assert code == 2, err
     assert line.startswith(f"baton {name.split()[0]}: ")
@@ -65,7 +66,7 @@ def test_refused_credentials_are_a_config_error_without_the_password(
 ) -> None:
     host = server_base(redis_server).removeprefix("redis://")
     url = f"redis://:{PASSWORD}@{host}/0"  # this server has no password: AUTH is refused
-    code, out, err = run_baton(*BUS_COMMANDS[name], "--bus", url, env=env)
+    code, out, err = invoke_baton(*BUS_COMMANDS[name], "--bus", url, env=env)
     line = one_line(err)
     assert code == 2, err
     assert f"redis://:***@{host}/0" in line
@@ -75,7 +76,7 @@ def test_refused_credentials_are_a_config_error_without_the_password(
 @pytest.mark.parametrize("name", ["run", "worker --check", "watch"])
 def test_an_unreachable_bus_is_named_without_the_password(name: str, env: dict[str, str]) -> None:
     url = f"redis://:{PASSWORD}@127.0.0.1:{free_port()}/0?password={PASSWORD}"
-    code, out, err = run_baton(*BUS_COMMANDS[name], "--bus", url, env=env)
+    code, out, err = invoke_baton(*BUS_COMMANDS[name], "--bus", url, env=env)
     line = one_line(err)
     assert code == 3, err
     assert "cannot reach the bus at redis://:***@127.0.0.1:" in line
@@ -84,7 +85,7 @@ def test_an_unreachable_bus_is_named_without_the_password(name: str, env: dict[s
 
 
 def test_an_unknown_scheme_is_named_without_the_password(env: dict[str, str]) -> None:
-    code, _, err = run_baton("sessions", "--bus", f"redis+x://u:{PASSWORD}@h/0", env=env)
+    code, _, err = invoke_baton("sessions", "--bus", f"redis+x://u:{PASSWORD}@h/0", env=env)
     assert code == 2
     assert "unknown bus URL 'redis+x://u:***@h/0'" in one_line(err)
 
@@ -190,7 +191,7 @@ def test_a_closed_pipe_cancels_the_session_and_loses_nothing(
 ) -> None:
     code, err = run_into_closed_pipe("run", "--json", "--bus", redis_url, "paint a fox", env=env)
     assert (code, err) == (141, "")
-    code, out, err = run_baton("sessions", "--bus", redis_url, env=env)
+    code, out, err = invoke_baton("sessions", "--bus", redis_url, env=env)
     assert code == 0, err
     assert "cancelled" in out and "paint a fox" in out  # recorded as ended, not running forever
     code, err = run_into_closed_pipe("sessions", "--json", "--bus", redis_url, env=env)

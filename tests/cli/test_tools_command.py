@@ -9,7 +9,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.cli.helpers import run_baton
+from tests.cli.helpers import invoke_baton
 
 CLOCK = f"""
 [profiles.clock]
@@ -33,7 +33,7 @@ def clock_profiles(tmp_path: Path, extra: str = "") -> Path:
 def test_json_lists_the_mcp_servers_tools_with_their_parameters(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    code, out, err = run_baton("tools", "--profiles", str(clock_profiles(tmp_path)), "--json",
+    code, out, err = invoke_baton("tools", "--profiles", str(clock_profiles(tmp_path)), "--json",
                                env=env)  # fmt: skip
     assert code == 0, err
     (listing,) = [json.loads(line) for line in out.splitlines()]
@@ -60,7 +60,7 @@ tools = ["summarise", "tests.support.tools:ponder"]
 command = "/nonexistent/mcp-server"
 startup_timeout_s = 5
 """
-    code, out, err = run_baton("tools", "--profiles", str(clock_profiles(tmp_path, broken)),
+    code, out, err = invoke_baton("tools", "--profiles", str(clock_profiles(tmp_path, broken)),
                                env=env)  # fmt: skip
     assert code == 1, out
     assert "profile clock:" in out and "get_current_time(timezone: string)  [mcp time]" in out
@@ -73,7 +73,7 @@ def test_an_offline_run_gets_the_time_in_paris_from_the_mcp_server(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     profiles = clock_profiles(tmp_path)
-    code, out, err = run_baton("run", "--profiles", str(profiles), "Europe/Paris", env=env)
+    code, out, err = invoke_baton("run", "--profiles", str(profiles), "Europe/Paris", env=env)
     assert code == 0, err
     assert "clock" in out and '"timezone": "Europe/Paris"' in out, out
     found = re.search(r'"datetime": "([^"]+)"', out)

@@ -18,7 +18,7 @@ from baton.llm.offline import offline_reply
 from baton.session import SessionResult, open_session
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer
-from tests.cli.helpers import clean_env, run_baton
+from tests.cli.helpers import clean_env, invoke_baton
 from tests.conftest import BusFactory
 from tests.lead.helpers import PAINT_AND_WRITE
 from tests.subagents.helpers import SESSION, Lead, profile, task
@@ -163,7 +163,7 @@ async def test_a_worker_process_with_pool_gpu_takes_only_gpu_requests(
 
 
 def test_worker_refuses_the_reserved_pool_name(tmp_path: Path) -> None:
-    code, _, err = run_baton("worker", "--pool", "local", "--check", env=clean_env(tmp_path))
+    code, _, err = invoke_baton("worker", "--pool", "local", "--check", env=clean_env(tmp_path))
     assert code == 2
     assert "reserved" in err and "Traceback" not in err
 
