@@ -17,6 +17,7 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
+import pytest
 from redis.asyncio import Redis
 
 from baton.bus.events import (
@@ -55,6 +56,7 @@ async def xadd_with_redis_cli(url: str, key: str, field: str) -> None:
     await anyio.run_process(["redis-cli", "-u", url, "-x", "XADD", key, "*", field], input=BAD)
 
 
+@pytest.mark.process
 async def test_a_worker_survives_a_non_utf8_spawn_request_and_serves_the_next(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -83,6 +85,7 @@ async def test_a_worker_survives_a_non_utf8_spawn_request_and_serves_the_next(
         assert "Traceback" not in "".join(worker.log)
 
 
+@pytest.mark.process
 async def test_an_agent_whose_inbox_holds_a_non_utf8_entry_finishes_and_leaves_it_empty(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -142,6 +145,7 @@ async def test_a_session_completes_with_non_utf8_entries_in_its_leads_inbox(
         assert await raw.xlen(inbox) == 0
 
 
+@pytest.mark.process
 async def test_watch_and_sessions_skip_a_non_utf8_event_without_a_traceback(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:

@@ -69,6 +69,7 @@ def user_url(server: RedisServer) -> str:
     return server.bare_url.replace("redis://", "redis://baton@", 1)
 
 
+@pytest.mark.process
 def test_the_documented_user_runs_a_whole_session_with_a_real_worker(
     acl_server: RedisServer, admin: redis.Redis, tmp_path: Path
 ) -> None:

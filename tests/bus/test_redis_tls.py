@@ -57,6 +57,7 @@ def test_the_server_speaks_tls_only(tls_server: RedisServer) -> None:
         assert admin.connection_pool.connection_kwargs["ssl_ca_certs"]
 
 
+@pytest.mark.process
 def test_a_session_completes_over_tls_with_the_ca_file_setting(
     tls_server: RedisServer, certificates: Certificates, tmp_path: Path
 ) -> None:

@@ -149,6 +149,7 @@ def _sh_blocks(text: str) -> list[str]:
     return re.findall(r"```sh\n(.*?)```", text, re.DOTALL)
 
 
+@pytest.mark.process
 def test_readme_auto_approval_command_runs_as_written(env: dict[str, str], tmp_path: Path) -> None:
     first = _sh_blocks(_readme_section("Approvals"))[0]
     [command] = [line for line in first.splitlines() if "--approve auto" in line]

@@ -82,6 +82,7 @@ def test_baton_run_with_every_variable_empty_runs_offline(tmp_path: Path) -> Non
     assert "bad setting" not in err
 
 
+@pytest.mark.process
 def test_a_worker_with_a_key_and_an_empty_base_url_targets_openai(
     tmp_path: Path, redis_url: str
 ) -> None:

@@ -90,6 +90,7 @@ def test_an_unknown_scheme_is_named_without_the_password(env: dict[str, str]) ->
     assert "unknown bus URL 'redis+x://u:***@h/0'" in one_line(err)
 
 
+@pytest.mark.process
 def test_serve_names_its_bus_without_the_password(env: dict[str, str]) -> None:
     """The start-up line of a server whose Redis wants a password shows the URL redacted."""
     with RedisServer() as server, processes() as start:
@@ -121,6 +122,7 @@ def without_server_extra(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join([str(blocker), env["PYTHONPATH"]])}
 
 
+@pytest.mark.process
 def test_the_blocker_really_blocks(without_server_extra: dict[str, str]) -> None:
     done = subprocess.run(
         [str(Path(BATON).parent / "python"), "-c", "import uvicorn"],
@@ -132,12 +134,14 @@ def test_the_blocker_really_blocks(without_server_extra: dict[str, str]) -> None
     assert done.returncode == 1 and "ModuleNotFoundError" in done.stderr
 
 
+@pytest.mark.process
 def test_serve_help_works_without_the_server_extra(without_server_extra: dict[str, str]) -> None:
     code, out, err = run_baton("serve", "--help", env=without_server_extra)
     assert code == 0, err
     assert "--port" in out and "Traceback" not in err
 
 
+@pytest.mark.process
 def test_serve_says_which_extra_to_install(without_server_extra: dict[str, str]) -> None:
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
@@ -149,6 +153,7 @@ def test_serve_says_which_extra_to_install(without_server_extra: dict[str, str])
     assert line.startswith("baton serve: ") and "pip install 'baton[server]'" in line
 
 
+@pytest.mark.process
 def test_other_commands_never_need_the_server_extra(without_server_extra: dict[str, str]) -> None:
     code, out, err = run_baton("run", "--json", "paint a fox", env=without_server_extra)
     assert code == 0, err
@@ -180,12 +185,14 @@ def run_into_closed_pipe(*args: str, env: dict[str, str]) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "plain"])
+@pytest.mark.process
 def test_run_into_a_closed_pipe_ends_quietly(as_json: bool, env: dict[str, str]) -> None:
     code, err = run_into_closed_pipe("run", *(["--json"] if as_json else []), "x", env=env)
     assert code == 141, err
     assert err == ""
 
 
+@pytest.mark.process
 def test_a_closed_pipe_cancels_the_session_and_loses_nothing(
     env: dict[str, str], redis_url: str
 ) -> None:

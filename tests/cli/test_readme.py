@@ -9,6 +9,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
+import pytest
+
 from tests.cli.helpers import BATON, REPO
 
 
@@ -19,6 +21,7 @@ def section(title: str) -> str:
     return text[start : end if end != -1 else None]
 
 
+@pytest.mark.process
 def test_main_job_command_prints_media_urls_whose_files_exist(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -52,6 +55,7 @@ def _task(run: str) -> str:
     return match[1]
 
 
+@pytest.mark.process
 def test_embedding_example_runs_as_written(tmp_path: Path, env: dict[str, str]) -> None:
     block = re.search(r"```python\n(.*?)```", section("Embedding"), re.DOTALL)
     assert block is not None

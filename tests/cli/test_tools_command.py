@@ -9,6 +9,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from tests.cli.helpers import invoke_baton
 
 CLOCK = f"""
@@ -30,6 +32,7 @@ def clock_profiles(tmp_path: Path, extra: str = "") -> Path:
     return path
 
 
+@pytest.mark.process
 def test_json_lists_the_mcp_servers_tools_with_their_parameters(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -47,6 +50,7 @@ def test_json_lists_the_mcp_servers_tools_with_their_parameters(
     assert tools["send_message"]["source"] == "built-in"
 
 
+@pytest.mark.process
 def test_text_lists_built_in_and_python_tools_and_reports_a_server_that_cannot_start(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -69,6 +73,7 @@ startup_timeout_s = 5
     assert "profile 'broken': MCP server 'ghost' cannot start" in err
 
 
+@pytest.mark.process
 def test_an_offline_run_gets_the_time_in_paris_from_the_mcp_server(
     tmp_path: Path, env: dict[str, str]
 ) -> None:

@@ -14,11 +14,14 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from baton.bus.errors import ExitCode
 from baton.cli.worker import HEALTH_STALE_S
 from tests.cli.helpers import Proc, clean_env, invoke_baton
 
 
+@pytest.mark.process
 def test_the_check_follows_a_real_worker_from_start_to_stop(tmp_path: Path, redis_url: str) -> None:
     env = clean_env(tmp_path)
     health = tmp_path / "worker.health"

@@ -30,6 +30,7 @@ def one_line(err: str) -> str:
 
 
 @pytest.mark.parametrize("command", [["run", "paint a fox"], ["worker", "--bus", "memory://"]])
+@pytest.mark.process
 def test_a_bucket_without_the_s3_extra_says_which_extra_to_install(
     without_s3_extra: dict[str, str], command: list[str]
 ) -> None:

@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 
 import anyio
+import pytest
 from redis.asyncio import Redis
 
 from baton.bus.base import SpawnQueue
@@ -128,6 +129,7 @@ async def test_with_no_worker_for_its_pool_the_session_times_out_and_withdraws(
             assert await bus.read_inbox(session.id, agent) == []
 
 
+@pytest.mark.process
 async def test_a_worker_process_with_pool_gpu_takes_only_gpu_requests(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
