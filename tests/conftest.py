@@ -52,6 +52,19 @@ def own_working_directory(
 
 
 @pytest.fixture(autouse=True, scope="session")
+def bytecode_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The Python programs the tests start (``baton``, servers) keep their bytecode in one folder
+    of this run, shared by its xdist workers: compiled once, not at every start (where the shell
+    says ``PYTHONDONTWRITEBYTECODE``), and never in ``__pycache__`` folders of the checkout."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "pycache"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPYCACHEPREFIX", str(folder))
+        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
 def model_requests_stay_local() -> Iterator[None]:
     """Model requests reach only the scripted server (loopback or in-process); any other raises
     ``ModelRequestRefused`` before it is sent."""
