@@ -38,15 +38,3 @@ def test_ci_fails_a_test_run_that_writes_into_the_checkout() -> None:
     tests = next(i for i, line in enumerate(lines) if ".venv/bin/pytest" in line)
     assert "before=$(checkout)" in lines[:tests]
     assert any(line.startswith('if ! diff <(echo "$before") <(checkout)') for line in lines[tests:])
-
-
-def test_the_chaos_smoke_runs_every_case_in_its_halves() -> None:
-    # .ci/check runs chaos's cases in two groups side by side: together they must be all of them.
-    check = (ROOT / ".ci" / "check").read_text()
-    halves = re.findall(r"CHAOS_[AB]=\(([^)]*)\)", check)
-    assert len(halves) == 2, ".ci/check lost its chaos halves"
-    cases = [case for half in halves for case in re.findall(r"--case ([\w-]+)", half)]
-    source = (ROOT / "benchmarks" / "chaos.py").read_text()
-    listed = re.search(r"^CASES = \(([^)]*)\)", source, re.MULTILINE)
-    assert listed, "benchmarks/chaos.py lost its CASES"
-    assert sorted(cases) == sorted(re.findall(r'"([\w-]+)"', listed.group(1)))
