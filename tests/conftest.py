@@ -1,5 +1,6 @@
-"""Shared fixtures: a sealed test environment, a real ``redis-server`` for the whole run, and
-buses on both backends.
+"""Shared fixtures: a sealed test environment, a working directory of each test's own, a real
+``redis-server`` for each test process (each ``pytest-xdist`` worker has its own), and buses on
+both backends. The tiers' markers are checked by :mod:`tests.support.tiers`.
 
 A missing ``redis-server`` fails the Redis tests with a clear message; it is never a skip.
 """
@@ -10,6 +11,7 @@ import itertools
 import logging
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,8 @@ from baton.bus.errors import ConfigError
 from baton.bus.memory import MemoryBus
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer, local_model_requests_only
+
+pytest_plugins = ["tests.support.tiers"]
 
 _prefixes = itertools.count()
 
@@ -46,6 +50,31 @@ def root_logger_restored() -> Iterator[None]:
     yield
     root.setLevel(level)
     root.handlers[:] = handlers
+
+
+@pytest.fixture(autouse=True)
+def own_working_directory(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Each test runs in an empty folder of its own, never in the checkout: what baton writes
+    relative to the working directory (the media directory's default ``media/``, a process's
+    files) lands there. A folder apart from ``tmp_path``, which stays the test's alone."""
+    folder = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(folder)
+    return folder
+
+
+@pytest.fixture(autouse=True, scope="session")
+def bytecode_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The Python programs the tests start (``baton``, servers) keep their bytecode in one folder
+    of this run, shared by its xdist workers: compiled once, not at every start (where the shell
+    says ``PYTHONDONTWRITEBYTECODE``), and never in ``__pycache__`` folders of the checkout."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "pycache"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPYCACHEPREFIX", str(folder))
+        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        yield
 
 
 @pytest.fixture(autouse=True, scope="session")

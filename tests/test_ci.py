@@ -20,7 +20,7 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def test_ci_runs_the_gates_after_the_tests() -> None:
     lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
-    tests = next(i for i, line in enumerate(lines) if line.endswith(".venv/bin/pytest"))
+    tests = next(i for i, line in enumerate(lines) if ".venv/bin/pytest" in line)
     assert ".ci/check" in lines[tests + 1 :]
 
 
@@ -31,3 +31,10 @@ def test_every_benchmark_has_a_smoke_run_in_the_gates() -> None:
     assert '"benchmarks/$bench.py" --smoke' in check
     benchmarks = sorted(path.stem for path in (ROOT / "benchmarks").glob("*.py"))
     assert sorted(match.group(1).split()) == benchmarks
+
+
+def test_ci_fails_a_test_run_that_writes_into_the_checkout() -> None:
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    tests = next(i for i, line in enumerate(lines) if ".venv/bin/pytest" in line)
+    assert "before=$(checkout)" in lines[:tests]
+    assert any(line.startswith('if ! diff <(echo "$before") <(checkout)') for line in lines[tests:])

@@ -87,6 +87,7 @@ def test_probe_the_environment_a_test_sees() -> None:
     assert model_requests_confined()
 
 
+@pytest.mark.process
 def test_the_shell_s_settings_do_not_reach_a_test() -> None:
     shell = {
         "OPENAI_API_KEY": "sk-from-the-shell",

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
 import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,6 +43,7 @@ def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.process
 def test_outside_the_repository_only_baton_imports(tmp_path: Path) -> None:
     public = _python(
         "from baton import Session, SessionConfig, Worker, Profile, tool, open_bus\n"
@@ -55,6 +59,7 @@ def test_outside_the_repository_only_baton_imports(tmp_path: Path) -> None:
         assert f"No module named '{bare}'" in result.stderr
 
 
+@pytest.mark.process
 def test_the_bus_layer_loads_without_the_model_client(tmp_path: Path) -> None:
     # `baton/__init__` resolves its public names lazily: importing the bus must not pay for
     # openai (over a second) the way an eager re-export would.
@@ -76,11 +81,26 @@ def test_the_lazy_public_names_are_the_api_modules() -> None:
         assert getattr(baton, name) is getattr(baton.api, name)
 
 
+def source_copy(into: Path) -> Path:
+    """The project's sources copied under ``into``: a build writes its ``build/`` and
+    ``*.egg-info`` beside the sources it builds, so it builds a copy, never the checkout."""
+    caches = shutil.ignore_patterns("__pycache__", "*.egg-info", ".*_cache")
+    outputs = {".git", ".venv", "build", "dist", "media"}  # at the top only: baton.media is code
+
+    def skip(folder: str, names: list[str]) -> set[str]:
+        top = outputs.intersection(names) if Path(folder) == ROOT else set()
+        return set(caches(folder, names)) | top
+
+    return Path(shutil.copytree(ROOT, into, ignore=skip))
+
+
+@pytest.mark.process
 def test_the_built_wheel_is_one_baton_package(tmp_path: Path) -> None:
     # What a user gets from `pip install baton-orchestrator` (not the editable hook): every module
     # under baton/, the data files beside them, and no top-level bus/orchestrator/subagents.
+    source = source_copy(tmp_path / "source")
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(source)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -123,6 +143,7 @@ def test_the_built_wheel_is_one_baton_package(tmp_path: Path) -> None:
     assert "No module named 'bus'" in bare.stderr
 
 
+@pytest.mark.process
 def test_without_the_optional_extras_every_command_still_loads(tmp_path: Path) -> None:
     """The extras (otel, mcp, a2a, s3, server) are optional: with none installed, the package,
     its CLI and a session still load (``None`` in ``sys.modules`` is how Python spells "not

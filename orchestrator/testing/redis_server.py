@@ -31,12 +31,25 @@ from baton.testing.certificates import Certificates
 _READY_MARK = "Ready to accept connections"
 
 
+_given: set[int] = set()
+_given_lock = threading.Lock()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port on 127.0.0.1 nobody listens on right now, and never one this process was
+    given before (a port given to one server and let go must not be handed to the next, while a
+    client may still have its URL).
+
+    Another process can still take it before it is used (tests run side by side under
+    ``pytest-xdist``): :class:`RedisServer` picks another when its own pick is taken."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        with _given_lock:
+            if port not in _given:
+                _given.add(port)
+                return port
 
 
 DATABASES = 256
@@ -73,6 +86,7 @@ class RedisServer:
                 ".ci/run does this on a fresh machine"
             )
         self.binary = binary
+        self._own_port = port is None  # picked here: another may be picked if it is taken
         self.port = port or free_port()
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="baton-redis-"))
@@ -126,7 +140,23 @@ class RedisServer:
         return args
 
     def start(self) -> None:
-        """Start the server and return once it accepts connections."""
+        """Start the server and return once it accepts connections.
+
+        A port this server picked for itself that another process took first (a race no free
+        port can rule out) is given up for another, until the server has once started: from then
+        on clients hold its URL, and a restart keeps the port."""
+        for _ in range(4 if self._own_port else 1):
+            log = self._start()
+            if log is None:
+                self._own_port = False
+                return
+            if "Address already in use" not in log or not self._own_port:
+                break
+            self.port = free_port()
+        raise ConfigError(f"redis-server did not start on port {self.port}:\n{log}")
+
+    def _start(self) -> str | None:
+        """One try: None once the server accepts connections, else what it logged."""
         args = [
             self.binary,
             *self._security_args(),
@@ -150,6 +180,7 @@ class RedisServer:
         )
         ready = threading.Event()
         log: list[str] = []
+        accepting: list[bool] = []
 
         def read_log() -> None:
             assert proc.stdout is not None
@@ -157,16 +188,18 @@ class RedisServer:
                 if len(log) < 200:
                     log.append(line)
                 if _READY_MARK in line:
+                    accepting.append(True)
                     ready.set()
             ready.set()  # the server exited: stop waiting
 
         reader = threading.Thread(target=read_log, daemon=True)
         reader.start()
-        if not ready.wait(self.start_timeout) or proc.poll() is not None:
+        if not ready.wait(self.start_timeout) or not accepting or proc.poll() is not None:
             self._reap(proc, reader)
-            raise ConfigError(f"redis-server did not start on port {self.port}:\n{''.join(log)}")
+            return "".join(log)
         self._proc = proc
         self._reader = reader
+        return None
 
     @staticmethod
     def _reap(proc: subprocess.Popen[str], reader: threading.Thread | None) -> None:

@@ -72,6 +72,7 @@ async def test_every_stream_comes_back_and_the_loss_is_logged_once(
     assert not [r for r in caplog.records if r.exc_info is not None]
 
 
+@pytest.mark.process
 async def test_a_worker_process_survives_flushall_and_serves_the_next_spawn(
     tmp_path: Path,
 ) -> None:

@@ -2,8 +2,8 @@
 
 The server is started with the documented ``ACL SETUSER`` rules read from the doc itself (so the
 doc cannot drift from what was tested), and its ``default`` user behind a password of its own
-(the administrator's). A whole session then runs as the restricted user through the real
-``baton run`` and ``baton worker`` processes, with the user name in the URL and the password
+(the administrator's). A whole session then runs as the restricted user through ``baton run``
+(in-process) and a real ``baton worker`` process, with the user name in the URL and the password
 in ``REDIS_PASSWORD``; the same user cannot touch a key or channel outside baton's prefix.
 """
 
@@ -26,7 +26,7 @@ from baton.bus.redis import RedisBus
 from baton.bus.redis.adapter import RedisRefused
 from baton.settings import load_settings
 from baton.testing import RedisServer
-from tests.cli.helpers import REPO, clean_env, processes, run_baton
+from tests.cli.helpers import REPO, clean_env, invoke_baton, processes
 
 DOC = REPO / "docs" / "securing-redis.md"
 ADMIN_PASSWORD = "admin-only-Zq7"
@@ -69,6 +69,7 @@ def user_url(server: RedisServer) -> str:
     return server.bare_url.replace("redis://", "redis://baton@", 1)
 
 
+@pytest.mark.process
 def test_the_documented_user_runs_a_whole_session_with_a_real_worker(
     acl_server: RedisServer, admin: redis.Redis, tmp_path: Path
 ) -> None:
@@ -78,7 +79,7 @@ def test_the_documented_user_runs_a_whole_session_with_a_real_worker(
         ready = worker.expect(" ready: ", stream="err")
         name = ready.split("baton worker ", 1)[1].split()[0]
         assert "bus=redis://baton:***@" in ready and PASSWORD not in ready
-        code, out, err = run_baton(
+        code, out, err = invoke_baton(
             "run", "--json", "--no-local-workers", "--session", "s-acl", "--timeout", "60",
             "paint a fox and write a haiku about it",
             env=env,
@@ -158,14 +159,14 @@ def test_a_wrong_password_is_one_line_that_never_shows_it(
 ) -> None:
     wrong = "not-the-password-4242"
     env = clean_env(tmp_path, BATON_BUS=user_url(acl_server), REDIS_PASSWORD=wrong)
-    code, out, err = run_baton("worker", "--check", env=env)
+    code, out, err = invoke_baton("worker", "--check", env=env)
     assert code == ExitCode.USAGE, err
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert "refused the bus URL" in err and "redis://baton:***@" in err
     assert wrong not in out + err
 
     env["REDIS_PASSWORD"] = PASSWORD
-    code, out, err = run_baton("worker", "--check", env=env)
+    code, out, err = invoke_baton("worker", "--check", env=env)
     assert code == ExitCode.OK, err
     assert "redis://baton:***@" in out and PASSWORD not in out + err
 

@@ -1,10 +1,10 @@
 """Redis over TLS only (``--tls-port``, ``--port 0``), with certificates made by ``openssl`` when
 the test runs (:func:`baton.testing.make_certificates`).
 
-A whole session runs over ``rediss://`` through the real ``baton run`` and ``baton worker``
-processes with the CA file from ``BATON_REDIS_CA_FILE``; mutual TLS takes the client certificate
-from the config file; a CA that did not issue the server's certificate ends a command with one
-line (exit 2) that names the problem and never the password.
+A whole session runs over ``rediss://`` through ``baton run`` (in-process) and a real ``baton
+worker`` process with the CA file from ``BATON_REDIS_CA_FILE``; mutual TLS takes the client
+certificate from the config file; a CA that did not issue the server's certificate ends a
+command with one line (exit 2) that names the problem and never the password.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from baton.bus.errors import ConfigError, ExitCode
 from baton.bus.redis import RedisBus
 from baton.settings import load_settings
 from baton.testing import Certificates, RedisServer, make_certificates
-from tests.cli.helpers import clean_env, processes, run_baton
+from tests.cli.helpers import clean_env, invoke_baton, processes
 
 PASSWORD = "tls-user-secret-77"
 
@@ -57,6 +57,7 @@ def test_the_server_speaks_tls_only(tls_server: RedisServer) -> None:
         assert admin.connection_pool.connection_kwargs["ssl_ca_certs"]
 
 
+@pytest.mark.process
 def test_a_session_completes_over_tls_with_the_ca_file_setting(
     tls_server: RedisServer, certificates: Certificates, tmp_path: Path
 ) -> None:
@@ -71,7 +72,7 @@ def test_a_session_completes_over_tls_with_the_ca_file_setting(
         ready = worker.expect(" ready: ", stream="err")
         name = ready.split("baton worker ", 1)[1].split()[0]
         assert f"bus=rediss://:***@127.0.0.1:{tls_server.port}/0?ssl_ca_certs=" in ready
-        code, out, err = run_baton(
+        code, out, err = invoke_baton(
             "run", "--json", "--no-local-workers", "--session", "s-tls", "--timeout", "60",
             "paint a fox and write a haiku about it",
             env=env,
@@ -94,7 +95,7 @@ def test_a_wrong_ca_is_one_line_without_the_password(
         BATON_REDIS_CA_FILE=str(other_ca.ca_cert),
         REDIS_PASSWORD=PASSWORD,
     )
-    code, out, err = run_baton(*command, env=env)
+    code, out, err = invoke_baton(*command, env=env)
     assert code == ExitCode.USAGE, out + err
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert "failed TLS verification" in err and "BATON_REDIS_CA_FILE" in err, err
@@ -123,13 +124,13 @@ def test_mutual_tls_takes_the_client_certificate_from_the_config_file(
         f'redis_key_file = "{certificates.client_key}"\n'
     )
     env = clean_env(tmp_path)
-    code, out, err = run_baton("worker", "--check", "--config", str(config), env=env)
+    code, out, err = invoke_baton("worker", "--check", "--config", str(config), env=env)
     assert code == ExitCode.OK, err
     assert "ssl_certfile=" in out and "is reachable" in out
 
     # Without its certificate the server hangs up on the client: a fault, not a verdict.
     config.write_text(f'bus = "{mtls_server.bare_url}"\nredis_ca_file = "{certificates.ca_cert}"\n')
-    code, _, err = run_baton("worker", "--check", "--config", str(config), env=env)
+    code, _, err = invoke_baton("worker", "--check", "--config", str(config), env=env)
     assert code == ExitCode.UNREACHABLE, err
     assert len(err.splitlines()) == 1 and "cannot reach the bus" in err, err
 

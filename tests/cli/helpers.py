@@ -9,6 +9,7 @@ check that nothing of it is left behind, and is killed at the end whatever happe
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import signal
@@ -16,7 +17,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+import traceback
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,7 +53,7 @@ class Proc:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             [BATON, *args],
-            cwd=cwd or REPO,
+            cwd=cwd,  # None: the test's own working directory, never the checkout
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -220,11 +222,40 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def invoke_baton(
+    *args: str, env: Mapping[str, str] | None = None, input: str | None = None
+) -> tuple[int, str, str]:
+    """Run ``baton ARGS`` in this process (typer's runner): (exit code, stdout, stderr).
+
+    For what a process adds nothing to (arguments, help, settings, an exit code and its one
+    line), at a fraction of a process's start-up. Made to read as the process would: ``env`` is
+    the environment (over the sealed one of every test), ``input`` its stdin, the root logger
+    starts bare as in a new interpreter (a library's warning reaches stderr, a worker's
+    ``basicConfig`` writes there), and an exception the command lets escape comes back in
+    stderr as the traceback the process would print. Signals, kill -9, closed pipes, a command
+    run from another thread and the console script itself need :func:`run_baton`."""
+    from typer.testing import CliRunner
+
+    from baton.cli.app import app
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    root.handlers.clear()
+    try:
+        result = CliRunner().invoke(app, list(args), input=input, env=dict(env or {}))
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    err = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        err += "".join(traceback.format_exception(result.exception))
+    return result.exit_code, result.stdout, err
+
+
 def run_baton(*args: str, env: dict[str, str], timeout: float = TIMEOUT_S) -> tuple[int, str, str]:
     """Run ``baton ARGS`` to completion: (exit code, stdout, stderr)."""
     done = subprocess.run(
         [BATON, *args],
-        cwd=REPO,
         env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,

@@ -1,10 +1,12 @@
-"""Approvals through real ``baton`` processes, with the built-in ``publisher`` (its ``publish``
-needs approval and saves the text under the media directory, so "the tool ran" is a file).
+"""Approvals through the ``baton`` commands, with the built-in ``publisher`` (its ``publish``
+needs approval and saves the text under the media directory, so "the tool ran" is a file): real
+processes where two must meet or where the README's commands run as written, in-process
+(:func:`~tests.cli.helpers.invoke_baton`) otherwise.
 
 ``--approve auto|deny`` is the session's policy for every agent wherever it runs: in the run's
 own process and on a remote ``baton worker`` over Redis, the sub-agent's call is decided at once
-by the policy (the run ends long before the 120 s approval timeout, which the subprocess timeout
-of 60 s would not even reach). ``--approve ask`` without a terminal declines at once on the
+by the policy (the run ends long before the 120 s approval timeout, which the test's timeout
+would not even reach). ``--approve ask`` without a terminal declines at once on the
 in-process bus, where nobody could answer, and says what works; on a shared bus it prints the
 ``baton approve`` command — which the README's approval flow, run as written, then uses.
 """
@@ -21,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.helpers import REPO, Proc, run_baton
+from tests.cli.helpers import REPO, Proc, invoke_baton, run_baton
 
 TASK = "publish a haiku"
 QUICK_S = 10.0
@@ -83,7 +85,7 @@ def _check_policy(events: list[dict[str, Any]], policy: str, media: Path) -> Non
 def test_the_policy_decides_a_sub_agents_approval_in_process(
     policy: str, env: dict[str, str], tmp_path: Path
 ) -> None:
-    code, out, err = run_baton("run", "--json", "--approve", policy, TASK, env=env)
+    code, out, err = invoke_baton("run", "--json", "--approve", policy, TASK, env=env)
     assert code == 0, err
     _check_policy(_events(out), policy, tmp_path / "media")
     assert "waits for approval" not in err and "nobody can answer" not in err
@@ -103,7 +105,7 @@ def test_the_policy_decides_for_a_sub_agent_on_a_remote_worker(
     shared = {**env, "BATON_MEDIA_DIR": str(worker_media)}
     worker = start("worker", "--bus", redis_url, env=shared)
     name = worker.expect(" ready: ", stream="err").split("baton worker ", 1)[1].split()[0]
-    code, out, err = run_baton(
+    code, out, err = invoke_baton(
         "run", "--json", "--bus", redis_url, "--no-local-workers", "--approve", policy, TASK,
         env=shared,
     )  # fmt: skip
@@ -117,7 +119,7 @@ def test_the_policy_decides_for_a_sub_agent_on_a_remote_worker(
 def test_ask_without_a_terminal_on_the_in_process_bus_declines_at_once_and_says_what_works(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    code, out, err = run_baton("run", "--json", TASK, env=env)  # --approve ask is the default
+    code, out, err = invoke_baton("run", "--json", TASK, env=env)  # --approve ask is the default
     assert code == 0, err
     [line] = [line for line in err.splitlines() if "nobody can answer" in line]
     assert line.startswith("baton run: declined publisher's publish: ")
@@ -147,6 +149,7 @@ def _sh_blocks(text: str) -> list[str]:
     return re.findall(r"```sh\n(.*?)```", text, re.DOTALL)
 
 
+@pytest.mark.process
 def test_readme_auto_approval_command_runs_as_written(env: dict[str, str], tmp_path: Path) -> None:
     first = _sh_blocks(_readme_section("Approvals"))[0]
     [command] = [line for line in first.splitlines() if "--approve auto" in line]

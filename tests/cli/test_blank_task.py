@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli.helpers import run_baton
+from tests.cli.helpers import invoke_baton
 
 
 @pytest.mark.parametrize("task", ["", "  ", " \n\t "], ids=["empty", "spaces", "mixed"])
 def test_blank_task_is_refused_with_one_line(task: str, env: dict[str, str]) -> None:
-    code, out, err = run_baton("run", task, env=env)
+    code, out, err = invoke_baton("run", task, env=env)
     assert code == 2, err
     lines = err.splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err

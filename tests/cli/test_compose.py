@@ -135,6 +135,7 @@ def test_images_are_redis_or_built_here() -> None:
             assert service["image"].startswith("redis:7"), name
 
 
+@pytest.mark.process
 def test_dockerfile_installs_the_project_and_runs_baton() -> None:
     text = (REPO / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.1[1-9]", text, re.MULTILINE)

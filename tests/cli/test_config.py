@@ -1,6 +1,9 @@
 """One configuration path: every command — ``run``, ``worker`` and the bus commands alike — reads
 the same settings (flag > environment > ``--config`` file > default), so a ``baton run`` and the
-``baton worker`` beside it meet on the same bus and key prefix however they were told."""
+``baton worker`` beside it meet on the same bus and key prefix however they were told.
+
+The worker runs as a process of its own (the two must meet across processes); the commands
+around it run in-process (:func:`~tests.cli.helpers.invoke_baton`)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.cli.helpers import Proc, run_baton
+from tests.cli.helpers import Proc, invoke_baton
 
 
 def test_run_and_worker_told_by_the_environment_meet_on_its_prefix(
@@ -18,7 +21,7 @@ def test_run_and_worker_told_by_the_environment_meet_on_its_prefix(
     worker = start("worker", "--concurrency", "2", env=env)  # no flags: the environment only
     ready = worker.expect(" ready: ", stream="err")
     assert f"bus={redis_url} prefix=team-a " in ready
-    code, out, err = run_baton(
+    code, out, err = invoke_baton(
         "run", "--json", "--no-local-workers", "--session", "s-team-a", "--timeout", "60",
         "paint a fox",
         env=env,
@@ -26,9 +29,9 @@ def test_run_and_worker_told_by_the_environment_meet_on_its_prefix(
     assert code == 0, out + err  # the worker hosted the painter: they met
     claimed = [e for e in map(_event, out.splitlines()) if e.get("type") == "agent.claimed"]
     assert any(e["worker"] for e in claimed), out
-    code, listed, err = run_baton("sessions", "--json", env=env)
+    code, listed, err = invoke_baton("sessions", "--json", env=env)
     assert code == 0 and "s-team-a" in listed, err
-    code, listed, err = run_baton("sessions", "--json", "--prefix", "baton", env=env)
+    code, listed, err = invoke_baton("sessions", "--json", "--prefix", "baton", env=env)
     assert code == 0 and "s-team-a" not in listed, listed  # nothing went to the default keys
 
 
@@ -37,13 +40,13 @@ def test_worker_check_reads_the_config_file_and_flags_win(
 ) -> None:
     config = tmp_path / "baton.toml"
     config.write_text(f'bus = "{redis_url}"\nprefix = "from-file"\n')
-    code, out, err = run_baton("worker", "--check", "--config", str(config), env=env)
+    code, out, err = invoke_baton("worker", "--check", "--config", str(config), env=env)
     assert code == 0, err
     assert out.strip() == f"bus {redis_url} is reachable (prefix from-file)"
     env = {**env, "BATON_CONFIG": str(config), "BATON_PREFIX": "from-env"}
-    code, out, err = run_baton("worker", "--check", env=env)
+    code, out, err = invoke_baton("worker", "--check", env=env)
     assert code == 0 and out.strip().endswith("(prefix from-env)"), out + err
-    code, out, err = run_baton("worker", "--check", "--prefix", "from-flag", env=env)
+    code, out, err = invoke_baton("worker", "--check", "--prefix", "from-flag", env=env)
     assert code == 0 and out.strip().endswith("(prefix from-flag)"), out + err
 
 
@@ -53,7 +56,7 @@ def test_worker_refuses_a_bad_setting_as_every_command_does(
     config = tmp_path / "baton.toml"
     config.write_text('prefix = ""\n')
     for command in ("worker", "sessions"):
-        code, _, err = run_baton(command, "--config", str(config), env=env)
+        code, _, err = invoke_baton(command, "--config", str(config), env=env)
         assert code == 2, err
         assert err.count("\n") == 1 and "prefix" in err and "baton.toml" in err, err
 
@@ -69,7 +72,7 @@ def _event(line: str) -> dict[str, object]:
 def test_worker_refuses_a_bad_model_setting_and_a_profile_key_it_cannot_find(
     env: dict[str, str], tmp_path: Path, redis_url: str
 ) -> None:
-    code, _, err = run_baton("worker", "--check", "--extra-body", "[1]", env=env)
+    code, _, err = invoke_baton("worker", "--check", "--extra-body", "[1]", env=env)
     assert code == 2 and err.count("\n") == 1, err
     assert "--extra-body" in err and "must be a JSON object" in err
     profiles = tmp_path / "gpu.toml"
@@ -78,7 +81,9 @@ def test_worker_refuses_a_bad_model_setting_and_a_profile_key_it_cannot_find(
         '[profiles.gpu.model]\nbase_url = "http://gpu.invalid/v1"\napi_key_env = "GPU_KEY"\n'
     )
     keyed = {**env, "OPENAI_API_KEY": "sk-test"}
-    code, _, err = run_baton("worker", "--bus", redis_url, "--profiles", str(profiles), env=keyed)
+    code, _, err = invoke_baton(
+        "worker", "--bus", redis_url, "--profiles", str(profiles), env=keyed
+    )
     assert code == 2, err
     assert err.splitlines()[-1] == (
         "baton worker: profile 'gpu': its model's api_key_env names GPU_KEY, which is not set"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.cli.helpers import Proc, run_baton
+from tests.cli.helpers import Proc, invoke_baton
 
 SESSION = "s-distributed"
 
@@ -49,7 +49,7 @@ def test_remote_workers_do_the_work_while_watch_sees_it_and_post_adds_a_follow_u
     assert hosts == workers  # one agent on each worker
     watch.expect_each("tool.call", {"north", "south"})  # both are mid-work, holding
 
-    code, out, err = run_baton(
+    code, out, err = invoke_baton(
         "post", "--bus", redis_url, "--session", SESSION, "--to", "lead", "--type", "message",
         "also survey the east",
         env=env,
@@ -75,7 +75,7 @@ def test_remote_workers_do_the_work_while_watch_sees_it_and_post_adds_a_follow_u
         assert {e["agent"] for e in seen if e["type"] == kind} >= {"north", "south"}, kind
     assert seen[-1]["type"] == "session.finished"
 
-    code, out, _ = run_baton("sessions", "--bus", redis_url, env=env)
+    code, out, _ = invoke_baton("sessions", "--bus", redis_url, env=env)
     assert code == 0
     assert any(line.split()[:2] == [SESSION, "completed"] for line in out.splitlines())
 
@@ -94,7 +94,7 @@ def test_approve_answers_a_sub_agent_on_a_remote_worker(
     call_id = asked["calls"][0]["call_id"]
     assert asked["calls"][0]["name"] == "publish"
 
-    code, out, err = run_baton(
+    code, out, err = invoke_baton(
         "approve", "s-approve", call_id, "--yes", "--bus", redis_url, env=env
     )
     assert code == 0, err
@@ -107,7 +107,9 @@ def test_approve_answers_a_sub_agent_on_a_remote_worker(
     assert run.wait() == 0, run.transcript()
     assert run.events()[-1]["status"] == "completed"
 
-    code, _, err = run_baton("approve", "s-approve", call_id, "--no", "--bus", redis_url, env=env)
+    code, _, err = invoke_baton(
+        "approve", "s-approve", call_id, "--no", "--bus", redis_url, env=env
+    )
     assert code == 2 and "already decided" in err  # one answer per question
 
 

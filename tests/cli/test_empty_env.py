@@ -14,7 +14,7 @@ import pytest
 
 from baton.defaults import DEFAULT_MODEL
 from baton.settings import load_settings
-from tests.cli.helpers import Proc, clean_env, run_baton
+from tests.cli.helpers import Proc, clean_env, invoke_baton
 
 EMPTY = (
     "OPENAI_API_KEY",
@@ -74,14 +74,15 @@ def test_an_empty_baton_bus_lets_redis_url_through(monkeypatch: pytest.MonkeyPat
 
 
 def test_baton_run_with_every_variable_empty_runs_offline(tmp_path: Path) -> None:
-    """A real process with the environment compose gives it: the offline model answers, exit 0."""
+    """The environment compose gives a container: the offline model answers, exit 0."""
     env = clean_env(tmp_path, **dict.fromkeys(EMPTY, ""))
-    code, out, err = run_baton("run", "--json", "paint a fox", env=env)
+    code, out, err = invoke_baton("run", "--json", "paint a fox", env=env)
     assert code == 0, err
     assert '"session.finished"' in out
     assert "bad setting" not in err
 
 
+@pytest.mark.process
 def test_a_worker_with_a_key_and_an_empty_base_url_targets_openai(
     tmp_path: Path, redis_url: str
 ) -> None:

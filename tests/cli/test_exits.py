@@ -64,6 +64,7 @@ INVENTED = "https://via.placeholder.com/fox.png"
     ],
     ids=["incomplete", "failed"],
 )  # fmt: skip
+@pytest.mark.process
 async def test_a_session_that_did_not_complete_exits_with_its_statuss_code_and_one_line(
     tmp_path: Path, reply: ScriptItem, code: int, line: tuple[str, str]
 ) -> None:

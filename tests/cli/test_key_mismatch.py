@@ -6,7 +6,9 @@
 - ``baton post`` without the session's key used to exit 0 while its message was dead-lettered;
   now it exits 2 with one line and sends nothing.
 
-Real processes on a real ``redis-server``: the exit codes, the lines and the timing are the point.
+A real ``baton worker`` process on a real ``redis-server`` (the lead and the worker must be apart);
+the commands beside it run in-process (:func:`~tests.cli.helpers.invoke_baton`): the exit codes,
+the lines and the timing are the point.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from baton.bus.errors import ExitCode
 from baton.bus.redis import RedisBus
 from baton.bus.signing import key_id
 from baton.session import Session, open_session
-from tests.cli.helpers import Proc, run_baton
+from tests.cli.helpers import Proc, invoke_baton
 
 LEAD_KEY = "the lead's signing key"
 WORKER_KEY = "a worker's other key"
@@ -40,10 +42,10 @@ def test_a_lead_and_a_worker_with_different_keys_name_the_mismatch_and_end_at_on
                    env={**env, "BATON_SIGNING_KEY": WORKER_KEY})  # fmt: skip
     worker.expect(" ready: ", stream="err")
     began = time.monotonic()
-    code, out, err = run_baton(
+    code, out, err = invoke_baton(
         "run", "--json", "--bus", redis_url, "--no-local-workers", "--pool", "keys",
         "--timeout", TIMEOUT, "paint a fox",
-        env={**env, "BATON_SIGNING_KEY": LEAD_KEY}, timeout=60,
+        env={**env, "BATON_SIGNING_KEY": LEAD_KEY},
     )  # fmt: skip
     took = time.monotonic() - began
     assert took < 30, f"took {took:.0f} s"
@@ -107,13 +109,13 @@ def test_post_without_the_sessions_key_exits_2_with_one_line_and_sends_nothing(
     post = ("post", "--bus", redis_url, "--to", "lead", "--session")
     with signing_session(redis_url, tmp_path) as session_id:
         poster = env if key is None else {**env, "BATON_SIGNING_KEY": key}
-        code, out, err = run_baton(*post, session_id, "also paint a heron", env=poster)
+        code, out, err = invoke_baton(*post, session_id, "also paint a heron", env=poster)
         assert code == ExitCode.USAGE, (out, err)
         assert out == "" and err.count("\n") == 1, err
         assert "signing key mismatch" in err and f"key id {key_id(LEAD_KEY)}" in err, err
         # the same post with the session's key goes out
         keyed = {**env, "BATON_SIGNING_KEY": LEAD_KEY}
-        code, out, err = run_baton(*post, session_id, "also paint a heron", env=keyed)
+        code, out, err = invoke_baton(*post, session_id, "also paint a heron", env=keyed)
         assert code == ExitCode.OK, err
         assert out.strip()  # its id
 

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.cli.helpers import BATON, REPO
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
@@ -120,6 +122,7 @@ class Terminal:
             os.close(self.master)
 
 
+@pytest.mark.process
 def test_live_view_streams_and_takes_a_typed_approval(
     env: dict[str, str], profiles_file: Path
 ) -> None:
@@ -143,6 +146,7 @@ def test_live_view_streams_and_takes_a_typed_approval(
     assert code == 0, term.screen
 
 
+@pytest.mark.process
 def test_live_view_keeps_updating_while_it_asks(env: dict[str, str], profiles_file: Path) -> None:
     """While the approval question waits for an answer the panels still change (north finishes),
     and once answered no frame is left behind: the question shows once, then the live panels."""

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import anyio
+import pytest
 
 from baton.llm import ScriptedServer
 from baton.llm.offline import offline_reply
@@ -56,6 +57,7 @@ def by_role(server: ScriptedServer) -> dict[str, list[RecordedRequest]]:
     return found
 
 
+@pytest.mark.process
 async def test_settings_reach_the_lead_and_each_profile_gets_its_overrides(
     tmp_path: Path, env: dict[str, str]
 ) -> None:

@@ -4,7 +4,8 @@ A bus URL the Redis server turns down (a database it does not have, credentials 
 configuration error (exit 2) for every command that opens the bus, and no message repeats the
 URL's password; ``baton serve`` without the ``server`` extra says which extra to install (and its
 ``--help`` works regardless); a reader that closes stdout early ends a command quietly (141).
-All through the real ``baton`` console script.
+An exit code and its line are read in-process (:func:`~tests.cli.helpers.invoke_baton`); what
+only the console script shows (a blocked import, a closed pipe, a server's start-up line) runs it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from baton.testing import RedisServer, free_port
 from baton.testing.redis_server import DATABASES, redis_cli
-from tests.cli.helpers import BATON, REPO, TIMEOUT_S, processes, run_baton
+from tests.cli.helpers import BATON, REPO, TIMEOUT_S, invoke_baton, processes, run_baton
 
 PASSWORD = "hunter2-secret"
 
@@ -52,7 +53,7 @@ def test_a_database_the_server_lacks_is_a_config_error(
     name: str, env: dict[str, str], redis_server: RedisServer
 ) -> None:
     url = f"{server_base(redis_server)}/{DATABASES}"  # one past the test server's last database
-    code, _, err = run_baton(*BUS_COMMANDS[name], "--bus", url, env=env)
+    code, _, err = invoke_baton(*BUS_COMMANDS[name], "--bus", url, env=env)
     line = one_line(err)
     assert code == 2, err
     assert line.startswith(f"baton {name.split()[0]}: ")
@@ -65,7 +66,7 @@ def test_refused_credentials_are_a_config_error_without_the_password(
 ) -> None:
     host = server_base(redis_server).removeprefix("redis://")
     url = f"redis://:{PASSWORD}@{host}/0"  # this server has no password: AUTH is refused
-    code, out, err = run_baton(*BUS_COMMANDS[name], "--bus", url, env=env)
+    code, out, err = invoke_baton(*BUS_COMMANDS[name], "--bus", url, env=env)
     line = one_line(err)
     assert code == 2, err
     assert f"redis://:***@{host}/0" in line
@@ -75,7 +76,7 @@ def test_refused_credentials_are_a_config_error_without_the_password(
 @pytest.mark.parametrize("name", ["run", "worker --check", "watch"])
 def test_an_unreachable_bus_is_named_without_the_password(name: str, env: dict[str, str]) -> None:
     url = f"redis://:{PASSWORD}@127.0.0.1:{free_port()}/0?password={PASSWORD}"
-    code, out, err = run_baton(*BUS_COMMANDS[name], "--bus", url, env=env)
+    code, out, err = invoke_baton(*BUS_COMMANDS[name], "--bus", url, env=env)
     line = one_line(err)
     assert code == 3, err
     assert "cannot reach the bus at redis://:***@127.0.0.1:" in line
@@ -84,11 +85,12 @@ def test_an_unreachable_bus_is_named_without_the_password(name: str, env: dict[s
 
 
 def test_an_unknown_scheme_is_named_without_the_password(env: dict[str, str]) -> None:
-    code, _, err = run_baton("sessions", "--bus", f"redis+x://u:{PASSWORD}@h/0", env=env)
+    code, _, err = invoke_baton("sessions", "--bus", f"redis+x://u:{PASSWORD}@h/0", env=env)
     assert code == 2
     assert "unknown bus URL 'redis+x://u:***@h/0'" in one_line(err)
 
 
+@pytest.mark.process
 def test_serve_names_its_bus_without_the_password(env: dict[str, str]) -> None:
     """The start-up line of a server whose Redis wants a password shows the URL redacted."""
     with RedisServer() as server, processes() as start:
@@ -121,6 +123,7 @@ def without_server_extra(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join([str(blocker), env["PYTHONPATH"]])}
 
 
+@pytest.mark.process
 def test_the_blocker_really_blocks(without_server_extra: dict[str, str]) -> None:
     done = subprocess.run(
         [str(Path(BATON).parent / "python"), "-c", "import uvicorn"],
@@ -132,12 +135,14 @@ def test_the_blocker_really_blocks(without_server_extra: dict[str, str]) -> None
     assert done.returncode == 1 and "ModuleNotFoundError" in done.stderr
 
 
+@pytest.mark.process
 def test_serve_help_works_without_the_server_extra(without_server_extra: dict[str, str]) -> None:
     code, out, err = run_baton("serve", "--help", env=without_server_extra)
     assert code == 0, err
     assert "--port" in out and "Traceback" not in err
 
 
+@pytest.mark.process
 def test_serve_says_which_extra_to_install(without_server_extra: dict[str, str]) -> None:
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
@@ -149,6 +154,7 @@ def test_serve_says_which_extra_to_install(without_server_extra: dict[str, str])
     assert line.startswith("baton serve: ") and "pip install 'baton-orchestrator[server]'" in line
 
 
+@pytest.mark.process
 def test_other_commands_never_need_the_server_extra(without_server_extra: dict[str, str]) -> None:
     code, out, err = run_baton("run", "--json", "paint a fox", env=without_server_extra)
     assert code == 0, err
@@ -180,18 +186,20 @@ def run_into_closed_pipe(*args: str, env: dict[str, str]) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "plain"])
+@pytest.mark.process
 def test_run_into_a_closed_pipe_ends_quietly(as_json: bool, env: dict[str, str]) -> None:
     code, err = run_into_closed_pipe("run", *(["--json"] if as_json else []), "x", env=env)
     assert code == 141, err
     assert err == ""
 
 
+@pytest.mark.process
 def test_a_closed_pipe_cancels_the_session_and_loses_nothing(
     env: dict[str, str], redis_url: str
 ) -> None:
     code, err = run_into_closed_pipe("run", "--json", "--bus", redis_url, "paint a fox", env=env)
     assert (code, err) == (141, "")
-    code, out, err = run_baton("sessions", "--bus", redis_url, env=env)
+    code, out, err = invoke_baton("sessions", "--bus", redis_url, env=env)
     assert code == 0, err
     assert "cancelled" in out and "paint a fox" in out  # recorded as ended, not running forever
     code, err = run_into_closed_pipe("sessions", "--json", "--bus", redis_url, env=env)

@@ -11,7 +11,7 @@ import pytest
 
 from baton.bus.errors import ConfigError
 from baton.settings import load_settings
-from tests.cli.helpers import Proc, run_baton
+from tests.cli.helpers import Proc, invoke_baton
 
 
 def test_run_sends_its_sub_agents_to_the_pool_it_names(
@@ -24,7 +24,7 @@ def test_run_sends_its_sub_agents_to_the_pool_it_names(
     assert " pool=gpu " in ready
     name = ready.split("baton worker ", 1)[1].split()[0]
 
-    code, out, err = run_baton(
+    code, out, err = invoke_baton(
         "run", "--json", "--bus", redis_url, "--no-local-workers", "--pool", "gpu",
         "--timeout", "60", "paint a fox and write a haiku about it",
         env=env,

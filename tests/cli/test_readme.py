@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
+import pytest
 from anyio.from_thread import start_blocking_portal
 
 from baton.llm import ScriptedServer
@@ -26,10 +27,11 @@ def section(title: str) -> str:
 
 ACTIVATE = "python3 -m venv .venv && . .venv/bin/activate"
 CI_TEST_COMMAND = (
-    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/pytest"
+    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/pytest -n 3"
 )
 
 
+@pytest.mark.process
 def test_main_job_command_prints_media_urls_whose_files_exist(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -75,6 +77,7 @@ def test_after_the_activation_every_example_runs_bare_commands() -> None:
     assert spelled == []
 
 
+@pytest.mark.process
 def test_own_agent_and_tool_example_runs_as_written(tmp_path: Path, env: dict[str, str]) -> None:
     block = re.search(r"```python\n(.*?)```", section("Your own agent and tool, in Python"),
                       re.DOTALL)  # fmt: skip
@@ -96,6 +99,7 @@ def test_own_agent_and_tool_example_runs_as_written(tmp_path: Path, env: dict[st
     assert counted and '"words": 10' in counted[0], done.stdout  # the tool's own result
 
 
+@pytest.mark.process
 def test_keyless_local_model_example_reaches_the_server_without_a_key(
     env: dict[str, str],
 ) -> None:
@@ -125,6 +129,7 @@ def test_keyless_local_model_example_reaches_the_server_without_a_key(
     assert f"({model} at {http.base_url} (no API key)): " in done.stdout.splitlines()[0]
 
 
+@pytest.mark.process
 def test_embedding_example_runs_as_written(tmp_path: Path, env: dict[str, str]) -> None:
     block = re.search(r"```python\n(.*?)```", section("Embedding"), re.DOTALL)
     assert block is not None

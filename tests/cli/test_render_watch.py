@@ -1,4 +1,4 @@
-"""``baton watch`` (the real console script, plain lines on a pipe) shows what the model's
+"""``baton watch`` (in-process, plain lines as on a pipe) shows what the model's
 trouble did in a session logged on Redis: retries, the spend against the budget, the answer's
 check, and none of the text a failed reply took back."""
 
@@ -19,7 +19,7 @@ from baton.bus.events import (
 )
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer
-from tests.cli.helpers import run_baton
+from tests.cli.helpers import invoke_baton
 
 SESSION = "s-watch-trouble"
 LEAD = "lead"
@@ -48,7 +48,9 @@ def test_watch_shows_retries_the_budget_and_the_check_without_the_retracted_text
                         answer=f"Here: {FAKE}", invented_urls=[FAKE]),
     ]  # fmt: skip
     anyio.run(_log, redis_server.url, events)
-    code, out, err = run_baton("watch", SESSION, "--from-start", "--bus", redis_server.url, env=env)
+    code, out, err = invoke_baton(
+        "watch", SESSION, "--from-start", "--bus", redis_server.url, env=env
+    )
     assert code == 0, err
     lines = out.splitlines()
     assert "brush" not in out

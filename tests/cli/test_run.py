@@ -9,7 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from tests.cli.helpers import Proc, group_members, run_baton
+from tests.cli.helpers import Proc, group_members, invoke_baton
 
 
 def file_of(url: str) -> Path:
@@ -21,7 +21,7 @@ def file_of(url: str) -> Path:
 def test_offline_run_cites_every_media_url_and_the_files_exist(
     env: dict[str, str], profiles_file: Path
 ) -> None:
-    code, out, err = run_baton(
+    code, out, err = invoke_baton(
         "run", "--json", "--profiles", str(profiles_file), "--profile", "painter",
         "--profile", "sketcher",
         "paint a fox and paint a heron",
@@ -44,7 +44,7 @@ def test_offline_run_cites_every_media_url_and_the_files_exist(
 
 
 def test_plain_run_lists_media_urls_at_the_end(env: dict[str, str]) -> None:
-    code, out, err = run_baton("run", "paint a lighthouse", env=env)
+    code, out, err = invoke_baton("run", "paint a lighthouse", env=env)
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("── session ") and "offline model" in lines[0]

@@ -1,5 +1,6 @@
-"""The Redis password never appears in anything baton prints: the real commands, against a real
-``redis-server`` that requires it, with DEBUG logging on, every stdout, stderr and log line read.
+"""The Redis password never appears in anything baton prints: the commands (in-process, or real
+processes where they serve), against a real ``redis-server`` that requires it, with DEBUG
+logging on, every stdout, stderr and log line read.
 
 Each path that shows a bus URL is driven for real: ``baton worker --check`` (right password,
 wrong one, unreachable server, a URL no parser accepts), the worker's ready line and the log
@@ -23,7 +24,7 @@ import pytest
 
 from baton.bus.errors import redact_url
 from baton.testing import RedisServer, free_port, redis_cli
-from tests.cli.helpers import Proc, clean_env, run_baton
+from tests.cli.helpers import Proc, clean_env, invoke_baton
 
 PASSWORD = "S3cretPW-xyz"
 WRONG = "Wr0ngPW-abc"
@@ -63,7 +64,7 @@ def assert_secret_free(what: str, *texts: str) -> None:
 
 def baton(env: dict[str, str], *args: str) -> tuple[int, str]:
     """Run a command to its end; its exit code and everything it printed (checked clean)."""
-    code, out, err = run_baton(*args, env=env)
+    code, out, err = invoke_baton(*args, env=env)
     assert_secret_free(f"baton {' '.join(args)}", out, err)
     return code, out + err
 

@@ -21,7 +21,7 @@ from baton.api import Session, SessionConfig
 from baton.bus.memory import MemoryBus
 from baton.lead.keeper import SessionExists
 from baton.testing import RedisServer
-from tests.cli.helpers import PROFILES, Proc
+from tests.cli.helpers import PROFILES, Proc, invoke_baton
 from tests.cli.test_resume import MASON
 
 _prefixes = itertools.count()
@@ -130,9 +130,11 @@ def test_a_session_whose_lead_died_shows_lead_lost_and_ends_its_watch(
                 str(profiles), "--profile", "mason", "build a wall", env=on_redis)  # fmt: skip
     run.expect_event("tool.call", agent="mason")
     watch = start("watch", "orphan", "--json", env=on_redis)
-    listed = start("sessions", "--json", env=on_redis)
-    assert listed.wait() == 0, listed.transcript()
-    assert [(r["session"], r["state"]) for r in listed.events()] == [("orphan", "running")]
+    code, out, err = invoke_baton("sessions", "--json", env=on_redis)
+    assert code == 0, err
+    assert [(r["session"], r["state"]) for r in map(json.loads, out.splitlines())] == [
+        ("orphan", "running")
+    ]
     run.kill()
 
     assert watch.wait(timeout=30) == 1, watch.transcript()
@@ -142,10 +144,10 @@ def test_a_session_whose_lead_died_shows_lead_lost_and_ends_its_watch(
     assert set(shown) <= {"session.started", "agent.spawned", "agent.progress"}, shown
     (line,) = watch.err
     assert "session orphan: its lead is gone" in line and "baton resume orphan" in line, line
-    listed = start("sessions", env=on_redis)
-    assert listed.wait() == 0, listed.transcript()
-    assert listed.out[0].split()[:3] == ["orphan", "lead", "lost"], listed.out
-    assert "`baton resume orphan` continues it" in "".join(listed.err)
+    code, out, err = invoke_baton("sessions", env=on_redis)
+    assert code == 0, err
+    assert out.split()[:3] == ["orphan", "lead", "lost"], out
+    assert "`baton resume orphan` continues it" in err
     replay = start("watch", "orphan", "--from-start", "--json", env=on_redis)
     assert replay.wait() == 1, replay.transcript()
     assert next(e["type"] for e in replay.events()) == "session.started"
@@ -153,9 +155,9 @@ def test_a_session_whose_lead_died_shows_lead_lost_and_ends_its_watch(
     (tmp_path / "release").touch()
     resumed = start("resume", "orphan", "--profiles", str(profiles), "--json", env=on_redis)
     assert resumed.wait() == 0, resumed.transcript()
-    listed = start("sessions", "--json", env=on_redis)
-    assert listed.wait() == 0, listed.transcript()
-    assert [r["state"] for r in listed.events()] == ["completed"]
+    code, out, err = invoke_baton("sessions", "--json", env=on_redis)
+    assert code == 0, err
+    assert [json.loads(line)["state"] for line in out.splitlines()] == ["completed"]
 
 
 async def test_a_shared_memory_bus_refuses_a_second_session_of_one_id() -> None:

@@ -9,7 +9,9 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.cli.helpers import run_baton
+import pytest
+
+from tests.cli.helpers import invoke_baton
 
 CLOCK = f"""
 [profiles.clock]
@@ -30,10 +32,11 @@ def clock_profiles(tmp_path: Path, extra: str = "") -> Path:
     return path
 
 
+@pytest.mark.process
 def test_json_lists_the_mcp_servers_tools_with_their_parameters(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    code, out, err = run_baton("tools", "--profiles", str(clock_profiles(tmp_path)), "--json",
+    code, out, err = invoke_baton("tools", "--profiles", str(clock_profiles(tmp_path)), "--json",
                                env=env)  # fmt: skip
     assert code == 0, err
     (listing,) = [json.loads(line) for line in out.splitlines()]
@@ -47,6 +50,7 @@ def test_json_lists_the_mcp_servers_tools_with_their_parameters(
     assert tools["send_message"]["source"] == "built-in"
 
 
+@pytest.mark.process
 def test_text_lists_built_in_and_python_tools_and_reports_a_server_that_cannot_start(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -60,7 +64,7 @@ tools = ["summarise", "tests.support.tools:ponder"]
 command = "/nonexistent/mcp-server"
 startup_timeout_s = 5
 """
-    code, out, err = run_baton("tools", "--profiles", str(clock_profiles(tmp_path, broken)),
+    code, out, err = invoke_baton("tools", "--profiles", str(clock_profiles(tmp_path, broken)),
                                env=env)  # fmt: skip
     assert code == 1, out
     assert "profile clock:" in out and "get_current_time(timezone: string)  [mcp time]" in out
@@ -69,11 +73,12 @@ startup_timeout_s = 5
     assert "profile 'broken': MCP server 'ghost' cannot start" in err
 
 
+@pytest.mark.process
 def test_an_offline_run_gets_the_time_in_paris_from_the_mcp_server(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     profiles = clock_profiles(tmp_path)
-    code, out, err = run_baton("run", "--profiles", str(profiles), "Europe/Paris", env=env)
+    code, out, err = invoke_baton("run", "--profiles", str(profiles), "Europe/Paris", env=env)
     assert code == 0, err
     assert "clock" in out and '"timezone": "Europe/Paris"' in out, out
     found = re.search(r'"datetime": "([^"]+)"', out)

@@ -2,7 +2,8 @@
 pool and the profile, then the run fails on its own with the reason (exit 1), long before its
 timeout. It used to print "painter spawned" and wait in silence for the whole timeout.
 
-Real processes: the exit code and the one stderr line of the real CLI are the point."""
+The command runs in-process (:func:`~tests.cli.helpers.invoke_baton`, as the console script
+would): the exit code and the one stderr line are the point."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from baton.bus.errors import ExitCode
 from baton.cli.run import session_settings
 from baton.session import SessionConfig
 from baton.settings import load_settings
-from tests.cli.helpers import Proc, run_baton
+from tests.cli.helpers import Proc, invoke_baton
 
 TIMEOUT = "300"
 """The session's timeout: the run must end long before it."""
@@ -31,10 +32,10 @@ def test_run_with_no_worker_for_its_pool_warns_once_and_ends_naming_pool_and_pro
     elsewhere.expect(" ready: ", stream="err")
     env = {**env, "BATON_UNCLAIMED_TIMEOUT": "1"}
     began = time.monotonic()
-    code, out, err = run_baton(
+    code, out, err = invoke_baton(
         "run", "--json", "--bus", redis_url, "--no-local-workers", "--pool", "gpu",
         "--timeout", TIMEOUT, "paint a fox",
-        env=env, timeout=60,
+        env=env,
     )  # fmt: skip
     took = time.monotonic() - began
     assert code == ExitCode.FAILED, err
@@ -65,9 +66,9 @@ def test_the_plain_view_shows_the_wait_as_one_warning_line(
     redis_url: str, env: dict[str, str]
 ) -> None:
     env = {**env, "BATON_UNCLAIMED_TIMEOUT": "1"}
-    code, out, err = run_baton(
+    code, out, err = invoke_baton(
         "run", "--bus", redis_url, "--no-local-workers", "--pool", "gpu", "--timeout", TIMEOUT,
-        "paint a fox", env=env, timeout=60,
+        "paint a fox", env=env,
     )  # fmt: skip
     assert code == ExitCode.FAILED, err
     warnings = [line for line in out.splitlines() if "has claimed it" in line]

@@ -1,9 +1,10 @@
 """``baton worker --health-file`` and ``--check --health-file``: the compose health check asks
 the worker itself, not Redis.
 
-Real processes: a ``baton worker`` on the test's Redis beats into its health file; a second
-``baton worker --check`` process reads it. The worker removes the file when it stops, so the check
-fails at once, and a file the worker stopped touching fails once it is stale.
+A real ``baton worker`` process on the test's Redis beats into its health file; ``baton worker
+--check`` reads it (in-process: :func:`~tests.cli.helpers.invoke_baton`). The worker removes the
+file when it stops, so the check fails at once, and a file the worker stopped touching fails once
+it is stale.
 """
 
 from __future__ import annotations
@@ -13,17 +14,20 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from baton.bus.errors import ExitCode
 from baton.cli.worker import HEALTH_STALE_S
-from tests.cli.helpers import Proc, clean_env, run_baton
+from tests.cli.helpers import Proc, clean_env, invoke_baton
 
 
+@pytest.mark.process
 def test_the_check_follows_a_real_worker_from_start_to_stop(tmp_path: Path, redis_url: str) -> None:
     env = clean_env(tmp_path)
     health = tmp_path / "worker.health"
     check = ("worker", "--check", "--health-file", str(health))
 
-    code, _, err = run_baton(*check, env=env)
+    code, _, err = invoke_baton(*check, env=env)
     assert code == ExitCode.FAILED and "no health file" in err, err  # not started yet
 
     worker = Proc(["worker", "--bus", redis_url, "--health-file", str(health),
@@ -31,7 +35,7 @@ def test_the_check_follows_a_real_worker_from_start_to_stop(tmp_path: Path, redi
     try:
         worker.expect("health: beating into", stream="err")  # logged after the first touch
         assert health.is_file()
-        code, out, err = run_baton(*check, env=env)
+        code, out, err = invoke_baton(*check, env=env)
         assert code == ExitCode.OK, err
         assert "worker alive" in out
 
@@ -40,7 +44,7 @@ def test_the_check_follows_a_real_worker_from_start_to_stop(tmp_path: Path, redi
     finally:
         worker.kill()
     assert not health.exists(), "a stopped worker leaves no health file behind"
-    code, _, err = run_baton(*check, env=env)
+    code, _, err = invoke_baton(*check, env=env)
     assert code == ExitCode.FAILED and "has stopped" in err, err
 
 
@@ -51,6 +55,6 @@ def test_a_stale_health_file_fails_the_check(tmp_path: Path) -> None:
     old = time.time() - HEALTH_STALE_S - 5
     os.utime(health, (old, old))
     env = clean_env(tmp_path, BATON_BUS="redis://127.0.0.1:9/0")  # unreachable: never used
-    code, _, err = run_baton("worker", "--check", "--health-file", str(health), env=env)
+    code, _, err = invoke_baton("worker", "--check", "--health-file", str(health), env=env)
     assert code == ExitCode.FAILED
     assert "stale" in err and err.count("\n") == 1, err

@@ -64,6 +64,7 @@ async def test_a_good_direct_answer_costs_one_request_and_stands(
     assert (checked.policy, checked.reasons) == ("structural", [])
 
 
+@pytest.mark.process
 async def test_an_answer_quoting_the_leads_own_tool_result_stands(tmp_path: Path) -> None:
     """The lead calls its own MCP clock, then answers quoting what it returned: one request per
     round, completed, the model's own words."""

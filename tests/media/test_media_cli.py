@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.helpers import run_baton
+from tests.cli.helpers import invoke_baton, run_baton
 from tests.support.media import file_path
 
 
@@ -34,6 +34,7 @@ def one_line(err: str) -> str:
 @pytest.mark.parametrize(
     "command", [["run", "paint a fox"], ["worker", "--bus", "redis://127.0.0.1:9/0"]]
 )
+@pytest.mark.process
 def test_a_bucket_without_the_s3_extra_says_which_extra_to_install(
     without_s3_extra: dict[str, str], command: list[str]
 ) -> None:
@@ -47,7 +48,7 @@ def test_a_bucket_without_the_s3_extra_says_which_extra_to_install(
 
 
 def test_a_media_setting_that_names_no_store_is_one_line(env: dict[str, str]) -> None:
-    code, _, err = run_baton("run", "--media", "gs://pictures", "paint a fox", env=env)
+    code, _, err = invoke_baton("run", "--media", "gs://pictures", "paint a fox", env=env)
     assert code == 2, err
     assert one_line(err).startswith("baton run: bad setting --media: Value error, media 'gs://")
 
@@ -55,7 +56,7 @@ def test_a_media_setting_that_names_no_store_is_one_line(env: dict[str, str]) ->
 def test_a_directory_media_setting_is_where_the_pictures_go(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    code, out, err = run_baton(
+    code, out, err = invoke_baton(
         "run", "--json", "--media", str(tmp_path / "pictures"), "paint a fox", env=env
     )
     assert code == 0, err

@@ -185,50 +185,72 @@ def backend() -> str:
     return "memory"  # session tokens are kept on any bus; the input never reaches Redis
 
 
-async def test_no_input_gets_a_500_or_exception_text(make_bus: BusFactory, tmp_path: Path) -> None:
+NAMED_CODES = {
+    "method list": -32600,
+    "method object": -32600,
+    "not utf-8": -32700,
+    "lone surrogate": -32700,
+    "5000-digit id": -32700,
+    "5000-digit version": -32009,
+    "batch": -32600,
+    "params list": -32602,
+}
+"""What the issue named, each with its own JSON-RPC code, for every token."""
+
+
+@pytest.mark.parametrize("holder", ["read", "write", "admin"])
+async def test_no_input_gets_a_500_or_exception_text(
+    make_bus: BusFactory, tmp_path: Path, holder: str
+) -> None:
     cases = table()
-    mutated = list(mutations(22, 160))
     async with make_bus() as bus, serving(bus, tmp_path, ARTISTS, token=TOKEN) as server:
         tokens = await issue(bus, SESSION)
-        who = {"read": tokens["read"], "write": tokens["write"], "admin": TOKEN}
-        codes: dict[tuple[str, str], int | None] = {}
+        token = {"read": tokens["read"], "write": tokens["write"], "admin": TOKEN}[holder]
+        codes: dict[str, int | None] = {}
         async with httpx.AsyncClient(base_url=root(server), trust_env=False, timeout=30) as http:
-            for holder, token in who.items():
-                auth = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0",
-                        "Content-Type": "application/json"}  # fmt: skip
-                for name, body, extra in cases:
-                    what = f"{holder} token, JSON-RPC, {name}"
-                    answer = await http.post(JSONRPC_PATH, content=body, headers={**auth, **extra})
-                    codes[(holder, name)] = check_jsonrpc(answer, what)
-                    for rest in ("/message:send", f"/tasks/{SESSION}:cancel"):
-                        answer = await http.post(
-                            REST_PREFIX + rest, content=body, headers={**auth, **extra}
-                        )
-                        check_rest(answer, f"{holder} token, REST {rest}, {name}")
-                    if extra:  # a header alone: on a GET too
-                        answer = await http.get(
-                            f"{REST_PREFIX}/tasks/{SESSION}", headers={**auth, **extra}
-                        )
-                        check_rest(answer, f"{holder} token, REST GET, {name}")
+            auth = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0",
+                    "Content-Type": "application/json"}  # fmt: skip
+            for name, body, extra in cases:
+                what = f"{holder} token, JSON-RPC, {name}"
+                answer = await http.post(JSONRPC_PATH, content=body, headers={**auth, **extra})
+                codes[name] = check_jsonrpc(answer, what)
+                for rest in ("/message:send", f"/tasks/{SESSION}:cancel"):
+                    answer = await http.post(
+                        REST_PREFIX + rest, content=body, headers={**auth, **extra}
+                    )
+                    check_rest(answer, f"{holder} token, REST {rest}, {name}")
+                if extra:  # a header alone: on a GET too
+                    answer = await http.get(
+                        f"{REST_PREFIX}/tasks/{SESSION}", headers={**auth, **extra}
+                    )
+                    check_rest(answer, f"{holder} token, REST GET, {name}")
             assert await bus.sessions() == []  # nothing hostile started a session
-            for holder in ("read", "admin"):  # a mutation may be a valid new task: it runs
-                auth = {"Authorization": f"Bearer {who[holder]}", "A2A-Version": "1.0"}
+
+    assert {name: codes[name] for name in NAMED_CODES} == NAMED_CODES
+    if holder == "read":
+        assert codes["deep array"] == -32700  # the session token's guard reads 1 MiB
+    if holder == "admin":
+        assert codes["deep array"] is None  # past max_body_bytes: the 413 first
+        assert codes["deep params"] == -32700
+
+
+@pytest.mark.parametrize(
+    "count", [40, pytest.param(160, marks=pytest.mark.stress)], ids=lambda n: f"{n}-mutations"
+)
+async def test_no_mutated_request_gets_a_500_or_exception_text(
+    make_bus: BusFactory, tmp_path: Path, count: int
+) -> None:
+    """Seeded mutations of the valid requests (a developer's run: the first 40 of the same)."""
+    mutated = list(mutations(22, count))
+    async with make_bus() as bus, serving(bus, tmp_path, ARTISTS, token=TOKEN) as server:
+        tokens = await issue(bus, SESSION)
+        who = {"read": tokens["read"], "admin": TOKEN}
+        async with httpx.AsyncClient(base_url=root(server), trust_env=False, timeout=30) as http:
+            for holder, token in who.items():  # a mutation may be a valid new task: it runs
+                auth = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
                 for name, body in mutated:
                     answer = await http.post(JSONRPC_PATH, content=body, headers=auth)
                     check_jsonrpc(answer, f"{holder} token, JSON-RPC, {name} {body[:80]!r}")
-
-    for holder in who:  # what the issue named, each with its own code, for every token
-        assert codes[(holder, "method list")] == -32600
-        assert codes[(holder, "method object")] == -32600
-        assert codes[(holder, "not utf-8")] == -32700
-        assert codes[(holder, "lone surrogate")] == -32700
-        assert codes[(holder, "5000-digit id")] == -32700
-        assert codes[(holder, "5000-digit version")] == -32009
-        assert codes[(holder, "batch")] == -32600
-        assert codes[(holder, "params list")] == -32602
-    assert codes[("read", "deep array")] == -32700  # the session token's guard reads 1 MiB
-    assert codes[("admin", "deep array")] is None  # past max_body_bytes: the 413 first
-    assert codes[("admin", "deep params")] == -32700
 
 
 def test_the_pure_checks_take_anything() -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from baton.testing.otlp import OtlpReceiver, ReceivedSpan
 from tests.cli.helpers import clean_env, processes
 from tests.server.a2a_helpers import collect
@@ -22,6 +24,7 @@ def lead_turns(spans: list[ReceivedSpan]) -> list[ReceivedSpan]:
     return [s for s in spans if s.name == "invoke_agent lead" and s.trace_id == TRACE]
 
 
+@pytest.mark.process
 async def test_the_session_of_an_a2a_request_continues_the_callers_trace(tmp_path: Path) -> None:
     import httpx
     from a2a.client import ClientConfig, create_client

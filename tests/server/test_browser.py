@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from playwright.async_api import async_playwright
 
 from baton.bus.events import (
@@ -28,6 +29,8 @@ from baton.bus.events import (
 from baton.bus.memory import MemoryBus
 from tests.server.helpers import TOKEN, client, serving, start_session
 from tests.support.events import wait_for_event
+
+pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 import httpx
+import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.types import ListTasksRequest, StreamResponse, SubscribeToTaskRequest, TaskState
 
@@ -74,6 +75,7 @@ async def until_picture(
     return got
 
 
+@pytest.mark.process
 async def test_a_remote_agents_second_round_continues_its_far_context(tmp_path: Path) -> None:
     far_toml = tmp_path / "far.toml"
     far_toml.write_text(FAR_PROFILES)
@@ -124,6 +126,7 @@ def relayed_round(batch: list[Envelope], media: Path) -> RemoteRound:
     )
 
 
+@pytest.mark.process
 async def test_a_baton_serve_delegates_twice_to_another_in_two_lead_turns(
     tmp_path: Path,
 ) -> None:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.types import TaskState
 
@@ -45,6 +46,7 @@ def relayed(spans: list[ReceivedSpan]) -> bool:
     return all(span_named(spans, service, name) for service, name in wanted)
 
 
+@pytest.mark.process
 async def test_a_baton_serve_delegates_to_another_over_a2a(tmp_path: Path) -> None:
     with OtlpReceiver() as receiver, processes() as start:
 

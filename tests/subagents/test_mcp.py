@@ -145,6 +145,7 @@ async def run_agents(
 # -- a real server from PyPI over stdio ------------------------------------------------------------
 
 
+@pytest.mark.process
 async def test_the_time_server_tools_come_with_its_schema_and_validate_arguments() -> None:
     async with one_server("time", time_server()) as tools:
         by_name = {tool.name: tool for tool in tools}
@@ -165,6 +166,7 @@ async def test_the_time_server_tools_come_with_its_schema_and_validate_arguments
     assert result.media_urls == ()
 
 
+@pytest.mark.process
 async def test_allow_picks_the_tools_and_approve_gates_them() -> None:
     config = time_server(allow=("get_*",), approve=("get_current_*",), timeout_s=7)
     async with one_server("time", config) as tools:
@@ -173,6 +175,7 @@ async def test_allow_picks_the_tools_and_approve_gates_them() -> None:
     assert clock.timeout_s == 7
 
 
+@pytest.mark.process
 async def test_one_connection_serves_every_agent_of_a_worker(tmp_path: Path) -> None:
     clock = mcp_profile("clock", {"time": time_server(allow=("get_current_time",))})
     results, worker = await run_agents(
@@ -188,6 +191,7 @@ async def test_one_connection_serves_every_agent_of_a_worker(tmp_path: Path) -> 
     assert connection.starts == 1 and not connection.is_open  # one start; closed with the worker
 
 
+@pytest.mark.process
 async def test_a_server_that_cannot_start_names_the_profile_and_the_server(tmp_path: Path) -> None:
     broken = McpServerConfig(command=PYTHON, args=("-m", "no_such_mcp_server"))
     async with McpServers() as servers:
@@ -209,6 +213,7 @@ async def test_a_server_that_cannot_start_names_the_profile_and_the_server(tmp_p
 # -- the demo server over stdio: a crash, and closing ---------------------------------------------
 
 
+@pytest.mark.process
 async def test_a_server_that_dies_mid_call_fails_that_call_and_restarts_for_the_next(
     tmp_path: Path,
 ) -> None:
@@ -226,6 +231,7 @@ async def test_a_server_that_dies_mid_call_fails_that_call_and_restarts_for_the_
         os.kill(second_pid, 0)
 
 
+@pytest.mark.process
 async def test_the_crash_reaches_the_model_as_an_error_result(tmp_path: Path) -> None:
     crashy = mcp_profile("crashy", {"demo": demo_stdio(tmp_path, allow=("crash",))})
     async with MemoryBus() as bus:
@@ -245,6 +251,7 @@ async def test_the_crash_reaches_the_model_as_an_error_result(tmp_path: Path) ->
 # -- the demo server over streamable HTTP ---------------------------------------------------------
 
 
+@pytest.mark.process
 async def test_a_slow_tool_is_stopped_at_its_timeout(tmp_path: Path) -> None:
     async with http_demo(tmp_path) as url:
         config = McpServerConfig(url=url, allow=("slow", "echo"), timeout_s=0.5)
@@ -274,6 +281,7 @@ async def test_a_slow_tool_is_stopped_at_its_timeout(tmp_path: Path) -> None:
     assert echo.result.content == "echo: zzz" and not echo.result.is_error
 
 
+@pytest.mark.process
 async def test_an_image_result_comes_back_as_a_media_url(tmp_path: Path) -> None:
     async with http_demo(tmp_path) as url:
         painter = mcp_profile("mcpainter", {"demo": McpServerConfig(url=url, allow=("picture",))})
@@ -287,6 +295,7 @@ async def test_an_image_result_comes_back_as_a_media_url(tmp_path: Path) -> None
     assert (width, height) == (64, 64)
 
 
+@pytest.mark.process
 async def test_a_resource_result_is_kept_as_media_and_quoted(tmp_path: Path) -> None:
     async with http_demo(tmp_path) as url:
         writer = mcp_profile("reporter", {"demo": McpServerConfig(url=url, allow=("report",))})
@@ -304,6 +313,7 @@ async def test_a_resource_result_is_kept_as_media_and_quoted(tmp_path: Path) -> 
     assert await anyio.Path(saved).read_text() == "report: the quarter"
 
 
+@pytest.mark.process
 async def test_an_approval_gated_tool_waits_for_an_answer_over_the_bus(tmp_path: Path) -> None:
     from baton.engine.bus_channel import answer_approval
 
@@ -328,6 +338,7 @@ async def test_an_approval_gated_tool_waits_for_an_answer_over_the_bus(tmp_path:
     assert observed.counts("hitl.decision") == {"approved": 1}
 
 
+@pytest.mark.process
 async def test_an_http_server_that_went_away_is_reached_again_once_it_is_back(
     tmp_path: Path,
 ) -> None:

@@ -90,6 +90,7 @@ def test_a_bad_lead_table_stops_the_file(tmp_path: Path) -> None:
         load_profiles(write(tmp_path, text + 'command = "x"'))
 
 
+@pytest.mark.process
 async def test_the_lead_calls_its_own_mcp_tool(tmp_path: Path) -> None:
     clock = McpServerConfig(
         command=sys.executable, args=("-m", "mcp_server_time"), allow=("get_current_time",)

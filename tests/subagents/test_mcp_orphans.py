@@ -62,6 +62,7 @@ def wait_until(check: object, timeout: float, what: str) -> None:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.process
 def test_a_stubborn_mcp_server_dies_with_a_worker_killed_outright(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:

@@ -172,6 +172,7 @@ class Moment:
 
 
 @pytest.mark.parametrize("moment", ["model", "tool", "after_tool"])
+@pytest.mark.process
 async def test_kill_9_mid_round_resumes_on_the_other_worker(
     redis_server: RedisServer, tmp_path: Path, moment: str
 ) -> None:
@@ -255,6 +256,7 @@ class Drain:
         return reply
 
 
+@pytest.mark.process
 async def test_sigterm_drains_then_the_other_worker_resumes(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -289,6 +291,7 @@ async def test_sigterm_drains_then_the_other_worker_resumes(
         assert await second.exit_code() in (0, 1)
 
 
+@pytest.mark.process
 async def test_check_exit_codes(redis_server: RedisServer) -> None:
     def run(url: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 
 import anyio
+import pytest
 from redis.asyncio import Redis
 
 from baton.bus.base import SpawnQueue
@@ -18,7 +19,7 @@ from baton.llm.offline import offline_reply
 from baton.session import SessionResult, open_session
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer
-from tests.cli.helpers import clean_env, run_baton
+from tests.cli.helpers import clean_env, invoke_baton
 from tests.conftest import BusFactory
 from tests.lead.helpers import PAINT_AND_WRITE
 from tests.subagents.helpers import SESSION, Lead, profile, task
@@ -128,6 +129,7 @@ async def test_with_no_worker_for_its_pool_the_session_times_out_and_withdraws(
             assert await bus.read_inbox(session.id, agent) == []
 
 
+@pytest.mark.process
 async def test_a_worker_process_with_pool_gpu_takes_only_gpu_requests(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -163,7 +165,7 @@ async def test_a_worker_process_with_pool_gpu_takes_only_gpu_requests(
 
 
 def test_worker_refuses_the_reserved_pool_name(tmp_path: Path) -> None:
-    code, _, err = run_baton("worker", "--pool", "local", "--check", env=clean_env(tmp_path))
+    code, _, err = invoke_baton("worker", "--pool", "local", "--check", env=clean_env(tmp_path))
     assert code == 2
     assert "reserved" in err and "Traceback" not in err
 
