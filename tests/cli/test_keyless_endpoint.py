@@ -104,6 +104,7 @@ def test_the_model_settings_and_their_label(
         ({}, "· offline model"),
     ],
 )  # fmt: skip
+@pytest.mark.process
 def test_baton_serve_s_start_line_names_the_endpoint_as_baton_run_does(
     env: dict[str, str], extra: dict[str, str], label: str
 ) -> None:
