@@ -23,7 +23,8 @@ from baton.lead.checkpoint import LeadCheckpoint, Progress, roster_state
 from baton.lead.keeper import LeadKeeper, LeadTakenOver, ResumeRefused, SessionExists
 from baton.lead.roster import Roster, Sent
 from baton.llm.script import Call, Reply
-from baton.session import _setup_of, open_session
+from baton.session import open_session
+from baton.session.setup import setup_of
 from tests.lead.scenario import PROFILES, SESSION, Scenario, claimed, make_lead, run_lead
 from tests.support.models import scripted
 
@@ -180,7 +181,7 @@ async def test_a_decided_outcome_is_logged_once_by_the_resume() -> None:
     async with open_bus() as bus:
         dead = LeadKeeper(bus, "s-decided", holder="dead")
         await dead.claim()
-        await dead.begin(_setup_of(config, ["painter"], "baton-offline"))
+        await dead.begin(setup_of(config, ["painter"], "baton-offline"))
         await dead.decided(decided)
         await bus.hold_lead("s-decided", "dead", 0)  # as if its lease had lapsed
         async with Session.resume("s-decided", bus=bus) as session:
@@ -195,7 +196,7 @@ async def test_a_decided_outcome_is_logged_once_by_the_resume() -> None:
             async with Session.resume("s-decided", bus=bus):
                 pass
         # one that died after logging its end, before its record said so: refused as well
-        await dead.begin(_setup_of(config, ["painter"], "baton-offline"))  # dead holds it again
+        await dead.begin(setup_of(config, ["painter"], "baton-offline"))  # dead holds it again
         await dead.decided(decided)
         await bus.hold_lead("s-decided", "dead", 0)
         with pytest.raises(ResumeRefused, match="finished: nothing to resume"):
@@ -220,7 +221,7 @@ async def test_a_resumed_session_follows_the_dead_leads_unclaimed_spawn_requests
     async with open_bus() as bus:
         dead = LeadKeeper(bus, "s-orphan", holder="dead")
         await dead.claim()
-        await dead.begin(_setup_of(config, ["painter"], "baton-offline"))
+        await dead.begin(setup_of(config, ["painter"], "baton-offline"))
         roster = Roster({"painter": "Paints."})
         record = roster.started("painter", "painter")
         record.spawn_id, record.spawn_receipt = request.id, await bus.submit_spawn(request)
@@ -249,7 +250,7 @@ async def test_resume_settings_are_checked() -> None:
         config = SessionConfig(task="paint a fox", session_id="s-fixed", local_workers=False)
         keeper = LeadKeeper(bus, "s-fixed", holder="dead")
         await keeper.claim()
-        await keeper.begin(_setup_of(config, ["painter"], "baton-offline"))
+        await keeper.begin(setup_of(config, ["painter"], "baton-offline"))
         await bus.hold_lead("s-fixed", "dead", 0)
         with pytest.raises(ConfigError, match="ran with local_workers=False; a resume cannot"):
             async with Session.resume("s-fixed", bus=bus, local_workers=True):

@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-import baton.session as session_module
+import baton.session.lifecycle as session_module
 from baton.api import Session, SessionConfig, Worker, open_session
 from baton.bus.events import (
     AgentClaimed,

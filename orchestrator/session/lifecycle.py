@@ -1,127 +1,44 @@
-"""Sessions: a lead, its sub-agents, the bus and the event stream, under one task group.
-
-Run a whole session in your own anyio (asyncio) application — nothing needs starting first: the
-in-process bus, an in-process worker for the sub-agents and the offline model are the defaults::
-
-    from baton.api import Session, SessionConfig
-
-    async with Session(SessionConfig(task="paint a fox and write a haiku about it")) as session:
-        async for event in session.events():       # starts the session; ends after it finished
-            if event.type == "text.delta" and event.agent == "lead":
-                print(event.text, end="", flush=True)   # token by token
-        result = await session.run()                # SessionResult(status, answer, media_urls)
-
-``await session.run()`` alone runs it to the end too. While it runs, from any task:
-``await session.post("also a cat")`` (a follow-up the lead answers in this session),
-``await session.answer(call_id, approved=True)`` (an approval the lead or a sub-agent asked for),
-``session.cancel()`` (shutdown to every sub-agent, then ``SessionFinished(status="cancelled")``).
-
-With ``bus_url="redis://..."`` the session runs on Redis; with ``local_workers=False`` external
-``baton worker`` processes of its ``pool`` host the sub-agents. A session's own worker hosts only
-that session's sub-agents (its spawn requests are routed to it alone: ``docs/protocol.md``).
-Every event also goes to the session's event log (lead text coalesced every ``text_flush_s``),
-where ``baton watch`` and others read it.
-
-Bus outages: every part of a session rides out a bus that went away (a Redis restart or
-failover) and carries on where it was once it is back, for up to ``bus_outage_s`` (120 s by
-default). The session's tail of its own event log doubles as its pulse on the bus: it touches the
-bus every few seconds whatever the lead is doing, so once the bus has been gone longer than that,
-the tail fails the session (status ``failed``, ``Session.error`` a
-:class:`~baton.bus.errors.BusOutage`: "bus unreachable for N s") and the lead, whose own bus calls
-wait for as long as it takes, is cancelled; ``baton run`` then exits 3.
-
-Durable lead: while it runs, the lead holds a lease on the bus and checkpoints itself at every step
-(its conversation, its sub-agents, what it took from its inbox); a session whose lead process died
-(``kill -9``) is continued by ``Session.resume(session_id, bus_url="redis://...")`` (or
-``baton resume``) with the results that arrived meanwhile, and ends with one final answer
-(``docs/protocol.md``, *The lead's checkpoint and resuming a session*)::
-
-    async with Session.resume("s-123", bus_url="redis://localhost:6379/0") as session:
-        result = await session.run()
-
-A session that finished, one whose lead is alive, and any on a ``memory://`` bus are refused
-(:class:`~baton.lead.keeper.ResumeRefused`, a ``ConfigError``).
-
-Lifecycle: leaving the ``async with`` block cancels a session still running (gracefully: the
-sub-agents are told to shut down; a session that has not ended after a bounded wait is then
-cancelled outright, with a warning) and stops everything the session started; cancelling the task
-that runs it does the same and re-raises the cancellation.
+"""A session's life: opening it (its bus, then the parts :mod:`baton.session.build` wires), running
+its lead to an outcome, and ending it — the last event, the spawn queue, the keys' lifetime, the
+inboxes — whether it finished, was cancelled, lost its bus or was taken over by another lead.
+The package docstring (:mod:`baton.session`) says what a user sees of it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from functools import partial
-from pathlib import Path
 from types import TracebackType
-from typing import Annotated, Self
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    model_validator,
-)
+from pydantic import ValidationError
 
 from baton.base_errors import ConfigError
-from baton.bus.base import DEFAULT_RETENTION_S, Bus, BusOptions
-from baton.bus.connect import open_bus
+from baton.bus.base import Bus
 from baton.bus.errors import BusError, BusOutage
 from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
-from baton.bus.ids import new_id
 from baton.bus.lifecycle import Service
-from baton.bus.messages import (
-    DEFAULT_POOL,
-    LOCAL_POOL,
-    MessageType,
-    SessionId,
-    check_pool,
-    make_envelope,
-)
+from baton.bus.messages import MessageType, make_envelope
 from baton.bus.parts.retention import Leftovers
-from baton.bus.retry import DEFAULT_OUTAGE_S, persist
-from baton.bus.signing import SETUP_KEY_ID, key_mismatch, stored_key_id
+from baton.bus.retry import persist
 from baton.bus.tail import tail_events
-from baton.compose import (
-    descriptions,
-    lead_model,
-    lead_servers,
-    media_profiles,
-    resolve_profiles,
-)
-from baton.defaults import ApproveMode
-from baton.engine import InteractionChannel, LoopLimits, Tool
-from baton.engine.bus_channel import BusInteractionChannel, answer_approval, approvals_inbox
-from baton.engine.channels import policy_channel
-from baton.engine.spend import BusSpend, SpendLimits
+from baton.engine import Tool
+from baton.engine.bus_channel import answer_approval, approvals_inbox
 from baton.errors import describe_validation
-from baton.lead.agent import Lead, LeadOutcome, LeadStatus
-from baton.lead.delegation import DelegationLimits
-from baton.lead.keeper import LEAD_LEASE_S, LeadKeeper, LeadRecord, LeadTakenOver, ResumeRefused
-from baton.lead.options import LeadOptions, LeadParts
-from baton.lead.profiles import PolicyName, lead_policy
+from baton.lead.agent import Lead, LeadOutcome
+from baton.lead.keeper import LeadKeeper, LeadRecord, LeadTakenOver
 from baton.lead.prompt import LEAD_NAME
-from baton.lead.stream import DEFAULT_FLUSH_S, EventFanout, EventRouter, EventStream
-from baton.llm import ModelSettings
+from baton.lead.stream import EventFanout, EventRouter, EventStream
 from baton.llm.offline import OFFLINE_MODEL_NAME
-from baton.llm.types import ChatModel, ToolChoice
-from baton.media import DirectoryStore, MediaStore
-from baton.spawn_watch import UNCLAIMED_S, SpawnWatch
-from baton.subagents.a2a_worker import with_card_descriptions
-from baton.subagents.images import ImageGenerator
-from baton.subagents.mcp_config import McpServerConfig
-from baton.subagents.mcp_worker import lead_tools
-from baton.subagents.models import ModelFactory, ProfileModels
-from baton.subagents.profiles import Profile
+from baton.llm.types import ChatModel
+from baton.session.build import Given, Hooks, build_session
+from baton.session.config import SessionConfig, SessionResult
+from baton.session.setup import session_bus
+from baton.spawn_watch import SpawnWatch
+from baton.subagents.models import ModelFactory
 from baton.subagents.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -142,209 +59,6 @@ the worker's and the tail's bounds and this much more (the bus's own retries of 
 past that its tasks are cancelled outright."""
 
 
-def new_session_id() -> str:
-    """A short, unique, time-ordered-enough session id (``s-`` + 12 hex digits)."""
-    return f"s-{new_id()[-12:]}"
-
-
-class SessionConfig(BaseModel):
-    """Everything a session needs that can be written down (live objects go to :class:`Session`).
-
-    ``model=None`` uses the offline model (labelled as such: ``SessionStarted(offline=True)``);
-    ``profiles`` are Python profiles, a TOML path, or None for the built-in demo profiles
-    (each profile carries its sub-agents' own ``tool_choice`` and model overrides).
-
-    ``local_workers`` (the default) hosts the sub-agents in the session's own worker, which takes
-    this session's spawn requests and no other; without it they go to the ``baton worker``s of
-    ``pool`` (``default`` unless set; ``local`` is reserved) that know their profiles.
-
-    ``media`` is where the local workers' tools put media (a :class:`~baton.media.MediaStore`,
-    e.g. ``baton.media.open_store("s3://bucket/prefix")``; None: a folder at ``media_dir``;
-    docs/media.md) and ``images`` what draws ``generate_image``'s pictures (None: the offline
-    painter); like ``model``, both belong to the process and are never stored.
-
-    ``approve`` answers the approvals of every agent of the session, wherever it runs: ``ask``
-    a person (``Session.answer``, ``baton approve``, the HTTP API), or ``auto``/``deny`` at once
-    by policy (the lead's own channel, and each sub-agent's spawn request carries it).
-
-    ``resume`` continues the session ``session_id`` whose lead died, from the lead's checkpoint:
-    its ``task`` and settings come from there (see :meth:`Session.resume`); ``lead_lease_s`` is
-    the lead's lease, the longest a resume waits to learn that a lead died.
-
-    ``tool_choice`` is the lead's (``required`` unless set; None: not sent); ``budget`` caps the
-    model calls and tokens of the lead and every sub-agent together, wherever they run (it is
-    written to the bus before the lead starts, so remote workers see it); ``delegation`` caps the
-    lead's sends per turn; ``profile_tools`` also offers the lead one delegation tool per
-    profile; ``lead_mcp`` gives the lead the tools of MCP servers (over a profiles file's
-    ``[lead.mcp.<server>]``; docs/profiles.md), started when the session opens; ``lead_policy``
-    is what decides after the lead's turns and judges its answer (lead/profiles.py). Once the
-    lead's model failed for good (the model's own retries spent), the session waits up to
-    ``failure_grace_s`` for its sub-agents' results before it ends ``failed`` with them. Once it
-    ended, its keys on Redis live ``retention_s`` more (7 days by default; ``docs/bus.md``,
-    *Retention*).
-
-    ``unclaimed_s`` bounds how long a sub-agent's spawn request waits for a worker in silence:
-    past it the session logs ``agent.unclaimed`` (one warning line in every view, naming the pool
-    and the profile), and when no live worker of the pool serves the profile, it ends the agent
-    with that reason instead of waiting out ``timeout_s`` (:mod:`baton.spawn_watch`).
-    """
-
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
-
-    task: str = Field("", description="what the lead should get done (a resumed session's own)")
-    context: str = Field(
-        "",
-        description=(
-            "what came before the task (an earlier exchange of the same conversation): the lead "
-            "reads it as a note ahead of the task, which stays the request as written"
-        ),
-    )
-    session_id: SessionId = Field(default_factory=new_session_id)
-    bus_url: str = "memory://"
-    bus_prefix: str = Field("baton", min_length=1, description="Redis key prefix of the bus")
-    bus_signing_key: SecretStr | None = Field(
-        None, description="sign envelopes and refuse unsigned ones (docs/protocol.md); never stored"
-    )
-    model: ModelSettings | None = None
-    profiles: list[Profile] | dict[str, Profile] | Path | None = None
-    approve: ApproveMode = "ask"
-    local_workers: bool = True
-    pool: Annotated[str, AfterValidator(check_pool)] = Field(
-        DEFAULT_POOL, description="the worker pool that hosts the sub-agents without local workers"
-    )
-    worker_concurrency: int = Field(100, ge=1)
-    timeout_s: float = Field(600.0, gt=0, description="the whole session, waits included")
-    media_dir: Path = Path("media")
-    media: MediaStore | None = Field(
-        None, description="where the local workers' tools put media (None: a folder, media_dir)"
-    )
-    images: ImageGenerator | None = Field(
-        None, description="what draws generate_image's pictures (None: the offline painter)"
-    )
-    instructions: str | None = Field(None, description="appended to the lead's system prompt")
-    limits: LoopLimits | None = None
-    text_flush_s: float = Field(DEFAULT_FLUSH_S, gt=0)
-    shutdown_grace_s: float = Field(1.0, ge=0, description="wait for sub-agents on cancel")
-    tool_choice: ToolChoice | None = Field(
-        "required", description="the lead's tool_choice (None: not sent); see settings.py"
-    )
-    budget: SpendLimits | None = Field(None, description="model calls and tokens, all agents")
-    delegation: DelegationLimits = Field(default_factory=DelegationLimits)
-    profile_tools: bool = False
-    lead_mcp: dict[str, McpServerConfig] = Field(
-        default_factory=dict,
-        description="the lead's MCP servers, over a profiles file's [lead.mcp.<server>] tables",
-    )
-    lead_policy: PolicyName = Field(
-        "auto",
-        description=(
-            "what judges the lead's answers: structural, guided (aids for small models), or auto "
-            "(guided for models whose name says at most 4B parameters); docs/small-models.md"
-        ),
-    )
-    failure_grace_s: float = Field(120.0, ge=0, description="wait for results after a failure")
-    bus_outage_s: float = Field(
-        DEFAULT_OUTAGE_S, gt=0, description="seconds of bus outage the session rides out"
-    )
-    lead_lease_s: float = Field(
-        LEAD_LEASE_S, gt=0, description="the lead's lease: how long a resume waits for it"
-    )
-    retention_s: float = Field(
-        DEFAULT_RETENTION_S,
-        gt=0,
-        description="seconds the bus keeps the session's data once it ended (docs/bus.md)",
-    )
-    unclaimed_s: float = Field(
-        UNCLAIMED_S,
-        gt=0,
-        description="seconds a spawn request waits for a worker before a warning (and, with no "
-        "live worker of its pool serving its profile, before its agent is ended)",
-    )
-    resume: bool = Field(False, description="continue session_id, whose lead died")
-
-    @model_validator(mode="after")
-    def _task_or_resume(self) -> Self:
-        if not self.resume and not self.task.strip():  # blank is no task: the lead would guess
-            raise ValueError(
-                "task: a new session needs a task (not just whitespace): say what the lead should "
-                "get done"
-            )
-        if self.resume and "session_id" not in self.model_fields_set:
-            raise ValueError("session_id: resume=True needs the id of the session to continue")
-        return self
-
-
-PROCESS_FIELDS = frozenset(
-    {
-        "bus_url", "bus_prefix", "bus_signing_key", "model", "profiles", "resume", "session_id",
-        "media", "images", "lead_mcp",
-    }
-)  # fmt: skip
-"""What a session's stored setup never holds: it belongs to the process that runs the session
-(the model's endpoint and key above all, and the profiles' code)."""
-FIXED_FIELDS = ("task", "local_workers", "pool")
-"""What a resume cannot change: the work, and where its sub-agents' spawn requests went."""
-
-
-def _setup_of(
-    config: SessionConfig, profiles: Iterable[str], model: str, *, key_id: str = ""
-) -> str:
-    """The session's settings as its lead's record keeps them (``setup``), with the id of the
-    key its envelopes are signed with (never the key): what a sender checks its own against."""
-    stored = config.model_dump(mode="json", exclude=set(PROCESS_FIELDS))
-    stored["media_dir"] = str(config.media_dir.absolute())  # the resumer's cwd may differ
-    setup = {"config": stored, "profiles": list(profiles), "model": model, SETUP_KEY_ID: key_id}
-    return json.dumps({**setup, "started_at": time.time()}, ensure_ascii=False)
-
-
-def _resumed_config(
-    config: SessionConfig, record: LeadRecord
-) -> tuple[SessionConfig, list[str], float]:
-    """A resumed session's config (its stored setup, what the resumer set and may change, and
-    the process's own fields), the profiles its lead was offered, and the time it has left
-    (what was left of its own timeout, or a new ``timeout_s`` from now)."""
-    session = config.session_id
-    try:
-        setup = json.loads(record.setup)
-        stored, offered = dict(setup["config"]), [str(p) for p in setup["profiles"]]
-        started_at = float(setup["started_at"])
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ResumeRefused(f"session {session}: its setup cannot be read: {exc!r}") from exc
-    given = {name: getattr(config, name) for name in config.model_fields_set}
-    for name in FIXED_FIELDS:
-        if given.get(name) not in (None, "", stored.get(name)):
-            raise ConfigError(
-                f"session {session} ran with {name}={stored.get(name)!r}; a resume cannot "
-                f"change it (got {given[name]!r})"
-            )
-    fields = {k: v for k, v in stored.items() if k in SessionConfig.model_fields}
-    fields.update({k: v for k, v in given.items() if k not in FIXED_FIELDS})
-    fields.update({name: getattr(config, name) for name in PROCESS_FIELDS})
-    try:
-        resumed = SessionConfig.model_validate(fields)
-    except ValidationError as exc:
-        raise ResumeRefused(
-            f"session {session}: its setup does not fit: {describe_validation(exc)}"
-        ) from exc
-    if "timeout_s" in given:
-        return resumed, offered, resumed.timeout_s
-    return resumed, offered, max(0.0, started_at + resumed.timeout_s - time.time())
-
-
-class SessionResult(BaseModel):
-    """How a session ended: its status, the lead's last answer, every sub-agent media URL, and
-    the URLs the answer cites that nothing produced (``invented_urls``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    session: str
-    status: LeadStatus
-    answer: str = ""
-    media_urls: list[str] = Field(default_factory=list)
-    error: str = ""
-    invented_urls: list[str] = Field(default_factory=list)
-
-
 class Session(Service):
     """One session; see the module docstring. Use it as an async context manager, once (a
     :class:`~baton.bus.lifecycle.Service`)."""
@@ -360,10 +74,7 @@ class Session(Service):
     ) -> None:
         super().__init__()
         self.config = config
-        self._given_bus = bus
-        self._given_model = model
-        self._tools = list(tools)
-        self._subagent_models = subagent_models
+        self._given = Given(bus, model, list(tools), subagent_models)
         self._group: TaskGroup | None = None
         self._fanout = EventFanout()
         self._router: EventRouter | None = None
@@ -439,123 +150,23 @@ class Session(Service):
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def _open(self, stack: AsyncExitStack) -> None:
-        config = self.config
         stack.callback(self._fanout.close_viewers)  # unwound last, whatever failed before it
-        bus = self._given_bus
-        if bus is None:
-            if config.resume and config.bus_url.startswith("memory:"):
-                raise ResumeRefused(
-                    f"session {self.id} cannot be resumed from a memory:// bus: an in-process "
-                    "bus ends with its process; run sessions on Redis (--bus redis://...) to "
-                    "resume them"
-                )
-            options = BusOptions(signing_key=config.bus_signing_key)
-            opened = open_bus(config.bus_url, options, prefix=config.bus_prefix)
-            bus = await stack.enter_async_context(opened)
-        self._bus = bus
+        bus = self._bus = await session_bus(stack, self.config, self._given.bus)
         stack.push_async_callback(self._release_inboxes)  # taken over, or failed to start
-        keeper = self._keeper = LeadKeeper(
-            bus,
-            self.id,
-            lease_s=config.lead_lease_s,
-            outage_s=config.bus_outage_s,
-            give_up=self._cancelling,
-        )
-        stack.push_async_callback(keeper.let_go)  # a session that did not end gives it up
-        offered: list[str] | None = None
-        if config.resume:
-            self._resumed = await keeper.take_over()
-            config, offered, self._time_left = _resumed_config(config, self._resumed)
-            self.config = config
-            stored = stored_key_id(self._resumed.setup)
-            mismatch = None if stored is None else key_mismatch(
-                stored, bus.key_id, they=f"session {self.id}", we="this resume"
-            )  # fmt: skip
-            if mismatch is not None:  # its agents could not read it, nor it their results
-                raise ResumeRefused(f"session {self.id} cannot be resumed: {mismatch}")
-        else:
-            await keeper.claim()
-        profiles = _offered(self.id, resolve_profiles(config.profiles), offered)
-        profiles = await with_card_descriptions(profiles)  # remote agents' cards, once a process
-        model = self._given_model or lead_model(config.model)
-        if self._given_model is None:
-            stack.push_async_callback(_close_model, model)
-        self._model_name = model.model
-        self._setup = _setup_of(config, profiles, model.model, key_id=bus.key_id)
-        servers = lead_servers(config.profiles, config.lead_mcp)  # the lead's MCP tools: now
-        store = config.media or DirectoryStore(config.media_dir)
-        mcp_tools = await lead_tools(stack, servers, store, self.id)
-        subagent_models = self._subagent_models
-        if subagent_models is None and config.local_workers:
-            owned = ProfileModels(config.model)
-            stack.push_async_callback(owned.aclose)
-            owned.check(profiles.values())  # a profile's missing key: a ConfigError, now
-            subagent_models = owned
-        self._router = EventRouter(
-            bus,
-            self._fanout,
-            flush_s=config.text_flush_s,
-            give_up=self._cancelling,
-            outage_s=config.bus_outage_s,
-            on_outage=self._lose_bus,
-        )
-        lead_options = LeadOptions(
-            instructions=config.instructions,
-            limits=config.limits,
-            timeout_s=config.timeout_s,
-            shutdown_grace_s=config.shutdown_grace_s,
-            tool_choice=config.tool_choice,
-            delegation=config.delegation,
-            failure_grace_s=config.failure_grace_s,
-            profile_tools=config.profile_tools,
-            media_profiles=frozenset(media_profiles(profiles)),
-            spawn_pool=LOCAL_POOL if config.local_workers else config.pool,
-            spawn_approve=config.approve,
-            media_dir=config.media_dir,
-        )
-        parts = LeadParts(
-            tools=[*self._tools, *mcp_tools],
-            events=self._router,
-            channel=self._channel(),
-            spend=None if config.budget is None else BusSpend(bus, self.id),
-            checkpoints=keeper,
-            policy=lead_policy(config.lead_policy, model.model),
-        )
-        self._lead = Lead(
-            bus,
-            model,
-            session=self.id,
-            profiles=descriptions(profiles),
-            options=lead_options,
-            parts=parts,
-        )
-        resumed = self._resumed
-        if resumed is not None and resumed.restorable:
-            assert resumed.history is not None and resumed.checkpoint is not None
-            self._lead.restore(resumed.history, resumed.checkpoint)
-        watch = self._watch = SpawnWatch(
-            bus, self.id, unclaimed_s=config.unclaimed_s, give_up=self._cancelling
-        )
-        stack.callback(bus.spawns.watch(self.id, watch.submitted))
-        for request, receipt in self._lead.team.pending_spawns():  # a dead lead's, resumed
-            watch.submitted(request, receipt)
+        hooks = Hooks(give_up=self._cancelling, on_outage=self._lose_bus)
+        built = await build_session(stack, self.config, bus, self._given, self._fanout, hooks)
+        self.config = built.config
+        self._keeper, self._router, self._lead = built.keeper, built.router, built.lead
+        self._watch, self._worker = built.watch, built.worker
+        self._model_name, self._setup = built.model_name, built.setup
+        if built.resumed is not None:
+            self._resumed, self._time_left = built.resumed.record, built.resumed.time_left
         self._group = await stack.enter_async_context(anyio.create_task_group())
         stack.push_async_exit(self._stop)  # unwound first: end the session, then its parts
         await self._group.start(self._router.run_flusher)
-        await self._group.start(watch.run)
-        await self._group.start(partial(keeper.keep, on_lost=self._taken_over))
-        if config.local_workers:
-            self._worker = Worker(
-                bus,
-                profiles,
-                subagent_models,
-                concurrency=config.worker_concurrency,
-                media_dir=config.media_dir,
-                media=config.media,
-                images=config.images,
-                name=f"{self.id}-local",
-                session=self.id,  # its own sub-agents only, never another session's
-            )
+        await self._group.start(built.watch.run)
+        await self._group.start(partial(built.keeper.keep, on_lost=self._taken_over))
+        if self._worker is not None:
             await self._group.start(self._worker.run)
 
     async def _stop(
@@ -601,12 +212,6 @@ class Session(Service):
             log.error("session %s: %s", self.id, exc)
             self._bus_lost = exc
         self.cancel()
-
-    def _channel(self) -> InteractionChannel:
-        """The lead's approvals: by the session's policy, else asked over the bus. Sub-agents
-        get the policy in their spawn requests (``spawn_approve``)."""
-        by_policy = policy_channel(self.config.approve)
-        return by_policy or BusInteractionChannel(self.bus, self.id, LEAD_NAME)
 
     # -- the public surface ---------------------------------------------------------------------
 
@@ -904,28 +509,6 @@ class Session(Service):
                 await events.aclose()
 
 
-def _offered(
-    session: str, profiles: dict[str, Profile], offered: list[str] | None
-) -> dict[str, Profile]:
-    """A resumed session's profiles: those its lead was offered, each of which the resumer must
-    have (``offered`` None: a new session's, as given)."""
-    if offered is None:
-        return profiles
-    missing = [name for name in offered if name not in profiles]
-    if missing:
-        raise ResumeRefused(
-            f"session {session}: its lead was offered the profiles {', '.join(missing)}, which "
-            "the given profiles lack; give the profiles it ran with (--profiles)"
-        )
-    return {name: profiles[name] for name in offered}
-
-
-async def _close_model(model: ChatModel) -> None:
-    aclose = getattr(model, "aclose", None)
-    if aclose is not None:
-        await aclose()
-
-
 def open_session(
     config: SessionConfig | str,
     *,
@@ -946,7 +529,7 @@ def open_session(
     if isinstance(config, str):
         fields: dict[str, object] = {"task": config}
     else:  # the fields it was given (and its id: a new one would be drawn), then the keywords;
-        # only those count as set, which a resume's config relies on (_resumed_config)
+        # only those count as set, which a resume's config relies on (setup.resumed_config)
         given = config.model_fields_set | {"session_id"}
         fields = {name: getattr(config, name) for name in given}
     try:
@@ -954,13 +537,3 @@ def open_session(
     except ValidationError as exc:
         raise ConfigError(f"bad session setting: {describe_validation(exc)}") from exc
     return Session(config, bus=bus, model=model, tools=tools, subagent_models=subagent_models)
-
-
-__all__ = [
-    "ApproveMode",
-    "Session",
-    "SessionConfig",
-    "SessionResult",
-    "new_session_id",
-    "open_session",
-]
