@@ -15,12 +15,14 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     JsonValue,
     SerializerFunctionWrapHandler,
     ValidationError,
     model_serializer,
+    model_validator,
 )
 
 from baton.bus.errors import InvalidEnvelope
@@ -177,46 +179,70 @@ def check_pool(name: str) -> str:
 
 
 ApprovePolicy = Literal["ask", "auto", "deny"]
-"""A session's approval policy as its spawn requests carry it (``meta.approve``): the same words
-as ``baton.defaults.ApproveMode``, which this layer cannot import."""
+"""A session's approval policy as its spawn requests carry it (:attr:`SpawnRequest.approve`): the
+same words as ``baton.defaults.ApproveMode``, which this layer cannot import."""
 APPROVE_POLICIES: tuple[ApprovePolicy, ...] = ("ask", "auto", "deny")
-APPROVE_KEY = "approve"
-KEY_ID_KEY = "key_id"
-"""``meta.key_id``: the id of the signing key the session's envelopes are signed with (``""``:
-none); docs/protocol.md, *Signed envelopes*."""
 KEY_ID_MAX = 64
+SPAWN_VERSION: Literal[2] = 2
+"""The spawn request's wire version: 2 carries the approval policy and the signing key id as
+fields of their own; a version-1 request (``meta.approve``, ``meta.key_id``) is still read
+(docs/protocol.md, *Spawn requests*)."""
+_V1_META = ("approve", "key_id")
+"""The ``meta`` keys a version-1 request carried what version 2 has as fields."""
 
 
-def _check_spawn_meta(meta: dict[str, JsonValue]) -> dict[str, JsonValue]:
-    """Refuse a request whose ``meta.approve`` is no policy: guessing could approve a call that
-    the session meant to deny (docs/protocol.md, *Approvals*); and one whose ``meta.key_id`` is
-    no key id."""
-    value = meta.get(APPROVE_KEY, "ask")
-    if not isinstance(value, str) or value not in APPROVE_POLICIES:
+def _lift_v1_meta(data: Any) -> Any:
+    """A version-1 request's ``meta.approve`` and ``meta.key_id`` become the fields version 2
+    writes (a wrong value is still refused, by the field's own check); a version-2 request that
+    puts them in ``meta`` is refused, since one of the two would be silently ignored."""
+    if not isinstance(data, dict) or not isinstance(data.get("meta"), dict):
+        return data
+    meta = data["meta"]
+    named = [key for key in _V1_META if key in meta]
+    if not named:
+        return data
+    if data.get("v", 1) != 1:
         raise ValueError(
-            f"meta.approve must be 'ask', 'auto' or 'deny', not {printable(repr(value)[:80])}"
+            f"meta.{named[0]} is version 1's; a version-{data.get('v')} request carries "
+            f"{named[0]} as a field of its own"
         )
-    kid = meta.get(KEY_ID_KEY, "")
-    if not isinstance(kid, str) or len(kid) > KEY_ID_MAX:
-        raise ValueError(
-            f"meta.key_id must be a key id (a string of at most {KEY_ID_MAX} characters), not "
-            f"{printable(repr(kid)[:80])}"
-        )
-    return meta
+    lifted = {key: meta[key] for key in named}
+    clash = [key for key in named if key in data and data[key] != lifted[key]]
+    if clash:
+        raise ValueError(f"{clash[0]} and meta.{clash[0]} disagree")
+    rest = {key: value for key, value in meta.items() if key not in _V1_META}
+    return {**data, **lifted, "meta": rest}
+
+
+def _check_approve(value: object) -> ApprovePolicy:
+    """Refuse a policy that is none of the three: guessing could approve a call that the session
+    meant to deny (docs/protocol.md, *Approvals*)."""
+    if isinstance(value, str) and value in APPROVE_POLICIES:
+        return value
+    raise ValueError(f"approve must be 'ask', 'auto' or 'deny', not {printable(repr(value)[:80])}")
+
+
+def _check_key_id(value: object) -> str | None:
+    if value is None or (isinstance(value, str) and len(value) <= KEY_ID_MAX):
+        return value
+    raise ValueError(
+        f"key_id must be a key id (a string of at most {KEY_ID_MAX} characters), not "
+        f"{printable(repr(value)[:80])}"
+    )
 
 
 class SpawnRequest(BaseModel):
     """A request to start a sub-agent from a profile; claimed by exactly one worker.
 
     ``pool`` routes it (``docs/protocol.md``): :data:`LOCAL_POOL` to the session's own worker,
-    any other name to the workers of that pool that know ``profile``. ``meta.approve`` carries
-    the session's approval policy to whichever worker hosts the agent (:attr:`approve`), and
-    ``meta.key_id`` the id of the session's signing key (:attr:`key_id`).
+    any other name to the workers of that pool that know ``profile``. ``approve`` carries the
+    session's approval policy to whichever worker hosts the agent, and ``key_id`` the id of the
+    session's signing key (``""``: it signs nothing; None: the producer did not say).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    v: Literal[1] = WIRE_VERSION
+    v: Literal[1, 2] = SPAWN_VERSION
     id: str = Field(default_factory=new_id, min_length=1, max_length=ID_MAX)
     session: SessionId
     agent: AgentName
@@ -224,32 +250,28 @@ class SpawnRequest(BaseModel):
     parent: AgentName = "lead"
     pool: PoolName = DEFAULT_POOL
     created_at: datetime = Field(default_factory=utc_now)
-    meta: Annotated[dict[str, JsonValue], AfterValidator(_check_spawn_meta)] = Field(
-        default_factory=dict
-    )
+    approve: Annotated[ApprovePolicy, BeforeValidator(_check_approve)] = "ask"
+    key_id: Annotated[str | None, BeforeValidator(_check_key_id)] = None
+    meta: dict[str, JsonValue] = Field(default_factory=dict)
     trace: TraceContext | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_1(cls, data: Any) -> Any:
+        return _lift_v1_meta(data)
 
     @model_serializer(mode="wrap")
     def _untraced(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
         """Without a trace the request is written as before the field existed (see
-        :data:`_UNTRACED`); spawn requests are few, so the wrap costs nothing that matters."""
+        :data:`_UNTRACED`), and without a key id it leaves that out; spawn requests are few, so
+        the wrap costs nothing that matters. Written, a request is always version 2."""
         data: dict[str, object] = handler(self)
+        data["v"] = SPAWN_VERSION
         if self.trace is None:
             data.pop("trace", None)
+        if self.key_id is None:
+            data.pop("key_id", None)
         return data
-
-    @property
-    def approve(self) -> ApprovePolicy:
-        """The session's approval policy for this agent; ``ask`` when the request has none."""
-        value = self.meta.get(APPROVE_KEY)
-        return "auto" if value == "auto" else "deny" if value == "deny" else "ask"
-
-    @property
-    def key_id(self) -> str | None:
-        """The id of the key the session signs its envelopes with (``""``: it signs none), or
-        None when the request does not say (a producer that predates the field)."""
-        value = self.meta.get(KEY_ID_KEY)
-        return value if isinstance(value, str) else None
 
 
 REFUSAL_PREFIX = "refused-"

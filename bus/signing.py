@@ -14,7 +14,7 @@ shortened (:func:`key_id`). It names a key without revealing it (anyone who read
 sees HMACs under that key, the signatures), so a reader can tell "signed with another key" (a
 deployment whose processes were given different keys: a configuration error to name at once)
 from "changed after it was signed", and a sender can compare its key with the one a session
-records (``key_id`` in its stored setup; spawn requests carry it in ``meta.key_id``) before it
+records (``key_id`` in its stored setup; spawn requests carry it as their ``key_id``) before it
 sends anything the session would refuse.
 """
 

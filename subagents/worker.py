@@ -590,7 +590,7 @@ class Worker(Service):
         """Why this worker cannot serve a request whose session signs with another key (or
         signs where it does not, or the other way round): it could read none of the agent's
         messages, and the lead none of its reports. None when the keys agree, or the request
-        does not say (a producer that predates ``meta.key_id``)."""
+        does not say (a producer that predates the key id)."""
         theirs = request.key_id
         if theirs is None:
             return None

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from baton.bus.messages import KEY_ID_KEY, SpawnRequest
+from baton.bus.messages import SpawnRequest
 from baton.bus.options import BusOptions
 from baton.bus.signing import key_id
 
@@ -57,13 +57,12 @@ class Spawns(ABC):
         """Queue a request to start a sub-agent where its ``pool`` routes it; returns its
         receipt.
 
-        The request goes out with this bus's signing key id in ``meta.key_id`` (unless it names
+        The request goes out with this bus's signing key id as its ``key_id`` (unless it names
         one already; ``""`` without a key), so the worker that claims it can tell at once whether
         it can read the agent's messages and the session its reports (docs/protocol.md, *Signed
         envelopes*). Whoever watches the session's spawns here (:meth:`watch`) is told."""
-        if KEY_ID_KEY not in request.meta:
-            meta = {**request.meta, KEY_ID_KEY: key_id(self.options.signing_key)}
-            request = request.model_copy(update={"meta": meta})
+        if request.key_id is None:
+            request = request.model_copy(update={"key_id": key_id(self.options.signing_key)})
         receipt = await self._submit(request)
         for listener in self._listeners.get(request.session, ()):
             listener(request, receipt)

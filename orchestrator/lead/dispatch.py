@@ -25,7 +25,6 @@ from baton.bus.base import Bus
 from baton.bus.errors import BusError, BusUnreachable, InvalidEnvelope
 from baton.bus.events import AgentExited, AgentSpawned, GuardFired
 from baton.bus.messages import (
-    APPROVE_KEY,
     DEFAULT_POOL,
     ApprovePolicy,
     Envelope,
@@ -62,7 +61,7 @@ class Delegating:
     pool: str = DEFAULT_POOL
     """Where its spawn requests go: ``local`` (the session's own worker) or a worker pool."""
     approve: ApprovePolicy = "ask"
-    """The session's approval policy, carried by every spawn request (``meta.approve``) to the
+    """The session's approval policy, carried by every spawn request (its ``approve`` field) to the
     worker that hosts the agent, wherever it runs (docs/protocol.md, *Approvals*)."""
 
 
@@ -255,7 +254,7 @@ class Dispatcher:
             agent=name,
             profile=profile,
             pool=self.delegating.pool,
-            meta={APPROVE_KEY: self.delegating.approve},
+            approve=self.delegating.approve,
             trace=current_trace(),
         )
         record.spawn_id = request.id  # the lead knows a worker's refusal of it by its id

@@ -24,7 +24,7 @@ import anyio
 
 from baton.bus.base import Bus
 from baton.bus.inbox import InboxReader
-from baton.bus.messages import APPROVE_KEY, Envelope, SpawnRequest
+from baton.bus.messages import Envelope, SpawnRequest
 from baton.engine import EventSink, Telemetry, Tool, ToolRegistry, ToolResult
 from baton.lead.dispatch import Delegating, Dispatcher
 from baton.lead.intake import Intake, Noted
@@ -148,7 +148,7 @@ class Team:
                     agent=record.name,
                     profile=record.profile,
                     pool=delegating.pool,
-                    meta={APPROVE_KEY: delegating.approve},
+                    approve=delegating.approve,
                 ),
                 record.spawn_receipt,
             )

@@ -1,7 +1,7 @@
 """What a session's spawn watch reads on the bus, on both backends: where each of its requests
 stands (``spawn_states``), which workers serve a pool (``announce_worker``, ``pool_workers``,
 lapsing by the server's clock), and every request it submits (``watch_spawns``), stamped with
-the id of its signing key (``meta.key_id``)."""
+the id of its signing key (its ``key_id``)."""
 
 from __future__ import annotations
 
