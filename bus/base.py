@@ -8,8 +8,7 @@ log), ``bus.spawns`` and ``bus.claims`` (the spawn queues, from the session's si
 worker's), ``bus.workers`` (who serves a pool), ``bus.records`` (agent state, the lead's lease and
 record), ``bus.budget`` (the session's spend), ``bus.retention``, ``bus.store`` (a session's
 key-value store) and ``bus.letters`` (dead letters). The bus itself is the lifecycle (an async
-context manager), the health check, and the signing key. The older flat calls (``bus.send`` for
-``bus.inboxes.send``) remain, from :class:`~baton.bus.flat.FlatCalls`.
+context manager), the health check, and the signing key.
 
 Errors: every part's method may raise ``BusUnreachable`` when the backend cannot be reached after
 its retries, and ``BusClosed`` after ``aclose()``. Malformed input never raises out of a read: it
@@ -24,19 +23,23 @@ from types import TracebackType
 from typing import Self
 
 from baton.bus.errors import BusClosed, redact_url
-from baton.bus.flat import FlatCalls
 from baton.bus.options import DEFAULT_EVENT_LOG_CAP, DEFAULT_LEASE_S, BusOptions
-from baton.bus.parts.claims import SpawnClaim, SpawnQueue
-from baton.bus.parts.inboxes import DEFAULT_WAIT_S, InboxLedger
-from baton.bus.parts.log import LoggedEvent
-from baton.bus.parts.records import LeadLease
-from baton.bus.parts.retention import DEFAULT_RETENTION_S, Retired
+from baton.bus.parts.budget import Budget
+from baton.bus.parts.claims import Claims, SpawnClaim, SpawnQueue
+from baton.bus.parts.dead import DeadLetters, Quarantine
+from baton.bus.parts.inboxes import DEFAULT_WAIT_S, Inboxes, InboxLedger
+from baton.bus.parts.log import EventLog, LoggedEvent
+from baton.bus.parts.records import LeadLease, Records
+from baton.bus.parts.retention import DEFAULT_RETENTION_S, Retention, Retired
 from baton.bus.parts.spawns import (
     SpawnListener,
+    Spawns,
     SpawnState,
     spawn_receipt,
     spawn_receipts_by_stream,
 )
+from baton.bus.parts.store import SessionStore
+from baton.bus.parts.workers import Workers
 from baton.bus.signing import Signer, key_id, key_mismatch, stored_key_id
 
 __all__ = [  # the bus's public face: the bundle, and the values its parts' callers name
@@ -59,13 +62,24 @@ __all__ = [  # the bus's public face: the bundle, and the values its parts' call
 ]
 
 
-class Bus(FlatCalls, ABC):
+class Bus(ABC):
     """One message bus: the bundle of its parts, with one lifecycle.
 
     Use it as an async context manager (or call ``aclose()``); a closed bus raises ``BusClosed``.
     """
 
     url: str
+    inboxes: Inboxes
+    log: EventLog
+    spawns: Spawns
+    claims: Claims
+    workers: Workers
+    records: Records
+    budget: Budget
+    retention: Retention
+    store: SessionStore
+    letters: DeadLetters
+    quarantine: Quarantine
 
     def __init__(self, options: BusOptions | None = None) -> None:
         self.options = options or BusOptions()

@@ -112,8 +112,8 @@ async def test_a_servers_session_defaults_apply_where_the_request_did_not_say(
             SessionConfig(task="write a line", media_dir=tmp_path, budget=own_budget)
         )
         await host.aclose()
-        assert (await bus.spend(plain)).limits == server_budget
-        assert (await bus.spend(own)).limits == own_budget
+        assert (await bus.budget.totals(plain)).limits == server_budget
+        assert (await bus.budget.totals(own)).limits == own_budget
 
 
 def test_baton_serve_gives_its_sessions_the_profiles_files_lead_mcp_servers(

@@ -23,7 +23,7 @@ from tests.conftest import BusFactory
 
 async def abandon_tail(bus: Bus, session: str, checkpoints: int) -> None:
     """Follow ``session``'s log and give up after ``checkpoints`` scheduler turns (0: at once)."""
-    events = bus.events(session, follow=True)
+    events = bus.log.tail(session, follow=True)
     async with anyio.create_task_group() as group:
 
         async def follow() -> None:
@@ -41,7 +41,7 @@ async def follows_promptly(bus: Bus, session: str) -> None:
     got = anyio.Event()
 
     async def follow() -> None:
-        async for logged in bus.events(session, follow=True):
+        async for logged in bus.log.tail(session, follow=True):
             if isinstance(logged.event, SessionStarted):
                 got.set()
                 return
@@ -51,7 +51,7 @@ async def follows_promptly(bus: Bus, session: str) -> None:
             group.start_soon(follow)
             for _ in range(50):  # let it subscribe, so the event comes by wake-up
                 await anyio.lowlevel.checkpoint()
-            await bus.emit(SessionStarted(session=session, agent="lead", task="t"))
+            await bus.log.emit(SessionStarted(session=session, agent="lead", task="t"))
             await got.wait()
 
 

@@ -39,10 +39,10 @@ async def test_a_tail_that_meets_a_dead_redis_is_unreachable_not_a_bad_cursor(
     """Before, the tail turned any bus error into ``ConfigError("bad event cursor …")``, so
     ``baton watch`` exited 2 (fix your command line) when Redis had merely gone away."""
     async with RedisBus(own_redis.url, prefix="dead") as bus:
-        cursor = await bus.emit(SessionStarted(session=SESSION, agent="lead", task="x"))
+        cursor = await bus.log.emit(SessionStarted(session=SESSION, agent="lead", task="x"))
         own_redis.kill()
         with pytest.raises(BusUnreachable) as raised:
-            await anext(bus.events(SESSION, after=cursor, follow=False))
+            await anext(bus.log.tail(SESSION, after=cursor, follow=False))
     assert not isinstance(raised.value, ConfigError)
     assert raised.value.exit_code == ExitCode.UNREACHABLE
     assert "bad event cursor" not in str(raised.value)
@@ -58,7 +58,7 @@ async def test_a_tail_rides_out_an_outage_and_resumes_at_its_cursor(
 ) -> None:
     async with RedisBus(own_redis.url, prefix="resume") as bus:
         for text in ("one", "two"):
-            await bus.emit(said(text))
+            await bus.log.emit(said(text))
         events = tail_events(bus, SESSION, outage_s=60)
         seen = [(await next_of(events)).event for _ in range(2)]
 
@@ -71,7 +71,7 @@ async def test_a_tail_rides_out_an_outage_and_resumes_at_its_cursor(
                 own_redis.kill()
                 await tail_failed.wait()  # past the bus's own retries: where the tail ended before
                 await anyio.to_thread.run_sync(own_redis.start)  # same port, same AOF
-                await bus.emit(said("three"))
+                await bus.log.emit(said("three"))
         await events.aclose()
     assert [e.text for e in seen if isinstance(e, TextDelta)] == ["one", "two", "three"]
 
@@ -80,7 +80,7 @@ async def test_a_tail_past_its_outage_bound_ends_with_bus_unreachable(
     own_redis: RedisServer,
 ) -> None:
     async with RedisBus(own_redis.url, prefix="bound") as bus:
-        await bus.emit(said("one"))
+        await bus.log.emit(said("one"))
         events = tail_events(bus, SESSION, follow=False, outage_s=1.0)
         own_redis.kill()
         began = anyio.current_time()
@@ -100,11 +100,11 @@ async def test_a_bounded_write_gives_up_at_its_bound_and_an_unbounded_one_waits(
     async with RedisBus(own_redis.url, prefix="write") as bus:
         own_redis.kill()
         with anyio.fail_after(30), pytest.raises(BusOutage, match="bus unreachable"):
-            await persist(lambda: bus.emit(said("lost")), "bounded", outage_s=0.5)
+            await persist(lambda: bus.log.emit(said("lost")), "bounded", outage_s=0.5)
         with retry_logged("unbounded") as write_failed, anyio.fail_after(60):
             async with anyio.create_task_group() as group:
-                group.start_soon(persist, lambda: bus.emit(said("kept")), "unbounded")
+                group.start_soon(persist, lambda: bus.log.emit(said("kept")), "unbounded")
                 await write_failed.wait()
                 await anyio.to_thread.run_sync(own_redis.start)
-        logged = [logged.event async for logged in bus.events(SESSION, follow=False)]
+        logged = [logged.event async for logged in bus.log.tail(SESSION, follow=False)]
     assert [e.text for e in logged if isinstance(e, TextDelta)] == ["kept"]

@@ -37,35 +37,35 @@ async def test_every_stream_comes_back_and_the_loss_is_logged_once(
     own = SpawnQueue.of_session("s1")
     with RedisServer() as server:
         async with RedisBus(server.url, BusOptions(lease_s=60)) as bus:
-            await bus.submit_spawn(SpawnRequest(session="s1", agent="a1", profile="painter"))
-            held = await bus.claim_spawn(pool, timeout=5)  # an agent running at the flush
+            await bus.spawns.submit(SpawnRequest(session="s1", agent="a1", profile="painter"))
+            held = await bus.claims.claim(pool, timeout=5)  # an agent running at the flush
             assert held is not None
-            assert await bus.claim_spawn(own, timeout=0) is None
+            assert await bus.claims.claim(own, timeout=0) is None
             hello = make_envelope(session="s1", sender="lead", recipient="a1", type="task")
-            await bus.send(hello)
-            assert await bus.read_inbox("s1", "a1") == [hello]
-            await bus.ack("s1", "a1", [hello.id])
+            await bus.inboxes.send(hello)
+            assert await bus.inboxes.read("s1", "a1") == [hello]
+            await bus.inboxes.ack("s1", "a1", [hello.id])
             assert loss_lines(caplog) == []  # making the groups the first time is no loss
 
             async with Redis.from_url(server.url) as admin:
                 await admin.flushall()
 
             # The request went with its group: its agent stops, nobody else can take it over.
-            assert await bus.renew_spawn([held.receipt]) == []
-            await bus.release_spawn([held.receipt])  # nothing left to hand back; no error
-            await bus.ack_spawn([held.receipt])
+            assert await bus.claims.renew([held.receipt]) == []
+            await bus.claims.release([held.receipt])  # nothing left to hand back; no error
+            await bus.claims.ack([held.receipt])
             # New work flows again, on every kind of stream.
-            await bus.submit_spawn(SpawnRequest(session="s1", agent="a2", profile="painter"))
-            await bus.submit_spawn(
+            await bus.spawns.submit(SpawnRequest(session="s1", agent="a2", profile="painter"))
+            await bus.spawns.submit(
                 SpawnRequest(session="s1", agent="a3", profile="painter", pool=LOCAL_POOL)
             )
-            claim = await bus.claim_spawn(pool, timeout=5)
+            claim = await bus.claims.claim(pool, timeout=5)
             assert claim is not None and claim.request.agent == "a2"
-            claim = await bus.claim_spawn(own, timeout=5)
+            claim = await bus.claims.claim(own, timeout=5)
             assert claim is not None and claim.request.agent == "a3"
             again = make_envelope(session="s1", sender="lead", recipient="a1", type="task")
-            await bus.send(again)
-            assert await bus.read_inbox("s1", "a1") == [again]
+            await bus.inboxes.send(again)
+            assert await bus.inboxes.read("s1", "a1") == [again]
 
     [line] = loss_lines(caplog)  # one line for the whole loss, however many streams found it
     assert "FLUSHALL" in line
@@ -81,15 +81,15 @@ async def test_a_worker_process_survives_flushall_and_serves_the_next_spawn(
         async with cluster(server, tmp_path, offline_reply) as c:
             worker = await c.start_worker()
             lead = Lead(c.bus)
-            await c.bus.send(task("a1", "paint a heron"))
-            await c.bus.submit_spawn(SpawnRequest(session=SESSION, agent="a1", profile="crash"))
+            await c.bus.inboxes.send(task("a1", "paint a heron"))
+            await c.bus.spawns.submit(SpawnRequest(session=SESSION, agent="a1", profile="crash"))
             await lead.until_results(1, timeout=60)
 
             async with Redis.from_url(server.url) as admin:
                 await admin.flushall()
                 await admin.script_flush()
-            await c.bus.send(task("a2", "paint a pike"))
-            await c.bus.submit_spawn(SpawnRequest(session=SESSION, agent="a2", profile="crash"))
+            await c.bus.inboxes.send(task("a2", "paint a pike"))
+            await c.bus.spawns.submit(SpawnRequest(session=SESSION, agent="a2", profile="crash"))
             results = await lead.until_results(2, timeout=60)
 
             assert [r.sender for r in results] == ["a1", "a2"]

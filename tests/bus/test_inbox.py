@@ -32,19 +32,19 @@ def envelope(type: str, meta: dict[str, Any], to: str = "a") -> Envelope:
 
 async def handed_back(bus: Bus, heir: Bus, agent: str = "a") -> list[str]:
     """What ``bus`` holds un-acked in the inbox, as another consumer sees it once handed back."""
-    await bus.release_inbox(S, agent)
-    return [e.content for e in await heir.read_inbox(S, agent)]
+    await bus.inboxes.hand_back(S, agent)
+    return [e.content for e in await heir.inboxes.read(S, agent)]
 
 
 async def test_each_message_is_handed_out_once_and_acks_stick(make_bus: BusFactory) -> None:
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as heir:
         sent = [task("one"), task("two")]
         for message in sent:
-            await bus.send(message)
+            await bus.inboxes.send(message)
         reader = InboxReader(bus, S, "a")
         assert await reader.read() == sent
         assert list(reader.pending) == [e.id for e in sent]
-        await bus.send(sent[0])  # a retried send stores a duplicate of a pending message
+        await bus.inboxes.send(sent[0])  # a retried send stores a duplicate of a pending message
         assert await reader.read() == []  # ...which is not handed out a second time
         await reader.ack([sent[0].id])
         assert list(reader.pending) == [sent[1].id] and reader.done == {sent[0].id}
@@ -54,8 +54,8 @@ async def test_each_message_is_handed_out_once_and_acks_stick(make_bus: BusFacto
 async def test_a_redelivery_of_a_done_id_is_acked_not_handed_out(make_bus: BusFactory) -> None:
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as heir:
         done, new = task("done before a crash"), task("new")
-        await bus.send(done)
-        await bus.send(new)
+        await bus.inboxes.send(done)
+        await bus.inboxes.send(new)
         reader = InboxReader(bus, S, "a")
         reader.remember([done.id])  # as a resumed sub-agent does from its checkpoint
         assert await reader.read() == [new]
@@ -65,7 +65,7 @@ async def test_a_redelivery_of_a_done_id_is_acked_not_handed_out(make_bus: BusFa
 async def test_ack_pending_acks_everything_handed_out(make_bus: BusFactory) -> None:
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as heir:
         for content in ("x", "y"):
-            await bus.send(task(content))
+            await bus.inboxes.send(task(content))
         reader = InboxReader(bus, S, "a")
         assert len(await reader.read()) == 2
         await reader.ack_pending()
@@ -86,12 +86,12 @@ async def test_payloads_that_misfit_their_type_go_to_the_dead_letters(
             envelope("result", {"steps": -1}),
         ]
         for message in [hostile[0], good_answer, *hostile[1:], good_result]:
-            await bus.send(message)
+            await bus.inboxes.send(message)
         reader = InboxReader(bus, S, "a")
         assert await reader.read() == [good_answer, good_result]
         assert approval_answer(good_answer) == ApprovalAnswer(call_id="c1", approved=True)
         assert result_report(good_result) == ResultReport(final=True, reason="", steps=0)
-        letters = await bus.dead_letters()
+        letters = await bus.letters.recent()
         assert [letter.reason for letter in letters] == [
             "invalid approval payload in meta: approved: Input should be a valid boolean",
             "invalid approval payload in meta: call_id: Field required",
@@ -102,7 +102,7 @@ async def test_payloads_that_misfit_their_type_go_to_the_dead_letters(
             e.id for e in hostile
         ]
         assert all(letter.source == f"inbox:{S}/a" for letter in letters)
-        errors = [e.event async for e in bus.events(S, follow=False)]
+        errors = [e.event async for e in bus.log.tail(S, follow=False)]
         assert len([e for e in errors if isinstance(e, ErrorEvent)]) == len(hostile)
         await reader.ack_pending()
         assert await handed_back(bus, heir) == []  # the hostile ones were acked too
@@ -137,8 +137,8 @@ async def test_collect_waits_until_take_has_enough(make_bus: BusFactory) -> None
             group.start_soon(run)
             with anyio.fail_after(10):
                 await reading.wait()
-                await bus.send(task("first"))
-                await bus.send(task("second"))
+                await bus.inboxes.send(task("first"))
+                await bus.inboxes.send(task("second"))
         assert endings == ["taken"] and got == ["first", "second"]
 
 
@@ -208,7 +208,7 @@ async def test_collect_rides_out_a_redis_restart(redis_server: RedisServer) -> N
                     await failed.wait()  # the read failed past the bus's own retries
                 outage.end()
                 sent = task("after the restart")
-                await bus.send(sent)
+                await bus.inboxes.send(sent)
         assert endings == ["taken"] and got == [sent]
 
 
@@ -251,7 +251,7 @@ async def test_a_fetch_is_never_lost_to_its_bookkeeping_failing(redis_server: Re
             task("fresh"),
         )
         for message in (redelivered, misfit, good):
-            await bus.send(message)
+            await bus.inboxes.send(message)
         reader = InboxReader(bus, S, "a")
         reader.remember([redelivered.id])
         with (
@@ -263,7 +263,7 @@ async def test_a_fetch_is_never_lost_to_its_bookkeeping_failing(redis_server: Re
             assert outage.active  # the bookkeeping really met the outage
         assert fresh == [good]
         assert list(reader.pending) == [good.id]
-        assert await bus.dead_letters() == []  # not dead-lettered, and so...
+        assert await bus.letters.recent() == []  # not dead-lettered, and so...
         await reader.ack_pending()
         # ...left in the inbox for the next owner, with the redelivery whose ack failed
         assert sorted(await handed_back(bus, heir)) == sorted([redelivered.content, misfit.content])
@@ -279,12 +279,12 @@ async def test_an_ack_that_failed_is_retried_with_its_receipts(redis_server: Red
         RedisBus(redis_server.url, options, prefix="inbox-ack") as heir,
     ):
         message = task("acked across an outage")
-        await bus.send(message)
-        assert await bus.read_inbox(S, "a") == [message]
+        await bus.inboxes.send(message)
+        assert await bus.inboxes.read(S, "a") == [message]
         with redis_outage(redis_server) as outage:
             outage.begin()
             with pytest.raises(BusUnreachable), anyio.fail_after(60):
-                await bus.ack(S, "a", [message.id])
+                await bus.inboxes.ack(S, "a", [message.id])
         with anyio.fail_after(30):
-            await bus.ack(S, "a", [message.id])
+            await bus.inboxes.ack(S, "a", [message.id])
         assert await handed_back(bus, heir) == []

@@ -23,20 +23,20 @@ KEPT = 3
 async def live_session(bus: MemoryBus, session: str) -> None:
     """What a session leaves on a bus: a log, inboxes (read, with ledgers), agent and lead
     records, a budget and a lease."""
-    await bus.emit(SessionStarted(session=session, agent="lead", task="t"))
+    await bus.log.emit(SessionStarted(session=session, agent="lead", task="t"))
     for agent in ("lead", "painter"):
         envelope = make_envelope(
             session=session, sender="user", recipient=agent, type="task", content="go"
         )
-        await bus.send(envelope)
-        await bus.read_inbox(session, agent)  # handed out, not acked: a ledger entry
-    await bus.set_agent_state(session, "painter", {"status": "running"})
-    await bus.hold_lead(session, "me", 30.0, {"status": "running"})
-    await bus.set_spend_limits(session, SpendLimits(max_model_calls=10))
+        await bus.inboxes.send(envelope)
+        await bus.inboxes.read(session, agent)  # handed out, not acked: a ledger entry
+    await bus.records.set_agent(session, "painter", {"status": "running"})
+    await bus.records.hold_lead(session, "me", 30.0, {"status": "running"})
+    await bus.budget.set_limits(session, SpendLimits(max_model_calls=10))
 
 
 async def finish(bus: MemoryBus, session: str) -> None:
-    await bus.emit(SessionFinished(session=session, agent="lead", status="completed"))
+    await bus.log.emit(SessionFinished(session=session, agent="lead", status="completed"))
 
 
 def kept(bus: MemoryBus) -> dict[str, set[str]]:
@@ -64,26 +64,26 @@ async def test_only_the_newest_finished_sessions_are_kept_and_running_ones_never
         expected = set(running) | set(done[-KEPT:])
         for part, sessions in kept(bus).items():
             assert sessions == expected, part
-        assert set(await bus.sessions()) == expected
+        assert set(await bus.log.sessions()) == expected
         for session in running:  # untouched: their inboxes still hold what was sent
             assert len(await logged_events(bus, session)) == 1
-            assert await bus.lead_lease(session) is not None
-            assert (await bus.get_agent_state(session, "painter"))["status"] == "running"
+            assert await bus.records.lead_lease(session) is not None
+            assert (await bus.records.agent(session, "painter"))["status"] == "running"
         assert await logged_events(bus, done[0]) == []  # forgotten
         # A running session that then finishes is kept as the newest, pushing out the oldest.
         await finish(bus, running[0])
-        assert set(await bus.sessions()) == set(running) | {*done[-KEPT + 1 :], running[0]}
+        assert set(await bus.log.sessions()) == set(running) | {*done[-KEPT + 1 :], running[0]}
 
 
 async def test_a_finished_session_that_starts_again_is_running() -> None:
     async with MemoryBus(finished_kept=1) as bus:
         await live_session(bus, "again")
         await finish(bus, "again")
-        await bus.emit(SessionStarted(session="again", agent="lead", task="t"))
+        await bus.log.emit(SessionStarted(session="again", agent="lead", task="t"))
         for n in range(3):
             await live_session(bus, f"other-{n}")
             await finish(bus, f"other-{n}")
-        assert set(await bus.sessions()) == {"again", "other-2"}
+        assert set(await bus.log.sessions()) == {"again", "other-2"}
 
 
 async def test_a_finish_logged_with_emit_once_counts_too() -> None:
@@ -92,8 +92,8 @@ async def test_a_finish_logged_with_emit_once_counts_too() -> None:
             await live_session(bus, session)
             finished = SessionFinished(session=session, agent="lead", status="failed")
             exited = AgentExited(session=session, agent="lead", reason="error")
-            assert await bus.emit_once(session, "lead", [exited, finished], mark="m")
-        assert await bus.sessions() == ["b"]
+            assert await bus.log.emit_once(session, "lead", [exited, finished], mark="m")
+        assert await bus.log.sessions() == ["b"]
 
 
 async def test_peers_share_the_bound_and_forget_their_ledgers_too() -> None:
@@ -104,7 +104,7 @@ async def test_peers_share_the_bound_and_forget_their_ledgers_too() -> None:
         await live_session(bus, "b")
         await finish(peer, "b")
         assert kept(peer)["ledgers"] == set() and kept(bus)["ledgers"] == {"b"}
-        assert await peer.sessions() == ["b"]
+        assert await peer.log.sessions() == ["b"]
 
 
 def test_the_bound_is_at_least_one() -> None:
@@ -125,6 +125,6 @@ async def test_sessions_through_one_memory_bus_leave_only_the_bound() -> None:
             ids.append(session.id)
         for part, sessions in kept(bus).items():
             assert sessions <= set(ids[-2:]), part
-        assert set(await bus.sessions()) == set(ids[-2:])
+        assert set(await bus.log.sessions()) == set(ids[-2:])
         assert not any(old in name for old in ids[:-2] for name in bus._broker.spawn)
         assert len(bus._broker.hub) == 0  # every lead and agent let go of its inboxes

@@ -21,15 +21,15 @@ async def test_an_envelope_in_another_inbox_is_dead_lettered(make_bus: BusFactor
         other_agent = task("s1", "b", "for b")
         other_session = task("s2", "a", "for a in s2")
         mine = task("s1", "a", "for a")
-        await bus.send_raw("s1", "a", other_agent.to_json())
-        await bus.send_raw("s1", "a", other_session.to_json())
-        await bus.send(mine)
+        await bus.inboxes.send_raw("s1", "a", other_agent.to_json())
+        await bus.inboxes.send_raw("s1", "a", other_session.to_json())
+        await bus.inboxes.send(mine)
 
-        assert [e.id for e in await bus.read_inbox("s1", "a")] == [mine.id]
-        await bus.ack("s1", "a", [mine.id])
-        assert await bus.read_inbox("s1", "a") == []  # the misaddressed ones were removed too
+        assert [e.id for e in await bus.inboxes.read("s1", "a")] == [mine.id]
+        await bus.inboxes.ack("s1", "a", [mine.id])
+        assert await bus.inboxes.read("s1", "a") == []  # the misaddressed ones were removed too
 
-        letters = await bus.dead_letters()
+        letters = await bus.letters.recent()
         assert [letter.reason for letter in letters] == [
             "misaddressed envelope: it is for 'b' in session 's1' but sits in the inbox of 'a' "
             "in session 's1'",
@@ -40,5 +40,5 @@ async def test_an_envelope_in_another_inbox_is_dead_lettered(make_bus: BusFactor
         errors = [e for e in await logged_events(bus, "s1") if isinstance(e, ErrorEvent)]
         assert len(errors) == 2 and all("misaddressed" in e.message for e in errors)
         # Nothing reached the inboxes it names either.
-        assert await bus.read_inbox("s1", "b") == []
-        assert await bus.read_inbox("s2", "a") == []
+        assert await bus.inboxes.read("s1", "b") == []
+        assert await bus.inboxes.read("s2", "a") == []

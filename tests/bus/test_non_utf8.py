@@ -58,15 +58,15 @@ async def test_a_non_utf8_inbox_entry_is_dead_lettered_acked_and_the_rest_delive
         await raw.xadd(key, {b"msg": b'{"v":1,"content":"caf' + BAD + b'"}'})
         await raw.xadd(key, {BAD: b"x"})  # a field name that is not UTF-8 either
         good = task("painter", "paint a heron")
-        await bus.send(good)
+        await bus.inboxes.send(good)
 
-        got = await bus.read_inbox(SESSION, "painter")
+        got = await bus.inboxes.read(SESSION, "painter")
         assert [e.id for e in got] == [good.id]
-        await bus.ack(SESSION, "painter", [good.id])
+        await bus.inboxes.ack(SESSION, "painter", [good.id])
 
         assert await raw.xlen(key) == 0  # every entry left the inbox: none stuck
         assert (await raw.xpending(key, "agents"))["pending"] == 0
-        second, first = await bus.dead_letters()  # the entry without a 'msg' field goes first
+        second, first = await bus.letters.recent()  # the entry without a 'msg' field goes first
         assert first.reason == "not UTF-8: field 'msg' has byte 0xff at character 21"
         assert first.raw == '{"v":1,"content":"caf\\xff"}'  # the byte, shown as an escape
         assert first.source == key and first.session == SESSION
@@ -95,25 +95,25 @@ async def test_commands_sharing_the_round_trip_with_a_bad_entry_are_unharmed(
     ):
         agents = [f"a{i}" for i in range(30)]
         for agent in agents:
-            await bus.send(task(agent, f"hello {agent}"))
+            await bus.inboxes.send(task(agent, f"hello {agent}"))
         await raw.xadd(bus.keys.inbox(SESSION, "a7"), {b"msg": BAD})
         for agent in agents:  # subscribed beforehand: the reads below are one command each
-            await bus.read_inbox(SESSION, agent)
+            await bus.inboxes.read(SESSION, agent)
         for agent in agents:
-            await bus.send(task(agent, f"again {agent}"))
+            await bus.inboxes.send(task(agent, f"again {agent}"))
         await raw.xadd(bus.keys.inbox(SESSION, "a7"), {b"msg": BAD})
         got: dict[str, list[str]] = {}
 
         async def read(agent: str) -> None:
-            got[agent] = [e.content for e in await bus.read_inbox(SESSION, agent)]
+            got[agent] = [e.content for e in await bus.inboxes.read(SESSION, agent)]
 
         async with anyio.create_task_group() as tg:
             for agent in agents:
                 tg.start_soon(read, agent)
-                tg.start_soon(bus.send, task("lead", f"from {agent}"))
+                tg.start_soon(bus.inboxes.send, task("lead", f"from {agent}"))
         assert got == {agent: [f"again {agent}"] for agent in agents}
-        assert len(await bus.read_inbox(SESSION, "lead")) == len(agents)
-        reasons = [letter.reason for letter in await bus.dead_letters()]
+        assert len(await bus.inboxes.read(SESSION, "lead")) == len(agents)
+        reasons = [letter.reason for letter in await bus.letters.recent()]
         assert reasons == ["not UTF-8: field 'msg' has byte 0xff at character 0"] * 2
 
 
@@ -158,22 +158,22 @@ async def test_a_non_utf8_wake_up_does_not_stop_the_pubsub_reader(
     redis_server: RedisServer, prefix: str
 ) -> None:
     async with RedisBus(redis_server.url, prefix=prefix) as bus, admin(redis_server) as raw:
-        assert await bus.read_inbox(SESSION, "a") == []
+        assert await bus.inboxes.read(SESSION, "a") == []
         async with anyio.create_task_group() as tg:
 
             async def publish() -> None:
                 await raw.publish(bus.keys.wake(SESSION, "a"), BAD)
 
             tg.start_soon(publish)
-            assert await bus.wait(SESSION, "a", timeout=10)  # woken, even by that
+            assert await bus.inboxes.wait(SESSION, "a", timeout=10)  # woken, even by that
         # A read marks the wake-ups seen, so the next wait returns only on a new one: the
         # reader must still be there to deliver it.
-        assert await bus.read_inbox(SESSION, "a") == []
+        assert await bus.inboxes.read(SESSION, "a") == []
         good = task("a", "still here")
         async with anyio.create_task_group() as tg:
-            tg.start_soon(bus.send, good)
-            assert await bus.wait(SESSION, "a", timeout=10)  # the reader is alive
-        assert [e.id for e in await bus.read_inbox(SESSION, "a")] == [good.id]
+            tg.start_soon(bus.inboxes.send, good)
+            assert await bus.inboxes.wait(SESSION, "a", timeout=10)  # the reader is alive
+        assert [e.id for e in await bus.inboxes.read(SESSION, "a")] == [good.id]
 
 
 async def test_a_non_utf8_spawn_request_is_dead_lettered_and_the_next_one_claimed(
@@ -181,10 +181,10 @@ async def test_a_non_utf8_spawn_request_is_dead_lettered_and_the_next_one_claime
 ) -> None:
     async with RedisBus(redis_server.url, prefix=prefix) as bus, admin(redis_server) as raw:
         first = SpawnRequest(session=SESSION, agent="a1", profile="painter")
-        await bus.submit_spawn(first)
-        claim = await bus.claim_spawn(QUEUE, timeout=5)
+        await bus.spawns.submit(first)
+        claim = await bus.claims.claim(QUEUE, timeout=5)
         assert claim is not None and claim.request.id == first.id
-        await bus.ack_spawn([claim.receipt])
+        await bus.claims.ack([claim.receipt])
         key = bus.keys.spawn_stream(first)
         # As in the report: `printf '\377' | redis-cli -x XADD baton:spawn '*' req`.
         await anyio.run_process(
@@ -192,11 +192,11 @@ async def test_a_non_utf8_spawn_request_is_dead_lettered_and_the_next_one_claime
             input=BAD,
         )
         second = SpawnRequest(session=SESSION, agent="a2", profile="painter")
-        await bus.submit_spawn(second)
-        claim = await bus.claim_spawn(QUEUE, timeout=5)
+        await bus.spawns.submit(second)
+        claim = await bus.claims.claim(QUEUE, timeout=5)
         assert claim is not None and claim.request.id == second.id
-        await bus.ack_spawn([claim.receipt])
-        [letter] = await bus.dead_letters()
+        await bus.claims.ack([claim.receipt])
+        [letter] = await bus.letters.recent()
         assert letter.reason == "not UTF-8: field 'req' has byte 0xff at character 0"
         assert letter.raw == "\\xff"
         assert await raw.xlen(key) == 0  # acked and gone: no other worker meets it again
@@ -213,10 +213,10 @@ async def test_a_bad_event_log_entry_is_skipped_and_dead_lettered_once(
         admin(redis_server) as raw,
     ):
         key = bus.keys.events(SESSION)
-        await bus.emit(SessionStarted(session=SESSION, agent="lead", task="paint"))
+        await bus.log.emit(SessionStarted(session=SESSION, agent="lead", task="paint"))
         await raw.xadd(key, {b"event": b'{"type":"text.delta","text":"' + BAD + b'"}'})
         await raw.xadd(key, {b"event": b'{"type":"no.such.event"}'})
-        await bus.emit(RoundStarted(session=SESSION, agent="lead", round=1))
+        await bus.log.emit(RoundStarted(session=SESSION, agent="lead", round=1))
         seen: list[list[str]] = []
 
         async def read(reader: RedisBus) -> None:
@@ -227,7 +227,7 @@ async def test_a_bad_event_log_entry_is_skipped_and_dead_lettered_once(
             tg.start_soon(read, other)
         await read(bus)
         assert seen == [["session.started", "round.started"]] * 3
-        letters = await bus.dead_letters()
+        letters = await bus.letters.recent()
         reasons = [letter.reason for letter in letters]
         assert len(reasons) == 2
         assert reasons[0] == "not UTF-8: field 'event' has byte 0xff at character 29"
@@ -242,11 +242,11 @@ async def test_a_session_name_that_is_not_utf8_is_left_out_of_the_list(
 ) -> None:
     """Set aside once: it used to be skipped with a warning on every listing, for ever."""
     async with RedisBus(redis_server.url, prefix=prefix) as bus, admin(redis_server) as raw:
-        await bus.emit(SessionStarted(session=SESSION, agent="lead", task="paint"))
+        await bus.log.emit(SessionStarted(session=SESSION, agent="lead", task="paint"))
         await raw.zadd(bus.keys.sessions, {b"s-" + BAD: 1})
         for _ in range(3):
-            assert await bus.sessions() == [SESSION]
-        [letter] = await bus.dead_letters()
+            assert await bus.log.sessions() == [SESSION]
+        [letter] = await bus.letters.recent()
         assert letter.reason == "session name is not UTF-8 (byte 0xff at character 2)"
         assert letter.raw == "s-\\xff" and letter.source == bus.keys.sessions
         assert await raw.zrange(bus.keys.sessions, 0, -1) == [SESSION.encode()]
@@ -277,5 +277,5 @@ async def test_a_non_utf8_approval_is_dead_lettered_and_the_real_answer_decides(
             await answer_approval(bus, SESSION, "a", False, reason="not today")
         assert decided == {"a": False}
         assert await raw.xlen(inbox) == 0  # the poison was acked with the answer
-        [letter] = await bus.dead_letters()
+        [letter] = await bus.letters.recent()
         assert letter.source == inbox

@@ -64,19 +64,19 @@ async def test_a_worker_survives_a_non_utf8_spawn_request_and_serves_the_next(
         worker = await c.start_worker()
         lead = Lead(c.bus)
         first = SpawnRequest(session=SESSION, agent="a1", profile="crash")
-        await c.bus.send(task("a1", "paint a heron"))
-        await c.bus.submit_spawn(first)
+        await c.bus.inboxes.send(task("a1", "paint a heron"))
+        await c.bus.spawns.submit(first)
         await lead.until_results(1, timeout=60)
         key = keys(c).spawn_stream(first)  # the stream the worker claims "crash" requests from
         await xadd_with_redis_cli(redis_server.url, key, "req")
 
-        await c.bus.send(task("a2", "paint a pike"))
-        await c.bus.submit_spawn(SpawnRequest(session=SESSION, agent="a2", profile="crash"))
+        await c.bus.inboxes.send(task("a2", "paint a pike"))
+        await c.bus.spawns.submit(SpawnRequest(session=SESSION, agent="a2", profile="crash"))
         results = await lead.until_results(2, timeout=60)
 
         assert sorted(r.sender for r in results) == ["a1", "a2"]
         assert worker.proc.poll() is None  # still running
-        [letter] = await c.bus.dead_letters()
+        [letter] = await c.bus.letters.recent()
         assert letter.reason == "not UTF-8: field 'req' has byte 0xff at character 0"
         assert letter.source == key
         assert await raw.xlen(key) == 0  # acked: no worker takes it over after the lease
@@ -93,8 +93,8 @@ async def test_an_agent_whose_inbox_holds_a_non_utf8_entry_finishes_and_leaves_i
         worker = await c.start_worker()
         inbox = keys(c).inbox(SESSION, "a1")
         await xadd_with_redis_cli(redis_server.url, inbox, "msg")
-        await c.bus.send(task("a1", "paint a heron"))
-        await c.bus.submit_spawn(SpawnRequest(session=SESSION, agent="a1", profile="crash"))
+        await c.bus.inboxes.send(task("a1", "paint a heron"))
+        await c.bus.spawns.submit(SpawnRequest(session=SESSION, agent="a1", profile="crash"))
         exited = await wait_for_event(
             c.bus, SESSION, lambda e: isinstance(e, AgentExited) and e.agent == "a1", timeout=60
         )
@@ -104,7 +104,7 @@ async def test_an_agent_whose_inbox_holds_a_non_utf8_entry_finishes_and_leaves_i
         assert "Done: paint a heron" in result.content
         assert await raw.xlen(inbox) == 0  # nothing stuck
         assert (await raw.xpending(inbox, "agents"))["pending"] == 0
-        [letter] = await c.bus.dead_letters()
+        [letter] = await c.bus.letters.recent()
         assert letter.reason == "not UTF-8: field 'msg' has byte 0xff at character 0"
         assert worker.proc.poll() is None
 
@@ -139,7 +139,7 @@ async def test_a_session_completes_with_non_utf8_entries_in_its_leads_inbox(
             await raw.xadd(inbox, {b"msg": b'{"v":1,"content":"' + BAD + b'"}'})
 
         assert outcome == ["completed"]
-        reasons = [letter.reason for letter in await bus.dead_letters()]
+        reasons = [letter.reason for letter in await bus.letters.recent()]
         assert reasons[0] == "not UTF-8: field 'msg' has byte 0xff at character 0"
         assert len(reasons) == 2 and all(r.startswith("not UTF-8: field 'msg'") for r in reasons)
         assert await raw.xlen(inbox) == 0
@@ -156,10 +156,12 @@ def test_watch_and_sessions_skip_a_non_utf8_event_without_a_traceback(
     async def poisoned_log() -> str:
         async with RedisBus(redis_server.url, prefix=prefix) as bus:
             log = bus.keys.events(session_id)
-            await bus.emit(SessionStarted(session=session_id, agent="lead", task="paint a fox"))
+            await bus.log.emit(SessionStarted(session=session_id, agent="lead", task="paint a fox"))
             await xadd_with_redis_cli(redis_server.url, log, "event")
-            await bus.emit(RoundStarted(session=session_id, agent="lead", round=1))
-            await bus.emit(SessionFinished(session=session_id, agent="lead", status="completed"))
+            await bus.log.emit(RoundStarted(session=session_id, agent="lead", round=1))
+            await bus.log.emit(
+                SessionFinished(session=session_id, agent="lead", status="completed")
+            )
         return log
 
     log = anyio.run(poisoned_log)

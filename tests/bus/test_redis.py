@@ -43,12 +43,12 @@ async def test_thousand_waiting_agents_share_three_connections(redis_server: Red
 
         async def agent(name: str) -> None:
             nonlocal waiting
-            assert await bus.read_inbox("s", name) == []
+            assert await bus.inboxes.read("s", name) == []
             waiting += 1
             if waiting == len(agents):
                 all_waiting.set()
-            assert await bus.wait("s", name, timeout=60)
-            woken[name] = [e.content for e in await bus.read_inbox("s", name)]
+            assert await bus.inboxes.wait("s", name, timeout=60)
+            woken[name] = [e.content for e in await bus.inboxes.read("s", name)]
 
         async with anyio.create_task_group() as tg:
             for name in agents:
@@ -57,7 +57,7 @@ async def test_thousand_waiting_agents_share_three_connections(redis_server: Red
                 await all_waiting.wait()
             held = await connections_named(redis_server.url, f"baton:{bus.consumer}")
             for name in agents:
-                await bus.send(task("s", name, f"hi {name}"))
+                await bus.inboxes.send(task("s", name, f"hi {name}"))
     assert 1 <= held <= 3
     assert woken == {name: [f"hi {name}"] for name in agents}
 
@@ -72,14 +72,14 @@ async def test_agents_ride_out_a_redis_restart(redis_server: RedisServer) -> Non
 
         async def agent(name: str) -> None:
             while "after" not in received[name]:
-                batch = await bus.read_inbox("s", name)
+                batch = await bus.inboxes.read("s", name)
                 received[name] += [e.content for e in batch]
-                await bus.ack("s", name, [e.id for e in batch])
+                await bus.inboxes.ack("s", name, [e.id for e in batch])
                 if all(r == ["before"] for r in received.values()):
                     got_before.set()
                 if batch:
                     continue
-                await bus.wait("s", name, timeout=30)
+                await bus.inboxes.wait("s", name, timeout=30)
             if all("after" in r for r in received.values()):
                 got_after.set()
 
@@ -87,13 +87,13 @@ async def test_agents_ride_out_a_redis_restart(redis_server: RedisServer) -> Non
             for name in agents:
                 tg.start_soon(agent, name)
             for name in agents:
-                await bus.send(task("s", name, "before"))
+                await bus.inboxes.send(task("s", name, "before"))
             with anyio.fail_after(30):
                 await got_before.wait()
             redis_server.kill()
             redis_server.start()  # same port, same AOF: what was acked stays acked
             for name in agents:
-                await bus.send(task("s", name, "after"))
+                await bus.inboxes.send(task("s", name, "after"))
             with anyio.fail_after(60):
                 await got_after.wait()
     # every agent got the message sent after the restart, and nothing acked before it came back
@@ -102,14 +102,14 @@ async def test_agents_ride_out_a_redis_restart(redis_server: RedisServer) -> Non
 
 async def test_lost_pubsub_connection_wakes_waiters(redis_server: RedisServer) -> None:
     async with RedisBus(redis_server.url, prefix="pubsub-kill") as bus:
-        assert await bus.read_inbox("s", "a") == []
+        assert await bus.inboxes.read("s", "a") == []
         async with Redis.from_url(redis_server.url) as admin:
             killed = await admin.client_kill_filter(_type="pubsub")
         assert killed >= 1
-        await bus.send(task("s", "a", "after the cut"))
+        await bus.inboxes.send(task("s", "a", "after the cut"))
         with anyio.fail_after(30):
-            while not (got := await bus.read_inbox("s", "a")):
-                await bus.wait("s", "a", timeout=30)
+            while not (got := await bus.inboxes.read("s", "a")):
+                await bus.inboxes.wait("s", "a", timeout=30)
         assert [e.content for e in got] == ["after the cut"]
 
 
@@ -117,9 +117,9 @@ async def test_acked_entries_leave_the_stream_unacked_stay(redis_server: RedisSe
     async with RedisBus(redis_server.url, prefix="trim") as bus:
         sent = [task("s", "a", str(i)) for i in range(10)]
         for envelope in sent:
-            await bus.send(envelope)
-        got = await bus.read_inbox("s", "a")
-        await bus.ack("s", "a", [e.id for e in got[:6]])
+            await bus.inboxes.send(envelope)
+        got = await bus.inboxes.read("s", "a")
+        await bus.inboxes.ack("s", "a", [e.id for e in got[:6]])
         async with Redis.from_url(redis_server.url, decode_responses=True) as admin:
             assert await admin.xlen("trim:{s}:inbox:a") == 4
             pending = await admin.xpending("trim:{s}:inbox:a", "agents")
@@ -135,7 +135,7 @@ def _doc_example() -> str:
 
 async def test_protocol_doc_redis_cli_example_wakes_the_agent(redis_server: RedisServer) -> None:
     async with RedisBus(redis_server.url) as bus:  # the default prefix, as in the doc
-        assert await bus.read_inbox("demo", "painter") == []
+        assert await bus.inboxes.read("demo", "painter") == []
         env = {**os.environ, "REDIS_URL": redis_server.url}
         result = await anyio.run_process(
             ["bash", "-euo", "pipefail", "-c", _doc_example()],
@@ -146,11 +146,11 @@ async def test_protocol_doc_redis_cli_example_wakes_the_agent(redis_server: Redi
         assert result.returncode == 0, result.stdout.decode()
         assert redis_cli()  # the real binary ran the block
         with anyio.fail_after(10):
-            assert await bus.wait("demo", "painter", timeout=10)
-        (got,) = await bus.read_inbox("demo", "painter")
+            assert await bus.inboxes.wait("demo", "painter", timeout=10)
+        (got,) = await bus.inboxes.read("demo", "painter")
         assert got.content == "Draw a lighthouse at dusk"
         assert got.id == "01931f6e-8b4a-7cc0-9d1e-3f5a2b7c9d01"
-        await bus.ack("demo", "painter", [got.id])
+        await bus.inboxes.ack("demo", "painter", [got.id])
 
 
 async def test_malformed_spawn_request_goes_to_dead_letters(redis_server: RedisServer) -> None:
@@ -158,17 +158,17 @@ async def test_malformed_spawn_request_goes_to_dead_letters(redis_server: RedisS
         async with Redis.from_url(redis_server.url) as admin:
             await admin.xadd("badspawn:spawn:{default}:p", {"req": '{"v":1,"session":"s"}'})
             await admin.xadd("badspawn:spawn:{default}:p", {"other": "x"})
-        good = await bus.submit_spawn(SpawnRequest(session="s", agent="a", profile="p"))
-        claim = await bus.claim_spawn(SpawnQueue.of_pool(DEFAULT_POOL, ["p"]), timeout=5)
+        good = await bus.spawns.submit(SpawnRequest(session="s", agent="a", profile="p"))
+        claim = await bus.claims.claim(SpawnQueue.of_pool(DEFAULT_POOL, ["p"]), timeout=5)
         assert claim is not None and claim.receipt == good  # the bad ones were set aside
-        reasons = [letter.reason for letter in await bus.dead_letters()]
+        reasons = [letter.reason for letter in await bus.letters.recent()]
         assert any("invalid spawn request" in r for r in reasons)
         assert any("no 'req' field" in r for r in reasons)
 
 
 async def test_event_tails_unsubscribe_when_the_last_one_ends(redis_server: RedisServer) -> None:
     async with RedisBus(redis_server.url, prefix="tails") as bus:
-        await bus.emit(SessionStarted(session="s", agent="lead", task="x"))
+        await bus.log.emit(SessionStarted(session="s", agent="lead", task="x"))
         channel = "tails:{s}:events"
         async with Redis.from_url(redis_server.url, decode_responses=True) as admin:
 
@@ -176,8 +176,8 @@ async def test_event_tails_unsubscribe_when_the_last_one_ends(redis_server: Redi
                 counts = await admin.pubsub_numsub(channel)
                 return int(counts[0][1])
 
-            first = bus.events("s")
-            second = bus.events("s")
+            first = bus.log.tail("s")
+            second = bus.log.tail("s")
             assert isinstance(first, AsyncGenerator) and isinstance(second, AsyncGenerator)
             assert (await anext(first)).event.type == "session.started"
             assert (await anext(second)).event.type == "session.started"
@@ -191,11 +191,11 @@ async def test_event_tails_unsubscribe_when_the_last_one_ends(redis_server: Redi
 async def test_a_deleted_inbox_starts_again(redis_server: RedisServer) -> None:
     """A stream deleted under a reader (or a server back without its data) is recreated."""
     async with RedisBus(redis_server.url, prefix="nogroup") as bus:
-        assert await bus.read_inbox("s", "a") == []  # the group exists now
+        assert await bus.inboxes.read("s", "a") == []  # the group exists now
         async with Redis.from_url(redis_server.url) as admin:
             assert await admin.delete("nogroup:{s}:inbox:a") == 1
-        await bus.send(task("s", "a", "after the loss"))
-        assert [e.content for e in await bus.read_inbox("s", "a")] == ["after the loss"]
+        await bus.inboxes.send(task("s", "a", "after the loss"))
+        assert [e.content for e in await bus.inboxes.read("s", "a")] == ["after the loss"]
 
 
 async def test_a_bus_that_failed_to_start_is_closed() -> None:
@@ -211,11 +211,11 @@ async def test_a_bad_event_cursor_is_a_config_error_and_an_outage_is_not(
     redis_server: RedisServer,
 ) -> None:
     async with RedisBus(redis_server.url, prefix="cursor") as bus:
-        await bus.emit(SessionStarted(session="s", agent="lead", task="x"))
+        await bus.log.emit(SessionStarted(session="s", agent="lead", task="x"))
         with pytest.raises(ConfigError, match="bad event cursor"):
-            await anext(bus.events("s", after="not-a-cursor", follow=False))
+            await anext(bus.log.tail("s", after="not-a-cursor", follow=False))
     async with RedisBus(redis_server.url, prefix="cursor") as bus:
-        tail = bus.events("s", follow=False)
+        tail = bus.log.tail("s", follow=False)
         await bus.aclose()
         with pytest.raises(BusClosed):  # no longer reported as a bad cursor
             await anext(tail)

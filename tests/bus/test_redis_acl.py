@@ -150,7 +150,7 @@ async def test_a_bus_on_another_prefix_is_refused_by_name(acl_server: RedisServe
     async with RedisBus(url, BusOptions(), prefix="other") as bus:
         await bus.ping()
         with pytest.raises(RedisRefused) as refused:
-            await bus.emit(AgentSpawned(session="s-other", agent="a", profile="p"))
+            await bus.log.emit(AgentSpawned(session="s-other", agent="a", profile="p"))
     assert refused.value.code == "NOPERM"
 
 

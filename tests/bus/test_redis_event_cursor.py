@@ -19,9 +19,9 @@ async def test_a_cursor_redis_cannot_read_as_a_stream_id_is_a_config_error(
     redis_server: RedisServer, cursor: str
 ) -> None:
     async with RedisBus(redis_server.url, prefix="cursor-id") as bus:
-        await bus.emit(SessionStarted(session="s", agent="lead", task="x"))
+        await bus.log.emit(SessionStarted(session="s", agent="lead", task="x"))
         with pytest.raises(ConfigError, match="bad event cursor"):
-            await anext(bus.events("s", after=cursor, follow=False))
+            await anext(bus.log.tail("s", after=cursor, follow=False))
 
 
 async def test_another_refusal_during_a_tail_is_a_bus_error_not_a_bad_cursor(
@@ -31,5 +31,5 @@ async def test_another_refusal_during_a_tail_is_a_bus_error_not_a_bad_cursor(
         await admin.set("cursor-type:{s}:events", "not a stream")  # WRONGTYPE for XRANGE
     async with RedisBus(redis_server.url, prefix="cursor-type") as bus:
         with pytest.raises(BusError, match="WRONGTYPE") as raised:
-            await anext(bus.events("s", after="0-1", follow=False))
+            await anext(bus.log.tail("s", after="0-1", follow=False))
     assert not isinstance(raised.value, ConfigError)

@@ -24,12 +24,12 @@ async def test_releasing_an_inbox_nobody_ever_wrote_or_read_does_nothing(
     make_bus: BusFactory,
 ) -> None:
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as heir:
-        await bus.release_inbox(S, "painter")  # no stream, no group: nothing to hand back
-        await bus.release_inbox(S, "painter", consumer="w1/r1")
-        assert await heir.read_inbox(S, "painter") == []
+        await bus.inboxes.hand_back(S, "painter")  # no stream, no group: nothing to hand back
+        await bus.inboxes.hand_back(S, "painter", consumer="w1/r1")
+        assert await heir.inboxes.read(S, "painter") == []
         sent = task("paint a fox")
-        await heir.send(sent)  # the inbox works as usual afterwards
-        assert await heir.read_inbox(S, "painter") == [sent]
+        await heir.inboxes.send(sent)  # the inbox works as usual afterwards
+        assert await heir.inboxes.read(S, "painter") == [sent]
 
 
 async def test_releasing_a_written_but_unread_inbox_leaves_its_messages(
@@ -38,9 +38,9 @@ async def test_releasing_a_written_but_unread_inbox_leaves_its_messages(
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as heir:
         sent = [task("paint a fox"), task("paint a heron")]
         for envelope in sent:
-            await bus.send(envelope)  # the stream exists, its consumer group not yet
-        await bus.release_inbox(S, "painter")
-        assert await heir.read_inbox(S, "painter") == sent  # nothing lost, nothing leased
+            await bus.inboxes.send(envelope)  # the stream exists, its consumer group not yet
+        await bus.inboxes.hand_back(S, "painter")
+        assert await heir.inboxes.read(S, "painter") == sent  # nothing lost, nothing leased
 
 
 async def test_releasing_an_inbox_whose_stream_was_deleted_does_nothing(
@@ -49,13 +49,13 @@ async def test_releasing_an_inbox_whose_stream_was_deleted_does_nothing(
     """Read (so this bus knows the group), then the stream is gone (deleted, or a server that came
     back empty): the release finds no group, and the next read starts the inbox again."""
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as heir:
-        await bus.send(task("paint a fox"))
-        assert [e.content for e in await bus.read_inbox(S, "painter")] == ["paint a fox"]
+        await bus.inboxes.send(task("paint a fox"))
+        assert [e.content for e in await bus.inboxes.read(S, "painter")] == ["paint a fox"]
         if backend == "redis":
             assert isinstance(bus, RedisBus)
             await bus._core.one("DEL", bus.keys.inbox(S, "painter"))
-        await bus.release_inbox(S, "painter")
+        await bus.inboxes.hand_back(S, "painter")
         again = task("paint a pike")
-        await bus.send(again)
-        read = await heir.read_inbox(S, "painter")
+        await bus.inboxes.send(again)
+        read = await heir.inboxes.read(S, "painter")
         assert again in read

@@ -63,7 +63,7 @@ async def test_a_running_sessions_keys_never_expire_and_a_finished_ones_do(
             async for event in session.events():
                 if isinstance(event, ToolCalled) and event.agent == "slow":  # mid-session
                     running = await session_keys(bus, session.id)
-                    assert await bus.session_expiry(session.id) is None
+                    assert await bus.retention.expiry(session.id) is None
                     gate.set()
             result = await session.run()
         assert result.status == "completed"
@@ -76,12 +76,12 @@ async def test_a_running_sessions_keys_never_expire_and_a_finished_ones_do(
         assert set(running) - dropped <= set(finished)  # the rest lives on, for the retention
         for key, (_, ttl) in finished.items():
             assert 0 < ttl <= RETENTION_S * 1000, (key, ttl)
-        left = await bus.session_expiry(session.id)
+        left = await bus.retention.expiry(session.id)
         assert left is not None and 0 < left <= RETENTION_S
         lead_inbox = bus.keys.inbox(session.id, "lead")
         assert await bus._core.one("XLEN", lead_inbox) == 0
         assert await pending(bus, lead_inbox) is None  # its group, pending list and all, is gone
-        assert session.id in await bus.sessions()  # listed while its log lives
+        assert session.id in await bus.log.sessions()  # listed while its log lives
 
 
 async def test_a_cancelled_session_leaves_no_entry_pending_or_unread(

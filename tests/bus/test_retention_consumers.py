@@ -10,6 +10,7 @@ import anyio
 from baton.bus.base import BusOptions, SpawnQueue
 from baton.bus.events import SessionFinished, SessionStarted
 from baton.bus.messages import SpawnRequest, make_envelope
+from baton.bus.parts.retention import Leftovers
 from baton.bus.redis import RedisBus
 from baton.bus.redis.consumers import drop_consumers
 from baton.bus.redis.keys import INBOX_GROUP, SPAWN_GROUP
@@ -62,12 +63,12 @@ async def test_retiring_a_session_deletes_its_empty_consumers_and_keeps_a_holdin
         to_painter = {"session": session, "sender": "lead", "recipient": "painter", "type": "task"}
         one = make_envelope(**to_painter, content="one")
         two = make_envelope(**to_painter, content="two")
-        await first.send(one)
-        assert [e.id for e in await first.read_inbox(session, "painter")] == [one.id]
-        await first.ack(session, "painter", [one.id])
-        await first.send(two)
-        assert [e.id for e in await second.read_inbox(session, "painter")] == [two.id]
-        await second.release_inbox(session, "painter")  # handed back: held by "<c>:released"
+        await first.inboxes.send(one)
+        assert [e.id for e in await first.inboxes.read(session, "painter")] == [one.id]
+        await first.inboxes.ack(session, "painter", [one.id])
+        await first.inboxes.send(two)
+        assert [e.id for e in await second.inboxes.read(session, "painter")] == [two.id]
+        await second.inboxes.hand_back(session, "painter")  # handed back: held by "<c>:released"
         released = f"{second.consumer}:released"
         assert await consumers(first, inbox, INBOX_GROUP) == {
             first.consumer: 0,
@@ -75,12 +76,12 @@ async def test_retiring_a_session_deletes_its_empty_consumers_and_keeps_a_holdin
             released: 1,
         }
 
-        retired = await first.retire_session(session, 60, agents=["painter"], inboxes=["painter"])
+        retired = await first.retention.retire(session, 60, Leftovers(["painter"], ["painter"]))
         assert (retired.consumers, retired.dropped) == (2, 0)
         assert await consumers(first, inbox, INBOX_GROUP) == {released: 1}
         assert 0 < await first._core.one("PTTL", inbox) <= 60_000
         # the entry held by the released name is still there for whoever reads next
-        assert [e.id for e in await first.read_inbox(session, "painter")] == [two.id]
+        assert [e.id for e in await first.inboxes.read(session, "painter")] == [two.id]
 
 
 async def test_a_pool_worker_deletes_the_idle_empty_consumers_of_its_streams(
@@ -101,18 +102,18 @@ async def test_a_pool_worker_deletes_the_idle_empty_consumers_of_its_streams(
         RedisBus(redis_server.url, BusOptions(lease_s=60), prefix=prefix) as holder,
         RedisBus(redis_server.url, BusOptions(lease_s=lease_s), prefix=prefix) as live,
     ):
-        await dead.submit_spawn(request("p1"))
-        claim = await dead.claim_spawn(queue)
+        await dead.spawns.submit(request("p1"))
+        claim = await dead.claims.claim(queue)
         assert claim is not None
-        await dead.ack_spawn([claim.receipt])  # done: its consumer holds nothing
-        await holder.submit_spawn(request("p2"))
-        held = await holder.claim_spawn(queue)
+        await dead.claims.ack([claim.receipt])  # done: its consumer holds nothing
+        await holder.spawns.submit(request("p2"))
+        held = await holder.claims.claim(queue)
         assert held is not None  # running: held
         assert set(await consumers(live, stream, SPAWN_GROUP)) == {dead.consumer, holder.consumer}
 
         await anyio.sleep(4 * lease_s)  # idle time has to pass: that is what is tested
-        assert await holder.renew_spawn([held.receipt]) == [held.receipt]  # alive, and running
-        assert await live.claim_spawn(queue) is None  # nothing to claim: it sweeps meanwhile
+        assert await holder.claims.renew([held.receipt]) == [held.receipt]  # alive, and running
+        assert await live.claims.claim(queue) is None  # nothing to claim: it sweeps meanwhile
         left = await consumers(live, stream, SPAWN_GROUP)
         assert left == {holder.consumer: 1, live.consumer: 0}  # the dead one's name is gone
 
@@ -123,18 +124,18 @@ async def test_the_sessions_index_forgets_sessions_whose_keys_expired(
     async with RedisBus(redis_server.url, prefix=fresh_prefix()) as bus:
         core = bus._core
         for session in ("s-old", "s-new"):
-            await bus.emit(SessionStarted(session=session, agent="lead", task="t"))
-            await bus.emit(SessionFinished(session=session, agent="lead", status="completed"))
-        assert await bus.session_expiry("s-old") is None  # its end logged, no lifetime set yet
-        await bus.retire_session("s-old", 0.05)
+            await bus.log.emit(SessionStarted(session=session, agent="lead", task="t"))
+            await bus.log.emit(SessionFinished(session=session, agent="lead", status="completed"))
+        assert await bus.retention.expiry("s-old") is None  # its end logged, no lifetime set yet
+        await bus.retention.retire("s-old", 0.05)
         await anyio.sleep(0.2)  # its TTL has to run out: that is what is tested
         assert not await core.one("EXISTS", bus.keys.events("s-old"))
-        assert await bus.session_expiry("s-old") == 0.0
-        assert await bus.sessions() == ["s-new"]  # listing forgets it
+        assert await bus.retention.expiry("s-old") == 0.0
+        assert await bus.log.sessions() == ["s-new"]  # listing forgets it
         assert await core.one("ZSCORE", bus.keys.sessions, "s-old") is None
 
         # a process that never lists: each session's end forgets long-gone ones
         await core.one("ZADD", bus.keys.sessions, 1.0, "s-ancient")  # its keys expired long ago
-        await bus.retire_session("s-new", 3600)
+        await bus.retention.retire("s-new", 3600)
         assert await core.one("ZSCORE", bus.keys.sessions, "s-ancient") is None
         assert await core.one("ZSCORE", bus.keys.sessions, "s-new") is not None

@@ -42,16 +42,16 @@ async def test_a_signing_bus_takes_signed_envelopes_and_dead_letters_the_rest(
         make_bus(signing_key=SecretStr("another key")) as stranger,
         make_bus() as unkeyed,
     ):
-        assert await bus.read_inbox(S, "lead") == []  # subscribed; the group exists
+        assert await bus.inboxes.read(S, "lead") == []  # subscribed; the group exists
         sent = make_envelope(session=S, sender="user", recipient="lead", type="message",
                              content="signed")  # fmt: skip
-        await bus.send(sent)
-        await bus.send_raw(S, "lead", envelope("unsigned"))
-        await stranger.send(make_envelope(session=S, sender="user", recipient="lead",
+        await bus.inboxes.send(sent)
+        await bus.inboxes.send_raw(S, "lead", envelope("unsigned"))
+        await stranger.inboxes.send(make_envelope(session=S, sender="user", recipient="lead",
                                           type="message", content="wrong key"))  # fmt: skip
-        got = await bus.read_inbox(S, "lead")
+        got = await bus.inboxes.read(S, "lead")
         assert [e.content for e in got] == ["signed"]
-        reasons = [letter.reason for letter in await bus.dead_letters()]
+        reasons = [letter.reason for letter in await bus.letters.recent()]
         assert reasons == [
             f"unsigned envelope: this bus requires signed envelopes (no {SIG_FIELD!r} field)",
             # the stranger's envelope names its key: not "changed", but "another key", by id
@@ -60,8 +60,8 @@ async def test_a_signing_bus_takes_signed_envelopes_and_dead_letters_the_rest(
             "signing key)",
         ]
         # A bus without a key neither signs nor checks: a deployment without one is unchanged.
-        await unkeyed.send_raw(S, "writer", envelope("plain", "writer"))
-        assert [e.content for e in await unkeyed.read_inbox(S, "writer")] == ["plain"]
+        await unkeyed.inboxes.send_raw(S, "writer", envelope("plain", "writer"))
+        assert [e.content for e in await unkeyed.inboxes.read(S, "writer")] == ["plain"]
 
 
 async def test_the_signature_is_an_hmac_of_the_msg_field_as_stored(
@@ -73,9 +73,9 @@ async def test_the_signature_is_an_hmac_of_the_msg_field_as_stored(
     key = f"{prefix}:{{{S}}}:inbox:lead"
     client = redis.Redis.from_url(redis_server.url, decode_responses=True)
     async with RedisBus(redis_server.url, BusOptions(signing_key=KEY), prefix=prefix) as bus:
-        assert await bus.read_inbox(S, "lead") == []
-        await bus.send(make_envelope(session=S, sender="user", recipient="lead", type="task",
-                                     content="héron ✓"))  # fmt: skip
+        assert await bus.inboxes.read(S, "lead") == []
+        await bus.inboxes.send(make_envelope(session=S, sender="user", recipient="lead",
+                                             type="task", content="héron ✓"))  # fmt: skip
         [(_, fields)] = cast(list[tuple[str, dict[str, str]]], client.xrange(key))
         expected = hmac.new(KEY.get_secret_value().encode(), fields["msg"].encode(), "sha256")
         assert fields[SIG_FIELD] == expected.hexdigest()
@@ -84,8 +84,8 @@ async def test_the_signature_is_an_hmac_of_the_msg_field_as_stored(
         tampered = fields["msg"].replace("héron", "heron")
         client.xadd(key, {"msg": tampered, SIG_FIELD: fields[SIG_FIELD]})
         client.xadd(key, {"msg": tampered, SIG_FIELD: fields[SIG_FIELD], KID_FIELD: bus.key_id})
-        assert [e.content for e in await bus.read_inbox(S, "lead")] == ["héron ✓"]
-        bare, named = await bus.dead_letters()
+        assert [e.content for e in await bus.inboxes.read(S, "lead")] == ["héron ✓"]
+        bare, named = await bus.letters.recent()
         assert bare.reason.startswith("wrongly signed envelope") and bare.raw == tampered
         # Its own key id beside a signature that does not match: changed, not another key.
         assert named.reason == (
@@ -113,19 +113,19 @@ async def test_protocol_doc_signed_post_example_is_taken_by_a_signing_reader() -
     example = _doc_example()
     with RedisServer() as server:
         async with RedisBus(server.url, BusOptions(signing_key=KEY)) as bus:  # the doc's prefix
-            assert await bus.read_inbox("demo", "lead") == []
+            assert await bus.inboxes.read("demo", "lead") == []
             secret = KEY.get_secret_value()
             env = {**os.environ, "REDIS_URL": server.url, "BATON_SIGNING_KEY": secret}
             done = await anyio.run_process(["bash", "-euo", "pipefail", "-c", example], env=env,
                                            check=False, stderr=subprocess.STDOUT)  # fmt: skip
             assert done.returncode == 0, done.stdout.decode()
             with anyio.fail_after(10):
-                got = await bus.read_inbox("demo", "lead")
+                got = await bus.inboxes.read("demo", "lead")
                 while not got:
-                    await bus.wait("demo", "lead", 1)
-                    got = await bus.read_inbox("demo", "lead")
+                    await bus.inboxes.wait("demo", "lead", 1)
+                    got = await bus.inboxes.read("demo", "lead")
             assert [e.content for e in got] == ["also paint a heron"]
-            assert await bus.dead_letters() == []
+            assert await bus.letters.recent() == []
 
 
 async def test_a_signed_deployment_completes_a_session_and_refuses_an_unsigned_envelope(

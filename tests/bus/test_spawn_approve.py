@@ -27,8 +27,8 @@ def request(agent: str, **fields: object) -> SpawnRequest:
 @pytest.mark.parametrize("policy", ["ask", "auto", "deny"])
 async def test_the_policy_reaches_the_claiming_worker(make_bus: BusFactory, policy: str) -> None:
     async with make_bus(consumer="host") as bus:
-        await bus.submit_spawn(request("p1", approve=policy))
-        claim = await bus.claim_spawn(SpawnQueue.of_session("s1"), timeout=5)
+        await bus.spawns.submit(request("p1", approve=policy))
+        claim = await bus.claims.claim(SpawnQueue.of_session("s1"), timeout=5)
         assert claim is not None and claim.request.approve == policy
 
 
@@ -74,9 +74,9 @@ async def test_a_request_with_a_bad_policy_is_dead_lettered(redis_server: RedisS
         bad = {"v": 1, **BASE, "agent": "p0", "meta": {"approve": "always"}}
         async with Redis.from_url(redis_server.url) as admin:
             await admin.xadd(own, {"req": json.dumps(bad)})  # a foreign producer's request
-        await bus.submit_spawn(request("p1", approve="auto"))
-        claim = await bus.claim_spawn(SpawnQueue.of_session("s1"), timeout=5)
+        await bus.spawns.submit(request("p1", approve="auto"))
+        claim = await bus.claims.claim(SpawnQueue.of_session("s1"), timeout=5)
         assert claim is not None and claim.request.agent == "p1"  # the bad one never runs
-        [letter] = await bus.dead_letters()
+        [letter] = await bus.letters.recent()
         assert letter.source == own and "approve must be" in letter.reason
         assert "'always'" in letter.reason

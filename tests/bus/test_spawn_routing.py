@@ -36,14 +36,14 @@ def task(agent: str, content: str) -> Envelope:
 async def test_a_sessions_own_requests_go_to_its_worker_alone(make_bus: BusFactory) -> None:
     async with make_bus(consumer="host") as bus:
         for agent in ("a1", "a2"):
-            await bus.submit_spawn(local("s1", agent))
-            await bus.submit_spawn(local("s2", agent))
+            await bus.spawns.submit(local("s1", agent))
+            await bus.spawns.submit(local("s2", agent))
         anyone = SpawnQueue.of_pool(DEFAULT_POOL, ["painter"])
-        assert await bus.claim_spawn(anyone, timeout=0) is None  # no pool worker sees them
+        assert await bus.claims.claim(anyone, timeout=0) is None  # no pool worker sees them
 
         for session in ("s1", "s2"):
             own = SpawnQueue.of_session(session)
-            claims = [await bus.claim_spawn(own, timeout=0) for _ in range(3)]
+            claims = [await bus.claims.claim(own, timeout=0) for _ in range(3)]
             assert claims[2] is None
             got = [(c.request.session, c.request.agent) for c in claims if c is not None]
             assert got == [(session, "a1"), (session, "a2")]
@@ -51,31 +51,31 @@ async def test_a_sessions_own_requests_go_to_its_worker_alone(make_bus: BusFacto
 
 async def test_a_pool_worker_claims_only_its_pool(make_bus: BusFactory) -> None:
     async with make_bus(consumer="gpu") as gpu_bus, make_bus(consumer="cpu") as cpu_bus:
-        await gpu_bus.submit_spawn(pooled("p1", pool="gpu"))
-        await gpu_bus.submit_spawn(pooled("d1"))
+        await gpu_bus.spawns.submit(pooled("p1", pool="gpu"))
+        await gpu_bus.spawns.submit(pooled("d1"))
         gpu = SpawnQueue.of_pool("gpu", ["painter", "writer"])
         cpu = SpawnQueue.of_pool(DEFAULT_POOL, ["painter", "writer"])
 
-        on_gpu = await gpu_bus.claim_spawn(gpu, timeout=5)
+        on_gpu = await gpu_bus.claims.claim(gpu, timeout=5)
         assert on_gpu is not None and on_gpu.request.agent == "p1"
-        assert await gpu_bus.claim_spawn(gpu, timeout=0) is None  # d1 is not the gpu pool's
-        on_cpu = await cpu_bus.claim_spawn(cpu, timeout=5)
+        assert await gpu_bus.claims.claim(gpu, timeout=0) is None  # d1 is not the gpu pool's
+        on_cpu = await cpu_bus.claims.claim(cpu, timeout=5)
         assert on_cpu is not None and on_cpu.request.agent == "d1"
-        assert await cpu_bus.claim_spawn(cpu, timeout=0) is None
+        assert await cpu_bus.claims.claim(cpu, timeout=0) is None
 
 
 async def test_an_unknown_profile_stays_queued_for_a_worker_that_knows_it(
     make_bus: BusFactory,
 ) -> None:
     async with make_bus(consumer="painters") as painters, make_bus(consumer="writers") as writers:
-        await painters.submit_spawn(pooled("w1", "writer"))
-        await painters.submit_spawn(pooled("p1", "painter"))
+        await painters.spawns.submit(pooled("w1", "writer"))
+        await painters.spawns.submit(pooled("p1", "painter"))
         knows_painter = SpawnQueue.of_pool(DEFAULT_POOL, ["painter"])
-        mine = await painters.claim_spawn(knows_painter, timeout=5)
+        mine = await painters.claims.claim(knows_painter, timeout=5)
         assert mine is not None and mine.request.agent == "p1"  # w1, queued first, was passed by
-        assert await painters.claim_spawn(knows_painter, timeout=0) is None
+        assert await painters.claims.claim(knows_painter, timeout=0) is None
 
-        theirs = await writers.claim_spawn(SpawnQueue.of_pool(DEFAULT_POOL, ["writer"]), timeout=5)
+        theirs = await writers.claims.claim(SpawnQueue.of_pool(DEFAULT_POOL, ["writer"]), timeout=5)
         assert theirs is not None and theirs.request.agent == "w1"
 
 
@@ -83,10 +83,10 @@ async def test_claims_take_turns_over_the_profiles(make_bus: BusFactory) -> None
     """A long queue of one profile does not starve another's."""
     async with make_bus() as bus:
         for n in range(6):
-            await bus.submit_spawn(pooled(f"p{n}", "painter"))
-        await bus.submit_spawn(pooled("w0", "writer"))
+            await bus.spawns.submit(pooled(f"p{n}", "painter"))
+        await bus.spawns.submit(pooled("w0", "writer"))
         both = SpawnQueue.of_pool(DEFAULT_POOL, ["painter", "writer"])
-        first_two = [await bus.claim_spawn(both, timeout=5) for _ in range(2)]
+        first_two = [await bus.claims.claim(both, timeout=5) for _ in range(2)]
         assert sorted(c.request.agent for c in first_two if c is not None) == ["p0", "w0"]
 
 
@@ -94,22 +94,22 @@ async def test_receipts_of_several_streams_renew_ack_and_release_together(
     make_bus: BusFactory,
 ) -> None:
     async with make_bus(lease_s=60, consumer="w") as bus, make_bus(lease_s=60) as other:
-        await bus.submit_spawn(pooled("p1", "painter"))
-        await bus.submit_spawn(pooled("w1", "writer"))
-        await bus.submit_spawn(local("s9", "l1"))
+        await bus.spawns.submit(pooled("p1", "painter"))
+        await bus.spawns.submit(pooled("w1", "writer"))
+        await bus.spawns.submit(local("s9", "l1"))
         both = SpawnQueue.of_pool(DEFAULT_POOL, ["painter", "writer"])
-        claims = [await bus.claim_spawn(both, timeout=5), await bus.claim_spawn(both, timeout=5)]
-        own = await bus.claim_spawn(SpawnQueue.of_session("s9"), timeout=5)
+        claims = [await bus.claims.claim(both, timeout=5), await bus.claims.claim(both, timeout=5)]
+        own = await bus.claims.claim(SpawnQueue.of_session("s9"), timeout=5)
         receipts = [c.receipt for c in (*claims, own) if c is not None]
         assert len(set(receipts)) == 3
-        assert sorted(await bus.renew_spawn(receipts)) == sorted(receipts)
+        assert sorted(await bus.claims.renew(receipts)) == sorted(receipts)
 
-        await bus.release_spawn(receipts[:2])  # both pool streams, at once
-        taken = [await other.claim_spawn(both, timeout=5) for _ in range(2)]
+        await bus.claims.release(receipts[:2])  # both pool streams, at once
+        taken = [await other.claims.claim(both, timeout=5) for _ in range(2)]
         assert sorted(c.request.agent for c in taken if c is not None) == ["p1", "w1"]
-        assert await bus.renew_spawn(receipts) == [receipts[2]]  # the others are other's now
-        await bus.ack_spawn(receipts[2:])
-        assert await other.claim_spawn(SpawnQueue.of_session("s9"), timeout=0) is None
+        assert await bus.claims.renew(receipts) == [receipts[2]]  # the others are other's now
+        await bus.claims.ack(receipts[2:])
+        assert await other.claims.claim(SpawnQueue.of_session("s9"), timeout=0) is None
 
 
 async def test_withdrawing_takes_back_only_what_no_worker_claimed(make_bus: BusFactory) -> None:
@@ -118,36 +118,36 @@ async def test_withdrawing_takes_back_only_what_no_worker_claimed(make_bus: BusF
     async with make_bus(consumer="lead") as lead_bus, make_bus(consumer="w") as worker_bus:
         receipts: dict[str, str] = {}
         for agent in ("a1", "a2"):
-            await lead_bus.send(task(agent, f"paint for {agent}"))
-            receipts[agent] = await lead_bus.submit_spawn(pooled(agent))
+            await lead_bus.inboxes.send(task(agent, f"paint for {agent}"))
+            receipts[agent] = await lead_bus.spawns.submit(pooled(agent))
         queue = SpawnQueue.of_pool(DEFAULT_POOL, ["painter"])
-        claim = await worker_bus.claim_spawn(queue, timeout=5)
+        claim = await worker_bus.claims.claim(queue, timeout=5)
         assert claim is not None and claim.receipt == receipts["a1"]
 
-        assert await lead_bus.withdraw_spawn(list(receipts.values())) == [receipts["a2"]]
-        assert await worker_bus.claim_spawn(queue, timeout=0) is None  # a2: never delivered
-        assert await worker_bus.read_inbox("s1", "a2") == []  # its task went with it
-        kept = await worker_bus.read_inbox("s1", "a1")
+        assert await lead_bus.spawns.withdraw(list(receipts.values())) == [receipts["a2"]]
+        assert await worker_bus.claims.claim(queue, timeout=0) is None  # a2: never delivered
+        assert await worker_bus.inboxes.read("s1", "a2") == []  # its task went with it
+        kept = await worker_bus.inboxes.read("s1", "a1")
         assert [e.content for e in kept] == ["paint for a1"]
-        assert await worker_bus.renew_spawn([claim.receipt]) == [claim.receipt]  # still a1's
-        await worker_bus.ack_spawn([claim.receipt])
-        assert await lead_bus.withdraw_spawn(list(receipts.values())) == []  # nothing left
+        assert await worker_bus.claims.renew([claim.receipt]) == [claim.receipt]  # still a1's
+        await worker_bus.claims.ack([claim.receipt])
+        assert await lead_bus.spawns.withdraw(list(receipts.values())) == []  # nothing left
 
 
 async def test_a_sessions_own_queue_is_dropped_with_what_is_left(make_bus: BusFactory) -> None:
     async with make_bus() as bus:
         for agent in ("a1", "a2"):
-            await bus.submit_spawn(local("s1", agent))
-        await bus.submit_spawn(local("s2", "b1"))
+            await bus.spawns.submit(local("s1", agent))
+        await bus.spawns.submit(local("s2", "b1"))
         own = SpawnQueue.of_session("s1")
-        claim = await bus.claim_spawn(own, timeout=5)
+        claim = await bus.claims.claim(own, timeout=5)
         assert claim is not None
-        await bus.release_spawn([claim.receipt])  # given back unfinished as the session ended
+        await bus.claims.release([claim.receipt])  # given back unfinished as the session ended
 
-        assert await bus.drop_spawn_queue("s1") == 2
-        assert await bus.claim_spawn(own, timeout=0) is None
-        assert await bus.drop_spawn_queue("s1") == 0
-        other = await bus.claim_spawn(SpawnQueue.of_session("s2"), timeout=0)
+        assert await bus.spawns.drop_queue("s1") == 2
+        assert await bus.claims.claim(own, timeout=0) is None
+        assert await bus.spawns.drop_queue("s1") == 0
+        other = await bus.claims.claim(SpawnQueue.of_session("s2"), timeout=0)
         assert other is not None and other.request.agent == "b1"  # another session's: kept
 
 
@@ -169,12 +169,12 @@ async def test_a_request_in_the_wrong_stream_is_dead_lettered(redis_server: Redi
             await admin.xadd(own, {"req": local("s2", "intruder").model_dump_json()})
             painters = bus.keys.spawn_pool(DEFAULT_POOL, "painter")
             await admin.xadd(painters, {"req": pooled("w1", "writer").model_dump_json()})
-        await bus.submit_spawn(local("s1", "a1"))
-        claim = await bus.claim_spawn(SpawnQueue.of_session("s1"), timeout=5)
+        await bus.spawns.submit(local("s1", "a1"))
+        claim = await bus.claims.claim(SpawnQueue.of_session("s1"), timeout=5)
         assert claim is not None and claim.request.agent == "a1"
-        assert await bus.claim_spawn(SpawnQueue.of_pool(DEFAULT_POOL, ["painter"])) is None
+        assert await bus.claims.claim(SpawnQueue.of_pool(DEFAULT_POOL, ["painter"])) is None
 
-        letters = await bus.dead_letters()
+        letters = await bus.letters.recent()
         assert sorted(letter.source for letter in letters) == sorted([own, painters])
         assert all(letter.reason.startswith("misrouted spawn request") for letter in letters)
         async with Redis.from_url(redis_server.url) as admin:
@@ -195,16 +195,16 @@ async def test_a_profile_stream_of_the_wrong_type_does_not_stop_the_others(
             await admin.set(writers, "x")
             claims = []
             for n in range(3):  # each claim starts at another stream: the broken one too
-                await bus.submit_spawn(pooled(f"p{n}", "painter"))
-                claims.append(await bus.claim_spawn(queue, timeout=5))
+                await bus.spawns.submit(pooled(f"p{n}", "painter"))
+                claims.append(await bus.claims.claim(queue, timeout=5))
             assert [c.request.agent for c in claims if c is not None] == ["p0", "p1", "p2"]
-            assert await bus.claim_spawn(queue, timeout=0) is None  # nothing else, no error
+            assert await bus.claims.claim(queue, timeout=0) is None  # nothing else, no error
             reports = [r for r in caplog.records if writers in r.getMessage()]
             assert len(reports) == 1 and "WRONGTYPE" in reports[0].getMessage(), reports
 
             await admin.delete(writers)  # mended: its requests are served again
-            await bus.submit_spawn(pooled("w1", "writer"))
-            claim = await bus.claim_spawn(queue, timeout=5)
+            await bus.spawns.submit(pooled("w1", "writer"))
+            claim = await bus.claims.claim(queue, timeout=5)
             assert claim is not None and claim.request.agent == "w1"
             assert any("can be read again" in r.getMessage() for r in caplog.records)
 
@@ -213,13 +213,13 @@ async def test_a_sessions_worker_leaving_unsubscribes(redis_server: RedisServer)
     async with RedisBus(redis_server.url, prefix="leave") as bus:
         own = SpawnQueue.of_session("s1")
         pool = SpawnQueue.of_pool(DEFAULT_POOL, ["painter"])
-        assert await bus.claim_spawn(own, timeout=0) is None
-        assert await bus.claim_spawn(pool, timeout=0) is None
+        assert await bus.claims.claim(own, timeout=0) is None
+        assert await bus.claims.claim(pool, timeout=0) is None
         channels = [bus.keys.spawn_local("s1"), bus.keys.spawn_wake(DEFAULT_POOL)]
         async with Redis.from_url(redis_server.url, decode_responses=True) as admin:
             assert [n for _, n in await admin.pubsub_numsub(*channels)] == [1, 1]
-            await bus.leave_spawn(own)
-            await bus.leave_spawn(pool)  # a pool's channel stays: other workers may share it
+            await bus.claims.leave(own)
+            await bus.claims.leave(pool)  # a pool's channel stays: other workers may share it
             assert [n for _, n in await admin.pubsub_numsub(*channels)] == [0, 1]
 
 
@@ -235,7 +235,7 @@ async def test_protocol_doc_spawn_example_reaches_a_gpu_worker() -> None:
     with RedisServer() as server:
         async with RedisBus(server.url) as bus:  # the default prefix, as in the doc
             gpu = SpawnQueue.of_pool("gpu", ["painter"])
-            assert await bus.claim_spawn(gpu, timeout=0) is None  # subscribed, groups made
+            assert await bus.claims.claim(gpu, timeout=0) is None  # subscribed, groups made
             done = await anyio.run_process(
                 ["bash", "-euo", "pipefail", "-c", example],
                 env={**os.environ, "REDIS_URL": server.url},
@@ -243,6 +243,6 @@ async def test_protocol_doc_spawn_example_reaches_a_gpu_worker() -> None:
                 stderr=subprocess.STDOUT,
             )
             assert done.returncode == 0, done.stdout.decode()
-            claim = await bus.claim_spawn(gpu, timeout=10)
+            claim = await bus.claims.claim(gpu, timeout=10)
             assert claim is not None
             assert (claim.request.session, claim.request.agent) == ("demo", "painter")

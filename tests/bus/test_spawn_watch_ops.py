@@ -28,39 +28,39 @@ async def test_a_requests_state_follows_it_from_queued_to_claimed_to_gone(
     make_bus: BusFactory,
 ) -> None:
     async with make_bus() as bus, make_bus() as worker:
-        first = await bus.submit_spawn(request("a1"))
-        second = await bus.submit_spawn(request("a2"))
-        assert await bus.spawn_states([first, second]) == {first: "queued", second: "queued"}
+        first = await bus.spawns.submit(request("a1"))
+        second = await bus.spawns.submit(request("a2"))
+        assert await bus.spawns.states([first, second]) == {first: "queued", second: "queued"}
         queue = SpawnQueue.of_pool("gpu", ["painter"])
-        claim = await worker.claim_spawn(queue)
+        claim = await worker.claims.claim(queue)
         assert claim is not None
         claimed, waiting = (first, second) if claim.request.agent == "a1" else (second, first)
-        assert await bus.spawn_states([first, second]) == {claimed: "claimed", waiting: "queued"}
-        await worker.ack_spawn([claim.receipt])
-        assert await bus.withdraw_spawn([waiting]) == [waiting]
-        assert await bus.spawn_states([first, second]) == {first: "gone", second: "gone"}
+        assert await bus.spawns.states([first, second]) == {claimed: "claimed", waiting: "queued"}
+        await worker.claims.ack([claim.receipt])
+        assert await bus.spawns.withdraw([waiting]) == [waiting]
+        assert await bus.spawns.states([first, second]) == {first: "gone", second: "gone"}
 
 
 async def test_workers_announce_the_pool_they_serve_until_they_stop_or_it_lapses(
     make_bus: BusFactory,
 ) -> None:
     async with make_bus() as bus:
-        assert await bus.pool_workers("gpu") == {}
-        await bus.announce_worker("gpu", "w1", ["painter", "writer"], ttl_s=60)
-        await bus.announce_worker("gpu", "w2", ["writer"], ttl_s=0.3)
-        await bus.announce_worker("cpu", "w3", ["painter"], ttl_s=60)
-        assert await bus.pool_workers("gpu") == {
+        assert await bus.workers.live("gpu") == {}
+        await bus.workers.announce("gpu", "w1", ["painter", "writer"], ttl_s=60)
+        await bus.workers.announce("gpu", "w2", ["writer"], ttl_s=0.3)
+        await bus.workers.announce("cpu", "w3", ["painter"], ttl_s=60)
+        assert await bus.workers.live("gpu") == {
             "w1": frozenset({"painter", "writer"}),
             "w2": frozenset({"writer"}),
         }
         with anyio.fail_after(5):  # w2 stopped renewing: it lapses by the server's clock
             while True:
-                if "w2" not in await bus.pool_workers("gpu"):
+                if "w2" not in await bus.workers.live("gpu"):
                     break
                 await anyio.sleep(0.05)
-        await bus.announce_worker("gpu", "w1", ["painter", "writer"], ttl_s=0)  # it stopped
-        assert await bus.pool_workers("gpu") == {}
-        assert set(await bus.pool_workers("cpu")) == {"w3"}
+        await bus.workers.announce("gpu", "w1", ["painter", "writer"], ttl_s=0)  # it stopped
+        assert await bus.workers.live("gpu") == {}
+        assert set(await bus.workers.live("cpu")) == {"w3"}
 
 
 async def test_a_pool_worker_announces_itself_while_it_runs(
@@ -69,8 +69,8 @@ async def test_a_pool_worker_announces_itself_while_it_runs(
     profiles = {"painter": profile("generate_image", name="painter")}
     async with make_bus() as bus, make_bus() as worker_bus:
         async with Worker(worker_bus, profiles, pool="gpu", media_dir=tmp_path) as worker:
-            assert await bus.pool_workers("gpu") == {worker.name: frozenset({"painter"})}
-        assert await bus.pool_workers("gpu") == {}  # a stopped worker serves nothing
+            assert await bus.workers.live("gpu") == {worker.name: frozenset({"painter"})}
+        assert await bus.workers.live("gpu") == {}  # a stopped worker serves nothing
 
 
 async def test_every_request_submitted_carries_the_key_id_and_reaches_the_watcher(
@@ -79,16 +79,16 @@ async def test_every_request_submitted_carries_the_key_id_and_reaches_the_watche
     key = SecretStr("a deployment's key")
     seen: list[tuple[str, str | None, str]] = []
     async with make_bus(signing_key=key) as signing, make_bus() as plain:
-        stop = signing.watch_spawns(S, lambda req, receipt: seen.append((req.agent, req.key_id,
+        stop = signing.spawns.watch(S, lambda req, receipt: seen.append((req.agent, req.key_id,
                                                                           receipt)))  # fmt: skip
-        receipt = await signing.submit_spawn(request("a1"))
-        await signing.submit_spawn(SpawnRequest(session="s-other", agent="b", profile="painter"))
+        receipt = await signing.spawns.submit(request("a1"))
+        await signing.spawns.submit(SpawnRequest(session="s-other", agent="b", profile="painter"))
         stop()
-        await signing.submit_spawn(request("a2"))  # no longer watched
-        await plain.submit_spawn(request("a3"))
+        await signing.spawns.submit(request("a2"))  # no longer watched
+        await plain.spawns.submit(request("a3"))
         assert seen == [("a1", key_id(key), receipt)]
         queue = SpawnQueue.of_pool("gpu", ["painter"])
         ids = {}
-        while (claim := await plain.claim_spawn(queue)) is not None:
+        while (claim := await plain.claims.claim(queue)) is not None:
             ids[claim.request.agent] = claim.request.key_id
         assert ids == {"a1": key_id(key), "a2": key_id(key), "a3": ""}

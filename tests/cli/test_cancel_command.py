@@ -69,7 +69,7 @@ def lead_record(redis_url: str, session: str, lease_s: float) -> None:
 
     async def write() -> None:
         async with open_bus(redis_url) as bus:
-            await bus.hold_lead(session, "lead-elsewhere", lease_s, {"status": "running"})
+            await bus.records.hold_lead(session, "lead-elsewhere", lease_s, {"status": "running"})
 
     anyio.run(write)
 

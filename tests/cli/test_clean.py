@@ -29,12 +29,14 @@ async def keys_of(bus: RedisBus, session: str) -> list[str]:
 async def other_sessions(bus: RedisBus) -> None:
     """``live``: its lead holds the lease; ``lost``: its lead died (no lease, not finished);
     ``logged``: finished by its log, keys never given a lifetime; ``stray``: keys of no session."""
-    await bus.hold_lead("live", "host:1", 60, {"status": "running"})
-    await bus.hold_lead("lost", "host:2", 0, {"status": "running"})  # written, lease given up
+    await bus.records.hold_lead("live", "host:1", 60, {"status": "running"})
+    await bus.records.hold_lead(
+        "lost", "host:2", 0, {"status": "running"}
+    )  # written, lease given up
     for session in ("live", "lost", "logged"):
-        await bus.emit(SessionStarted(session=session, agent="lead", task="paint a fox"))
-    await bus.emit(SessionFinished(session="logged", agent="lead", status="failed"))
-    await bus.send_raw("stray", "painter", "written after its session's keys were gone")
+        await bus.log.emit(SessionStarted(session=session, agent="lead", task="paint a fox"))
+    await bus.log.emit(SessionFinished(session="logged", agent="lead", status="failed"))
+    await bus.inboxes.send_raw("stray", "painter", "written after its session's keys were gone")
 
 
 def test_clean_removes_finished_sessions_and_leaves_the_others_alone(
@@ -55,7 +57,7 @@ def test_clean_removes_finished_sessions_and_leaves_the_others_alone(
 
     async def sessions() -> list[str]:
         async with RedisBus(redis_url) as bus:
-            return sorted(await bus.sessions())
+            return sorted(await bus.log.sessions())
 
     done = ("run", "--session", "done", "--retention", str(RETENTION_S), "paint a fox")
     code, out, err = baton(*done)

@@ -130,7 +130,7 @@ def test_media_is_one_option_and_the_old_spelling_still_works(tmp_path: Path) ->
 def test_post_sends_to_the_lead_unless_told(redis_url: str) -> None:
     async def a_running_lead() -> None:  # its record, as a live lead writes it
         async with open_bus(redis_url) as bus:
-            await bus.hold_lead("s-to-lead", "lead-1", 30, {"status": "running"})
+            await bus.records.hold_lead("s-to-lead", "lead-1", 30, {"status": "running"})
 
     anyio.run(a_running_lead)
     result = CliRunner().invoke(

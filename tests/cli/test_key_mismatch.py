@@ -97,7 +97,7 @@ async def _wait_for_setup(session: Session) -> None:
     """The session's setup is on the bus (with its key id): a sender can compare keys now."""
     with anyio.fail_after(20):
         while True:
-            if "setup" in await session.bus.lead_record(session.id):
+            if "setup" in await session.bus.records.lead(session.id):
                 return
             await anyio.sleep(0.05)
 
@@ -121,6 +121,6 @@ def test_post_without_the_sessions_key_exits_2_with_one_line_and_sends_nothing(
 
         async def dead() -> list[str]:
             async with RedisBus(redis_url) as bus:
-                return [d.reason for d in await bus.dead_letters() if d.session == session_id]
+                return [d.reason for d in await bus.letters.recent() if d.session == session_id]
 
         assert anyio.run(dead) == []  # nothing was sent to be refused

@@ -86,4 +86,4 @@ async def test_the_http_api_posts_as_the_user_only(tmp_path: Path) -> None:
             assert answer.status_code == 422, (body, answer.text)
             detail = answer.json()["detail"]
             assert detail.startswith(("type:", "sender:", "from:")), detail
-        assert await bus.read_inbox(SESSION, "lead") == []
+        assert await bus.inboxes.read(SESSION, "lead") == []

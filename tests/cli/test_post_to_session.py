@@ -68,7 +68,7 @@ def test_post_to_a_finished_session_exits_2_and_writes_nothing(
 def test_post_to_a_running_session_is_sent(redis_url: str) -> None:
     async def a_running_lead() -> None:  # its record, as a live lead writes it
         async with open_bus(redis_url) as bus:
-            await bus.hold_lead("s-live", "lead-1", 30, {"status": "running"})
+            await bus.records.hold_lead("s-live", "lead-1", 30, {"status": "running"})
 
     anyio.run(a_running_lead)
     code, out, err = post(redis_url, "s-live")

@@ -29,7 +29,7 @@ FAKE = "https://example.com/fox.png"
 async def _log(url: str, events: list[Event]) -> None:
     async with RedisBus(url) as bus:
         for event in events:
-            await bus.emit(event)
+            await bus.log.emit(event)
 
 
 def test_watch_shows_retries_the_budget_and_the_check_without_the_retracted_text(

@@ -158,7 +158,7 @@ async def test_session_resume_api_restarts_the_session_worker_and_its_sub_agents
             with anyio.fail_after(60):
                 seen = [event async for event in session.events()]
                 result = await session.run()
-        events = [logged.event async for logged in bus.events("s-local", follow=False)]
+        events = [logged.event async for logged in bus.log.tail("s-local", follow=False)]
 
     assert result.status == "completed", result
     (image,) = result.media_urls

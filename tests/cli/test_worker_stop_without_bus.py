@@ -64,9 +64,9 @@ async def _worker_waiting_for_an_approval(
     )  # fmt: skip
     await _expect(worker, " ready: ")
     async with open_bus(redis.url, BusOptions(lease_s=5)) as bus:
-        await bus.send(Envelope(session=SESSION, sender="lead", recipient="publisher",
+        await bus.inboxes.send(Envelope(session=SESSION, sender="lead", recipient="publisher",
                                 type="task", content="publish the news"))  # fmt: skip
-        await bus.submit_spawn(
+        await bus.spawns.submit(
             SpawnRequest(session=SESSION, agent="publisher", profile="publisher")
         )
         await wait_for_event(bus, SESSION, ApprovalRequested, timeout=60)

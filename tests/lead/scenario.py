@@ -94,7 +94,7 @@ class Scenario:
         without a worker leaves it, so the lead takes the report as its owner's."""
         sent = self.lead.roster.agents[sender].sent
         await claimed(self.bus, sender)
-        await self.bus.send(
+        await self.bus.inboxes.send(
             Envelope(
                 session=SESSION,
                 sender=sender,
@@ -111,7 +111,7 @@ class Scenario:
 async def claimed(bus: Bus, agent: str, session: str = SESSION) -> None:
     """Record ``agent`` as claimed, with the owner a sub-agent run without a worker has (``""``):
     the lead takes reports only from an agent's owner (lead/trust.py)."""
-    await bus.set_agent_state(session, agent, {"status": "running", "owner": ""})
+    await bus.records.set_agent(session, agent, {"status": "running", "owner": ""})
 
 
 React = Callable[[Scenario, Event], Awaitable[None]]

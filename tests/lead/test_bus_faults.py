@@ -64,7 +64,7 @@ async def test_lead_rides_out_a_redis_restart_while_waiting_for_results(
     async with RedisBus(redis_server.url, prefix="lead-blip") as bus:
         # As after the lead's first wait, its inbox is watched: the read after the kill goes
         # straight to Redis (a first read would wait up to 30 s for its SUBSCRIBE to be confirmed).
-        assert await bus.read_inbox(SESSION, "lead") == []
+        assert await bus.inboxes.read(SESSION, "lead") == []
         # No Redis from the spawn on: the lead's next bus call is its inbox read.
         with redis_outage(redis_server) as outage, retry_logged("read lead") as read_failed:
 
@@ -94,7 +94,7 @@ async def test_lead_rides_out_a_redis_restart_while_waiting_for_results(
                     meta=ResultReport(reason="finished", steps=1).to_meta(),
                 )
                 await claimed(bus, "painter", SESSION)
-                await bus.send(result)
+                await bus.inboxes.send(result)
     [outcome] = outcomes
     assert (outcome.status, outcome.answer) == ("completed", "Here is the heron.")
     assert lead.roster.agents["painter"].state == "done"
@@ -157,14 +157,14 @@ async def test_a_hand_over_rides_out_a_redis_restart(redis_server: RedisServer) 
                     await both_sent.wait()
                     first = lead.roster.agents["painter"].sent[0]
                     await claimed(bus, "painter", SESSION)
-                    await bus.send(final_result("painter", first.id, "a heron, painted"))
+                    await bus.inboxes.send(final_result("painter", first.id, "a heron, painted"))
                     await send_failed.wait()  # the hand-over met the outage and is retrying
                     outage.end()
                     await successor_spawned.wait()
                 handed = lead.roster.agents["painter-2"].sent
                 assert [m.content for m in handed] == ["make it blue"]
                 await claimed(bus, "painter-2", SESSION)
-                await bus.send(final_result("painter-2", handed[0].id, "now blue"))
+                await bus.inboxes.send(final_result("painter-2", handed[0].id, "now blue"))
     [outcome] = outcomes
     assert (outcome.status, outcome.answer) == ("completed", "Here is the blue heron.")
     assert lead.roster.agents["painter-2"].state == "done"
@@ -193,7 +193,7 @@ async def test_a_cancel_during_an_outage_ends_the_lead(redis_server: RedisServer
                     shutdown = Envelope(
                         session=SESSION, sender="user", recipient="lead", type="shutdown"
                     )
-                    await bus.send(shutdown)
+                    await bus.inboxes.send(shutdown)
             assert outage.active  # the ack really met the outage
     [outcome] = outcomes
     assert outcome.status == "cancelled"
@@ -214,7 +214,7 @@ async def test_text_flushed_during_an_outage_reaches_the_log(redis_server: Redis
                     await failed.wait()
                     outage.end()
                     logged: list[str] = []
-                    async for entry in bus.events(SESSION):
+                    async for entry in bus.log.tail(SESSION):
                         if isinstance(entry.event, TextDelta):
                             logged.append(entry.event.text)
                             break

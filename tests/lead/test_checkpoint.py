@@ -58,7 +58,7 @@ async def result(bus: Bus, sender: str, content: str, media: list[str], reply_to
         media_urls=media, reply_to=reply_to, meta=ResultReport(reason="finished").to_meta(),
     )  # fmt: skip
     await claimed(bus, sender)
-    return await bus.send(envelope)
+    return await bus.inboxes.send(envelope)
 
 
 async def test_each_step_and_each_send_is_checkpointed_a_spawn_before_it_is_logged() -> None:
@@ -113,7 +113,7 @@ async def test_a_lead_restored_mid_turn_waits_for_what_it_sent_and_does_not_send
             await first[0].run("paint a fox")
         history, checkpoint = recorder.stored()
         assert checkpoint.mid_turn and len(history) == 2  # the system prompt and the task
-        (task,) = [e for e in await bus.read_inbox(SESSION, "painter") if e.type == "task"]
+        (task,) = [e for e in await bus.inboxes.read(SESSION, "painter") if e.type == "task"]
         await result(bus, "painter", "a fox", [FOX], task.id)
 
         events: list[Event] = []
@@ -183,13 +183,13 @@ async def test_a_decided_outcome_is_logged_once_by_the_resume() -> None:
         await dead.claim()
         await dead.begin(setup_of(config, ["painter"], "baton-offline"))
         await dead.decided(decided)
-        await bus.hold_lead("s-decided", "dead", 0)  # as if its lease had lapsed
+        await bus.records.hold_lead("s-decided", "dead", 0)  # as if its lease had lapsed
         async with Session.resume("s-decided", bus=bus) as session:
             outcome = await session.run()
         assert (outcome.status, outcome.answer, outcome.media_urls) == (
             "completed", decided.answer, [FOX],
         )  # fmt: skip
-        logged = [e.event async for e in bus.events("s-decided", follow=False)]
+        logged = [e.event async for e in bus.log.tail("s-decided", follow=False)]
         assert [type(e).__name__ for e in logged] == ["SessionStarted", "SessionFinished"]
         assert isinstance(logged[-1], SessionFinished) and logged[-1].answer == decided.answer
         with pytest.raises(ResumeRefused, match="finished"):
@@ -198,11 +198,11 @@ async def test_a_decided_outcome_is_logged_once_by_the_resume() -> None:
         # one that died after logging its end, before its record said so: refused as well
         await dead.begin(setup_of(config, ["painter"], "baton-offline"))  # dead holds it again
         await dead.decided(decided)
-        await bus.hold_lead("s-decided", "dead", 0)
+        await bus.records.hold_lead("s-decided", "dead", 0)
         with pytest.raises(ResumeRefused, match="finished: nothing to resume"):
             async with Session.resume("s-decided", bus=bus):
                 pass
-        assert (await bus.lead_record("s-decided"))["status"] == "finished"
+        assert (await bus.records.lead("s-decided"))["status"] == "finished"
 
 
 async def test_a_resumed_session_follows_the_dead_leads_unclaimed_spawn_requests() -> None:
@@ -224,13 +224,13 @@ async def test_a_resumed_session_follows_the_dead_leads_unclaimed_spawn_requests
         await dead.begin(setup_of(config, ["painter"], "baton-offline"))
         roster = Roster({"painter": "Paints."})
         record = roster.started("painter", "painter")
-        record.spawn_id, record.spawn_receipt = request.id, await bus.submit_spawn(request)
+        record.spawn_id, record.spawn_receipt = request.id, await bus.spawns.submit(request)
         roster.sent("painter", Sent("e1", "task", "paint a fox"))
         agents, successors = roster_state(roster)
         waiting = Progress(phase="gather", request="paint a fox")
         checkpoint = LeadCheckpoint(agents=agents, successors=successors, progress=waiting)
         await dead.save(checkpoint, [{"role": "user", "content": "paint a fox"}])
-        await bus.hold_lead("s-orphan", "dead", 0)  # as if its lease had lapsed
+        await bus.records.hold_lead("s-orphan", "dead", 0)  # as if its lease had lapsed
         with anyio.fail_after(30):
             async with Session.resume("s-orphan", bus=bus) as session:
                 result = await session.run()
@@ -251,7 +251,7 @@ async def test_resume_settings_are_checked() -> None:
         keeper = LeadKeeper(bus, "s-fixed", holder="dead")
         await keeper.claim()
         await keeper.begin(setup_of(config, ["painter"], "baton-offline"))
-        await bus.hold_lead("s-fixed", "dead", 0)
+        await bus.records.hold_lead("s-fixed", "dead", 0)
         with pytest.raises(ConfigError, match="ran with local_workers=False; a resume cannot"):
             async with Session.resume("s-fixed", bus=bus, local_workers=True):
                 pass

@@ -158,7 +158,7 @@ async def test_the_same_task_cycled_over_targets_is_refused_until_a_new_request(
                 type="task",
                 content="paint another fox",
             )
-            await s.bus.send(request)
+            await s.bus.inboxes.send(request)
         if isinstance(event, ToolResulted) and event.result.call_id == "f":
             await s.report("painter-2", "another fox")
 

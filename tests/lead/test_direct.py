@@ -146,7 +146,7 @@ async def test_a_follow_up_answered_while_a_subagent_works_is_not_sent_back() ->
             question = make_envelope(
                 session=SESSION, sender="user", recipient="lead", type="message", content="2+2?"
             )
-            await s.bus.send(question)
+            await s.bus.inboxes.send(question)
         if isinstance(event, TextDelta) and event.text == "4.":
             await s.report("painter", "a fox", media=[FOX])
 

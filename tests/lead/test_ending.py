@@ -96,7 +96,7 @@ async def test_a_new_request_from_a_person_starts_the_waves_over() -> None:
             follow_up = make_envelope(
                 session=SESSION, sender="user", recipient="lead", type="task", content="a cat too"
             )
-            await s.bus.send(follow_up)
+            await s.bus.inboxes.send(follow_up)
             await s.report("helper", "a sketch")
         if isinstance(event, ToolResulted) and event.result.call_id == "c3":
             await s.report("painter-2", "a cat", media=[CAT])

@@ -31,7 +31,7 @@ async def test_subagent_approval_answered_from_another_process(
     async with make_bus() as worker_bus, make_bus() as cli_bus:
 
         async def emit(event: Event) -> None:
-            await worker_bus.emit(event)
+            await worker_bus.log.emit(event)
 
         loop = AgentLoop(
             model,
@@ -83,8 +83,10 @@ async def test_channel_waits_for_every_call_and_drops_stale_answers(
 ) -> None:
     async with make_bus() as bus:
         channel = BusInteractionChannel(bus, SESSION, "painter", emit_events=True)
-        await bus.send(_answer("old", True))  # an answer to a question that timed out earlier
-        await bus.send(_answer("a", True))
+        await bus.inboxes.send(
+            _answer("old", True)
+        )  # an answer to a question that timed out earlier
+        await bus.inboxes.send(_answer("a", True))
         decisions: dict[str, bool] = {}
 
         async def ask() -> None:
@@ -95,9 +97,9 @@ async def test_channel_waits_for_every_call_and_drops_stale_answers(
             group.start_soon(ask)
             await wait_for_event(bus, SESSION, ApprovalRequested)
             assert not decisions  # "b" is still open
-            await bus.send(_answer("b", False))
+            await bus.inboxes.send(_answer("b", False))
         assert decisions == {"a": True, "b": False}
-        assert await bus.read_inbox(SESSION, approvals_inbox("painter")) == []
+        assert await bus.inboxes.read(SESSION, approvals_inbox("painter")) == []
         log = await logged_events(bus, SESSION)
     assert [(e.call_id, e.approved) for e in log if isinstance(e, ApprovalDecided)] == [
         ("a", True),
@@ -117,7 +119,7 @@ async def test_a_malformed_answer_is_dead_lettered_and_decides_nothing(
             type="approval",
             meta={"call_id": "a", "approved": "yes"},  # not a boolean: not an approval
         )
-        await bus.send(hostile)
+        await bus.inboxes.send(hostile)
         decisions: dict[str, bool] = {}
 
         async def ask() -> None:
@@ -129,11 +131,11 @@ async def test_a_malformed_answer_is_dead_lettered_and_decides_nothing(
             error = await wait_for_event(bus, SESSION, ErrorEvent)
             assert "approved: Input should be a valid boolean" in error.message
             assert not decisions  # still waiting for a real answer
-            await bus.send(_answer("a", False))
+            await bus.inboxes.send(_answer("a", False))
         assert decisions == {"a": False}
-        [letter] = await bus.dead_letters()
+        [letter] = await bus.letters.recent()
         assert Envelope.model_validate_json(letter.raw).id == hostile.id
-        assert await bus.read_inbox(SESSION, approvals_inbox("painter")) == []
+        assert await bus.inboxes.read(SESSION, approvals_inbox("painter")) == []
 
 
 async def test_cancel_pending_releases_the_wait(make_bus: BusFactory) -> None:

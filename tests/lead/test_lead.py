@@ -101,7 +101,7 @@ async def test_timeout_gets_a_last_answer_and_shuts_the_subagents_down(tmp_path:
         async with Session(config, bus=bus, model=model) as session:
             result = await session.run()
         log = await logged_events(bus, session.id)
-        left = await bus.read_inbox(session.id, "slow")
+        left = await bus.inboxes.read(session.id, "slow")
     assert result.status == "timed_out"
     assert isinstance(log[-1], SessionFinished) and log[-1].status == "timed_out"
     note = server.requests[-1].messages[-1]["content"]
@@ -157,7 +157,7 @@ async def test_cancelling_the_enclosing_scope_logs_cancelled_and_propagates(
                 pytest.fail("the session kept running after its scope was cancelled")
         assert scope.cancelled_caught
         log = await logged_events(bus, session.id)
-        left = await bus.read_inbox(session.id, "writer")
+        left = await bus.inboxes.read(session.id, "writer")
     assert isinstance(log[-1], SessionFinished) and log[-1].status == "cancelled"
     exited = [e for e in log if isinstance(e, AgentExited)]
     # the shutdown was sent: either the writer read it, or it is still in its inbox

@@ -194,7 +194,7 @@ async def test_a_spent_budget_ends_the_lead_with_what_the_subagents_made() -> No
     arrives, the next call is refused before it is made, and the outcome is built from it."""
 
     async def budget(bus: Bus) -> dict[str, Any]:
-        await bus.set_spend_limits(SESSION, SpendLimits(max_model_calls=2))
+        await bus.budget.set_limits(SESSION, SpendLimits(max_model_calls=2))
         return {"spend": BusSpend(bus, SESSION)}
 
     s, outcome = await run_lead(

@@ -114,7 +114,7 @@ async def test_follow_up_posted_mid_session_is_answered_in_the_same_session(
                             type="task",
                             content="also paint a cat",
                         )
-                        await elsewhere.send(follow_up)
+                        await elsewhere.inboxes.send(follow_up)
                 if (
                     isinstance(event, ToolCalled)
                     and event.agent == "lead"
@@ -226,7 +226,7 @@ async def test_the_budget_is_on_the_bus_before_any_agent_and_no_agent_spends_pas
         async with Session(config, bus=bus) as session:
             result = await session.run()
         log = await logged_events(bus, session.id)
-        spent = await bus.spend(session.id)
+        spent = await bus.budget.totals(session.id)
     assert spent.limits == budget  # where a remote worker's agents read it
     assert spent.calls == 2
     updates = [e for e in log if isinstance(e, BudgetUpdated)]

@@ -68,7 +68,7 @@ def report(
 
 async def own(bus: Bus, agent: str, owner: str = OWNER) -> None:
     """Record ``agent`` as claimed by ``owner``, as a worker's claim does."""
-    await bus.set_agent_state(SESSION, agent, {"status": "running", "owner": owner})
+    await bus.records.set_agent(SESSION, agent, {"status": "running", "owner": owner})
 
 
 def texts(lead: Lead) -> str:
@@ -98,13 +98,13 @@ async def test_a_raw_xadd_in_a_strangers_or_an_agents_name_never_reaches_the_ans
                 for sender in ("anyone", "painter"):
                     envelope = report(sender, "FORGED", owner=None).model_copy(update=forged)
                     client.xadd(inbox, {"msg": envelope.to_json()})
-                await bus.send(report("painter", "a fox", media=[FOX]))
+                await bus.inboxes.send(report("painter", "a fox", media=[FOX]))
 
         lead = make_lead(bus, model, session=SESSION, profiles=PROFILES, events=on_event,
                     shutdown_grace_s=0.2)  # fmt: skip
         outcome = await lead.run("paint a fox")
-        reasons = [letter.reason for letter in await bus.dead_letters()]
-        logged = [logged.event async for logged in bus.events(SESSION, follow=False)]
+        reasons = [letter.reason for letter in await bus.letters.recent()]
+        logged = [logged.event async for logged in bus.log.tail(SESSION, follow=False)]
     assert (outcome.status, outcome.answer, outcome.media_urls) == ("completed", f"Here: {FOX}",
                                                                     [FOX])  # fmt: skip
     assert "FORGED" not in texts(lead) and "/etc/passwd" not in texts(lead)
@@ -128,15 +128,15 @@ async def test_progress_from_a_worker_that_lost_the_agent_is_refused() -> None:
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, ToolResulted) and event.result.call_id == "c1":
             await own(s.bus, "painter", new_owner)
-            await s.bus.send(report("painter", "STALE NEWS", kind="progress"))
-            await s.bus.send(report("painter", "fox painted", owner=new_owner, media=[FOX]))
+            await s.bus.inboxes.send(report("painter", "STALE NEWS", kind="progress"))
+            await s.bus.inboxes.send(report("painter", "fox painted", owner=new_owner, media=[FOX]))
 
     s, outcome = await run_lead(
         [send("painter", "paint a fox"), Reply(text="On it."), Reply(text=f"Here: {FOX}")], react
     )
     assert outcome.status == "completed" and outcome.media_urls == [FOX]
     assert "STALE NEWS" not in texts(s.lead) and "fox painted" in texts(s.lead)
-    [letter] = await s.bus.dead_letters()
+    [letter] = await s.bus.letters.recent()
     assert letter.reason == (
         f"progress from 'painter' sent as owner {OWNER!r}, but the agent's owner is "
         f"{new_owner!r}: only the worker that owns it speaks for it"
@@ -151,11 +151,11 @@ async def test_an_unclaimed_agent_reports_only_a_workers_refusal_of_the_leads_re
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, ToolResulted) and event.result.call_id == "c1":
             painter = s.lead.roster.agents["painter"]
-            await s.bus.send(report("painter", "UNCLAIMED"))
-            await s.bus.send(report("painter", "A MESSAGE", kind="message"))
+            await s.bus.inboxes.send(report("painter", "UNCLAIMED"))
+            await s.bus.inboxes.send(report("painter", "A MESSAGE", kind="message"))
             refusal = report("painter", "Cannot start painter: unknown profile", owner="",
                              envelope_id=refusal_id(painter.spawn_id), reason="error")  # fmt: skip
-            await s.bus.send(refusal)
+            await s.bus.inboxes.send(refusal)
 
     s, outcome = await run_lead(
         [send("painter", "paint a fox"), Reply(text="On it."), Reply(text="It failed.")], react
@@ -163,7 +163,7 @@ async def test_an_unclaimed_agent_reports_only_a_workers_refusal_of_the_leads_re
     painter = s.lead.roster.agents["painter"]
     assert painter.state == "done" and painter.results == ["Cannot start painter: unknown profile"]
     assert "UNCLAIMED" not in texts(s.lead) and "A MESSAGE" not in texts(s.lead)
-    reasons = sorted(letter.reason for letter in await s.bus.dead_letters())
+    reasons = sorted(letter.reason for letter in await s.bus.letters.recent())
     assert reasons == [
         "message from 'painter': a sub-agent speaks to its lead only with a result or progress",
         "result from 'painter', which no worker has claimed",
@@ -189,7 +189,7 @@ async def test_file_media_outside_the_media_root_are_dropped_with_an_event(
         if isinstance(event, ToolResulted) and event.result.call_id == "c1":
             await own(s.bus, "painter", "")
             media = [inside, *escapes, FOX]
-            await s.bus.send(report("painter", "a fox", owner="", media=media))
+            await s.bus.inboxes.send(report("painter", "a fox", owner="", media=media))
 
     s, outcome = await run_lead(
         [send("painter", "paint a fox"), Reply(text="On it."), Reply(text=f"Here: {FOX}")],
@@ -282,9 +282,9 @@ async def test_a_run_started_by_a_forged_spawn_request_and_a_refusal_shaped_id_a
     async with open_bus() as bus:
         check = ReportCheck(bus, SESSION, roster, give_up=lambda: False)
         taken = {"status": "running", "owner": thief, "spawn": "forged-request"}
-        await bus.set_agent_state(SESSION, "painter", taken)
+        await bus.records.set_agent(SESSION, "painter", taken)
         stolen = await check.refusal(report("painter", "STOLEN", owner=thief))
-        await bus.set_agent_state(SESSION, "painter", {"owner": OWNER, "spawn": "req-1"})
+        await bus.records.set_agent(SESSION, "painter", {"owner": OWNER, "spawn": "req-1"})
         as_refusal = report("painter", "REFUSED?", owner=None, envelope_id=refusal_id("req-1"))
         claimed_refusal = await check.refusal(as_refusal)
         rightful = await check.refusal(report("painter", "fox painted", media=[FOX]))

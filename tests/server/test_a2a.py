@@ -253,7 +253,7 @@ async def test_bad_bodies_get_clear_errors_and_start_nothing(
             unparsable = await http.post(f"{url}/a2a/jsonrpc", content=b"{not json")
             nope = {"jsonrpc": "2.0", "id": 2, "method": "Nope", "params": {}}
             unknown = await http.post(f"{url}/a2a/jsonrpc", json=nope)
-        sessions = await bus.sessions()
+        sessions = await bus.log.sessions()
 
     assert [answer.status_code for answer in oversized] == [413, 413, 413]
     assert all("65536-byte limit" in answer.json()["detail"] for answer in oversized)
@@ -271,7 +271,7 @@ async def test_a_part_baton_cannot_read_is_refused_not_dropped(
         async with a2a_client(server, streaming=False) as client:
             with pytest.raises(ContentTypeNotSupportedError, match=r"part 1 is url \(image/png\)"):
                 await collect(client.send_message(request))
-        sessions = await bus.sessions()
+        sessions = await bus.log.sessions()
     assert sessions == []  # refused, not started with the picture silently dropped
 
 

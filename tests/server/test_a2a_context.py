@@ -92,7 +92,7 @@ async def test_a_message_to_an_ended_tasks_context_starts_its_next_task(
                                                                context="s-other")))  # fmt: skip
             with pytest.raises(TaskNotFoundError, match="no context 's-nowhere'"):
                 await collect(client.send_message(user_message("paint", context="s-nowhere")))
-        record = await bus.lead_record(task_id_of(third[0]))
+        record = await bus.records.lead(task_id_of(third[0]))
 
     assert state_of(first[-1]) == state_of(second[-1]) == state_of(third[-1]) == COMPLETED
     assert later == f"{context}.t2" and task_id_of(third[0]) == f"{context}.t3"
@@ -170,7 +170,7 @@ async def test_a_session_token_reaches_its_own_task_only_not_its_context(
                 await writer.get_task(GetTaskRequest(id=later))
             with pytest.raises(UnsupportedOperationError, match="terminal state"):  # let through
                 await collect(writer.send_message(user_message("more", task=context)))
-        sessions = await bus.sessions()
+        sessions = await bus.log.sessions()
 
     assert own.context_id == context and later == f"{context}.t2"
     assert sorted(sessions) == sorted([context, later])  # the refused messages started nothing

@@ -224,7 +224,7 @@ async def test_no_input_gets_a_500_or_exception_text(
                         f"{REST_PREFIX}/tasks/{SESSION}", headers={**auth, **extra}
                     )
                     check_rest(answer, f"{holder} token, REST GET, {name}")
-            assert await bus.sessions() == []  # nothing hostile started a session
+            assert await bus.log.sessions() == []  # nothing hostile started a session
 
     assert {name: codes[name] for name in NAMED_CODES} == NAMED_CODES
     if holder == "read":

@@ -70,11 +70,13 @@ async def test_post_reaches_the_inbox_and_cancel_needs_the_owner(
 ) -> None:
     async with make_bus() as bus, serving(bus, tmp_path) as server, client(server) as http:
         # A session another process runs: its log is on the bus, it does not run here.
-        await bus.emit(SessionStarted(session="s-elsewhere", agent="lead", task="paint", model="m"))
+        await bus.log.emit(
+            SessionStarted(session="s-elsewhere", agent="lead", task="paint", model="m")
+        )
         posted = await http.post("/sessions/s-elsewhere/messages",
                                  json={"content": "also a cat", "to": "painter"})  # fmt: skip
         assert posted.status_code == 202
-        (envelope,) = await bus.read_inbox("s-elsewhere", "painter")
+        (envelope,) = await bus.inboxes.read("s-elsewhere", "painter")
         assert envelope.id == posted.json()["id"] and envelope.content == "also a cat"
         assert envelope.sender == "user" and envelope.type == "task"
         cancel = await http.post("/sessions/s-elsewhere/cancel")

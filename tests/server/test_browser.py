@@ -163,7 +163,7 @@ async def test_live_page_shows_retries_retractions_the_budget_and_the_check(
         async_playwright() as playwright,
     ):
         for event in before:
-            await bus.emit(event)
+            await bus.log.emit(event)
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = await browser.new_page()
@@ -175,7 +175,7 @@ async def test_live_page_shows_retries_retractions_the_budget_and_the_check(
                 timeout=WAIT_MS,
             )
             for event in after:
-                await bus.emit(event)
+                await bus.log.emit(event)
             await page.wait_for_selector("#status[data-status=incomplete]", timeout=WAIT_MS)
             lead_text = await page.locator("#lead-text").text_content()
             assert lead_text == f"Asking the painter.\n\nHere: {fake}"
@@ -232,7 +232,7 @@ async def test_a_dropped_stream_reconnects_without_a_page_error(tmp_path: Path) 
     not take it for the bus's ``error`` event (it once threw ``"undefined" is not valid JSON``)."""
     session = "s-dropped"
     async with MemoryBus() as bus, async_playwright() as playwright:
-        await bus.emit(SessionStarted(session=session, agent="lead", task="paint", model="m"))
+        await bus.log.emit(SessionStarted(session=session, agent="lead", task="paint", model="m"))
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = await browser.new_page()
@@ -317,8 +317,8 @@ async def test_live_page_says_an_agent_waits_for_a_worker_then_which_worker_took
         serving(bus, tmp_path, token=TOKEN) as server,
         async_playwright() as playwright,
     ):
-        await bus.emit(SessionStarted(session=session, agent="lead", task="paint", model="m"))
-        await bus.emit(AgentSpawned(session=session, agent="painter", profile="painter"))
+        await bus.log.emit(SessionStarted(session=session, agent="lead", task="paint", model="m"))
+        await bus.log.emit(AgentSpawned(session=session, agent="painter", profile="painter"))
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = await browser.new_page()
@@ -330,11 +330,11 @@ async def test_live_page_says_an_agent_waits_for_a_worker_then_which_worker_took
                 timeout=WAIT_MS,
             )
             worker = page.locator('.agent[data-agent="painter"] .worker')
-            await bus.emit(AgentUnclaimed(session=session, agent="painter", profile="painter",
+            await bus.log.emit(AgentUnclaimed(session=session, agent="painter", profile="painter",
                                           pool="gpu", waited_s=15, workers=1))  # fmt: skip
             await page.wait_for_selector(".agent .worker[data-waiting=true]", timeout=WAIT_MS)
             assert await worker.text_content() == "waiting for a worker of pool gpu"
-            await bus.emit(AgentClaimed(session=session, agent="painter", profile="painter",
+            await bus.log.emit(AgentClaimed(session=session, agent="painter", profile="painter",
                                         worker="w-7"))  # fmt: skip
             await page.wait_for_selector(".agent .worker[data-waiting=false]", timeout=WAIT_MS)
             assert await worker.text_content() == "worker w-7"

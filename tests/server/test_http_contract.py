@@ -18,18 +18,18 @@ async def test_messages_to_unknown_or_finished_sessions_are_refused(
         unknown = await http.post("/sessions/s-nope/messages", json={"content": "hello"})
         assert unknown.status_code == 404, unknown.text
         assert unknown.json()["detail"] == "no session 's-nope' on this server's bus"
-        assert await bus.read_inbox("s-nope", "lead") == []
+        assert await bus.inboxes.read("s-nope", "lead") == []
 
         # Finished elsewhere (its log says so): nothing reads its inboxes any more.
-        await bus.emit(SessionStarted(session="s-done", agent="lead", task="paint", model="m"))
-        await bus.emit(SessionFinished(session="s-done", agent="lead", status="completed"))
+        await bus.log.emit(SessionStarted(session="s-done", agent="lead", task="paint", model="m"))
+        await bus.log.emit(SessionFinished(session="s-done", agent="lead", status="completed"))
         late = await http.post("/sessions/s-done/messages",
                                json={"content": "also a cat", "to": "painter"})  # fmt: skip
         assert late.status_code == 409, late.text
         detail = late.json()["detail"]
         assert detail.startswith("session 's-done' has finished (completed)")
         assert "start a new session" in detail
-        assert await bus.read_inbox("s-done", "painter") == []
+        assert await bus.inboxes.read("s-done", "painter") == []
 
         # Finished here: the same, whatever way it ended.
         session = await start_session(http, "paint a fox", profiles=["painter"])
@@ -49,13 +49,13 @@ async def test_blank_task_or_message_gets_422_and_starts_nothing(
             assert blank.json()["detail"] == "task: String should not be blank (only whitespace)"
             assert blank.json()["errors"][0]["type"] == "blank"
         assert (await http.get("/sessions")).json() == {"sessions": []}
-        assert await bus.sessions() == []
+        assert await bus.log.sessions() == []
 
-        await bus.emit(SessionStarted(session="s-live", agent="lead", task="paint", model="m"))
+        await bus.log.emit(SessionStarted(session="s-live", agent="lead", task="paint", model="m"))
         empty = await http.post("/sessions/s-live/messages", json={"content": " \n "})
         assert empty.status_code == 422
         assert empty.json()["detail"].startswith("content: String should not be blank")
-        assert await bus.read_inbox("s-live", "lead") == []
+        assert await bus.inboxes.read("s-live", "lead") == []
 
         document = (await http.get("/openapi.json")).json()
         schemas = document["components"]["schemas"]
@@ -93,6 +93,6 @@ async def test_favicon_and_the_page_of_an_unknown_session(
         invalid = await http.get("/sessions/no:such")
         assert invalid.status_code == 404 and "No such session" in invalid.text
 
-        await bus.emit(SessionStarted(session="s-here", agent="lead", task="paint", model="m"))
+        await bus.log.emit(SessionStarted(session="s-here", agent="lead", task="paint", model="m"))
         page = await http.get("/sessions/s-here")
         assert page.status_code == 200 and "session.js" in page.text

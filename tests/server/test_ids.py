@@ -39,7 +39,7 @@ async def test_a_session_id_the_bus_refuses_is_a_404_on_every_route(
             assert answer.status_code == 404, (answer.request.url, answer.text)
         detail = answers[0].json()["detail"]
         assert detail.startswith(f"no session {session[:80]!r}: session id") and RULE in detail
-        assert await bus.dead_letters() == []  # nothing reached the bus
+        assert await bus.letters.recent() == []  # nothing reached the bus
 
 
 @pytest.mark.parametrize("to", ["a:b", "", "x" * 201, "lead/approvals", ".", "..", "-painter"])
@@ -59,12 +59,12 @@ async def test_an_id_the_bus_accepts_is_accepted_by_the_routes(
 ) -> None:
     """``s_.1`` and ``painter-`` fit the envelope's rule."""
     async with make_bus() as bus, serving(bus, tmp_path) as server, client(server) as http:
-        await bus.emit(SessionStarted(session="s_.1", agent="lead", task="paint", model="m"))
+        await bus.log.emit(SessionStarted(session="s_.1", agent="lead", task="paint", model="m"))
         answer = await http.post(
             "/sessions/s_.1/messages", json={"content": "hi", "to": "painter-"}
         )
         assert answer.status_code == 202, answer.text
-        [envelope] = await bus.read_inbox("s_.1", "painter-")
+        [envelope] = await bus.inboxes.read("s_.1", "painter-")
         assert isinstance(envelope, Envelope) and envelope.id == answer.json()["id"]
 
 
@@ -100,7 +100,7 @@ async def test_a_message_the_bus_refuses_is_a_422_with_its_reason(
         serving(bus, tmp_path) as server,
         client(server) as http,
     ):
-        await bus.emit(SessionStarted(session="s-1", agent="lead", task="paint", model="m"))
+        await bus.log.emit(SessionStarted(session="s-1", agent="lead", task="paint", model="m"))
         answer = await http.post("/sessions/s-1/messages", json={"content": "x" * 5_000})
         assert answer.status_code == 422, answer.text
         assert answer.json()["detail"].endswith("over the limit of 2000")

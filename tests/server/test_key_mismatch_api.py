@@ -52,7 +52,7 @@ async def test_a_message_or_an_answer_without_the_session_s_key_is_refused_unsen
             answered = await http.post(
                 f"/sessions/{session}/approvals/call_1", json={"approved": True, "reason": ""}
             )
-        letters = [d for d in await signed.dead_letters() if d.session == session]
+        letters = [d for d in await signed.letters.recent() if d.session == session]
     for response in (posted, answered):
         assert response.status_code == 409, response.text
         detail = response.json()["detail"]

@@ -63,9 +63,9 @@ async def test_a_session_token_opens_its_session_and_no_other(
         assert mine["read"].startswith(f"{first}~")
         assert len(mine["read"].split("~", 1)[1]) >= SECRET_BYTES * 4 // 3  # 32 bytes, base64
         # Only digests are kept: the token itself is no key of the record.
-        assert await bus.token_scope(first, digest(mine["read"])) == "read"
-        assert await bus.token_scope(first, digest(mine["write"])) == "write"
-        assert await bus.token_scope(first, mine["read"]) is None
+        assert await bus.store.get(first, "tokens", digest(mine["read"])) == "read"
+        assert await bus.store.get(first, "tokens", digest(mine["write"])) == "write"
+        assert await bus.store.get(first, "tokens", mine["read"]) is None
 
         read, write = bearer(mine["read"]), bearer(mine["write"])
         # Its own session: state, stream (the first event is the session's start), page.
@@ -262,13 +262,13 @@ async def test_a_sessions_tokens_expire_with_it_on_redis(
     after (a session that ended within the ``201``), they expire with the session's keys."""
     session = f"s-ended-{tokens_first}"
     async with RedisBus(redis_server.url, prefix=f"tokens-{tokens_first}") as bus:
-        await bus.emit(SessionStarted(session=session, agent="lead", task="paint"))
+        await bus.log.emit(SessionStarted(session=session, agent="lead", task="paint"))
         if tokens_first:
-            await bus.save_token_scopes(session, {digest("x"): "read"})
-        await bus.retire_session(session, 60.0)
+            await bus.store.put(session, "tokens", {digest("x"): "read"})
+        await bus.retention.retire(session, 60.0)
         if not tokens_first:
-            await bus.save_token_scopes(session, {digest("x"): "read"})
-        assert await bus.token_scope(session, digest("x")) == "read"
+            await bus.store.put(session, "tokens", {digest("x"): "read"})
+        assert await bus.store.get(session, "tokens", digest("x")) == "read"
         async with Redis.from_url(redis_server.url, decode_responses=True) as observer:
             ttl_ms = int(await observer.pttl(bus.keys.table(session, "tokens")))
         assert 0 < ttl_ms <= 60_000

@@ -52,7 +52,7 @@ async def test_a_non_loopback_server_answers_401_on_every_route_without_the_toke
         serving(bus, tmp_path, host="0.0.0.0", token=TOKEN) as server,
         client(server) as http,
     ):
-        await bus.emit(SessionStarted(session="s-guarded", agent="lead", task="t"))
+        await bus.log.emit(SessionStarted(session="s-guarded", agent="lead", task="t"))
         for method, path in ROUTES:
             for headers in (
                 {},
@@ -88,7 +88,7 @@ async def test_a_page_opened_with_the_token_trades_it_for_a_strict_cookie(
         serving(bus, tmp_path, token=TOKEN) as server,  # a token on loopback is enforced too
         client(server) as http,
     ):
-        await bus.emit(SessionStarted(session="s-1", agent="lead", task="paint", model="m"))
+        await bus.log.emit(SessionStarted(session="s-1", agent="lead", task="paint", model="m"))
         assert (await http.get("/sessions/s-1")).status_code == 401
         page = await http.get(f"/sessions/s-1?token={TOKEN}&x=1")
         assert page.status_code == 303 and page.headers["location"] == "/sessions/s-1?x=1"

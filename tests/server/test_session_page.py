@@ -126,7 +126,7 @@ def waiting(fox: str) -> list[Event]:
 
 async def page_of(bus: Bus, tmp_path: Path, events: list[Event]) -> tuple[str, list[str]]:
     """The page's HTML, and the cursors of ``events`` once logged."""
-    cursors = [await bus.emit(event) for event in events]
+    cursors = [await bus.log.emit(event) for event in events]
     async with serving(bus, tmp_path) as server, client(server) as http:
         answer: httpx2.Response = await http.get(f"/sessions/{S}")
     assert answer.status_code == 200, answer.text

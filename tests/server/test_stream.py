@@ -14,7 +14,7 @@ from tests.server.helpers import client, read_all, serving, start_session, strea
 
 async def _log(bus: Bus, session: str) -> list[tuple[str, str]]:
     return [
-        (logged.cursor, logged.event.type) async for logged in bus.events(session, follow=False)
+        (logged.cursor, logged.event.type) async for logged in bus.log.tail(session, follow=False)
     ]
 
 
@@ -80,7 +80,7 @@ async def test_heartbeat_comment_keeps_an_idle_stream_alive(
 ) -> None:
     async with make_bus() as bus, serving(bus, tmp_path, heartbeat_s=0.2) as server:
         # A session that started elsewhere and is quiet now.
-        await bus.emit(SessionStarted(session="s-quiet", agent="lead", task="wait"))
+        await bus.log.emit(SessionStarted(session="s-quiet", agent="lead", task="wait"))
         async with client(server) as http, stream(http, "s-quiet") as (response, events):
             assert response.status_code == 200
             seen = []

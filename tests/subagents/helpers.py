@@ -71,9 +71,9 @@ class Lead:
         return [m for m in self.messages if m.type == "progress"]
 
     async def collect(self) -> list[Envelope]:
-        fresh = await self.bus.read_inbox(self.session, self.name)
+        fresh = await self.bus.inboxes.read(self.session, self.name)
         if fresh:
-            await self.bus.ack(self.session, self.name, [m.id for m in fresh])
+            await self.bus.inboxes.ack(self.session, self.name, [m.id for m in fresh])
         self.messages.extend(fresh)
         return fresh
 
@@ -82,7 +82,7 @@ class Lead:
         with anyio.fail_after(timeout):
             await self.collect()
             while len(self.results) < count:
-                await self.bus.wait(self.session, self.name, 1.0)
+                await self.bus.inboxes.wait(self.session, self.name, 1.0)
                 await self.collect()
         return self.results
 

@@ -16,7 +16,7 @@ import pytest
 from baton.bus.base import Bus
 from baton.bus.events import AgentProgress, ApprovalDecided, ApprovalRequested, Event
 from baton.bus.memory import MemoryBus
-from baton.bus.messages import SpawnRequest, TraceContext
+from baton.bus.messages import ApprovePolicy, SpawnRequest, TraceContext
 from baton.engine import LoopLimits
 from baton.engine.bus_channel import answer_approval
 from baton.subagents import a2a_remote
@@ -63,12 +63,13 @@ async def hosting(
             yield bus
 
 
-async def delegate(bus: Bus, content: str, agent: str = "r1", approve: str = "ask") -> None:
-    await bus.send(task(agent, content, trace=TraceContext(traceparent=TRACEPARENT)))
-    request = SpawnRequest(session=SESSION, agent=agent, profile="remote")
-    if approve != "ask":
-        request.meta["approve"] = approve
-    await bus.submit_spawn(request)
+async def delegate(
+    bus: Bus, content: str, agent: str = "r1", approve: ApprovePolicy = "ask"
+) -> None:
+    await bus.inboxes.send(task(agent, content, trace=TraceContext(traceparent=TRACEPARENT)))
+    await bus.spawns.submit(
+        SpawnRequest(session=SESSION, agent=agent, profile="remote", approve=approve)
+    )
 
 
 def _progress(text: str) -> Callable[[Event], bool]:
@@ -184,7 +185,7 @@ async def test_a_shutdown_mid_task_cancels_it_on_the_remote(tmp_path: Path) -> N
         await delegate(bus, "hold the line")
         # once the remote said it works on it (so it has named its task), the lead shuts it down
         await wait_for_event(bus, SESSION, _progress("holding the line"), timeout=30)
-        await bus.send(task("r1", "", type="shutdown"))
+        await bus.inboxes.send(task("r1", "", type="shutdown"))
         (result,) = await Lead(bus).until_results(1)
         with anyio.fail_after(10):
             await seen.cancel_seen.wait()
@@ -222,7 +223,7 @@ async def test_a_shutdown_before_the_remote_named_its_task_still_cancels_it(
             await delegate(bus, "stall the line")
             with anyio.fail_after(30):
                 await seen.stalled.wait()  # the remote has the message, and has said nothing
-            await bus.send(task("r1", "", type="shutdown"))
+            await bus.inboxes.send(task("r1", "", type="shutdown"))
             with anyio.fail_after(10):
                 await waiting.wait()  # the relay, cancelled, waits for the task's name
             seen.release.set()
@@ -241,7 +242,7 @@ async def test_a_remote_that_never_names_its_task_holds_a_shutdown_only_briefly(
         await delegate(bus, "stall the line")
         with anyio.fail_after(30):
             await seen.stalled.wait()
-        await bus.send(task("r1", "", type="shutdown"))
+        await bus.inboxes.send(task("r1", "", type="shutdown"))
         with anyio.fail_after(4):  # NAMING_S, not the exchange's timeout (300 s)
             (result,) = await Lead(bus).until_results(1)
         seen.release.set()  # the remote's task goes on: nobody could name it

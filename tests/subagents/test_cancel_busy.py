@@ -85,7 +85,7 @@ async def test_a_shutdown_interrupts_a_running_tool(make_bus: BusFactory, tmp_pa
     stall = Stall()
     _, model = scripted([call("stall", text="the sea")])
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as lead_bus, model:
-        await lead_bus.send(task("worker", "ponder the sea"))
+        await lead_bus.inboxes.send(task("worker", "ponder the sea"))
         agent = SubAgent(bus, profile(stall.tool()), model, session=SESSION,
                          name="worker", media_dir=tmp_path)  # fmt: skip
         reasons: list[str | None] = []
@@ -97,7 +97,7 @@ async def test_a_shutdown_interrupts_a_running_tool(make_bus: BusFactory, tmp_pa
             group.start_soon(run)
             with anyio.fail_after(20):
                 await stall.started.wait()
-            await lead_bus.send(task("worker", "the session is ending", type="shutdown"))
+            await lead_bus.inboxes.send(task("worker", "the session is ending", type="shutdown"))
             sent = anyio.current_time()
             with anyio.fail_after(INTERRUPT_S):
                 await stall.cancelled.wait()
@@ -136,7 +136,7 @@ async def test_a_shutdown_abandons_a_sync_tool_running_in_a_thread(
 
     _, model = scripted([call("grind", text="the sky")])
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as lead_bus, model:
-        await lead_bus.send(task("worker", "grind the sky"))
+        await lead_bus.inboxes.send(task("worker", "grind the sky"))
         agent = SubAgent(bus, profile(Tool(grind, timeout_s=300)), model,
                          session=SESSION, name="worker", media_dir=tmp_path)  # fmt: skip
         try:
@@ -144,7 +144,9 @@ async def test_a_shutdown_abandons_a_sync_tool_running_in_a_thread(
                 group.start_soon(agent.run)
                 with anyio.fail_after(20):
                     await anyio.to_thread.run_sync(started.wait, 20)
-                await lead_bus.send(task("worker", "the session is ending", type="shutdown"))
+                await lead_bus.inboxes.send(
+                    task("worker", "the session is ending", type="shutdown")
+                )
                 with anyio.fail_after(INTERRUPT_S):
                     await wait_for_event(bus, SESSION, AgentExited)
         finally:
@@ -168,8 +170,8 @@ async def test_the_round_watch_keeps_what_it_reads_and_stops_at_a_shutdown(
         with anyio.fail_after(10):
             async with anyio.create_task_group() as group:
                 group.start_soon(watch.watch, stopped.set)
-                await lead_bus.send(follow_up)
-                await lead_bus.send(shutdown)
+                await lead_bus.inboxes.send(follow_up)
+                await lead_bus.inboxes.send(shutdown)
                 await stopped.wait()
         assert watch.shutdown and watch.ahead == [follow_up, shutdown]
         assert list(inbox.pending) == [follow_up.id, shutdown.id]  # read, not acked
@@ -204,7 +206,7 @@ async def test_a_message_sent_mid_round_is_the_next_round(
         [call("wait_gate", text="a"), Reply(text="first done"), Reply(text="second done")]
     )
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as lead_bus, model:
-        await lead_bus.send(task("worker", "first"))
+        await lead_bus.inboxes.send(task("worker", "first"))
         agent = SubAgent(bus, profile(Tool(wait_gate), max_steps=2), model, session=SESSION,
                          name="worker", media_dir=tmp_path)  # fmt: skip
         follow_up = task("worker", "second", type="message")
@@ -213,7 +215,7 @@ async def test_a_message_sent_mid_round_is_the_next_round(
             async with anyio.create_task_group() as group:
                 group.start_soon(agent.run)
                 await started.wait()
-                await lead_bus.send(follow_up)
+                await lead_bus.inboxes.send(follow_up)
                 await read.wait()  # by the round's watch, not by the next round's read
                 assert follow_up.id in agent.inbox.pending
                 gate.set()
@@ -261,7 +263,7 @@ async def test_a_message_read_mid_round_runs_even_if_the_next_read_fails(
         [call("wait_gate", text="a"), Reply(text="first done"), Reply(text="second done")]
     )
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as lead_bus, model:
-        await lead_bus.send(task("worker", "first"))
+        await lead_bus.inboxes.send(task("worker", "first"))
         agent = SubAgent(bus, profile(Tool(wait_gate), max_steps=2, idle_timeout_s=1.0), model,
                          session=SESSION, name="worker", media_dir=tmp_path)  # fmt: skip
         follow_up = task("worker", "second", type="message")
@@ -277,7 +279,7 @@ async def test_a_message_read_mid_round_runs_even_if_the_next_read_fails(
             async with anyio.create_task_group() as group:
                 group.start_soon(agent.run)
                 await started.wait()
-                await lead_bus.send(follow_up)
+                await lead_bus.inboxes.send(follow_up)
                 await read.wait()
                 assert follow_up.id in agent.inbox.pending
                 bus.inboxes.read = unreachable  # type: ignore[method-assign]

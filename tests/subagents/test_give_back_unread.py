@@ -81,17 +81,17 @@ async def test_an_agent_given_back_before_its_first_read_leaves_the_host_running
                 host.start_soon(neighbour)
                 await host.start(worker.run)
                 sent = task("a1", "paint a fox")
-                await heir.send(sent)
-                await heir.submit_spawn(PAINTER)
+                await heir.inboxes.send(sent)
+                await heir.spawns.submit(PAINTER)
                 await bus.announcing.wait()
                 worker.give_back_now()  # as a session ending on `baton serve` does
                 await worker.stopped.wait()
         assert neighbour_done.is_set() and not host.cancel_scope.cancel_called
         assert [r.getMessage() for r in caplog.records] == []  # handed back, nothing refused
         assert worker.claimed == 1 and worker.finished == 0 and worker.hosted == 0
-        claim = await heir.claim_spawn(worker.queue, timeout=5)  # at once, not after a lease
+        claim = await heir.claims.claim(worker.queue, timeout=5)  # at once, not after a lease
         assert claim is not None and claim.request.agent == "a1"
-        assert await heir.read_inbox(SESSION, "a1") == [sent]  # its task is still there
+        assert await heir.inboxes.read(SESSION, "a1") == [sent]  # its task is still there
 
 
 def draft_then_wait(body: Json) -> ScriptItem:
@@ -131,11 +131,11 @@ async def test_a_redis_that_came_back_empty_does_not_fail_the_give_back(
         with anyio.fail_after(30), caplog.at_level(logging.WARNING, "baton"):
             async with anyio.create_task_group() as host:
                 await host.start(worker.run)
-                await lead.send(task("a1", "draft a fox"))
-                await lead.submit_spawn(PAINTER)
+                await lead.inboxes.send(task("a1", "draft a fox"))
+                await lead.spawns.submit(PAINTER)
                 await wait_for_event(lead, SESSION, lambda e: isinstance(e, RoundEnded)
                                      and e.agent == "a1")  # fmt: skip
-                await lead.send(task("a1", "hold on"))
+                await lead.inboxes.send(task("a1", "hold on"))
                 await holding.wait()
                 stale = [key async for key in _keys(lead, keys)]
                 assert await lead._core.one("DEL", *stale) == len(stale)
@@ -184,8 +184,8 @@ async def test_a_refused_give_back_stays_that_agents_failure(
         with anyio.fail_after(20), caplog.at_level(logging.WARNING, "baton.subagents.worker"):
             async with anyio.create_task_group() as host:
                 await host.start(worker.run)
-                await lead.send(task("a1", "draft a fox"))
-                await lead.submit_spawn(PAINTER)
+                await lead.inboxes.send(task("a1", "draft a fox"))
+                await lead.spawns.submit(PAINTER)
                 await wait_for_event(lead, SESSION, lambda e: isinstance(e, RoundEnded)
                                      and e.agent == "a1" and e.round == 2)  # fmt: skip
                 worker.give_back_now()

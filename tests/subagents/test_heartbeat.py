@@ -97,19 +97,19 @@ async def test_failed_renewals_keep_every_agent(
         worker = Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, heartbeat_s=0.02)
         async with worker:
             bus.down = True  # the very first renewal fails
-            await lead_bus.submit_spawn(spawn("a1"))
+            await lead_bus.spawns.submit(spawn("a1"))
             await bus.until_renewal(covering=1, failed=True)
             bus.down = False
             await bus.until_renewal(covering=1, failed=False)
             bus.down = True  # a1 renewed, then b1 claimed and no renewal answered since
-            await lead_bus.submit_spawn(spawn("b1"))
+            await lead_bus.spawns.submit(spawn("b1"))
             await bus.until_renewal(covering=2, failed=True)
             await bus.until_renewal(covering=2, failed=True)
             bus.down = False
             await bus.until_renewal(covering=2, failed=False)
             assert worker.hosted == 2 and lead.results == []
-            await lead_bus.send(task("a1", "paint an apple"))
-            await lead_bus.send(task("b1", "paint a bee"))
+            await lead_bus.inboxes.send(task("a1", "paint an apple"))
+            await lead_bus.inboxes.send(task("b1", "paint a bee"))
             results = await lead.until_results(2, timeout=20)
         assert sorted(r.sender for r in results) == ["a1", "b1"]
         assert all(r.meta["reason"] == "finished" for r in results)
@@ -160,7 +160,7 @@ async def test_worker_rides_out_redis_down_across_heartbeats(
             lead = Lead(lead_bus)
             worker = Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, heartbeat_s=0.2)
             async with worker:
-                await lead_bus.submit_spawn(spawn("a1"))
+                await lead_bus.spawns.submit(spawn("a1"))
                 await wait_for_event(lead_bus, SESSION, spawned("a1"))
                 redis_server.kill()
                 try:
@@ -169,10 +169,10 @@ async def test_worker_rides_out_redis_down_across_heartbeats(
                 finally:
                     redis_server.start()  # same port, same AOF: the claims are still there
                 assert worker.hosted == 1
-                await lead_bus.submit_spawn(spawn("b1"))
+                await lead_bus.spawns.submit(spawn("b1"))
                 await wait_for_event(lead_bus, SESSION, spawned("b1"))
-                await lead_bus.send(task("a1", "paint an apple"))
-                await lead_bus.send(task("b1", "paint a bee"))
+                await lead_bus.inboxes.send(task("a1", "paint an apple"))
+                await lead_bus.inboxes.send(task("b1", "paint a bee"))
                 results = await lead.until_results(2, timeout=40)
             assert sorted(r.sender for r in results) == ["a1", "b1"]
             assert worker.claimed == 2 and worker.finished == 2

@@ -19,7 +19,7 @@ from tests.support.models import scripted
 
 async def budget_events(bus: object) -> list[BudgetUpdated]:
     found: list[BudgetUpdated] = []
-    async for logged in bus.events(SESSION, follow=False):  # type: ignore[attr-defined]
+    async for logged in bus.log.tail(SESSION, follow=False):  # type: ignore[attr-defined]
         if isinstance(logged.event, BudgetUpdated):
             found.append(logged.event)
     return found
@@ -32,7 +32,7 @@ async def test_every_request_asks_for_the_profiles_tool_choice(
         server, model = scripted()
         chosen = dataclasses.replace(profile("generate_image"), tool_choice=choice)
         async with make_bus() as bus, model:
-            await bus.send(task("painter", "a red fox"))
+            await bus.inboxes.send(task("painter", "a red fox"))
             agent = SubAgent(bus, chosen, model, session=SESSION, name="painter",
                              media_dir=tmp_path)  # fmt: skip
             assert await agent.run() == "finished"
@@ -49,7 +49,7 @@ async def test_the_hard_limit_of_tool_rounds_is_round_limit(
     _, model = scripted(endless, fallback=False)
     limits = LoopLimits(soft_max_rounds=1, hard_max_rounds=2)
     async with make_bus() as bus, model:
-        await bus.send(task("painter", "paint and paint"))
+        await bus.inboxes.send(task("painter", "paint and paint"))
         agent = SubAgent(bus, profile("generate_image", loop=limits), model, session=SESSION,
                          name="painter", media_dir=tmp_path)  # fmt: skip
         assert await agent.run() == "round_limit"
@@ -63,15 +63,15 @@ async def test_the_sessions_budget_on_the_bus_stops_the_agent_before_the_next_ca
 ) -> None:
     server, model = scripted()  # offline: generate_image, then send_message(result)
     async with make_bus() as bus, model:
-        await bus.set_spend_limits(SESSION, SpendLimits(max_model_calls=1))
-        await bus.send(task("painter", "a red fox"))
+        await bus.budget.set_limits(SESSION, SpendLimits(max_model_calls=1))
+        await bus.inboxes.send(task("painter", "a red fox"))
         agent = SubAgent(bus, profile("generate_image"), model, session=SESSION, name="painter",
                          media_dir=tmp_path)  # fmt: skip
         assert await agent.run() == "budget"
         content = await assert_one_final(bus, "painter", "budget", media=1)
         assert "budget of model calls or tokens is spent" in content
         assert len(server.requests) == 1  # the second call was refused before it was made
-        spent = await bus.spend(SESSION)
+        spent = await bus.budget.totals(SESSION)
         assert spent.calls == 1 and spent.tokens > 0
         assert [(e.calls, e.max_calls) for e in await budget_events(bus)] == [(1, 1)]
 
@@ -79,12 +79,12 @@ async def test_the_sessions_budget_on_the_bus_stops_the_agent_before_the_next_ca
 async def test_without_caps_nothing_is_counted(make_bus: BusFactory, tmp_path: Path) -> None:
     _, model = scripted()
     async with make_bus() as bus, model:
-        await bus.send(task("painter", "a red fox"))
+        await bus.inboxes.send(task("painter", "a red fox"))
         agent = SubAgent(bus, profile("generate_image"), model, session=SESSION, name="painter",
                          media_dir=tmp_path)  # fmt: skip
         assert await agent.run() == "finished"
         assert agent.spend is None
-        assert (await bus.spend(SESSION)).calls == 0
+        assert (await bus.budget.totals(SESSION)).calls == 0
         assert await budget_events(bus) == []
         _, exits = await exit_events(bus, "painter")
         assert [e.reason for e in exits] == ["finished"]

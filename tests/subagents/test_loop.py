@@ -32,7 +32,7 @@ def say(text: str) -> Reply:
 async def exit_events(bus: object, agent: str) -> tuple[list[AgentResult], list[AgentExited]]:
     results: list[AgentResult] = []
     exits: list[AgentExited] = []
-    async for logged in bus.events(SESSION, follow=False):  # type: ignore[attr-defined]
+    async for logged in bus.log.tail(SESSION, follow=False):  # type: ignore[attr-defined]
         if isinstance(logged.event, AgentResult) and logged.event.agent == agent:
             results.append(logged.event)
         if isinstance(logged.event, AgentExited) and logged.event.agent == agent:
@@ -62,14 +62,14 @@ async def assert_one_final(bus: object, agent: str, reason: str, media: int) -> 
 async def test_finished_by_sending_its_result(make_bus: BusFactory, tmp_path: Path) -> None:
     server, model = scripted()  # the offline script: generate_image, then send_message(result)
     async with make_bus() as bus, model:
-        await bus.send(task("painter", "a red fox"))
+        await bus.inboxes.send(task("painter", "a red fox"))
         agent = SubAgent(bus, profile("generate_image"), model, session=SESSION, name="painter",
                          media_dir=tmp_path)  # fmt: skip
         assert await agent.run() == "finished"
         content = await assert_one_final(bus, "painter", "finished", media=1)
         assert "Done: a red fox" in content
         assert "[task from lead] a red fox" in server.requests[0].messages[-1]["content"]
-        state = await bus.get_agent_state(SESSION, "painter")
+        state = await bus.records.agent(SESSION, "painter")
         assert state["status"] == "exited"
         assert Checkpoint.model_validate_json(state["checkpoint"]).step == 1
 
@@ -77,7 +77,7 @@ async def test_finished_by_sending_its_result(make_bus: BusFactory, tmp_path: Pa
 async def test_finished_by_answering_without_tools(make_bus: BusFactory, tmp_path: Path) -> None:
     _, model = scripted([say("The answer is 42.")])
     async with make_bus() as bus, model:
-        await bus.send(task("helper", "what is six times seven?"))
+        await bus.inboxes.send(task("helper", "what is six times seven?"))
         agent = SubAgent(bus, profile(), model, session=SESSION, name="helper", media_dir=tmp_path)
         assert await agent.run() == "finished"
         assert await assert_one_final(bus, "helper", "finished", media=0) == "The answer is 42."
@@ -87,7 +87,7 @@ async def test_idle_timeout(make_bus: BusFactory, tmp_path: Path) -> None:
     # A round with a tool but no result sent does not finish: the agent waits for more, then idles.
     _, model = scripted([image("a boat"), say("Painted a boat; anything else?")])
     async with make_bus() as bus, model:
-        await bus.send(task("painter", "paint a boat"))
+        await bus.inboxes.send(task("painter", "paint a boat"))
         agent = SubAgent(bus, profile("generate_image", idle_timeout_s=0.3), model,
                          session=SESSION, name="painter", media_dir=tmp_path)  # fmt: skip
         assert await agent.run() == "idle"
@@ -105,17 +105,17 @@ async def test_shutdown_message(make_bus: BusFactory, tmp_path: Path) -> None:
         async def run() -> None:
             outcome.append(await agent.run())
 
-        await bus.send(task("painter", "paint a kite"))
+        await bus.inboxes.send(task("painter", "paint a kite"))
         group.start_soon(run)
         await wait_for_event(
             bus, SESSION, lambda e: isinstance(e, RoundEnded) and e.round == 2
         )  # the text answer: the round is over, the agent goes back to its inbox
-        await bus.send(task("painter", "stop", type="shutdown"))
+        await bus.inboxes.send(task("painter", "stop", type="shutdown"))
     assert outcome == ["shutdown"]
     async with make_bus() as bus:
         content = await assert_one_final(bus, "painter", "shutdown", media=1)
         assert content.startswith("Shut down on request.")
-        assert await bus.read_inbox(SESSION, "painter") == []  # the shutdown was acked
+        assert await bus.inboxes.read(SESSION, "painter") == []  # the shutdown was acked
 
 
 async def test_max_steps(make_bus: BusFactory, tmp_path: Path) -> None:
@@ -128,10 +128,10 @@ async def test_max_steps(make_bus: BusFactory, tmp_path: Path) -> None:
         async def run() -> None:
             outcome.append(await agent.run())
 
-        await bus.send(task("painter", "paint one"))
+        await bus.inboxes.send(task("painter", "paint one"))
         group.start_soon(run)
         await wait_for_event(bus, SESSION, lambda e: isinstance(e, RoundEnded) and e.round == 2)
-        await bus.send(task("painter", "paint two"))
+        await bus.inboxes.send(task("painter", "paint two"))
     assert outcome == ["max_steps"]
     async with make_bus() as bus:
         content = await assert_one_final(bus, "painter", "max_steps", media=2)
@@ -141,20 +141,20 @@ async def test_max_steps(make_bus: BusFactory, tmp_path: Path) -> None:
 async def test_model_error(make_bus: BusFactory, tmp_path: Path) -> None:
     _, model = scripted([image("a cat"), HttpError(400, "context too long")], fallback=False)
     async with make_bus() as bus, model:
-        await bus.send(task("painter", "paint a cat"))
+        await bus.inboxes.send(task("painter", "paint a cat"))
         agent = SubAgent(bus, profile("generate_image"), model, session=SESSION, name="painter",
                          media_dir=tmp_path)  # fmt: skip
         assert await agent.run() == "error"
         content = await assert_one_final(bus, "painter", "error", media=1)
         assert "error" in content and "context too long" in content
-        assert await bus.read_inbox(SESSION, "painter") == []  # acked: it will not run again
+        assert await bus.inboxes.read(SESSION, "painter") == []  # acked: it will not run again
 
 
 @pytest.mark.parametrize("how", ["outside", "cancel()"])
 async def test_cancellation(make_bus: BusFactory, tmp_path: Path, how: str) -> None:
     _, model = scripted([image("a dog"), Stall()], fallback=False)
     async with make_bus() as bus, model:
-        await bus.send(task("painter", "paint a dog"))
+        await bus.inboxes.send(task("painter", "paint a dog"))
         agent = SubAgent(bus, profile("generate_image"), model, session=SESSION, name="painter",
                          media_dir=tmp_path)  # fmt: skip
         outcome: list[object] = []
@@ -186,10 +186,10 @@ async def test_resume_skips_processed_ids_and_keeps_memory(
             {"role": "assistant", "content": "First answer."},
         ]
         checkpoint = Checkpoint(memory=memory, processed=[old.id], step=1, last_text="First")
-        await bus.set_agent_state(SESSION, "writer", {"status": "running",
+        await bus.records.set_agent(SESSION, "writer", {"status": "running",
                                   "checkpoint": checkpoint.model_dump_json()})  # fmt: skip
-        await bus.send(old)  # re-delivered after a crash: must be skipped
-        await bus.send(new)
+        await bus.inboxes.send(old)  # re-delivered after a crash: must be skipped
+        await bus.inboxes.send(new)
         agent = SubAgent(bus, profile(), model, session=SESSION, name="writer", media_dir=tmp_path)
         assert await agent.run() == "finished"
         assert agent.resumed
@@ -206,7 +206,7 @@ async def test_decided_report_is_redelivered_with_the_same_id(
     server, model = scripted(fallback=False)
     async with make_bus() as bus, model:
         final = FinalReport(id="final-1", reason="finished", content="done before the crash")
-        await bus.set_agent_state(SESSION, "writer", {"status": "finishing", "spawn": "sp1",
+        await bus.records.set_agent(SESSION, "writer", {"status": "finishing", "spawn": "sp1",
                                   "final": final.model_dump_json()})  # fmt: skip
         agent = SubAgent(bus, profile(), model, session=SESSION, name="writer",
                          media_dir=tmp_path, spawn_id="sp1")  # fmt: skip
@@ -232,7 +232,7 @@ async def test_progress_tool_reaches_the_lead(make_bus: BusFactory, tmp_path: Pa
         fallback=False,
     )
     async with make_bus() as bus, model:
-        await bus.send(task("writer", "write"))
+        await bus.inboxes.send(task("writer", "write"))
         agent = SubAgent(bus, profile(), model, session=SESSION, name="writer", media_dir=tmp_path)
         assert await agent.run() == "finished"
         lead = Lead(bus)
@@ -243,7 +243,7 @@ async def test_progress_tool_reaches_the_lead(make_bus: BusFactory, tmp_path: Pa
             "half way",
         ]
         progress_events = []
-        async for logged in bus.events(SESSION, follow=False):
+        async for logged in bus.log.tail(SESSION, follow=False):
             if isinstance(logged.event, AgentProgress):
                 progress_events.append(logged.event.content)
         assert progress_events == [m.content for m in lead.progress]
@@ -257,7 +257,7 @@ async def test_a_reply_cut_twice_after_the_picture_finishes_with_it(
     cut = Reply(text="the fox " * 30, finish_reason="length")
     _, model = scripted([image("a fox"), cut, cut])
     async with make_bus() as bus, model:
-        await bus.send(task("painter", "paint a fox"))
+        await bus.inboxes.send(task("painter", "paint a fox"))
         agent = SubAgent(bus, profile("generate_image"), model, session=SESSION, name="painter",
                          media_dir=tmp_path)  # fmt: skip
         assert await agent.run() == "finished"
@@ -271,7 +271,7 @@ async def test_a_reply_cut_twice_without_media_is_an_error(
     cut = Reply(text="the fox " * 30, finish_reason="length")
     _, model = scripted([cut, cut])
     async with make_bus() as bus, model:
-        await bus.send(task("writer", "write about a fox"))
+        await bus.inboxes.send(task("writer", "write about a fox"))
         agent = SubAgent(bus, profile(), model, session=SESSION, name="writer", media_dir=tmp_path)
         assert await agent.run() == "error"
         content = await assert_one_final(bus, "writer", "error", media=0)

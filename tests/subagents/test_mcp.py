@@ -136,8 +136,8 @@ async def run_agents(
             worker.telemetry = observed.telemetry
         async with worker:
             for agent, profile_name, text in tasks:
-                await bus.send(task(agent, text))
-                await bus.submit_spawn(spawn(agent, profile_name))
+                await bus.inboxes.send(task(agent, text))
+                await bus.spawns.submit(spawn(agent, profile_name))
             results = await Lead(bus).until_results(len(tasks), timeout=60)
     return results, worker
 
@@ -236,8 +236,8 @@ async def test_the_crash_reaches_the_model_as_an_error_result(tmp_path: Path) ->
     crashy = mcp_profile("crashy", {"demo": demo_stdio(tmp_path, allow=("crash",))})
     async with MemoryBus() as bus:
         async with Worker(bus, {"crashy": crashy}, media_dir=tmp_path):
-            await bus.send(task("k1", "boom"))
-            await bus.submit_spawn(spawn("k1", "crashy"))
+            await bus.inboxes.send(task("k1", "boom"))
+            await bus.spawns.submit(spawn("k1", "crashy"))
             event = await wait_for_event(bus, SESSION, ToolResulted, timeout=60)
             (result,) = await Lead(bus).until_results(1, timeout=60)
     assert event.result.is_error and event.result.name == "crash"
@@ -258,8 +258,8 @@ async def test_a_slow_tool_is_stopped_at_its_timeout(tmp_path: Path) -> None:
         sleepy = mcp_profile("sleepy", {"demo": config})
         async with MemoryBus() as bus:
             async with Worker(bus, {"sleepy": sleepy}, media_dir=tmp_path) as worker:
-                await bus.send(task("s1", "zzz"))
-                await bus.submit_spawn(spawn("s1", "sleepy"))
+                await bus.inboxes.send(task("s1", "zzz"))
+                await bus.spawns.submit(spawn("s1", "sleepy"))
                 slow = await wait_for_event(
                     bus,
                     SESSION,
@@ -301,8 +301,8 @@ async def test_a_resource_result_is_kept_as_media_and_quoted(tmp_path: Path) -> 
         writer = mcp_profile("reporter", {"demo": McpServerConfig(url=url, allow=("report",))})
         async with MemoryBus() as bus:
             async with Worker(bus, {"reporter": writer}, media_dir=tmp_path / "media"):
-                await bus.send(task("r1", "the quarter"))
-                await bus.submit_spawn(spawn("r1", "reporter"))
+                await bus.inboxes.send(task("r1", "the quarter"))
+                await bus.spawns.submit(spawn("r1", "reporter"))
                 event = await wait_for_event(bus, SESSION, ToolResulted, timeout=60)
                 (result,) = await Lead(bus).until_results(1, timeout=60)
     assert isinstance(event, ToolResulted)
@@ -325,8 +325,8 @@ async def test_an_approval_gated_tool_waits_for_an_answer_over_the_bus(tmp_path:
             worker = Worker(bus, {"mixer": mixer}, media_dir=tmp_path)
             worker.telemetry = observed.telemetry
             async with worker:
-                await bus.send(task("x1", "eleven"))
-                await bus.submit_spawn(spawn("x1", "mixer"))
+                await bus.inboxes.send(task("x1", "eleven"))
+                await bus.spawns.submit(spawn("x1", "mixer"))
                 asked = await wait_for_event(bus, SESSION, ApprovalRequested, timeout=60)
                 (call,) = asked.calls
                 assert call.name == "set_volume"

@@ -81,7 +81,7 @@ def test_a_stubborn_mcp_server_dies_with_a_worker_killed_outright(
                 async with RedisBus(url, prefix="orphans") as bus:
                     request = SpawnRequest(session="s-orphans", agent="stubborn",
                                            profile="stubborn", pool="mcp")  # fmt: skip
-                    await bus.submit_spawn(request)
+                    await bus.spawns.submit(request)
 
             anyio.run(spawn)
             wait_until(pid_file.exists, 30, "the MCP server started")

@@ -118,7 +118,7 @@ class Cluster:
         return worker
 
     async def owner_of(self, agent: str) -> WorkerProcess:
-        owner = (await self.bus.get_agent_state(SESSION, agent)).get("owner", "")
+        owner = (await self.bus.records.agent(SESSION, agent)).get("owner", "")
         return next(w for w in self.workers if owner.startswith(w.name + "/"))
 
 
@@ -187,8 +187,8 @@ async def test_kill_9_mid_round_resumes_on_the_other_worker(
         for agent, text in agents.items():
             message = task(agent, text)
             ids[agent] = message.id
-            await c.bus.send(message)
-            await c.bus.submit_spawn(SpawnRequest(session=SESSION, agent=agent, profile="crash"))
+            await c.bus.inboxes.send(message)
+            await c.bus.spawns.submit(SpawnRequest(session=SESSION, agent=agent, profile="crash"))
         if moment == "tool":
             await wait_for_event(
                 c.bus, SESSION, lambda e: isinstance(e, ToolCalled) and e.call.name == "slow_step"
@@ -215,23 +215,23 @@ async def test_kill_9_mid_round_resumes_on_the_other_worker(
         await survivor.expect(f"{SESSION}/v exited: finished", timeout=60)
         exits = [e async for e in _exits(c.bus, "v")]
         assert exits == ["finished"]  # logged before the report went out, once
-        state = await c.bus.get_agent_state(SESSION, "v")
+        state = await c.bus.records.agent(SESSION, "v")
         assert state["status"] == "exited" and state["owner"].startswith(survivor.name + "/")
         checkpoint = load_checkpoint(state["checkpoint"])
         assert checkpoint is not None and ids["v"] in checkpoint.processed  # nothing lost
         spawned = []
-        async for logged in c.bus.events(SESSION, follow=False):
+        async for logged in c.bus.log.tail(SESSION, follow=False):
             if isinstance(logged.event, AgentClaimed) and logged.event.agent == "v":
                 spawned.append(logged.event.worker)
         assert spawned[-1] == survivor.name and victim.name in spawned
         every = SpawnQueue.of_pool(DEFAULT_POOL, ["crash"])
-        assert await c.bus.claim_spawn(every) is None  # every spawn request was acked
+        assert await c.bus.claims.claim(every) is None  # every spawn request was acked
         survivor.proc.send_signal(signal.SIGTERM)
         assert await survivor.exit_code() == 0
 
 
 async def _exits(bus: Bus, agent: str) -> AsyncIterator[str]:
-    async for logged in bus.events(SESSION, follow=False):
+    async for logged in bus.log.tail(SESSION, follow=False):
         if isinstance(logged.event, AgentExited) and logged.event.agent == agent:
             yield logged.event.reason
 
@@ -263,12 +263,12 @@ async def test_sigterm_drains_then_the_other_worker_resumes(
     drain = Drain()
     async with cluster(redis_server, tmp_path, drain) as c:
         first = await c.start_worker()
-        await c.bus.send(task("d2", "draft a seascape"))
-        await c.bus.submit_spawn(SpawnRequest(session=SESSION, agent="d2", profile="crash"))
+        await c.bus.inboxes.send(task("d2", "draft a seascape"))
+        await c.bus.spawns.submit(SpawnRequest(session=SESSION, agent="d2", profile="crash"))
         await wait_for_event(c.bus, SESSION, lambda e: e.type == "round.ended" and
                              e.agent == "d2" and e.round == 2)  # fmt: skip
-        await c.bus.send(task("d1", "the slow one"))
-        await c.bus.submit_spawn(SpawnRequest(session=SESSION, agent="d1", profile="crash"))
+        await c.bus.inboxes.send(task("d1", "the slow one"))
+        await c.bus.spawns.submit(SpawnRequest(session=SESSION, agent="d1", profile="crash"))
         with anyio.fail_after(30):
             await drain.d1_in_call.wait()
         first.proc.send_signal(signal.SIGTERM)
@@ -281,7 +281,7 @@ async def test_sigterm_drains_then_the_other_worker_resumes(
 
         second = await c.start_worker()
         await second.expect("resuming s1/d2")
-        await c.bus.send(task("d2", "now finish it"))
+        await c.bus.inboxes.send(task("d2", "now finish it"))
         await lead.until_results(2)
         (d2,) = lead.results_from("d2")
         assert "now finish it" in d2.content

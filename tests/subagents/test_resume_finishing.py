@@ -73,12 +73,12 @@ async def test_an_agent_killed_while_finishing_is_finished_once_by_the_next_owne
     # Idle after 30 s: an heir that waits for a new message fails the 10 s bound below.
     writer = profile(idle_timeout_s=30.0)
     async with dying, heir, model:
-        await heir.send(task("writer", "write it"))
+        await heir.inboxes.send(task("writer", "write it"))
         first = SubAgent(dying, writer, model, session=SESSION, name="writer",
                          media_dir=tmp_path, spawn_id="sp1", owner="w1/1")  # fmt: skip
         with pytest.raises(Killed):
             await first.run()
-        state = await heir.get_agent_state(SESSION, "writer")
+        state = await heir.records.agent(SESSION, "writer")
         assert state["status"] == ("running" if at == "record" else "finishing")
         results, _ = await exit_events(heir, "writer")
         assert len(results) == (0 if at == "record" else 1)
@@ -91,7 +91,7 @@ async def test_an_agent_killed_while_finishing_is_finished_once_by_the_next_owne
         assert len(server.requests) == 1, "the heir ran the finished agent again"
         content = await assert_one_final(heir, "writer", "finished", media=0)
         assert content == "All done."
-        assert (await heir.get_agent_state(SESSION, "writer"))["status"] == "exited"
+        assert (await heir.records.agent(SESSION, "writer"))["status"] == "exited"
 
 
 async def test_emit_once_appends_each_mark_once(make_bus: BusFactory) -> None:
@@ -100,11 +100,11 @@ async def test_emit_once_appends_each_mark_once(make_bus: BusFactory) -> None:
             AgentResult(session=SESSION, agent="writer", content="done"),
             AgentExited(session=SESSION, agent="writer", reason="finished"),
         ]
-        assert await bus.emit_once(SESSION, "writer", events, mark="final-1")
-        assert not await bus.emit_once(SESSION, "writer", events, mark="final-1")
-        await bus.emit(AgentProgress(session=SESSION, agent="writer", content="again"))
-        assert await bus.emit_once(SESSION, "writer", events, mark="final-2")  # a new run
-        logged = [e.event.type async for e in bus.events(SESSION, follow=False)]
+        assert await bus.log.emit_once(SESSION, "writer", events, mark="final-1")
+        assert not await bus.log.emit_once(SESSION, "writer", events, mark="final-1")
+        await bus.log.emit(AgentProgress(session=SESSION, agent="writer", content="again"))
+        assert await bus.log.emit_once(SESSION, "writer", events, mark="final-2")  # a new run
+        logged = [e.event.type async for e in bus.log.tail(SESSION, follow=False)]
         exit_pair = ["agent.result", "agent.exited"]
         assert logged == [*exit_pair, "agent.progress", *exit_pair]
-        assert (await bus.get_agent_state(SESSION, "writer"))["logged"] == "final-2"
+        assert (await bus.records.agent(SESSION, "writer"))["logged"] == "final-2"

@@ -34,7 +34,7 @@ SLACK_S = 4.0
 async def _asked(bus: RedisBus, after: str | None = None) -> LoggedEvent:
     """The next ``ApprovalRequested`` of the session (after ``after``)."""
     with anyio.fail_after(30):
-        async for logged in bus.events(SESSION, after=after):
+        async for logged in bus.log.tail(SESSION, after=after):
             if isinstance(logged.event, ApprovalRequested):
                 return logged
     raise AssertionError("the event log ended")
@@ -47,8 +47,8 @@ async def test_a_drain_ends_on_time_with_redis_down_and_the_agent_resumes_elsewh
     with RedisServer() as redis:  # of its own: it is killed
         lead = RedisBus(redis.url, BusOptions(lease_s=LEASE_S), prefix="stop")
         async with lead, model:
-            await lead.send(task("publisher", "publish the news"))
-            await lead.submit_spawn(
+            await lead.inboxes.send(task("publisher", "publish the news"))
+            await lead.spawns.submit(
                 SpawnRequest(session=SESSION, agent="publisher", profile="publisher")
             )
             first = RedisBus(redis.url, BusOptions(lease_s=LEASE_S), prefix="stop")

@@ -67,7 +67,7 @@ async def test_give_back_now_reaches_an_agent_starting_in_an_outage(
         async with anyio.create_task_group() as group:
             await group.start(worker.run)
             bus.down = True
-            await lead_bus.submit_spawn(
+            await lead_bus.spawns.submit(
                 SpawnRequest(session=SESSION, agent="a1", profile="painter")
             )
             with anyio.fail_after(10):
@@ -80,5 +80,5 @@ async def test_give_back_now_reaches_an_agent_starting_in_an_outage(
             finally:
                 bus.down = False  # a stop that hung ends now, so the failure is reported
         assert worker.claimed == 1 and worker.finished == 0 and worker.hosted == 0
-        claim = await lead_bus.claim_spawn(worker.queue)  # given back: at once, not after a lease
+        claim = await lead_bus.claims.claim(worker.queue)  # given back: at once, not after a lease
         assert claim is not None and claim.request.agent == "a1"

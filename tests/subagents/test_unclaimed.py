@@ -67,7 +67,7 @@ async def test_a_request_no_live_worker_serves_ends_its_agent_with_the_pool_and_
     claimed = {e.agent: e.worker for e in log if isinstance(e, AgentClaimed)}
     assert claimed == {"writer": worker.name}
     async with make_bus() as bus:  # withdrawn: a painter worker turning up later starts nothing
-        assert await bus.claim_spawn(SpawnQueue.of_pool("gpu", ["painter"])) is None
+        assert await bus.claims.claim(SpawnQueue.of_pool("gpu", ["painter"])) is None
 
 
 async def test_with_no_worker_at_all_the_session_ends_without_waiting_out_its_timeout(
@@ -95,7 +95,7 @@ async def test_a_request_that_live_workers_serve_is_warned_about_once_and_waits(
     """A live worker of the pool serves the profile but claims nothing (it is busy): the
     request is said to wait, once, and is left to wait: its session's timeout decides."""
     async with make_bus() as bus:
-        await bus.announce_worker("gpu", "busy-1", ["painter", "writer"], ttl_s=LONG_S)
+        await bus.workers.announce("gpu", "busy-1", ["painter", "writer"], ttl_s=LONG_S)
         session = open_session(PAINT_AND_WRITE, bus=bus, local_workers=False, pool="gpu",
                                unclaimed_s=0.2, timeout_s=2.5, media_dir=tmp_path)  # fmt: skip
         async with session:
@@ -125,7 +125,7 @@ async def test_a_worker_with_another_signing_key_refuses_and_the_lead_hears_it_a
                     result = await session.run()
             assert worker.claimed == 2
         log = await logged_events(bus, session.id)
-        assert await bus.dead_letters() == []  # refused before anything was sent either way
+        assert await bus.letters.recent() == []  # refused before anything was sent either way
     assert not of(AgentClaimed, log)  # neither ran
     refusals = {e.agent: e.content for e in log if isinstance(e, AgentResult)}
     assert set(refusals) == {"painter", "writer"}

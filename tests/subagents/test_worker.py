@@ -55,14 +55,14 @@ async def test_hosts_many_agents_under_the_concurrency_limit(
                         on_round=on_round)  # fmt: skip
         async with worker:
             for n in range(6):
-                await lead_bus.send(task(f"p{n}", f"paint number {n}"))
-                await lead_bus.submit_spawn(spawn(f"p{n}"))
+                await lead_bus.inboxes.send(task(f"p{n}", f"paint number {n}"))
+                await lead_bus.spawns.submit(spawn(f"p{n}"))
             results = await Lead(lead_bus).until_results(6)
         assert sorted(r.sender for r in results) == [f"p{n}" for n in range(6)]
         assert all(len(r.media_urls) == 1 for r in results)
         assert most <= 2 and len(live) == 6
         assert worker.finished == 6 and worker.hosted == 0
-        assert await lead_bus.claim_spawn(worker.queue) is None  # every request was acked
+        assert await lead_bus.claims.claim(worker.queue) is None  # every request was acked
 
 
 async def test_unknown_profile_gets_one_error_result(make_bus: BusFactory, tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ async def test_unknown_profile_gets_one_error_result(make_bus: BusFactory, tmp_p
     async with make_bus() as bus, make_bus() as lead_bus, model:
         async with Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, session=SESSION):
             juggler = SpawnRequest(session=SESSION, agent="x1", profile="juggler", pool=LOCAL_POOL)
-            await lead_bus.submit_spawn(juggler)
+            await lead_bus.spawns.submit(juggler)
             (result,) = await Lead(lead_bus).until_results(1)
         assert result.sender == "x1" and result.meta["reason"] == "error"
         assert "unknown profile 'juggler'" in result.content and "painter" in result.content
@@ -108,8 +108,8 @@ async def test_an_agent_that_cannot_be_set_up_gets_one_error_result(
     async with make_bus(lease_s=1) as bus, make_bus(lease_s=1) as lead_bus, model:
         request = spawn("p1")
         async with Worker(bus, PROFILES, models, media_dir=tmp_path) as worker:
-            await lead_bus.send(task("p1", "paint a heron"))
-            await lead_bus.submit_spawn(request)
+            await lead_bus.inboxes.send(task("p1", "paint a heron"))
+            await lead_bus.spawns.submit(request)
             (result,) = await Lead(lead_bus).until_results(1, timeout=5)
         assert result.sender == "p1" and result.meta["reason"] == "error"
         assert "PAINTER_KEY is not set" in result.content, result.content
@@ -127,7 +127,7 @@ async def test_a_refusal_fits_whatever_the_request_id(make_bus: BusFactory, tmp_
         async with Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, session=SESSION):
             juggler = SpawnRequest(id=long_id, session=SESSION, agent="x1", profile="juggler",
                                    pool=LOCAL_POOL)  # fmt: skip
-            await lead_bus.submit_spawn(juggler)
+            await lead_bus.spawns.submit(juggler)
             (result,) = await Lead(lead_bus).until_results(1, timeout=5)
         assert result.meta["reason"] == "error" and len(result.id) <= 100
         assert result.id == refusal_id(long_id)  # the same on every claim: deduped
@@ -157,15 +157,15 @@ async def test_drain_gives_agents_back_and_another_worker_resumes(
             lead = Lead(lead_bus)
             worker_a = Worker(bus_a, PROFILES, lambda p: model, media_dir=tmp_path)
             async with worker_a:
-                await lead_bus.send(task("w1", "draft a poem"))
-                await lead_bus.submit_spawn(spawn("w1", "writer"))
+                await lead_bus.inboxes.send(task("w1", "draft a poem"))
+                await lead_bus.spawns.submit(spawn("w1", "writer"))
                 # Shut down as the draft round ends: the drain lets it checkpoint and ack.
                 await wait_for_event(lead_bus, SESSION, lambda e: isinstance(e, RoundEnded)
                                      and e.agent == "w1" and e.round == 2)  # fmt: skip
                 worker_a.drain()
             assert worker_a.finished == 0 and lead.results == []
             async with Worker(bus_b, PROFILES, lambda p: model, media_dir=tmp_path) as worker_b:
-                await lead_bus.send(task("w1", "go ahead and finish"))
+                await lead_bus.inboxes.send(task("w1", "go ahead and finish"))
                 (result,) = await lead.until_results(1)
             assert worker_b.finished == 1 and result.sender == "w1"
             assert "go ahead and finish" in result.content
@@ -192,8 +192,8 @@ async def test_rides_out_a_redis_restart(
     async with make_bus(lease_s=5) as bus, make_bus(lease_s=5) as lead_bus, model:
         async with Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, concurrency=10):
             for n in range(4):
-                await lead_bus.send(task(f"r{n}", f"paint river {n}"))
-                await lead_bus.submit_spawn(spawn(f"r{n}"))
+                await lead_bus.inboxes.send(task(f"r{n}", f"paint river {n}"))
+                await lead_bus.spawns.submit(spawn(f"r{n}"))
             await in_call.wait()
             redis_server.restart()
             results = await Lead(lead_bus).until_results(4, timeout=40)

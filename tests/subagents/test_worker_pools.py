@@ -65,7 +65,7 @@ async def test_sessions_sharing_a_bus_host_only_their_own_sub_agents(
             assert set(hosts) == {"painter", "writer"}
             assert set(hosts.values()) == {f"{session_id}-local"}, hosts
             for agent in hosts:
-                owner = (await bus.get_agent_state(session_id, agent))["owner"]
+                owner = (await bus.records.agent(session_id, agent))["owner"]
                 assert owner.startswith(f"{session_id}-local/")
             # its own spawn queue ended with it (an empty stream and its group used to stay)
             assert not await bus._core.one("EXISTS", bus.keys.spawn_local(session_id))
@@ -80,9 +80,9 @@ async def test_a_worker_leaves_a_profile_it_does_not_know_to_one_that_does(
         painters = {"painter": PROFILES["painter"]}
         async with Worker(painter_bus, painters, lambda p: model, media_dir=tmp_path) as paints:
             for agent, profile_name in (("w1", "writer"), ("p1", "painter")):  # w1 first
-                await lead_bus.send(task(agent, f"{profile_name}: the sea"))
+                await lead_bus.inboxes.send(task(agent, f"{profile_name}: the sea"))
                 spawn = SpawnRequest(session=SESSION, agent=agent, profile=profile_name)
-                await lead_bus.submit_spawn(spawn)
+                await lead_bus.spawns.submit(spawn)
             (painted,) = await lead.until_results(1)
             # The painter worker claimed after w1 was queued, and left it: no error answered it.
             assert painted.sender == "p1" and paints.claimed == 1
@@ -119,14 +119,14 @@ async def test_with_no_worker_for_its_pool_the_session_times_out_and_withdraws(
             result = await session.run()
         assert result.status == "timed_out"
         waiting = SpawnQueue.of_pool("nobody", ["painter", "writer"])
-        assert await bus.claim_spawn(waiting, timeout=0) is None  # withdrawn, never started
+        assert await bus.claims.claim(waiting, timeout=0) is None  # withdrawn, never started
         log = await logged_events(bus, session.id)
         assert isinstance(log[-1], SessionFinished)
         started = {e.agent for e in log if isinstance(e, AgentSpawned)}
         exits = {e.agent: e.reason for e in log if isinstance(e, AgentExited)}
         assert started == {"painter", "writer"} and exits == dict.fromkeys(started, "shutdown")
         for agent in started:  # their tasks went with them
-            assert await bus.read_inbox(session.id, agent) == []
+            assert await bus.inboxes.read(session.id, agent) == []
 
 
 @pytest.mark.process
@@ -144,10 +144,10 @@ async def test_a_worker_process_with_pool_gpu_takes_only_gpu_requests(
             SpawnRequest(session=SESSION, agent="l1", profile="crash", pool=LOCAL_POOL),
         ]
         for request in elsewhere:
-            await c.bus.send(task(request.agent, "paint elsewhere"))
-            await c.bus.submit_spawn(request)
-        await c.bus.send(task("g1", "paint on the gpu"))
-        await c.bus.submit_spawn(
+            await c.bus.inboxes.send(task(request.agent, "paint elsewhere"))
+            await c.bus.spawns.submit(request)
+        await c.bus.inboxes.send(task("g1", "paint on the gpu"))
+        await c.bus.spawns.submit(
             SpawnRequest(session=SESSION, agent="g1", profile="crash", pool="gpu")
         )
 

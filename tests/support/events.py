@@ -16,7 +16,7 @@ E = TypeVar("E")
 
 async def logged_events(bus: Bus, session: str) -> list[Event]:
     """The whole event log of a session, as it stands."""
-    return [logged.event async for logged in bus.events(session, follow=False)]
+    return [logged.event async for logged in bus.log.tail(session, follow=False)]
 
 
 @overload
@@ -47,7 +47,7 @@ async def wait_for_event(
     """The first event of the session log (from ``after``) that is of type ``match`` or for which
     ``match(event)`` is true; fails after ``timeout`` seconds or if the log ends."""
     with anyio.fail_after(timeout):
-        async for logged in bus.events(session, after=after):
+        async for logged in bus.log.tail(session, after=after):
             if isinstance(match, type):
                 if isinstance(logged.event, match):
                     return logged.event

@@ -1,9 +1,8 @@
 """Faults at a bus part's seam: run a step before every call of one of a part's methods.
 
-Code under test reaches the bus through its parts (``bus.log.emit``, ``bus.claims.renew``), and
-the bus's older flat calls (``bus.emit``) forward to the same parts, so a step put in front of a
-part's method sees every caller. The step may wait (to hold the call), raise (to refuse it), or
-only note it.
+Code under test reaches the bus through its parts (``bus.log.emit``, ``bus.claims.renew``), so a
+step put in front of a part's method sees every caller. The step may wait (to hold the call),
+raise (to refuse it), or only note it.
 """
 
 from __future__ import annotations
