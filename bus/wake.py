@@ -37,7 +37,7 @@ class Watch:
     ``since`` instead of sharing ``seen``.
     """
 
-    __slots__ = ("confirmed", "event", "generation", "releases", "seen")
+    __slots__ = ("confirmed", "event", "generation", "refused", "releases", "seen")
 
     def __init__(self) -> None:
         self.generation = 0
@@ -47,6 +47,9 @@ class Watch:
         # Set once the backend is sure no wake-up for this channel can be missed any more (Redis:
         # the SUBSCRIBE was confirmed). Reads wait for it so the first read cannot race the wait.
         self.confirmed: anyio.Event | _Confirmed | None = None
+        # Why the backend will not watch this channel (Redis: the user may not SUBSCRIBE to it):
+        # set with ``confirmed``, and raised to whoever waits for it.
+        self.refused: Exception | None = None
 
     def wake(self, payload: str | None = None) -> None:
         self.generation += 1

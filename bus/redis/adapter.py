@@ -27,7 +27,7 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import PubSub
 from redis.asyncio.connection import AbstractConnection
 from redis.backoff import NoBackoff
-from redis.exceptions import AuthenticationError, NoScriptError, ResponseError
+from redis.exceptions import AuthenticationError, NoPermissionError, NoScriptError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
@@ -102,6 +102,8 @@ def refusal(error: ResponseError) -> RedisRefused:
     if not isinstance(code, str) or not code:
         if isinstance(error, NoScriptError):  # stripped by every redis-py this supports
             code = "NOSCRIPT"
+        elif isinstance(error, NoPermissionError):  # likewise (a pub/sub reply, say)
+            code = "NOPERM"
         else:
             first = message.split(" ", 1)[0]
             code = first if first.isalpha() and first.isupper() else "ERR"

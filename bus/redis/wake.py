@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import deque
 from collections.abc import Callable
 
 import anyio
 from anyio.abc import TaskStatus
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
+from redis.exceptions import ResponseError
 
 from baton.bus.errors import BusUnreachable, redact_url
-from baton.bus.redis.adapter import FAULTS, subscribe, unsubscribe
+from baton.bus.redis.adapter import FAULTS, RedisRefused, refusal, subscribe, unsubscribe
 from baton.bus.wake import CONFIRMED, WakeHub, Watch
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,10 @@ class WakeDispatcher:
         self._noted = 0  # changes noted so far
         self._sent = 0  # of which sent (or made moot by a new connection)
         self._sent_event = anyio.Event()
+        self._asked: deque[set[str]] = deque()
+        """The SUBSCRIBE commands sent on this connection whose replies have not all come, in
+        order: Redis answers each with a confirmation per channel or one error reply, and an
+        error reply names no channel, so this is how a refusal finds the channels it refuses."""
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read wake-ups and send subscription changes until cancelled, reconnecting on faults."""
@@ -84,6 +90,9 @@ class WakeDispatcher:
                 pubsub = await self._ensure_connected()
                 message = await pubsub.get_message(timeout=_READ_TIMEOUT_S)
                 backoff = 0.05
+            except ResponseError as exc:  # a SUBSCRIBE refused (NOPERM): the connection is fine
+                self._refuse(exc)
+                continue
             except FAULTS as exc:
                 await self._drop(exc)
                 await anyio.sleep(backoff * (0.5 + random.random()))
@@ -101,6 +110,7 @@ class WakeDispatcher:
             data = message.get("data")
             self._hub.wake(channel, data if isinstance(data, str) else None)
         elif kind == "subscribe":
+            self._answered(channel)
             watch = self._hub.get(channel)
             pending = watch.confirmed if watch is not None else None
             if watch is not None and isinstance(pending, anyio.Event) and not pending.is_set():
@@ -122,9 +132,10 @@ class WakeDispatcher:
             # Readers may already wait on an unset event: keep it; replace only spent ones.
             if watch is not None and (watch.confirmed is None or watch.confirmed.is_set()):
                 watch.confirmed = anyio.Event()
+        self._asked.clear()
         try:
             for start in range(0, len(channels), _SUBSCRIBE_CHUNK):
-                await subscribe(pubsub, *channels[start : start + _SUBSCRIBE_CHUNK])
+                await self._subscribe(pubsub, channels[start : start + _SUBSCRIBE_CHUNK])
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
@@ -169,6 +180,8 @@ class WakeDispatcher:
                 await confirmed.wait()
             if not confirmed.is_set():
                 raise BusUnreachable(self._url, f"no confirmation of SUBSCRIBE {channel}")
+        if watch.refused is not None:
+            raise watch.refused
         return watch
 
     async def unwatch(self, channel: str) -> None:
@@ -180,6 +193,42 @@ class WakeDispatcher:
         with anyio.move_on_after(_UNWATCH_WAIT_S):
             while self._sent < mark and self._pubsub is not None:
                 await self._sent_event.wait()
+
+    async def _subscribe(self, pubsub: PubSub, channels: list[str]) -> None:
+        self._asked.append(set(channels))
+        await subscribe(pubsub, *channels)
+
+    def _answered(self, channel: str) -> None:
+        """One channel of the oldest SUBSCRIBE still waiting was confirmed."""
+        for asked in self._asked:
+            if channel in asked:
+                asked.discard(channel)
+                break
+        while self._asked and not self._asked[0]:
+            self._asked.popleft()
+
+    def _refuse(self, error: ResponseError) -> None:
+        """Redis refused the oldest SUBSCRIBE still waiting (NOPERM: the user may not watch
+        those channels). Their watchers get the refusal, naming the channels, instead of
+        waiting out the confirmation; the channels are no longer watched, so a reconnect does
+        not ask again, and a later watch of one asks anew and gets the same answer."""
+        channels = sorted(self._asked.popleft()) if self._asked else []
+        typed = refusal(error)
+        named = " ".join(channels) or "(a channel)"
+        hint = (
+            " (the Redis user needs +subscribe and the prefix's channels: docs/securing-redis.md)"
+        )
+        refused = RedisRefused(typed.code, f"SUBSCRIBE {named}: {typed.reply}" + (
+            hint if typed.code == "NOPERM" else ""
+        ))  # fmt: skip
+        log.error("wake-up subscription refused by %s: %s", self._url, refused)
+        for channel in channels:
+            watch = self._hub.remove(channel)
+            if watch is None:
+                continue
+            watch.refused = refused
+            if isinstance(watch.confirmed, anyio.Event):
+                watch.confirmed.set()
 
     def _note(self, channel: str, *, subscribe: bool) -> int:
         self._changes[channel] = subscribe
@@ -213,7 +262,7 @@ class WakeDispatcher:
                 for start in range(0, len(dropped), _SUBSCRIBE_CHUNK):
                     await unsubscribe(pubsub, *dropped[start : start + _SUBSCRIBE_CHUNK])
                 for start in range(0, len(added), _SUBSCRIBE_CHUNK):
-                    await subscribe(pubsub, *added[start : start + _SUBSCRIBE_CHUNK])
+                    await self._subscribe(pubsub, added[start : start + _SUBSCRIBE_CHUNK])
                 backoff = 0.05
                 self._mark_sent(upto)
             except FAULTS as exc:

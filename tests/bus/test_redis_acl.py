@@ -247,3 +247,19 @@ def test_the_documented_line_is_one_redis_accepts_as_a_command(
     assert admin.acl_getuser("baton") == started
     with pytest.raises(ResponseError):
         admin.execute_command("ACL", "SETUSER", "baton", "+no-such-command")  # type: ignore[no-untyped-call]
+
+
+async def test_a_wake_up_channel_the_user_may_not_subscribe_to_is_refused_by_name(
+    acl_server: RedisServer,
+) -> None:
+    """A user without SUBSCRIBE on the channel (here: a prefix not its own) gets NOPERM from
+    the inbox wait that needed it, naming the channel; the bus's wake-up reader does not die
+    with it (before: NoPermissionError escaped the reader and ended the bus's task group)."""
+    url = redis_url(user_url(acl_server), password=PASSWORD)
+    async with RedisBus(url, BusOptions(), prefix="other") as bus:
+        for _ in range(2):  # the same answer again: the reader is still there
+            with pytest.raises(RedisRefused) as refused:
+                await bus.inboxes.wait("s-other", "lead", 5)
+            assert refused.value.code == "NOPERM"
+            assert "SUBSCRIBE other:{s-other}:wake:lead" in str(refused.value)
+        await bus.ping()
