@@ -22,7 +22,7 @@ from baton.engine.bus_channel import BusInteractionChannel
 from baton.engine.channels import policy_channel
 from baton.engine.spend import BusSpend
 from baton.lead.agent import Lead
-from baton.lead.keeper import LeadKeeper
+from baton.lead.keeper import LeadKeeper, LeadRecord
 from baton.lead.options import LeadOptions, LeadParts
 from baton.lead.profiles import lead_policy
 from baton.lead.prompt import LEAD_NAME
@@ -73,6 +73,16 @@ class Built:
     lead: Lead
     watch: SpawnWatch
     worker: Worker | None
+
+    @property
+    def record(self) -> LeadRecord | None:
+        """The dead lead's record, when this session resumes one."""
+        return None if self.resumed is None else self.resumed.record
+
+    @property
+    def time_left(self) -> float | None:
+        """A resumed session's time left (None: a new session's own ``timeout_s``)."""
+        return None if self.resumed is None else self.resumed.time_left
 
 
 async def build_session(

@@ -28,18 +28,16 @@ from baton.bus.tail import tail_events
 from baton.engine import Tool
 from baton.engine.bus_channel import answer_approval, approvals_inbox
 from baton.errors import describe_validation
-from baton.lead.agent import Lead, LeadOutcome
-from baton.lead.keeper import LeadKeeper, LeadRecord, LeadTakenOver
+from baton.lead.agent import LeadOutcome
+from baton.lead.keeper import LeadRecord, LeadTakenOver
 from baton.lead.prompt import LEAD_NAME
-from baton.lead.stream import EventFanout, EventRouter, EventStream
+from baton.lead.stream import EventFanout, EventStream
 from baton.llm.offline import OFFLINE_MODEL_NAME
 from baton.llm.types import ChatModel
-from baton.session.build import Given, Hooks, build_session
+from baton.session.build import Built, Given, Hooks, build_session
 from baton.session.config import SessionConfig, SessionResult
 from baton.session.setup import session_bus
-from baton.spawn_watch import SpawnWatch
 from baton.subagents.models import ModelFactory
-from baton.subagents.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -77,25 +75,16 @@ class Session(Service):
         self._given = Given(bus, model, list(tools), subagent_models)
         self._group: TaskGroup | None = None
         self._fanout = EventFanout()
-        self._router: EventRouter | None = None
-        self._lead: Lead | None = None
+        self._built: Built | None = None
+        """The session's parts, once opened (:mod:`baton.session.build`)."""
         self._bus: Bus | None = None
         self._inboxes_released = False
-        self._worker: Worker | None = None
-        self._model_name = ""
         self._started = False
         self._done = anyio.Event()
         self._tail_done = anyio.Event()
         self._result: SessionResult | None = None
         self._error: BaseException | None = None
         self._bus_lost: BusOutage | None = None
-        self._keeper: LeadKeeper | None = None
-        self._resumed: LeadRecord | None = None
-        """The dead lead's record, when this session resumes one."""
-        self._time_left: float | None = None
-        self._setup = ""
-        self._watch: SpawnWatch | None = None
-        """The watch over the session's spawn requests that no worker claims."""
 
     @classmethod
     def resume(
@@ -155,19 +144,14 @@ class Session(Service):
         stack.push_async_callback(self._release_inboxes)  # taken over, or failed to start
         hooks = Hooks(give_up=self._cancelling, on_outage=self._lose_bus)
         built = await build_session(stack, self.config, bus, self._given, self._fanout, hooks)
-        self.config = built.config
-        self._keeper, self._router, self._lead = built.keeper, built.router, built.lead
-        self._watch, self._worker = built.watch, built.worker
-        self._model_name, self._setup = built.model_name, built.setup
-        if built.resumed is not None:
-            self._resumed, self._time_left = built.resumed.record, built.resumed.time_left
+        self.config, self._built = built.config, built
         self._group = await stack.enter_async_context(anyio.create_task_group())
         stack.push_async_exit(self._stop)  # unwound first: end the session, then its parts
-        await self._group.start(self._router.run_flusher)
+        await self._group.start(built.router.run_flusher)
         await self._group.start(built.watch.run)
         await self._group.start(partial(built.keeper.keep, on_lost=self._taken_over))
-        if self._worker is not None:
-            await self._group.start(self._worker.run)
+        if built.worker is not None:
+            await self._group.start(built.worker.run)
 
     async def _stop(
         self,
@@ -187,8 +171,8 @@ class Session(Service):
                     log.warning("session %s: not finished %.1f s after it was cancelled; "
                                 "stopping its tasks outright", self.id, bound)  # fmt: skip
         finally:
-            if self._worker is not None:
-                self._worker.give_back_now()
+            if self._built is not None and self._built.worker is not None:
+                self._built.worker.give_back_now()
             if self._group is not None:
                 self._group.cancel_scope.cancel()
             self._fanout.close()
@@ -198,12 +182,12 @@ class Session(Service):
         """Another lead took the session's lease: this one stops and leaves the session alone."""
         log.error("%s", exc)
         self._error = exc
-        if self._lead is not None:
-            self._lead.abandon(exc)
+        if self._built is not None:
+            self._built.lead.abandon(exc)
 
     def _cancelling(self) -> bool:
         """Whether the lead was cancelled: the event log's writes then stop retrying the bus."""
-        return self._lead is not None and self._lead.cancelled
+        return self._built is not None and self._built.lead.cancelled
 
     def _lose_bus(self, exc: BusOutage) -> None:
         """The bus has been gone longer than ``bus_outage_s``: the session fails with that
@@ -264,29 +248,30 @@ class Session(Service):
 
     def cancel(self) -> None:
         """Cancel the session: its lead stops, its sub-agents are told to shut down."""
-        if self._lead is not None:
-            self._lead.cancel()
+        if self._built is not None:
+            self._built.lead.cancel()
 
     # -- the session's own task -----------------------------------------------------------------
 
     async def _main(self) -> None:
-        assert self._lead is not None and self._router is not None and self._group is not None
-        lead, router = self._lead, self._router
+        assert self._built is not None and self._group is not None
+        built = self._built
+        lead, router = built.lead, built.router
         outcome = LeadOutcome("failed", "")
-        resumed = self._resumed
+        resumed = built.record
         try:
             started = SessionStarted(
                 session=self.id,
                 agent=LEAD_NAME,
                 task=self.config.task,
-                model=self._model_name,
-                offline=self._model_name == OFFLINE_MODEL_NAME,
+                model=built.model_name,
+                offline=built.model_name == OFFLINE_MODEL_NAME,
                 resumed=resumed is not None,
             )
             if resumed is not None:
                 await self._take_inbox(resumed)
             else:
-                await self._keeper_of().begin(self._setup)
+                await built.keeper.begin(built.setup)
             if self.config.budget is not None and resumed is None:  # before the first spawn
                 write = partial(self.bus.budget.set_limits, self.id, self.config.budget)
                 await persist(
@@ -302,10 +287,10 @@ class Session(Service):
             if resumed is not None and resumed.outcome is not None:
                 outcome = resumed.outcome  # decided before the lead died: logged now, once
             elif resumed is not None and resumed.restorable:
-                outcome = await lead.run(None, time_left=self._time_left)
+                outcome = await lead.run(None, time_left=built.time_left)
             else:
                 outcome = await lead.run(
-                    self.config.task, context=self.config.context, time_left=self._time_left
+                    self.config.task, context=self.config.context, time_left=built.time_left
                 )
             if self._bus_lost is not None:  # the lead was cancelled for it
                 raise self._bus_lost
@@ -347,11 +332,8 @@ class Session(Service):
                 give_up=self._cancelling,
                 outage_s=self.config.bus_outage_s,
             )
-        await self._keeper_of().adopt_inbox()
-
-    def _keeper_of(self) -> LeadKeeper:
-        assert self._keeper is not None
-        return self._keeper
+        assert self._built is not None
+        await self._built.keeper.adopt_inbox()
 
     def _leave(self, exc: LeadTakenOver) -> None:
         """End this copy of a session taken over: no last event (the session is another's)."""
@@ -362,8 +344,8 @@ class Session(Service):
     async def _wind_down(self) -> None:
         """The lead is done: its spawn requests are watched no more (nothing is logged after
         the session's end), and the in-process worker stops."""
-        if self._watch is not None:
-            self._watch.stop()
+        if self._built is not None:
+            self._built.watch.stop()
         await self._stop_worker()
 
     async def _stop_worker(self) -> None:
@@ -372,11 +354,12 @@ class Session(Service):
         Its agents have all reported by now, unless the session was cancelled or timed out: those
         are given back unfinished (their ``shutdown`` is already in their inboxes).
         """
-        if self._worker is None:
+        worker = None if self._built is None else self._built.worker
+        if worker is None:
             return
-        self._worker.give_back_now()
+        worker.give_back_now()
         with anyio.move_on_after(WORKER_STOP_S):
-            await self._worker.stopped.wait()
+            await worker.stopped.wait()
 
     async def _finish(self, outcome: LeadOutcome) -> None:
         """Write ``SessionFinished`` last (after the tail caught up), end the viewers' streams."""
@@ -398,13 +381,14 @@ class Session(Service):
             media_urls=result.media_urls,
             invented_urls=result.invented_urls,
         )
-        assert self._router is not None and self._keeper is not None
+        assert self._built is not None
+        keeper, router = self._built.keeper, self._built.router
         logged = False
         try:
             with anyio.fail_after(TAIL_DRAIN_S):
-                await self._keeper.decided(outcome)  # a resume after this logs this same end
-                await self._router.emit(finished, publish=False)
-                await self._keeper.ended()
+                await keeper.decided(outcome)  # a resume after this logs this same end
+                await router.emit(finished, publish=False)
+                await keeper.ended()
                 logged = True
                 await self._tail_done.wait()
         except Exception as exc:  # the bus is gone: viewers still get the end of the story
@@ -420,7 +404,7 @@ class Session(Service):
     def _why(self, outcome: LeadOutcome) -> str:
         """The result's error: the lead's, unless work was left undone because an agent could
         not start (no worker serves it, or a worker refused it): that reason names the cause."""
-        ended = self._watch.ended if self._watch is not None else []
+        ended = self._built.watch.ended if self._built is not None else []
         if outcome.status == "incomplete" and ended:
             return ended[0]
         return outcome.error
@@ -429,7 +413,7 @@ class Session(Service):
         """The session's own spawn queue ends with it (once its end is recorded): what is left
         there, agents given back unfinished that nobody resumes now, would stay on the bus for
         ever. Never for a session taken over by another lead: that one goes on with it."""
-        if self._worker is None or self._bus_lost is not None:
+        if self._built is None or self._built.worker is None or self._bus_lost is not None:
             return
         with anyio.move_on_after(DROP_QUEUE_S):
             try:
@@ -464,12 +448,12 @@ class Session(Service):
         spawn queue gone, its agents' too (the shutdowns of agents given back unfinished). A
         pool's agent may still have its shutdown to read: its inbox only expires. Bounded and
         best effort: keys left without a lifetime are still removed by ``baton clean``."""
-        assert self._lead is not None
-        agents = list(self._lead.roster.agents)
+        assert self._built is not None
+        agents = list(self._built.lead.roster.agents)
         inboxes = [
             name for agent in (LEAD_NAME, *agents) for name in (agent, approvals_inbox(agent))
         ]
-        done = (LEAD_NAME, *agents) if self._worker is not None else (LEAD_NAME,)
+        done = (LEAD_NAME, *agents) if self._built.worker is not None else (LEAD_NAME,)
         unread = [approvals_inbox(agent) for agent in done] + list(done)
         retire = partial(self.bus.retention.retire, self.id, self.config.retention_s)
         with anyio.move_on_after(RETIRE_S) as bounded:
