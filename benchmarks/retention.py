@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from redis.exceptions import ResponseError
 
 REPO = Path(__file__).resolve().parents[1]
 BATON = str(Path(sys.executable).parent / "baton")
@@ -170,7 +171,13 @@ async def consumers(r: Any) -> dict[str, Any]:
     per_group: dict[str, int] = {}
     async for raw in r.scan_iter(match=f"{PREFIX}:*", count=1000, _type="stream"):
         key = _s(raw)
-        for group in await r.xinfo_groups(key):
+        try:
+            groups = await r.xinfo_groups(key)
+        except ResponseError as exc:  # gone since SCAN saw it (a session's inbox retired)
+            if "no such key" not in str(exc):
+                raise
+            continue
+        for group in groups:
             name = _s(group["name"])
             per_group[f"{key} {name}"] = int(group["consumers"])
     return {
