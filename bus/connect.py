@@ -16,7 +16,8 @@ from baton.base_errors import ConfigError
 from baton.bus.base import Bus, BusOptions
 from baton.bus.errors import redact_url
 
-REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
+REDIS_SCHEMES = frozenset({"redis", "rediss", "unix", "redis+cluster", "rediss+cluster"})
+TLS_SCHEMES = frozenset({"rediss", "rediss+cluster"})
 
 TLS_QUERY = {"ca_file": "ssl_ca_certs", "cert_file": "ssl_certfile", "key_file": "ssl_keyfile"}
 """Where each TLS file goes in a ``rediss://`` URL: redis-py's own query parameters, so a URL
@@ -49,7 +50,7 @@ def redis_url(
         for name, path in (("ca_file", ca_file), ("cert_file", cert_file), ("key_file", key_file))
         if path is not None and str(path)
     }
-    if files and scheme != "rediss":
+    if files and scheme not in TLS_SCHEMES:
         given = ", ".join(f"redis_{name}" for name in files)
         raise ConfigError(
             f"{given} set, but the bus URL {redact_url(url)!r} does not use TLS: "
@@ -94,5 +95,6 @@ def open_bus(
 
         return RedisBus(url, options, prefix=prefix)
     raise ConfigError(
-        f"unknown bus URL {redact_url(url)!r}: use memory://, redis://HOST:PORT/DB, rediss://... or unix://PATH"
+        f"unknown bus URL {redact_url(url)!r}: use memory://, redis://HOST:PORT/DB, rediss://..., "
+        "unix://PATH or redis+cluster://HOST:PORT[,HOST:PORT...]"
     )

@@ -21,6 +21,7 @@ from baton.bus.errors import ConfigError
 from baton.bus.memory import MemoryBus
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer, local_model_requests_only
+from baton.testing.redis_cluster import RedisCluster
 
 pytest_plugins = ["tests.support.tiers"]
 
@@ -103,6 +104,17 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """A real Redis Cluster (3 masters, a replica each) for this test process."""
+    try:
+        cluster = RedisCluster()
+    except ConfigError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with cluster:
+        yield cluster
+
+
 @pytest.fixture
 def make_bus(request: pytest.FixtureRequest, backend: str) -> BusFactory:
     """Buses on one backend that share state, each a separate consumer (a 'process').
@@ -113,15 +125,17 @@ def make_bus(request: pytest.FixtureRequest, backend: str) -> BusFactory:
     one test share a fresh key prefix, so tests never see each other's keys.
     """
     prefix = f"t{next(_prefixes)}"
-    server: RedisServer | None = (
-        request.getfixturevalue("redis_server") if backend == "redis" else None
-    )
+    url: str | None = None
+    if backend == "redis":
+        url = request.getfixturevalue("redis_server").url
+    elif backend == "redis-cluster":
+        url = request.getfixturevalue("redis_cluster").url
     first: list[MemoryBus] = []
 
     def factory(**options: Any) -> Bus:
         opts = BusOptions(**options)
-        if server is not None:
-            return RedisBus(server.url, opts, prefix=prefix)
+        if url is not None:
+            return RedisBus(url, opts, prefix=prefix)
         if not first:
             first.append(MemoryBus(opts))
             return first[0]

@@ -88,10 +88,45 @@ class BusyGroup(RedisRefused):
     """``BUSYGROUP``: the consumer group exists already."""
 
 
+class Redirected(RedisRefused):
+    """A cluster node does not serve the command's slot: ``MOVED <slot> <host>:<port>`` (for
+    good: the map is out of date) or ``ASK`` (this once, the slot is being migrated)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(code, message)
+        words = message.split()
+        if words and words[0] == code:
+            words = words[1:]  # redis-py leaves the code in the message with its own parser
+        try:
+            host, _, port = words[1].rpartition(":")
+            self.slot = int(words[0])
+            self.address = (host, int(port))
+        except (IndexError, ValueError):
+            raise RedisRefused(code, message) from None
+
+
+class Moved(Redirected):
+    """``MOVED``: the slot is served by another master now."""
+
+
+class Ask(Redirected):
+    """``ASK``: ask the named node this once (``ASKING`` first): the slot is migrating."""
+
+
+class ClusterUnsettled(RedisConnectionError):
+    """``CLUSTERDOWN``, ``TRYAGAIN`` or ``MASTERDOWN``: the cluster is failing over or moving
+    keys. A fault, not a refusal: the same command succeeds once the cluster settles, so it is
+    retried with backoff like a lost connection (and the slot map read again)."""
+
+
+_UNSETTLED = frozenset({"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN"})
+
 _TYPED: dict[str, type[RedisRefused]] = {
     "NOSCRIPT": NoScript,
     "NOGROUP": NoGroup,
     "BUSYGROUP": BusyGroup,
+    "MOVED": Moved,
+    "ASK": Ask,
 }
 
 
@@ -107,7 +142,17 @@ def refusal(error: ResponseError) -> RedisRefused:
         else:
             first = message.split(" ", 1)[0]
             code = first if first.isalpha() and first.isupper() else "ERR"
-    return _TYPED.get(code, RedisRefused)(code, message)
+    try:
+        return _TYPED.get(code, RedisRefused)(code, message)
+    except RedisRefused as untyped:  # a redirect whose address could not be read
+        return untyped
+
+
+def unsettled(refused: RedisRefused) -> ClusterUnsettled | None:
+    """The fault a refusal stands for when the cluster is changing, else None."""
+    if refused.code in _UNSETTLED:
+        return ClusterUnsettled(f"{refused.code}: {refused.reply}")
+    return None
 
 
 def _options(client_name: str, socket_timeout: float | None) -> dict[str, Any]:
@@ -229,8 +274,9 @@ class CommandPool:
         await self._pool.disconnect()
 
 
-async def subscribe(pubsub: PubSub, *channels: str) -> None:
-    """SUBSCRIBE on a redis-py ``PubSub``, with any failure of its connection raised as a fault.
+async def subscribe(pubsub: PubSub, *channels: str, sharded: bool = False) -> None:
+    """SUBSCRIBE (``SSUBSCRIBE`` when ``sharded``: a cluster's shard channels) on a redis-py
+    ``PubSub``, with any failure of its connection raised as a fault.
 
     The wake-up dispatcher reads the ``PubSub`` in one task while agents subscribe from theirs.
     When Redis goes away, the reading task tears the connection down; a SUBSCRIBE sent in that
@@ -240,14 +286,21 @@ async def subscribe(pubsub: PubSub, *channels: str) -> None:
     re-subscribes every channel when it reconnects.
     """
     try:
-        await pubsub.subscribe(*channels)
+        if sharded:
+            await pubsub.ssubscribe(*channels)
+        else:
+            await pubsub.subscribe(*channels)
     except AttributeError as exc:
         raise RedisConnectionError(f"connection reset during SUBSCRIBE: {exc}") from exc
 
 
-async def unsubscribe(pubsub: PubSub, *channels: str) -> None:
-    """UNSUBSCRIBE, with the same race as :func:`subscribe` raised as a fault."""
+async def unsubscribe(pubsub: PubSub, *channels: str, sharded: bool = False) -> None:
+    """UNSUBSCRIBE (``SUNSUBSCRIBE`` when ``sharded``), with the same race as :func:`subscribe`
+    raised as a fault."""
     try:
-        await pubsub.unsubscribe(*channels)
+        if sharded:
+            await pubsub.sunsubscribe(*channels)
+        else:
+            await pubsub.unsubscribe(*channels)
     except AttributeError as exc:
         raise RedisConnectionError(f"connection reset during UNSUBSCRIBE: {exc}") from exc

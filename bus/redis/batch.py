@@ -107,6 +107,25 @@ class CommandBatcher:
         commands as a ``RedisRefused`` (typed by its code). If the caller is cancelled while
         queued, its commands may still run; a caller that reads must treat that like a lost reply.
         """
+        op = await self._run(commands)
+        if op.error is not None:
+            raise op.error
+        return op.replies
+
+    async def everywhere(self, *commands: Command) -> None:
+        """Run commands that every node must see (one node here: the same as :meth:`call`)."""
+        await self.call(*commands)
+
+    async def call_replies(self, *commands: Command) -> list[Any]:
+        """Like :meth:`call`, but an error reply is returned in its place (a ``RedisRefused``)
+        instead of raised: a cluster router must see each command's own answer (``MOVED``,
+        ``ASK``) to send it on. A fault (and an argument that cannot be packed) still raises."""
+        op = await self._run(commands)
+        if op.error is not None and not op.replies:
+            raise op.error
+        return op.replies
+
+    async def _run(self, commands: Sequence[Command]) -> _Op:
         op = _Op(commands)
         if not self._queue and self._in_flight < self._connections:
             # Nothing waiting and a connection free: run it right here, sparing two task
@@ -118,9 +137,7 @@ class CommandBatcher:
             self._queue.append(op)
             self._ready.set()
             await op.done.wait()
-        if op.error is not None:
-            raise op.error
-        return op.replies
+        return op
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Flush the backlog that builds up while every connection is busy, until cancelled."""

@@ -23,12 +23,13 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
+from redis.asyncio import Redis
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
@@ -51,8 +52,11 @@ from baton.bus.redis.adapter import (
     tls_refusal,
 )
 from baton.bus.redis.batch import Command, CommandBatcher
+from baton.bus.redis.cluster import ClusterRouter, is_cluster_url
 from baton.bus.redis.keys import Keys
 from baton.bus.redis.scripts import ACK_AND_DELETE, APPEND_AND_WAKE, SCRIPTS
+from baton.bus.redis.shards import ShardedWake
+from baton.bus.redis.slots import Address
 from baton.bus.redis.wake import WakeDispatcher
 from baton.bus.wake import WakeHub, Watch
 
@@ -113,14 +117,28 @@ class RedisCore(Service):
         self.keys = Keys(prefix)
         self._attempts = attempts
         client_name = f"baton:{options.consumer}"
-        self._pool = CommandPool(url, connections=command_connections, client_name=client_name)
-        self._pubsub_client = pubsub_client(url, client_name=client_name)
-        self._batcher = CommandBatcher(self._pool, connections=command_connections)
+        self.cluster: ClusterRouter | None = None
+        self._pool: CommandPool | None = None
+        self._batcher: CommandBatcher | ClusterRouter
+        self._pubsub_client: Redis | None = None
+        self._dispatcher: WakeDispatcher | ShardedWake
         self.epoch = 0
         self.hub = WakeHub()
-        self._dispatcher = WakeDispatcher(
-            self._pubsub_client, self.hub, url=url, on_fault=self._fault
-        )
+        if is_cluster_url(url):
+            self.cluster = ClusterRouter(
+                url, connections=command_connections, client_name=client_name
+            )
+            self._batcher = self.cluster
+            self._dispatcher = ShardedWake(
+                self.cluster, self.hub, client_name=client_name, on_fault=self._fault
+            )
+        else:
+            self._pool = CommandPool(url, connections=command_connections, client_name=client_name)
+            self._batcher = CommandBatcher(self._pool, connections=command_connections)
+            self._pubsub_client = pubsub_client(url, client_name=client_name)
+            self._dispatcher = WakeDispatcher(
+                self._pubsub_client, self.hub, url=url, on_fault=self._fault
+            )
         self._groups_ready: set[str] = set()
         self._loss_reported_at = float("-inf")
         self._background_scopes: list[anyio.CancelScope] = []
@@ -188,8 +206,10 @@ class RedisCore(Service):
         with anyio.CancelScope(shield=True):
             await self._batcher.aclose()
             await self._dispatcher.aclose()
-            await self._pubsub_client.aclose()
-            await self._pool.aclose()
+            if self._pubsub_client is not None:
+                await self._pubsub_client.aclose()
+            if self._pool is not None:
+                await self._pool.aclose()
 
     @property
     def stopped(self) -> bool:
@@ -203,6 +223,8 @@ class RedisCore(Service):
 
     def _fault(self) -> None:
         self.epoch += 1
+        if self.cluster is not None:
+            self.cluster.fault()
 
     async def call(self, *commands: Command) -> list[Any]:
         """One operation (its commands share a round trip with whatever else is queued now);
@@ -234,9 +256,41 @@ class RedisCore(Service):
     async def _attempt(self, commands: tuple[Command, ...]) -> list[Any]:
         try:
             return await self._batcher.call(*commands)
-        except NoScript:  # a restarted server forgot our scripts: teach it, go again
-            await self._batcher.call(*(script.load() for script in SCRIPTS))
+        except NoScript:  # a restarted server forgot our scripts: teach it (each node), go again
+            await self._batcher.everywhere(*(script.load() for script in SCRIPTS))
             return await self._batcher.call(*commands)
+
+    async def scan(self, pattern: str, count: int) -> AsyncIterator[list[str]]:
+        """The keys matching ``pattern``, a batch per ``SCAN`` step; on a cluster, each
+        master's keys in turn (every master holds its own slots' keys)."""
+        nodes = self.cluster.masters() if self.cluster is not None else [None]
+        for node in nodes:
+            cursor = "0"
+            while True:
+                command = ("SCAN", cursor, "MATCH", pattern, "COUNT", count)
+                if node is None or self.cluster is None:
+                    cursor, batch = await self.one(*command)
+                else:
+                    cursor, batch = (await self._on(node, command))[0]
+                yield [str(key) for key in batch]
+                if str(cursor) == "0":
+                    break
+
+    async def _on(self, node: Address, command: Command) -> list[Any]:
+        """One command on one cluster node, retried like any other."""
+        assert self.cluster is not None
+        cluster = self.cluster
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(FAULTS),
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
+            before_sleep=lambda _state: self._fault(),
+            reraise=True,
+        ):
+            with attempt:
+                self.check_open()
+                return await cluster.at(node, command)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def one(self, *command: str | int | float | bytes) -> Any:
         """One command's reply."""

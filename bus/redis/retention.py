@@ -127,17 +127,12 @@ class RedisRetention(Retention):
     async def _scan(self) -> dict[str, set[str]]:
         core, keys = self._core, self._core.keys
         found: dict[str, set[str]] = {}
-        cursor = "0"
-        while True:
-            cursor, batch = await core.one(
-                "SCAN", cursor, "MATCH", keys.session_pattern(), "COUNT", SCAN_COUNT
-            )
+        async for batch in core.scan(keys.session_pattern(), SCAN_COUNT):
             for key in batch:
-                session = keys.session_of(str(key))
+                session = keys.session_of(key)
                 if session is not None and name_problem(session, "session") is None:
-                    found.setdefault(session, set()).add(str(key))
-            if str(cursor) == "0":
-                return found
+                    found.setdefault(session, set()).add(key)
+        return found
 
     async def _classify(self, session: str, found: tuple[str, ...]) -> SessionKeys:
         """What the session is: the lease and the lead's record decide; a session without a

@@ -10,17 +10,32 @@ import hashlib
 from collections.abc import Sequence
 from importlib.resources import files
 
+_PUBLISH = b"redis.call('PUBLISH',"
+_SPUBLISH = b"redis.call('SPUBLISH',"
+
 
 class Script:
     """A Lua script called by its SHA1 (``EVALSHA``): the body crosses the wire only when the
-    server lacks it (after a restart), once, through ``SCRIPT LOAD``."""
+    server lacks it (after a restart), once, through ``SCRIPT LOAD``.
 
-    __slots__ = ("body", "name", "sha")
+    A script that wakes a reader (``redis.call('PUBLISH', ...)``) has a twin for Redis Cluster,
+    :attr:`sharded`, that wakes with ``SPUBLISH`` instead, so the wake-up goes only to the shard
+    that owns the channel (the channel carries the key's hash tag, so it is in the script's
+    slot). The cluster router sends the twin in its place (:mod:`baton.bus.redis.cluster`); the
+    scripts are written once.
+    """
 
-    def __init__(self, name: str) -> None:
+    __slots__ = ("body", "name", "sha", "sharded")
+
+    def __init__(self, name: str, body: bytes | None = None) -> None:
         self.name = name
-        self.body = (files("baton.bus.redis") / "scripts" / f"{name}.lua").read_bytes()
+        if body is None:
+            body = (files("baton.bus.redis") / "scripts" / f"{name}.lua").read_bytes()
+        self.body = body
         self.sha = hashlib.sha1(self.body).hexdigest()
+        self.sharded: Script = self
+        if _PUBLISH in body:
+            self.sharded = Script(f"{name} (sharded)", body.replace(_PUBLISH, _SPUBLISH))
 
     def call(self, key: str, *args: str | int) -> tuple[str | int, ...]:
         """The command that runs the script on one key."""
@@ -49,6 +64,8 @@ SPAWN_STATES = Script("spawn_states")
 ANNOUNCE_WORKER = Script("announce_worker")
 POOL_WORKERS = Script("pool_workers")
 SEND_IF_RUNNING = Script("send_if_running")
+SHARDED: dict[str, Script] = {}
+"""Each script's SHA → its cluster twin, for the scripts that wake a reader."""
 SCRIPTS = (
     APPEND_AND_WAKE,
     APPEND_ONCE,
@@ -65,3 +82,6 @@ SCRIPTS = (
     POOL_WORKERS,
     SEND_IF_RUNNING,
 )
+for _script in SCRIPTS:
+    if _script.sharded is not _script:
+        SHARDED[_script.sha] = _script.sharded

@@ -23,10 +23,10 @@ import logging
 import random
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskStatus
-from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.exceptions import ResponseError
 
@@ -42,20 +42,41 @@ _UNWATCH_WAIT_S = 1.0
 """How long ``unwatch`` waits for its UNSUBSCRIBE to be sent (it is sent regardless)."""
 
 
+class PubSubSource(Protocol):
+    """Where a new pub/sub connection comes from: a ``Redis`` client of one node, or a cluster
+    bus's :class:`~baton.bus.redis.cluster.ClusterWakeSource`."""
+
+    def pubsub(self) -> PubSub: ...
+
+
+class Shard(Protocol):
+    """The channels one node's dispatcher serves on a cluster (its slots' share of the hub),
+    and what it reports back (:class:`~baton.bus.redis.shards.ShardedWake`)."""
+
+    def any(self) -> bool: ...
+
+    def channels(self) -> list[str]: ...
+
+    def unsubscribed(self, channel: str) -> None:
+        """The node dropped a channel we did not ask to drop: its slot moved elsewhere."""
+
+
 class WakeDispatcher:
     """Owns the pub/sub connection; routes each message to the :class:`Watch` of its channel."""
 
     def __init__(
         self,
-        client: Redis,
+        client: PubSubSource,
         hub: WakeHub,
         *,
         url: str,
         on_fault: Callable[[], None],
         confirm_timeout_s: float = 30.0,
+        shard: Shard | None = None,
     ) -> None:
         self._client = client
         self._hub = hub
+        self._shard = shard
         self._url = redact_url(url)  # only ever shown (logs, errors): never its password
         self._on_fault = on_fault
         self._confirm_timeout_s = confirm_timeout_s
@@ -83,7 +104,7 @@ class WakeDispatcher:
     async def _read(self) -> None:
         backoff = 0.05
         while True:
-            if not self._hub:
+            if not self._any_channels():
                 self._has_channels = anyio.Event()
                 await self._has_channels.wait()
             try:
@@ -101,15 +122,23 @@ class WakeDispatcher:
             if message is not None:
                 self._dispatch(message)
 
+    def _any_channels(self) -> bool:
+        return self._shard.any() if self._shard is not None else bool(self._hub)
+
+    def _channels(self) -> list[str]:
+        return self._shard.channels() if self._shard is not None else self._hub.channels()
+
     def _dispatch(self, message: dict[str, object]) -> None:
         kind = message.get("type")
         channel = message.get("channel")
         if not isinstance(channel, str):
             return
-        if kind == "message":
+        if kind == "message" or kind == "smessage":
             data = message.get("data")
             self._hub.wake(channel, data if isinstance(data, str) else None)
-        elif kind == "subscribe":
+        elif kind == "sunsubscribe" and self._shard is not None:
+            self._shard.unsubscribed(channel)
+        elif kind == "subscribe" or kind == "ssubscribe":
             self._answered(channel)
             watch = self._hub.get(channel)
             pending = watch.confirmed if watch is not None else None
@@ -124,7 +153,7 @@ class WakeDispatcher:
         if self._pubsub is not None:
             return self._pubsub
         pubsub = self._client.pubsub()
-        channels = self._hub.channels()
+        channels = self._channels()
         # Every change noted so far is in the snapshot: a new connection has nothing else to do.
         self._changes = {}
         self._mark_sent(self._noted)
@@ -194,9 +223,24 @@ class WakeDispatcher:
             while self._sent < mark and self._pubsub is not None:
                 await self._sent_event.wait()
 
+    def adopt(self, channel: str) -> None:
+        """Subscribe a channel already watched (in the hub) that moved here from another
+        shard; its watch is confirmed (and its reader woken) once this node confirms."""
+        watch = self._hub.get(channel)
+        if watch is None:
+            return
+        if watch.confirmed is None or watch.confirmed.is_set():
+            watch.confirmed = anyio.Event()
+        self._has_channels.set()
+        self._note(channel, subscribe=True)
+
+    def release(self, channel: str) -> None:
+        """Unsubscribe a channel that moved to another shard, leaving its watch in the hub."""
+        self._note(channel, subscribe=False)
+
     async def _subscribe(self, pubsub: PubSub, channels: list[str]) -> None:
         self._asked.append(set(channels))
-        await subscribe(pubsub, *channels)
+        await subscribe(pubsub, *channels, sharded=self._shard is not None)
 
     def _answered(self, channel: str) -> None:
         """One channel of the oldest SUBSCRIBE still waiting was confirmed."""
@@ -259,8 +303,10 @@ class WakeDispatcher:
             added = [channel for channel, on in changes.items() if on]
             dropped = [channel for channel, on in changes.items() if not on]
             try:
+                sharded = self._shard is not None
                 for start in range(0, len(dropped), _SUBSCRIBE_CHUNK):
-                    await unsubscribe(pubsub, *dropped[start : start + _SUBSCRIBE_CHUNK])
+                    chunk = dropped[start : start + _SUBSCRIBE_CHUNK]
+                    await unsubscribe(pubsub, *chunk, sharded=sharded)
                 for start in range(0, len(added), _SUBSCRIBE_CHUNK):
                     await self._subscribe(pubsub, added[start : start + _SUBSCRIBE_CHUNK])
                 backoff = 0.05

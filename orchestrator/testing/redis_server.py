@@ -70,6 +70,7 @@ class RedisServer:
         users: Sequence[str] = (),
         tls: Certificates | None = None,
         client_certs: bool = False,
+        extra_args: Sequence[str] = (),
     ) -> None:
         """``appendfsync="always"`` makes a kill lose nothing (tests); benchmarks pass
         ``"everysec"``, the production setting.
@@ -78,7 +79,8 @@ class RedisServer:
         one ACL user as ``ACL SETUSER`` takes them after the name (``"baton on >pw ~baton:*
         ..."``), set from the start (``--user``). With ``tls`` the server listens only for TLS
         (``port`` is then its TLS port) and asks clients for a certificate when
-        ``client_certs``."""
+        ``client_certs``. ``extra_args`` are more ``redis-server`` options (a cluster node's:
+        :class:`~baton.testing.redis_cluster.RedisCluster`)."""
         binary = shutil.which("redis-server")
         if binary is None:
             raise ConfigError(
@@ -96,6 +98,7 @@ class RedisServer:
         self.users = tuple(users)
         self.tls = tls
         self.client_certs = client_certs
+        self.extra_args = tuple(extra_args)
         self._proc: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
 
@@ -170,6 +173,7 @@ class RedisServer:
             "--databases", str(DATABASES),
             "--daemonize", "no",
             "--loglevel", "notice",
+            *self.extra_args,
         ]  # fmt: skip
         proc = subprocess.Popen(
             args,
@@ -210,6 +214,11 @@ class RedisServer:
             reader.join(5)  # ends at EOF, once the server is gone
         if proc.stdout is not None:
             proc.stdout.close()
+
+    @property
+    def running(self) -> bool:
+        """Started here and not stopped or killed since (it may still have crashed)."""
+        return self._proc is not None
 
     def kill(self) -> None:
         """SIGKILL the server, as a crash would."""

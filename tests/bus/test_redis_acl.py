@@ -32,7 +32,9 @@ DOC = REPO / "docs" / "securing-redis.md"
 ADMIN_PASSWORD = "admin-only-Zq7"
 PASSWORD = "acl/user:pass@word-9x"  # characters a URL would need encoded: REDIS_PASSWORD needs none
 PLACEHOLDER = ">CHANGE-ME"
-SUBCOMMANDS = frozenset({"CLIENT", "SCRIPT", "XGROUP", "XINFO", "CONFIG", "OBJECT", "MEMORY"})
+SUBCOMMANDS = frozenset(
+    {"CLIENT", "CLUSTER", "SCRIPT", "XGROUP", "XINFO", "CONFIG", "OBJECT", "MEMORY"}
+)
 
 
 def documented_acl() -> str:

@@ -1,0 +1,136 @@
+"""A throwaway Redis Cluster for tests and benchmarks: real ``redis-server`` nodes in cluster mode
+on loopback ports, joined by ``redis-cli --cluster create`` (3 masters with a replica each by
+default), stopped on exit.
+
+It is the cluster a deployment runs, not a model of one: slots, ``MOVED`` and ``ASK`` replies,
+sharded pub/sub and failover (a master killed, its replica promoted after
+``node_timeout_ms``) all come from Redis itself.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from types import TracebackType
+from typing import Self
+
+import redis
+
+from baton.base_errors import ConfigError
+from baton.testing.redis_server import RedisServer, free_port, redis_cli
+
+
+class RedisCluster:
+    """Owns the nodes of one cluster; :attr:`url` is a ``redis+cluster://`` bus URL naming every
+    master as a seed."""
+
+    def __init__(self, *, masters: int = 3, replicas: int = 1, node_timeout_ms: int = 1000) -> None:
+        self.masters = masters
+        self.replicas = replicas
+        self.node_timeout_ms = node_timeout_ms
+        options = [
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", str(node_timeout_ms),
+            # A replica promoted however long it was cut off: a test's failover must happen.
+            "--cluster-replica-validity-factor", "0",
+        ]  # fmt: skip
+        # Each node's cluster bus gets a free port of its own (by default it is the client
+        # port + 10000, which a free port high in the range cannot have).
+        self.nodes = [
+            RedisServer(extra_args=[*options, "--cluster-port", str(free_port())])
+            for _ in range(masters * (1 + replicas))
+        ]
+
+    @property
+    def url(self) -> str:
+        seeds = ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
+        return f"redis+cluster://{seeds}/0"
+
+    def client(self, node: RedisServer) -> redis.Redis:
+        return redis.Redis(port=node.port, decode_responses=True, socket_timeout=5)
+
+    def start(self) -> None:
+        """Start every node, join them, and return once every node says the cluster is ok."""
+        for node in self.nodes:
+            node.start()
+        addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
+        created = subprocess.run(
+            [redis_cli(), "--cluster", "create", *addresses,
+             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        if created.returncode != 0:
+            raise ConfigError(f"redis-cli --cluster create failed:\n{created.stdout[-2000:]}")
+        self.wait_ok()
+
+    def wait_ok(self, timeout_s: float = 30.0) -> None:
+        """Until every running node reports ``cluster_state:ok`` and agrees on the masters.
+
+        Polled: the state is another process's, and Redis offers no event to wait on."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            views = []
+            try:
+                for node in self.running():
+                    with self.client(node) as client:
+                        info = client.execute_command("CLUSTER", "INFO")
+                        if "cluster_state:ok" not in str(info):
+                            raise ConfigError("not ok yet")
+                        views.append(sorted(self._master_ports(client)))
+                if views and all(view == views[0] for view in views):
+                    return
+            except (ConfigError, redis.RedisError):
+                pass
+            if time.monotonic() > deadline:
+                raise ConfigError(f"the cluster did not settle within {timeout_s} s")
+            time.sleep(0.05)
+
+    def running(self) -> list[RedisServer]:
+        return [node for node in self.nodes if node.running]
+
+    @staticmethod
+    def _master_ports(client: redis.Redis) -> list[int]:
+        ports = []
+        nodes = client.execute_command("CLUSTER", "NODES")  # type: ignore[no-untyped-call]
+        for line in str(nodes).splitlines():
+            fields = line.split()
+            if "master" in fields[2] and "fail" not in fields[2] and len(fields) > 8:
+                ports.append(int(fields[1].split("@")[0].rsplit(":", 1)[1]))
+        return ports
+
+    def master_nodes(self) -> list[RedisServer]:
+        """The nodes that are masters now (with slots), as a running node sees it."""
+        with self.client(self.running()[0]) as client:
+            ports = set(self._master_ports(client))
+        return [node for node in self.running() if node.port in ports]
+
+    def kill_master(self, index: int = 0) -> RedisServer:
+        """SIGKILL one master, as a crash would; its replica takes over after the node
+        timeout (:meth:`wait_ok` returns once it has)."""
+        node = self.master_nodes()[index]
+        node.kill()
+        return node
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.__exit__(None, None, None)
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+__all__ = ["RedisCluster"]
