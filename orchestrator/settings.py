@@ -86,10 +86,10 @@ from baton.base_errors import ConfigError
 from baton.bus.base import DEFAULT_RETENTION_S
 from baton.bus.connect import redis_url
 from baton.bus.errors import redact_url
-from baton.bus.messages import DEFAULT_POOL, check_pool
+from baton.bus.messages import DEFAULT_POOL, ApproveMode, check_pool
 from baton.bus.redact import redact_text
 from baton.bus.retry import DEFAULT_OUTAGE_S
-from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL, DEMO_IMAGE_MODEL, ApproveMode
+from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL, DEMO_IMAGE_MODEL
 from baton.media import MediaStore, media_directory, open_store
 
 if TYPE_CHECKING:
