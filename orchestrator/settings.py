@@ -1,8 +1,10 @@
 """The CLI's configuration: flag > environment variable > config file > default.
 
 One :class:`BatonSettings` object carries everything a command was told, resolved in that order by
-pydantic-settings. Every command builds it the same way (:func:`baton.cli.options.settings_from`),
-``worker`` and ``serve`` included, so processes started alike agree on the bus and key prefix.
+pydantic-settings. Every command builds it the same way (:func:`baton.cli.options.settings_from`,
+from the options marked with the setting they give), ``worker`` and ``serve`` included, so
+processes started alike agree on the bus and key prefix; :data:`NO_FLAG` lists the settings no
+flag sets, and why.
 The library itself (sessions, workers, the server) never reads it: it is handed what it needs.
 
 The config file is TOML with the fields below as top-level keys; its path comes
@@ -104,6 +106,30 @@ openai) into every command just to read a flag. ``tests/cli/test_model_settings.
 equal."""
 TABLE_KEYS = frozenset({"extra_body"})
 """Config-file keys that may be TOML tables; every other key is a single value."""
+
+_SECRET = "a secret: a flag would show it in `ps` and the shell's history"
+_DEPLOYMENT = "set once for a deployment (docs/securing-redis.md, docs/media.md), not per command"
+_TUNING = "a fine tuning of the lead's delegation (its defaults suit most sessions)"
+NO_FLAG: dict[str, str] = {
+    "openai_api_key": _SECRET,
+    "redis_password": _SECRET,
+    "signing_key": _SECRET,
+    "redis_ca_file": _DEPLOYMENT,
+    "redis_cert_file": _DEPLOYMENT,
+    "redis_key_file": _DEPLOYMENT,
+    "media_base_url": _DEPLOYMENT,
+    "media_url_expiry": _DEPLOYMENT,
+    "image_response_format": _DEPLOYMENT,
+    "unclaimed_timeout": _DEPLOYMENT,
+    "max_sends_per_turn": _TUNING,
+    "max_new_agents_per_profile": _TUNING,
+    "max_sends_per_agent": _TUNING,
+    "max_waves": _TUNING,
+}
+"""The settings that no command has a flag for, and why: the environment and the config file set
+them. Every other field is set by the options of the commands that use it
+(:class:`baton.cli.options.Setting`); ``tests/cli/test_declared_once.py`` keeps the two lists
+whole."""
 
 
 class BatonSettings(BaseSettings):

@@ -66,6 +66,7 @@ agent card at /.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc, HTTP+JSON 
 
 
 def serve_command(
+    ctx: typer.Context,
     host: Annotated[
         str,
         typer.Option("--host", metavar="HOST", help="address to bind", rich_help_panel=SERVER),
@@ -126,32 +127,7 @@ def serve_command(
     from baton.cli.exits import fail, run_async
     from baton.cli.run import configure_logging, lead_mcp
 
-    settings = settings_from(
-        config,
-        "serve",
-        bus=bus,
-        prefix=prefix,
-        model=model,
-        openai_base_url=base_url,
-        profiles=profiles,
-        media_dir=media_dir,
-        media=media,
-        image_model=image_model,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        model_timeout=model_timeout,
-        model_retries=model_retries,
-        parallel_tool_calls=parallel_tool_calls,
-        extra_body=extra_body,
-        tool_choice=tool_choice,
-        lead_policy=lead_policy,
-        budget_tokens=budget_tokens,
-        budget_calls=budget_calls,
-        profile_tools=profile_tools,
-        bus_outage=bus_outage,
-        retention=retention,
-    )
+    settings = settings_from(ctx)
     from baton.base_errors import ConfigError, ExitCode
     from baton.defaults import install_hint
 
