@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 import baton.settings
 from baton.cli.app import app
 from baton.cli.options import MODEL, setting_options
-from baton.settings import NO_FLAG, BatonSettings
+from baton.session import SessionConfig
+from baton.settings import NO_FLAG, NOT_FROM_SETTINGS, SESSION_SOURCES, BatonSettings
 
 COMMANDS: dict[str, Any] = typer.main.get_command(app).commands  # type: ignore[attr-defined]
 """Each command as click (typer's own copy of it) holds it."""
@@ -177,3 +178,63 @@ def test_the_help_path_loads_no_pydantic(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_every_session_field_has_its_source_in_the_settings_or_says_why_not() -> None:
+    fields = set(SessionConfig.model_fields)
+    sourced, unsourced = set(SESSION_SOURCES), set(NOT_FROM_SETTINGS)
+    assert sourced | unsourced == fields, sorted(fields - sourced - unsourced)
+    assert not sourced & unsourced
+    for field, settings in SESSION_SOURCES.items():
+        assert settings and set(settings) <= set(BatonSettings.model_fields), field
+    made = BatonSettings().session_fields()
+    assert set(made) <= sourced
+    SessionConfig.model_validate({"task": "a task", **made})  # what they make, a session takes
+
+
+SESSION_ENV = {
+    "BATON_UNCLAIMED_TIMEOUT": ("unclaimed_s", 7.0),
+    "BATON_RETENTION": ("retention_s", 99.0),
+    "BATON_TOOL_CHOICE": ("tool_choice", "auto"),
+    "BATON_LEAD_POLICY": ("lead_policy", "guided"),
+    "BATON_PROFILE_TOOLS": ("profile_tools", True),
+}
+"""Settings that both ``baton run`` and ``baton serve`` give every session they start."""
+
+
+def test_run_and_serve_give_their_sessions_the_same_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import baton.server
+    import baton.session
+
+    for name, (_, value) in SESSION_ENV.items():
+        monkeypatch.setenv(name, str(value).lower())
+    monkeypatch.setenv("BATON_MAX_WAVES", "3")
+    monkeypatch.setenv("BATON_BUDGET_CALLS", "9")
+    ran: list[Any] = []
+
+    class Captured(Exception):
+        pass
+
+    def session(config: Any, **_: object) -> Any:
+        ran.append(config)
+        raise Captured
+
+    async def serve(config: Any) -> int:
+        ran.append(config)
+        return 0
+
+    monkeypatch.setattr(baton.session, "Session", session)
+    monkeypatch.setattr(baton.server, "serve", serve)
+    runner = CliRunner()
+    runner.invoke(app, ["run", "--media", str(tmp_path), "paint a fox"])
+    result = runner.invoke(app, ["serve", "--port", "0", "--media", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    run_config, server_config = ran
+    for field, value in SESSION_ENV.values():
+        assert getattr(run_config, field) == value, field
+        assert server_config.session_defaults[field] == value, field
+    for config in (run_config, SessionConfig(task="t", **server_config.session_defaults)):
+        assert config.delegation.max_waves == 3
+        assert config.budget is not None and config.budget.max_model_calls == 9
