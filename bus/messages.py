@@ -178,10 +178,13 @@ def check_pool(name: str) -> str:
     return name
 
 
-ApprovePolicy = Literal["ask", "auto", "deny"]
-"""A session's approval policy as its spawn requests carry it (:attr:`SpawnRequest.approve`): the
-same words as ``baton.defaults.ApproveMode``, which this layer cannot import."""
-APPROVE_POLICIES: tuple[ApprovePolicy, ...] = ("ask", "auto", "deny")
+ApproveMode = Literal["ask", "auto", "deny"]
+"""How approvals are answered: ``ask`` a person, or ``auto``-approve / ``deny`` them by policy.
+
+The one name of the approve mode, in the lowest layer that needs it: a session's setting, the
+lead's, each sub-agent's, and what its spawn request carries (:attr:`SpawnRequest.approve`);
+``baton.defaults`` and ``baton`` re-export it."""
+APPROVE_MODES: tuple[ApproveMode, ...] = ("ask", "auto", "deny")
 KEY_ID_MAX = 64
 SPAWN_VERSION: Literal[2] = 2
 """The spawn request's wire version: 2 carries the approval policy and the signing key id as
@@ -214,10 +217,10 @@ def _lift_v1_meta(data: Any) -> Any:
     return {**data, **lifted, "meta": rest}
 
 
-def _check_approve(value: object) -> ApprovePolicy:
+def _check_approve(value: object) -> ApproveMode:
     """Refuse a policy that is none of the three: guessing could approve a call that the session
     meant to deny (docs/protocol.md, *Approvals*)."""
-    if isinstance(value, str) and value in APPROVE_POLICIES:
+    if isinstance(value, str) and value in APPROVE_MODES:
         return value
     raise ValueError(f"approve must be 'ask', 'auto' or 'deny', not {printable(repr(value)[:80])}")
 
@@ -250,7 +253,7 @@ class SpawnRequest(BaseModel):
     parent: AgentName = "lead"
     pool: PoolName = DEFAULT_POOL
     created_at: datetime = Field(default_factory=utc_now)
-    approve: Annotated[ApprovePolicy, BeforeValidator(_check_approve)] = "ask"
+    approve: Annotated[ApproveMode, BeforeValidator(_check_approve)] = "ask"
     key_id: Annotated[str | None, BeforeValidator(_check_key_id)] = None
     meta: dict[str, JsonValue] = Field(default_factory=dict)
     trace: TraceContext | None = None

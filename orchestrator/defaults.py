@@ -1,15 +1,19 @@
 """The few defaults and vocabularies that several layers name: the model a session uses when
-none is given, the policies that answer approvals, and the distribution's name on PyPI.
+none is given, and the distribution's name on PyPI; the approve mode is re-exported from its home,
+the bus's messages (:data:`baton.bus.messages.ApproveMode`).
 
-They live apart, importing nothing, because the settings that every ``baton`` command loads name
-them too: taking them from :mod:`baton.session` or :mod:`baton.subagents.models` made ``baton
-post``/``watch``/``approve`` import the whole runtime and the model client (~0.3 s) just to read
-a flag.
+They live apart, importing nothing up front, because the settings that every ``baton`` command
+loads name them too: taking them from :mod:`baton.session` or :mod:`baton.subagents.models` made
+``baton post``/``watch``/``approve`` import the whole runtime and the model client (~0.3 s) just
+to read a flag.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from baton.bus.messages import ApproveMode as ApproveMode
 
 DISTRIBUTION = "baton-orchestrator"
 """baton's name on PyPI, which its install hints name: ``baton`` there is an unrelated project
@@ -40,5 +44,13 @@ DEMO_IMAGE_MODEL = "demo"
 """``image_model`` that keeps ``generate_image`` on its demo painter with an endpoint configured:
 most local chat servers (llama-server, Ollama) have no Images API."""
 
-ApproveMode = Literal["ask", "auto", "deny"]
-"""How approvals are answered: ``ask`` a person, or ``auto``-approve / ``deny`` them by policy."""
+
+def __getattr__(name: str) -> object:
+    """``ApproveMode``, re-exported from :mod:`baton.bus.messages` (its one definition) only when
+    asked for: importing the bus's messages loads pydantic, and ``baton --help`` reads this module
+    for the defaults it shows."""
+    if name == "ApproveMode":
+        from baton.bus.messages import ApproveMode
+
+        return ApproveMode
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

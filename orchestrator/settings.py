@@ -1,8 +1,10 @@
 """The CLI's configuration: flag > environment variable > config file > default.
 
 One :class:`BatonSettings` object carries everything a command was told, resolved in that order by
-pydantic-settings. Every command builds it the same way (:func:`baton.cli.options.settings_from`),
-``worker`` and ``serve`` included, so processes started alike agree on the bus and key prefix.
+pydantic-settings. Every command builds it the same way (:func:`baton.cli.options.settings_from`,
+from the options marked with the setting they give), ``worker`` and ``serve`` included, so
+processes started alike agree on the bus and key prefix; :data:`NO_FLAG` lists the settings no
+flag sets, and why.
 The library itself (sessions, workers, the server) never reads it: it is handed what it needs.
 
 The config file is TOML with the fields below as top-level keys; its path comes
@@ -60,7 +62,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -86,10 +88,10 @@ from baton.base_errors import ConfigError
 from baton.bus.base import DEFAULT_RETENTION_S
 from baton.bus.connect import redis_url
 from baton.bus.errors import redact_url
-from baton.bus.messages import DEFAULT_POOL, check_pool
+from baton.bus.messages import DEFAULT_POOL, ApproveMode, check_pool
 from baton.bus.redact import redact_text
 from baton.bus.retry import DEFAULT_OUTAGE_S
-from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL, DEMO_IMAGE_MODEL, ApproveMode
+from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL, DEMO_IMAGE_MODEL
 from baton.media import MediaStore, media_directory, open_store
 
 if TYPE_CHECKING:
@@ -97,6 +99,8 @@ if TYPE_CHECKING:
     from baton.lead.delegation import DelegationLimits
     from baton.llm import ModelSettings
     from baton.subagents.images import ImageGenerator
+    from baton.subagents.mcp_config import McpServerConfig
+    from baton.subagents.profiles import Profile
 
 ToolChoiceSetting = Literal["auto", "required", "none"]
 """``baton.llm.types.ToolChoice``, spelt out again: importing it would load the model client (and
@@ -104,6 +108,95 @@ openai) into every command just to read a flag. ``tests/cli/test_model_settings.
 equal."""
 TABLE_KEYS = frozenset({"extra_body"})
 """Config-file keys that may be TOML tables; every other key is a single value."""
+
+_SECRET = "a secret: a flag would show it in `ps` and the shell's history"
+_DEPLOYMENT = "set once for a deployment (docs/securing-redis.md, docs/media.md), not per command"
+_TUNING = "a fine tuning of the lead's delegation (its defaults suit most sessions)"
+NO_FLAG: dict[str, str] = {
+    "openai_api_key": _SECRET,
+    "redis_password": _SECRET,
+    "signing_key": _SECRET,
+    "redis_ca_file": _DEPLOYMENT,
+    "redis_cert_file": _DEPLOYMENT,
+    "redis_key_file": _DEPLOYMENT,
+    "media_base_url": _DEPLOYMENT,
+    "media_url_expiry": _DEPLOYMENT,
+    "image_response_format": _DEPLOYMENT,
+    "unclaimed_timeout": _DEPLOYMENT,
+    "max_sends_per_turn": _TUNING,
+    "max_new_agents_per_profile": _TUNING,
+    "max_sends_per_agent": _TUNING,
+    "max_waves": _TUNING,
+}
+"""The settings that no command has a flag for, and why: the environment and the config file set
+them. Every other field is set by the options of the commands that use it
+(:class:`baton.cli.options.Setting`); ``tests/cli/test_declared_once.py`` keeps the two lists
+whole."""
+
+
+_MODEL = ("openai_api_key", "openai_base_url", "model", "model_timeout", "model_retries",
+          "temperature", "top_p", "max_tokens", "parallel_tool_calls", "extra_body")  # fmt: skip
+_DELEGATION = ("max_sends_per_turn", "max_new_agents_per_profile", "max_sends_per_agent",
+               "max_waves")  # fmt: skip
+SESSION_SOURCES: dict[str, tuple[str, ...]] = {
+    "bus_url": ("bus", "redis_password", "redis_ca_file", "redis_cert_file", "redis_key_file"),
+    "bus_prefix": ("prefix",),
+    "bus_signing_key": ("signing_key",),
+    "model": _MODEL,
+    "profiles": ("profiles",),
+    "lead_mcp": ("profiles",),
+    "approve": ("approve",),
+    "pool": ("pool",),
+    "timeout_s": ("session_timeout",),
+    "media_dir": ("media_dir",),  # `media` naming a directory sets media_dir too
+    "media": ("media",),  # media_base_url and media_url_expiry tune the store it names
+    "images": (*_MODEL, "image_model", "image_response_format"),
+    "tool_choice": ("tool_choice",),
+    "budget": ("budget_tokens", "budget_calls"),
+    "delegation": _DELEGATION,
+    "profile_tools": ("profile_tools",),
+    "lead_policy": ("lead_policy",),
+    "bus_outage_s": ("bus_outage",),
+    "retention_s": ("retention",),
+    "unclaimed_s": ("unclaimed_timeout",),
+}
+"""Each :class:`~baton.session.SessionConfig` field the settings give, with the settings that
+set it (:meth:`BatonSettings.session_fields` makes it from them; ``baton resume`` changes a field
+of the session's own only when one of them was given)."""
+NOT_FROM_SETTINGS: dict[str, str] = {
+    **dict.fromkeys(
+        ("task", "context", "session_id", "local_workers", "resume"),
+        "what each session is asked: a command's arguments, a request's body",
+    ),
+    **dict.fromkeys(
+        (
+            "worker_concurrency",
+            "instructions",
+            "limits",
+            "text_flush_s",
+            "shutdown_grace_s",
+            "failure_grace_s",
+            "lead_lease_s",
+        ),
+        "the embedding API's (and the HTTP request's instructions); the CLI keeps the defaults",
+    ),
+}
+"""The :class:`~baton.session.SessionConfig` fields no setting gives, and why;
+``tests/cli/test_declared_once.py`` keeps this and :data:`SESSION_SOURCES` covering every field
+once."""
+_SESSION_MADE = {
+    "model": "model_settings",
+    "profiles": "profile_set",
+    "lead_mcp": "lead_servers",
+    "media": "media_store",
+    "images": "image_generator",
+    "budget": "budget",
+    "delegation": "delegation",
+}
+"""The session fields a method of the settings makes; every other one is a setting as is."""
+_SESSION_AS_IS = {
+    field: sources[0] for field, sources in SESSION_SOURCES.items() if field not in _SESSION_MADE
+}
 
 
 class BatonSettings(BaseSettings):
@@ -426,6 +519,30 @@ class BatonSettings(BaseSettings):
         from baton.engine.spend import SpendLimits
 
         return SpendLimits(max_tokens=self.budget_tokens, max_model_calls=self.budget_calls)
+
+    def session_fields(self, names: Iterable[str] = SESSION_SOURCES) -> dict[str, object]:
+        """The :class:`~baton.session.SessionConfig` fields ``names`` as the settings give them
+        (:data:`SESSION_SOURCES`), leaving out those that are None (the config's own default
+        decides): the one way a command or ``baton serve`` turns its settings into a session's."""
+        fields: dict[str, object] = {}
+        for name in names:
+            made = _SESSION_MADE.get(name)
+            value = getattr(self, made)() if made else getattr(self, _SESSION_AS_IS[name])
+            if value is not None:
+                fields[name] = value
+        return fields
+
+    def profile_set(self) -> dict[str, Profile]:
+        """The profiles by name: the profiles file's, or the built-in ones."""
+        from baton.compose import resolve_profiles
+
+        return resolve_profiles(self.profiles)
+
+    def lead_servers(self) -> dict[str, McpServerConfig]:
+        """The lead's MCP servers: the profiles file's ``[lead.mcp.<server>]`` tables."""
+        from baton.compose import lead_servers
+
+        return lead_servers(self.profiles)
 
     @classmethod
     def settings_customise_sources(

@@ -56,10 +56,9 @@ from baton.bus.errors import BusClosed
 from baton.bus.events import AgentProgress, Event, TextDelta
 from baton.bus.inbox import InboxReader
 from baton.bus.interrupt import RoundWatch
-from baton.bus.messages import Envelope, TraceContext
+from baton.bus.messages import ApproveMode, Envelope, TraceContext
 from baton.bus.payloads import ProgressReport
 from baton.bus.retry import persist
-from baton.defaults import ApproveMode
 from baton.engine import (
     AgentLoop,
     AgentTurn,

@@ -26,7 +26,7 @@ from baton.cli.exits import run_async
 from baton.engine.bus_channel import ApprovalNotFound
 from baton.engine.spend import SpendLimits
 from baton.errors import ModelError, StreamBroken
-from baton.server.config import ServerConfig, SessionDefaults
+from baton.server.config import ServerConfig
 from baton.server.host import SessionHost
 from baton.subagents.errors import ProfileError
 
@@ -103,8 +103,7 @@ async def test_a_servers_session_defaults_apply_where_the_request_did_not_say(
     """``baton serve --budget-calls`` and the like: every session the server starts gets them,
     unless its own config says otherwise (the budget is on the bus before the lead starts)."""
     server_budget, own_budget = SpendLimits(max_model_calls=50), SpendLimits(max_tokens=9000)
-    defaults = SessionDefaults(budget=server_budget, tool_choice="required")
-    assert defaults.fields() == {"budget": server_budget, "tool_choice": "required"}
+    defaults = {"budget": server_budget, "tool_choice": "required"}
     async with open_bus("memory://") as bus, anyio.create_task_group() as group:
         host = SessionHost(bus, group, builtin_profiles(), defaults)
         plain = await host.start(SessionConfig(task="write a line", media_dir=tmp_path))
@@ -139,7 +138,6 @@ def test_baton_serve_gives_its_sessions_the_profiles_files_lead_mcp_servers(
     assert result.exit_code == 0, result.output
     [config] = seen
     assert isinstance(config, ServerConfig)
-    defaults = config.session_defaults.fields()
-    lead = defaults["lead_mcp"]
+    lead = config.session_defaults["lead_mcp"]
     assert isinstance(lead, dict) and list(lead) == ["search"]
     assert lead["search"].url == "http://127.0.0.1:9/mcp"

@@ -13,7 +13,6 @@ import pytest
 
 from baton.bus.errors import BatonError, ExitCode
 from baton.bus.memory import MemoryBus
-from baton.cli.run import model_settings
 from baton.errors import ModelError
 from baton.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel
 from baton.llm.guard import is_local_endpoint, model_requests_confined
@@ -35,7 +34,7 @@ async def test_a_model_request_off_this_machine_fails_loudly(
     # As `baton run` builds it with a key in the shell: baton.settings (the one reader of the
     # environment) takes the key, and no base URL means OpenAI's own endpoint, api.openai.com.
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-shell")
-    settings = model_settings(load_settings())
+    settings = load_settings().model_settings()
     assert settings is not None and settings.base_url is None
     async with OpenAIChatModel(settings) as model:
         with pytest.raises(ModelRequestRefused, match=r"https://api\.openai\.com/v1"):

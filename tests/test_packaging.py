@@ -10,6 +10,7 @@ import sys
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
@@ -69,6 +70,22 @@ def test_the_bus_layer_loads_without_the_model_client(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "False"]
+
+
+def test_the_approve_mode_has_one_name() -> None:
+    """Defined once, in the bus's messages, and re-exported: the settings, a session's config and
+    the spawn request that carries it to a worker name the same type (it had two names)."""
+    import baton
+    import baton.defaults
+    from baton.bus.messages import ApproveMode, SpawnRequest
+    from baton.session import SessionConfig
+    from baton.settings import BatonSettings
+
+    assert baton.ApproveMode is baton.defaults.ApproveMode is ApproveMode
+    assert get_args(ApproveMode) == ("ask", "auto", "deny")
+    for model in (BatonSettings, SessionConfig, SpawnRequest):
+        annotation: object = model.model_fields["approve"].annotation
+        assert annotation == ApproveMode, model
 
 
 def test_the_lazy_public_names_are_the_api_modules() -> None:

@@ -43,6 +43,7 @@ from baton.cli.options import (
     ProfilesOpt,
     ProfileToolsOpt,
     RetentionOpt,
+    Setting,
     TemperatureOpt,
     ToolChoiceOpt,
     TopPOpt,
@@ -107,6 +108,7 @@ reader (`| head -1`; quietly)."""
 
 @app.command(cls=BatonCommand, epilog=RUN_EXAMPLES)
 def run(
+    ctx: typer.Context,
     task: Annotated[
         str,
         typer.Argument(help="what the lead should get done; - reads it from stdin", metavar="TASK"),
@@ -145,6 +147,7 @@ def run(
             show_default="600",
             rich_help_panel=SESSION,
         ),
+        Setting("session_timeout"),
     ] = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_calls: BudgetCallsOpt = None,
@@ -159,6 +162,7 @@ def run(
             show_default="ask",
             rich_help_panel=APPROVALS,
         ),
+        Setting("approve"),
     ] = None,
     bus: BusOpt = None,
     prefix: PrefixOpt = None,
@@ -186,35 +190,7 @@ def run(
     the built-in offline model when neither an API key nor a base URL is configured, so nothing
     needs starting first (a base URL alone is a keyless server: no Authorization header).
     """
-    settings = settings_from(
-        config,
-        "run",
-        bus=bus,
-        prefix=prefix,
-        pool=pool,
-        model=model,
-        openai_base_url=base_url,
-        profiles=profiles,
-        approve=approve,
-        media_dir=media_dir,
-        media=media,
-        image_model=image_model,
-        session_timeout=timeout,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        model_timeout=model_timeout,
-        model_retries=model_retries,
-        parallel_tool_calls=parallel_tool_calls,
-        extra_body=extra_body,
-        tool_choice=tool_choice,
-        lead_policy=lead_policy,
-        budget_tokens=budget_tokens,
-        budget_calls=budget_calls,
-        profile_tools=profile_tools,
-        bus_outage=bus_outage,
-        retention=retention,
-    )
+    settings = settings_from(ctx)
     from baton.cli.run import RunOptions, run_session
 
     options = RunOptions(
@@ -257,6 +233,7 @@ record of, and any on a memory:// bus. Otherwise exit codes as for `baton run`."
 
 @app.command(cls=BatonCommand, epilog=RESUME_EXAMPLES)
 def resume(
+    ctx: typer.Context,
     session: Annotated[
         str, typer.Argument(help="the id of the session whose lead died", metavar="SESSION")
     ],
@@ -275,21 +252,24 @@ def resume(
         typer.Option(
             "--timeout",
             metavar="SECONDS",
-            help="seconds the session may still run, from now",
+            help="seconds the session may still run, from now (or BATON_SESSION_TIMEOUT)",
             min=0.001,
             show_default="what is left of its own",
             rich_help_panel=SESSION,
         ),
+        Setting("session_timeout"),
     ] = None,
     approve: Annotated[
         str | None,
         typer.Option(
             "--approve",
             metavar="ask|auto|deny",
-            help="approvals from now on, and those already waiting: ask, auto, deny",
+            help="approvals from now on, and those already waiting: ask, auto, deny "
+            "(or BATON_APPROVE)",
             show_default="the session's own",
             rich_help_panel=APPROVALS,
         ),
+        Setting("approve"),
     ] = None,
     bus: BusOpt = None,
     prefix: PrefixOpt = None,
@@ -303,29 +283,7 @@ def resume(
 ) -> None:
     """Resume a session whose lead process died: pick up the results that arrived meanwhile
     and carry it on to one final answer."""
-    settings = settings_from(
-        config,
-        "resume",
-        bus=bus,
-        prefix=prefix,
-        model=model,
-        openai_base_url=base_url,
-        profiles=profiles,
-        approve=approve,
-        media_dir=media_dir,
-        media=media,
-        image_model=image_model,
-        session_timeout=timeout,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        model_timeout=model_timeout,
-        model_retries=model_retries,
-        parallel_tool_calls=parallel_tool_calls,
-        extra_body=extra_body,
-        bus_outage=bus_outage,
-        retention=retention,
-    )
+    settings = settings_from(ctx)
     from baton.cli.resume import ResumeOptions, resume_session
 
     options = ResumeOptions(session=session, as_json=as_json)
@@ -346,6 +304,7 @@ one is refused (exit 2) and nothing is written. Needs a shared bus (Redis)."""
 
 @app.command(cls=BatonCommand, epilog=POST_EXAMPLES)
 def post(
+    ctx: typer.Context,
     text: Annotated[str, typer.Argument(help="the message content", metavar="TEXT")],
     session: Annotated[str, typer.Option("--session", "-s", metavar="ID", help="session id")],
     to: Annotated[
@@ -379,7 +338,7 @@ def post(
 
     A follow-up to a session's lead, or a task to a sub-agent; never as an agent: another --from,
     or --type result or progress, is refused (exit 2)."""
-    settings = settings_from(config, "post", bus=bus, prefix=prefix)
+    settings = settings_from(ctx)
     from baton.cli.busops import post as do_post
 
     run_async(do_post, settings, session, to, kind, text, sender, media or [], command="baton post")
@@ -400,6 +359,7 @@ Rides out a bus outage of up to --bus-outage seconds. Exit codes: 0 the session 
 
 @app.command(cls=BatonCommand, epilog=WATCH_EXAMPLES)
 def watch(
+    ctx: typer.Context,
     session: Annotated[str, typer.Argument(help="session id", metavar="SESSION")],
     from_start: Annotated[
         bool, typer.Option("--from-start", help="replay the session's events from its start")
@@ -422,7 +382,7 @@ def watch(
 
     An unknown session is an error (exit 2) unless --wait; a session whose lead died ends the
     watch with a line and exit 1 (`baton resume SESSION` continues it)."""
-    settings = settings_from(config, "watch", bus=bus, prefix=prefix, bus_outage=bus_outage)
+    settings = settings_from(ctx)
     from baton.cli.busops import watch as do_watch
 
     raise typer.Exit(run_async(do_watch, settings, session, as_json, from_start, wait,
@@ -440,6 +400,7 @@ The call id is shown by `baton watch` (approval.requested events)."""
 
 @app.command(cls=BatonCommand, epilog=APPROVE_EXAMPLES)
 def approve(
+    ctx: typer.Context,
     session: Annotated[str, typer.Argument(help="session id", metavar="SESSION")],
     call_id: Annotated[str, typer.Argument(help="the tool call id asked about", metavar="CALL_ID")],
     yes: Annotated[
@@ -458,7 +419,7 @@ def approve(
 
     if yes is None:
         fail("say --yes or --no", ExitCode.USAGE, command="baton approve")
-    settings = settings_from(config, "approve", bus=bus, prefix=prefix)
+    settings = settings_from(ctx)
     from baton.cli.busops import approve as do_approve
 
     run_async(do_approve, settings, session, call_id, yes, reason, command="baton approve")
@@ -468,11 +429,15 @@ def approve(
     cls=BatonCommand, epilog="Example:\n\n\b\n  baton sessions --bus redis://localhost:6379/0"
 )
 def sessions(
-    as_json: JsonOpt = False, bus: BusOpt = None, config: ConfigOpt = None, prefix: PrefixOpt = None
+    ctx: typer.Context,
+    as_json: JsonOpt = False,
+    bus: BusOpt = None,
+    config: ConfigOpt = None,
+    prefix: PrefixOpt = None,
 ) -> None:
     """List the sessions on the bus, newest first, with their state (and, for a finished one,
     when its keys expire: see --retention and `baton clean`)."""
-    settings = settings_from(config, "sessions", bus=bus, prefix=prefix)
+    settings = settings_from(ctx)
     from baton.cli.busops import sessions as do_sessions
 
     run_async(do_sessions, settings, as_json, command="baton sessions")

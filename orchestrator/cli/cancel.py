@@ -42,6 +42,7 @@ resume` it), 3 bus unreachable."""
 
 
 def cancel_command(
+    ctx: typer.Context,
     session: Annotated[str, typer.Argument(help="the session to cancel", metavar="SESSION")],
     wait: Annotated[
         bool,
@@ -55,7 +56,7 @@ def cancel_command(
     config: ConfigOpt = None,
     prefix: PrefixOpt = None,
 ) -> None:
-    settings = settings_from(config, "cancel", bus=bus, prefix=prefix)
+    settings = settings_from(ctx)
     from baton.cli.exits import run_async
 
     raise typer.Exit(

@@ -40,6 +40,7 @@ Also removes leftover keys of no session (written after a session's keys expired
 
 
 def clean_command(
+    ctx: typer.Context,
     older_than: Annotated[
         float | None,
         typer.Option(
@@ -58,7 +59,7 @@ def clean_command(
     config: ConfigOpt = None,
     prefix: PrefixOpt = None,
 ) -> None:
-    settings = settings_from(config, "clean", bus=bus, prefix=prefix)
+    settings = settings_from(ctx)
     from baton.cli.exits import run_async
 
     run_async(clean, settings, older_than, dry_run, command="baton clean")

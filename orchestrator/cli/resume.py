@@ -24,30 +24,29 @@ from pydantic import ValidationError
 
 from baton.base_errors import BatonError, ConfigError
 from baton.bus.errors import BusUnreachable
-from baton.cli.run import (
-    configure_logging,
-    exit_for,
-    interrupted_exit,
-    lead_mcp,
-    model_settings,
-    select_profiles,
-    view_session,
-)
+from baton.cli.run import configure_logging, exit_for, interrupted_exit, view_session
 from baton.cli.sharedbus import require_shared_bus
 from baton.errors import describe_validation
-from baton.settings import BatonSettings
+from baton.settings import SESSION_SOURCES, BatonSettings
 
 if TYPE_CHECKING:
     from baton.session import Session
 
-RESUMABLE = {
-    "approve": "approve",
-    "media_dir": "media_dir",
-    "session_timeout": "timeout_s",
-    "retention": "retention_s",
-}
-"""Settings a resume may change, when given (a flag, the environment or the config file):
-setting -> session field. The rest of the session's settings are its own, from its checkpoint."""
+PROCESS_FIELDS = (
+    "bus_url",
+    "bus_prefix",
+    "bus_signing_key",
+    "model",
+    "profiles",
+    "lead_mcp",
+    "bus_outage_s",
+    "images",
+)
+"""Session fields that belong to the process that resumes: always this one's settings."""
+RESUMABLE = ("approve", "media", "media_dir", "timeout_s", "retention_s")
+"""Session fields a resume may change, when one of their settings is given (a flag, the
+environment or the config file: :data:`~baton.settings.SESSION_SOURCES`). The rest of the
+session's settings are its own, from its checkpoint."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,23 +61,13 @@ def resumed_session(settings: BatonSettings, session_id: str) -> Session:
     """The session to resume, with what this process gives it (as ``Session.resume`` would)."""
     from baton.session import Session, SessionConfig
 
+    given = settings.model_fields_set
+    changed = [name for name in RESUMABLE if given.intersection(SESSION_SOURCES[name])]
     fields: dict[str, object] = {
+        **settings.session_fields((*PROCESS_FIELDS, *changed)),
         "session_id": session_id,
         "resume": True,
-        "bus_url": settings.bus,
-        "bus_prefix": settings.prefix,
-        "bus_signing_key": settings.signing_key,
-        "model": model_settings(settings),
-        "profiles": select_profiles(settings, ()),
-        "lead_mcp": lead_mcp(settings),  # a profiles file's [lead.mcp.<server>]
-        "bus_outage_s": settings.bus_outage,
-        "images": settings.image_generator(),
     }
-    if settings.media is not None:  # else the session's own media directory, from its record
-        fields["media"] = settings.media_store()
-    for setting, field in RESUMABLE.items():
-        if setting in settings.model_fields_set:
-            fields[field] = getattr(settings, setting)
     try:
         config = SessionConfig.model_validate(fields)
     except ValidationError as exc:

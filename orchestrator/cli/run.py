@@ -40,9 +40,7 @@ from baton.settings import BatonSettings
 from baton.view import LEAD_NAME
 
 if TYPE_CHECKING:
-    from baton.llm import ModelSettings
     from baton.session import Session, SessionResult
-    from baton.subagents.mcp_config import McpServerConfig
     from baton.subagents.profiles import Profile
 
 log = logging.getLogger("baton.run")
@@ -70,26 +68,13 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
     if not options.local_workers:
         require_shared_bus(settings.bus, NO_LOCAL_WORKERS)
     fields: dict[str, object] = {
+        **settings.session_fields(),
         "task": options.task,
-        "bus_url": settings.bus,
-        "model": model_settings(settings),
         "profiles": select_profiles(settings, options.only),
-        "lead_mcp": lead_mcp(settings),  # a profiles file's [lead.mcp.<server>]
-        "approve": settings.approve,
         "local_workers": options.local_workers,
-        "pool": settings.pool,
-        "timeout_s": settings.session_timeout,
-        "media_dir": settings.media_dir,
-        "media": settings.media_store(),
-        "images": settings.image_generator(),
-        "bus_outage_s": settings.bus_outage,
-        "retention_s": settings.retention,
-        **session_settings(settings),
     }
     if options.session:
         fields["session_id"] = options.session
-    fields["bus_prefix"] = settings.prefix
-    fields["bus_signing_key"] = settings.signing_key
     try:
         config = SessionConfig.model_validate(fields)
     except ValidationError as exc:
@@ -290,39 +275,20 @@ def make_renderer(as_json: bool, model_label: str = "") -> Renderer:
     return PlainRenderer(model_label=model_label)
 
 
-def model_settings(settings: BatonSettings) -> ModelSettings | None:
-    """The model endpoint and request settings, or None for the offline model (no API key)."""
-    return settings.model_settings()
+LEAD_FIELDS = ("tool_choice", "unclaimed_s", "budget", "profile_tools", "delegation", "lead_policy")
+"""The session's fields about its lead and its sub-agents' spawns (and a resume keeps its own)."""
 
 
 def session_settings(settings: BatonSettings) -> dict[str, object]:
-    """The :class:`~baton.session.SessionConfig` fields the settings set: the lead's tool
-    choice, how long a spawn request waits for a worker in silence, the session's budget, the
-    per-profile delegation tools and the delegation caps (unset: the config's own defaults)."""
-    fields: dict[str, object] = {
-        "tool_choice": settings.tool_choice,
-        "unclaimed_s": settings.unclaimed_timeout,
-        "budget": settings.budget(),
-        "profile_tools": settings.profile_tools,
-        "delegation": settings.delegation(),
-        "lead_policy": settings.lead_policy,
-    }
-    return {name: value for name, value in fields.items() if value is not None}
-
-
-def lead_mcp(settings: BatonSettings) -> dict[str, McpServerConfig]:
-    """The lead's MCP servers: the profiles file's ``[lead.mcp.<server>]`` tables."""
-    from baton.compose import lead_servers
-
-    return lead_servers(settings.profiles)
+    """The :class:`~baton.session.SessionConfig` fields of :data:`LEAD_FIELDS` the settings set
+    (unset: the config's own defaults)."""
+    return settings.session_fields(LEAD_FIELDS)
 
 
 def select_profiles(settings: BatonSettings, only: tuple[str, ...]) -> dict[str, Profile]:
     """The profiles the lead may start: from the profiles file (or built-in), narrowed by
     ``--profile``; an unknown name is a ``ConfigError`` listing the known ones."""
-    from baton.compose import resolve_profiles
-
-    profiles: Mapping[str, Profile] = resolve_profiles(settings.profiles)
+    profiles: Mapping[str, Profile] = settings.profile_set()
     unknown = [name for name in only if name not in profiles]
     if unknown:
         known = ", ".join(sorted(profiles))

@@ -45,6 +45,11 @@ SERVER_EXTRA_MODULES = frozenset({"starlette", "sse_starlette", "uvicorn"})
 ``baton serve`` says which extra to install instead of a ``ModuleNotFoundError``; every other
 command, and ``baton serve --help``, never imports them."""
 
+SERVED = ("retention_s", "lead_mcp")
+"""The session fields ``baton serve`` gives every session from its settings beyond the lead's
+(:data:`baton.cli.run.LEAD_FIELDS`); the rest the server holds itself (the bus, the model, the
+profiles, the media, the timeout) or each request says (the task, the approvals)."""
+
 SERVE_HELP = "Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."
 SERVE_EXAMPLES = """Examples:
 
@@ -66,6 +71,7 @@ agent card at /.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc, HTTP+JSON 
 
 
 def serve_command(
+    ctx: typer.Context,
     host: Annotated[
         str,
         typer.Option("--host", metavar="HOST", help="address to bind", rich_help_panel=SERVER),
@@ -124,40 +130,14 @@ def serve_command(
 ) -> None:
     """Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."""
     from baton.cli.exits import fail, run_async
-    from baton.cli.run import configure_logging, lead_mcp
+    from baton.cli.run import LEAD_FIELDS, configure_logging
 
-    settings = settings_from(
-        config,
-        "serve",
-        bus=bus,
-        prefix=prefix,
-        model=model,
-        openai_base_url=base_url,
-        profiles=profiles,
-        media_dir=media_dir,
-        media=media,
-        image_model=image_model,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        model_timeout=model_timeout,
-        model_retries=model_retries,
-        parallel_tool_calls=parallel_tool_calls,
-        extra_body=extra_body,
-        tool_choice=tool_choice,
-        lead_policy=lead_policy,
-        budget_tokens=budget_tokens,
-        budget_calls=budget_calls,
-        profile_tools=profile_tools,
-        bus_outage=bus_outage,
-        retention=retention,
-    )
+    settings = settings_from(ctx)
     from baton.base_errors import ConfigError, ExitCode
     from baton.defaults import install_hint
 
     try:
         from baton.server import ServerConfig, serve
-        from baton.server.config import SessionDefaults
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in SERVER_EXTRA_MODULES:
             raise
@@ -178,15 +158,7 @@ def serve_command(
             signing_key=settings.signing_key,
             token=token,
             model=settings.model_settings(),
-            session_defaults=SessionDefaults(
-                tool_choice=settings.tool_choice,
-                budget=settings.budget(),
-                profile_tools=settings.profile_tools,
-                delegation=settings.delegation(),
-                lead_policy=settings.lead_policy,
-                retention_s=settings.retention,
-                lead_mcp=lead_mcp(settings),
-            ),
+            session_defaults=settings.session_fields((*LEAD_FIELDS, *SERVED)),
             profiles=settings.profiles,
             media_dir=settings.media_dir,
             media=settings.media_store(),

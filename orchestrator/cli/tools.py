@@ -45,11 +45,12 @@ The profiles file format, MCP servers included: docs/profiles.md."""
 
 
 def tools_command(
+    ctx: typer.Context,
     profiles: ProfilesOpt = None,
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
 ) -> None:
-    settings = settings_from(config, "tools", profiles=profiles)
+    settings = settings_from(ctx)
     from baton.cli.exits import run_async
 
     raise typer.Exit(run_async(list_tools, settings, as_json, command="baton tools"))

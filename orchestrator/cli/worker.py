@@ -59,6 +59,7 @@ from baton.cli.options import (
     PoolOpt,
     PrefixOpt,
     ProfilesOpt,
+    Setting,
     TemperatureOpt,
     TopPOpt,
     settings_from,
@@ -113,6 +114,7 @@ class WorkerOptions:
 
 
 def worker_command(
+    ctx: typer.Context,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     temperature: TemperatureOpt = None,
@@ -190,31 +192,12 @@ def worker_command(
             show_default="INFO",
             rich_help_panel=OUTPUT,
         ),
+        Setting("log_level"),
     ] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Claim spawn requests from the bus and host their sub-agents until stopped."""
-    settings = settings_from(
-        config,
-        "worker",
-        bus=bus,
-        prefix=prefix,
-        pool=pool,
-        model=model,
-        openai_base_url=base_url,
-        profiles=profiles,
-        media_dir=media_dir,
-        media=media,
-        image_model=image_model,
-        log_level=log_level,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        model_timeout=model_timeout,
-        model_retries=model_retries,
-        parallel_tool_calls=parallel_tool_calls,
-        extra_body=extra_body,
-    )
+    settings = settings_from(ctx)
     options = WorkerOptions(
         concurrency=concurrency,
         shutdown_timeout_s=shutdown_timeout,

@@ -21,7 +21,7 @@ from typing import Generic, Literal, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from baton.defaults import ApproveMode
+from baton.bus.messages import ApproveMode
 from baton.engine.errors import InteractionCancelled, InteractionUnavailable
 from baton.engine.interaction import (
     ApprovalDecision,

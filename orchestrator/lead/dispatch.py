@@ -26,7 +26,7 @@ from baton.bus.errors import BusError, BusUnreachable, InvalidEnvelope
 from baton.bus.events import AgentExited, AgentSpawned, GuardFired
 from baton.bus.messages import (
     DEFAULT_POOL,
-    ApprovePolicy,
+    ApproveMode,
     Envelope,
     SpawnRequest,
     make_envelope,
@@ -60,7 +60,7 @@ class Delegating:
     limits: DelegationLimits = field(default_factory=DelegationLimits)
     pool: str = DEFAULT_POOL
     """Where its spawn requests go: ``local`` (the session's own worker) or a worker pool."""
-    approve: ApprovePolicy = "ask"
+    approve: ApproveMode = "ask"
     """The session's approval policy, carried by every spawn request (its ``approve`` field) to the
     worker that hosts the agent, wherever it runs (docs/protocol.md, *Approvals*)."""
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from baton.bus.messages import DEFAULT_POOL, ApprovePolicy
+from baton.bus.messages import DEFAULT_POOL, ApproveMode
 from baton.engine import EventSink, InteractionChannel, LoopLimits, Telemetry, Tool
 from baton.engine.spend import Spend
 from baton.lead.checkpoint import CheckpointSink
@@ -52,7 +52,7 @@ class LeadOptions:
     media_profiles: frozenset[str] = frozenset()
     late_answer_s: float = LATE_ANSWER_S
     spawn_pool: str = DEFAULT_POOL
-    spawn_approve: ApprovePolicy = "ask"
+    spawn_approve: ApproveMode = "ask"
     media_dir: Path | None = None
 
 

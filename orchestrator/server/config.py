@@ -8,21 +8,19 @@ sessions, approving tool calls, the media the tools wrote) is as powerful as the
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 
 from baton.base_errors import ConfigError
 from baton.bus.retry import DEFAULT_OUTAGE_S
-from baton.engine.spend import SpendLimits
-from baton.lead.delegation import DelegationLimits
-from baton.lead.profiles import PolicyName
+from baton.errors import describe_validation
 from baton.llm import ModelSettings
-from baton.llm.types import ToolChoice
 from baton.media import MediaStore
+from baton.session import SessionConfig
 from baton.subagents.images import ImageGenerator
-from baton.subagents.mcp_config import McpServerConfig
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8321
@@ -33,34 +31,13 @@ MAX_SESSION_TIMEOUT_S = 3600.0
 DEFAULT_HEALTH_TIMEOUT_S = 2.0
 
 
-@dataclass(frozen=True, slots=True)
-class SessionDefaults:
-    """What every session the server starts gets (the ``baton serve`` settings), where the
-    request that starts it does not say; None keeps :class:`~baton.session.SessionConfig`'s own
-    default."""
-
-    tool_choice: ToolChoice | None = None
-    budget: SpendLimits | None = None
-    profile_tools: bool | None = None
-    delegation: DelegationLimits | None = None
-    lead_policy: PolicyName | None = None
-    retention_s: float | None = None
-    lead_mcp: dict[str, McpServerConfig] | None = None
-    """The lead's MCP servers (a profiles file's ``[lead.mcp.<server>]``): the server loads its
-    profiles itself, so the file's lead tables reach its sessions only this way."""
-
-    def fields(self) -> dict[str, object]:
-        """The :class:`~baton.session.SessionConfig` fields these defaults set."""
-        values: dict[str, object] = {
-            "tool_choice": self.tool_choice,
-            "budget": self.budget,
-            "profile_tools": self.profile_tools,
-            "delegation": self.delegation,
-            "lead_policy": self.lead_policy,
-            "retention_s": self.retention_s,
-            "lead_mcp": self.lead_mcp or None,
-        }
-        return {name: value for name, value in values.items() if value is not None}
+def check_session_defaults(defaults: Mapping[str, object]) -> None:
+    """Refuse defaults that no session could take (checked once, as the server starts, since a
+    session started with them takes them as they are)."""
+    try:
+        SessionConfig.model_validate({"task": "check the defaults", **defaults})
+    except ValidationError as exc:
+        raise ConfigError(f"bad session default: {describe_validation(exc)}") from exc
 
 
 def is_loopback(host: str) -> bool:
@@ -81,7 +58,9 @@ class ServerConfig:
     ``token``: the bearer token every request must carry; required (a ``ConfigError`` otherwise)
     when ``host`` is not loopback, and enforced on every route whenever it is set — including on
     loopback, where it is optional. ``model=None`` runs sessions on the offline model;
-    ``session_defaults`` are the lead's tool choice, the budget and the like for every session.
+    ``session_defaults`` are :class:`~baton.session.SessionConfig` fields (the lead's tool choice,
+    the budget and the like) every session gets where the request that starts it does not say;
+    a name that is no such field, or a value it refuses, is a ``ConfigError``.
     ``bus_outage_s`` is how long the sessions and the SSE feeds ride out a bus outage.
     """
 
@@ -93,7 +72,7 @@ class ServerConfig:
     """Sign what the server sends on the bus and refuse unsigned envelopes (docs/protocol.md)."""
     token: str | None = None
     model: ModelSettings | None = None
-    session_defaults: SessionDefaults = SessionDefaults()
+    session_defaults: Mapping[str, object] = field(default_factory=dict)
     profiles: Path | None = None
     media_dir: Path = Path("media")
     media: MediaStore | None = None
@@ -130,6 +109,7 @@ class ServerConfig:
             raise ConfigError(f"heartbeat must be positive, not {self.heartbeat_s}")
         if self.health_timeout_s <= 0:
             raise ConfigError(f"health timeout must be positive, not {self.health_timeout_s}")
+        check_session_defaults(self.session_defaults)
 
     @property
     def requires_token(self) -> bool:

@@ -15,7 +15,6 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from baton.bus.base import Bus
-from baton.server.config import SessionDefaults
 from baton.session import Session, SessionConfig
 from baton.subagents.profiles import Profile
 
@@ -33,14 +32,14 @@ class SessionHost:
         bus: Bus,
         group: TaskGroup,
         profiles: Mapping[str, Profile],
-        defaults: SessionDefaults | None = None,
+        defaults: Mapping[str, object] | None = None,
         *,
         bus_outage_s: float | None = None,
     ) -> None:
         self.bus = bus
         self.group = group
         self.profiles = dict(profiles)
-        self.defaults = defaults or SessionDefaults()
+        self.defaults = dict(defaults or {})
         self.bus_outage_s = bus_outage_s
         self._running: dict[str, Session] = {}
         self._all_done = anyio.Event()
@@ -54,7 +53,7 @@ class SessionHost:
 
     async def start(self, config: SessionConfig) -> str:
         """Open the session and start it; returns once it is running (its id is usable)."""
-        defaults = self.defaults.fields()
+        defaults = dict(self.defaults)
         if self.bus_outage_s is not None:
             defaults["bus_outage_s"] = self.bus_outage_s
         unset = {

@@ -9,7 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from baton.bus.ids import NAME_MAX, NAME_PATTERN, check_name
-from baton.defaults import ApproveMode
+from baton.bus.messages import ApproveMode
 
 
 def _agent_name(value: str) -> str:

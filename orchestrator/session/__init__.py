@@ -56,7 +56,7 @@ the parts built, and ending them).
 
 from __future__ import annotations
 
-from baton.defaults import ApproveMode
+from baton.bus.messages import ApproveMode
 from baton.session.config import SessionConfig, SessionResult, new_session_id
 from baton.session.lifecycle import Session, open_session
 

@@ -15,9 +15,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, mo
 
 from baton.bus.base import DEFAULT_RETENTION_S
 from baton.bus.ids import new_id
-from baton.bus.messages import DEFAULT_POOL, SessionId, check_pool
+from baton.bus.messages import DEFAULT_POOL, ApproveMode, SessionId, check_pool
 from baton.bus.retry import DEFAULT_OUTAGE_S
-from baton.defaults import ApproveMode
 from baton.engine import LoopLimits
 from baton.engine.spend import SpendLimits
 from baton.lead.agent import LeadStatus

@@ -16,7 +16,7 @@ import pytest
 from baton.bus.base import Bus
 from baton.bus.events import AgentProgress, ApprovalDecided, ApprovalRequested, Event
 from baton.bus.memory import MemoryBus
-from baton.bus.messages import ApprovePolicy, SpawnRequest, TraceContext
+from baton.bus.messages import ApproveMode, SpawnRequest, TraceContext
 from baton.engine import LoopLimits
 from baton.engine.bus_channel import answer_approval
 from baton.subagents import a2a_remote
@@ -63,9 +63,7 @@ async def hosting(
             yield bus
 
 
-async def delegate(
-    bus: Bus, content: str, agent: str = "r1", approve: ApprovePolicy = "ask"
-) -> None:
+async def delegate(bus: Bus, content: str, agent: str = "r1", approve: ApproveMode = "ask") -> None:
     await bus.inboxes.send(task(agent, content, trace=TraceContext(traceparent=TRACEPARENT)))
     await bus.spawns.submit(
         SpawnRequest(session=SESSION, agent=agent, profile="remote", approve=approve)
