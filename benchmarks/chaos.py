@@ -16,6 +16,8 @@ default):
   until the owner is dead);
 - ``redis-outage``: kill -9 Redis while sessions run, restart it (AOF) after ``--outage`` s;
   a ``baton watch`` follows one session through it;
+- ``cluster-failover``: the same fleet on a Redis Cluster (3 masters, a replica each,
+  ``redis+cluster://``); kill -9 of a master while sessions run, its replica promoted;
 - ``pubsub-kill``: ``CLIENT KILL TYPE pubsub`` every 200 ms while sessions run;
 - ``poison``: bad entries on every key kind, non-UTF-8 bytes (``\\xff``) and bad JSON: a
   sub-agent's inbox, the lead's inbox (also an envelope addressed to someone else), the spawn
@@ -123,6 +125,7 @@ CASES = (
     "kill-workers",
     "kill-finishing",
     "redis-outage",
+    "cluster-failover",
     "pubsub-kill",
     "poison",
     "serve-sessions",
@@ -323,18 +326,32 @@ def _parse_ts(text: str) -> float:
 class Cluster:
     """A case's ``redis-server``, its processes, and reading the bus as Redis holds it."""
 
-    def __init__(self, name: str, tmp: Path, *, tool_s: float, profiles: int) -> None:
+    def __init__(
+        self, name: str, tmp: Path, *, tool_s: float, profiles: int, on_cluster: bool = False
+    ) -> None:
         import redis
 
         from baton.testing import RedisServer
+        from baton.testing.redis_cluster import RedisCluster
 
         self.name = name
         self.tmp = tmp
         self.redis = RedisServer(appendfsync="always", data_dir=tmp / "redis")
-        (tmp / "redis").mkdir()
-        self.redis.start()
-        self.url = self.redis.url
-        self.r = redis.Redis(port=self.redis.port, socket_timeout=5, socket_connect_timeout=2)
+        self.nodes: RedisCluster | None = None
+        self.r: redis.Redis | redis.RedisCluster
+        if on_cluster:  # a Redis Cluster instead (3 masters + 3 replicas): the failover case
+            self.nodes = RedisCluster()
+            self.nodes.start()
+            self.url = self.nodes.url
+            seed = self.nodes.master_nodes()[0].port
+            self.r = redis.RedisCluster(
+                host="127.0.0.1", port=seed, socket_timeout=5, socket_connect_timeout=2
+            )
+        else:
+            (tmp / "redis").mkdir()
+            self.redis.start()
+            self.url = self.redis.url
+            self.r = redis.Redis(port=self.redis.port, socket_timeout=5, socket_connect_timeout=2)
         self.profiles = tmp / "profiles.toml"
         self.profiles.write_text(_profiles_toml(profiles))
         self.media = tmp / "media"
@@ -408,6 +425,8 @@ class Cluster:
             proc.stop()
         self.r.close()
         self.redis.kill()
+        if self.nodes is not None:
+            self.nodes.stop()
 
     # reading Redis
 
@@ -479,9 +498,11 @@ KEEP = False  # --keep: leave each case's folder (Redis data, run outputs, media
 
 
 @contextmanager
-def cluster(name: str, *, tool_s: float, profiles: int = 12) -> Iterator[Cluster]:
+def cluster(
+    name: str, *, tool_s: float, profiles: int = 12, on_cluster: bool = False
+) -> Iterator[Cluster]:
     tmp = Path(tempfile.mkdtemp(prefix=f"baton-chaos-{name}-"))
-    c = Cluster(name, tmp, tool_s=tool_s, profiles=profiles)
+    c = Cluster(name, tmp, tool_s=tool_s, profiles=profiles, on_cluster=on_cluster)
     try:
         yield c
     finally:
@@ -759,6 +780,35 @@ def case_redis_outage(args: argparse.Namespace) -> Figures:
                 round(p.ended_at - killed, 1) for p in runs.values() if p.ended_at is not None
             ),
             "watch_exit": watch.popen.poll(),
+        }
+        return figures | session_figures(c, sessions, runs) | c.crashes() | c.dead_letters()
+
+
+def case_cluster_failover(args: argparse.Namespace) -> Figures:
+    """kill -9 of a Redis Cluster master while sessions run on the cluster; its replica takes
+    over after the node timeout (1 s) and the cluster's vote."""
+    with cluster("cluster-failover", tool_s=3.0, profiles=args.agents, on_cluster=True) as c:
+        assert c.nodes is not None
+        c.start_workers(3)
+        sessions = sessions_named("failover", args.sessions)
+        timeout = 180.0
+        runs = {
+            s: c.run(s, task_text(args.agents, s), agent_profiles(args.agents), timeout=timeout)
+            for s in sessions
+        }
+        c.wait_events(sessions, tools_started(1), 60)
+        victim = c.nodes.kill_master(0)
+        killed = time.monotonic()
+        note("cluster-failover: master on port %s killed", victim.port)
+        c.nodes.wait_ok(60)
+        settled = time.monotonic() - killed
+        wait_runs(runs, timeout + 30)
+        c.wait_events(sessions, agents_exited, 30)
+        figures: Figures = {
+            "cluster_settled_s": round(settled, 2),
+            "runs_ended_s_after_kill": sorted(
+                round(p.ended_at - killed, 1) for p in runs.values() if p.ended_at is not None
+            ),
         }
         return figures | session_figures(c, sessions, runs) | c.crashes() | c.dead_letters()
 
@@ -1130,6 +1180,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace], Figures]] = {
     "kill-workers": case_kill_workers,
     "kill-finishing": lambda a: case_kill_workers(a, at_finishing=True),
     "redis-outage": case_redis_outage,
+    "cluster-failover": case_cluster_failover,
     "pubsub-kill": case_pubsub_kill,
     "poison": case_poison,
     "serve-sessions": case_serve_sessions,

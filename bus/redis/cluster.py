@@ -25,11 +25,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from baton.base_errors import ConfigError
 from baton.bus.errors import BusError
 from baton.bus.redis.adapter import (
     FAULTS,
@@ -72,6 +73,31 @@ def seed_addresses(url: str) -> list[Address]:
     return seeds
 
 
+REPLICAS_QUERY = "replicas"
+"""The cluster URL's query parameter: how many replicas a write waits for (``WAIT``); 1 unless
+the URL says (``redis+cluster://h:7000/0?replicas=0``: replication left asynchronous)."""
+
+REPLICA_WAIT_MS = 1000
+"""How long one ``WAIT`` may hold its node's connection: a master whose replica is gone then
+goes on without it (a failover of that master could lose what it wrote meanwhile)."""
+
+READS = frozenset({
+    "CLUSTER", "EXISTS", "GET", "HGET", "HGETALL", "HMGET", "PING", "PTTL", "SCAN", "SCRIPT",
+    "TTL", "TYPE", "XINFO", "XLEN", "XPENDING", "XRANGE", "XREVRANGE", "ZCARD", "ZRANGE",
+    "ZRANGEBYSCORE", "ZREVRANGE", "ZSCORE", "ASKING", "WAIT",
+})  # fmt: skip
+"""Commands that change nothing: an operation of only these waits for no replica."""
+
+
+def replicas_wanted(url: str) -> int:
+    for name, value in parse_qsl(urlsplit(url).query):
+        if name == REPLICAS_QUERY:
+            if not value.isdigit():
+                raise ConfigError(f"{REPLICAS_QUERY}={value!r} in the cluster URL: use a count")
+            return int(value)
+    return 1
+
+
 def node_url(url: str, address: Address) -> str:
     """The single-node URL of one node: the cluster URL's scheme without ``+cluster``, its
     credentials and query (TLS files), that node's address, database 0 (a cluster has no
@@ -82,7 +108,8 @@ def node_url(url: str, address: Address) -> str:
     shown = f"[{host}]" if ":" in host else host
     netloc = f"{userinfo}{at}{shown}:{port}"
     scheme = CLUSTER_SCHEMES[parts.scheme.lower()]
-    return urlunsplit((scheme, netloc, "/0", parts.query, ""))
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != REPLICAS_QUERY], safe="/")
+    return urlunsplit((scheme, netloc, "/0", query, ""))
 
 
 def sharded(command: Command) -> Command:
@@ -106,8 +133,9 @@ def sharded(command: Command) -> Command:
 class _Node:
     """One master's connections and their batcher."""
 
-    def __init__(self, url: str, *, connections: int, client_name: str) -> None:
+    def __init__(self, url: str, address: Address, *, connections: int, client_name: str) -> None:
         self.url = url
+        self.address = address
         self.pool = CommandPool(url, connections=connections, client_name=client_name)
         self.batcher = CommandBatcher(self.pool, connections=connections)
         self.scope: anyio.CancelScope | None = None
@@ -123,6 +151,7 @@ class ClusterRouter:
         self._connections = connections
         self._client_name = client_name
         self._seeds = seed_addresses(url)
+        self._replicas = replicas_wanted(url)
         self.slots = SlotMap()
         self._nodes: dict[Address, _Node] = {}
         self._group: TaskGroup | None = None
@@ -196,7 +225,7 @@ class ClusterRouter:
         node = self._nodes.get(address)
         if node is None:
             url = node_url(self.url, address)
-            node = _Node(url, connections=self._connections, client_name=self._client_name)
+            node = _Node(url, address, connections=self._connections, client_name=self._client_name)
             if self._failed is not None:
                 node.batcher.fail_all(self._failed)
             self._nodes[address] = node
@@ -280,7 +309,19 @@ class ClusterRouter:
         replies: list[Any],
         redirected: list[int],
     ) -> None:
-        answers = await node.batcher.call_replies(*(commands[index] for index in indexes))
+        mine = [commands[index] for index in indexes]
+        replicas = min(self._replicas, self.slots.replicas(node.address))
+        if replicas and any(str(command[0]).upper() not in READS for command in mine):
+            # Replication is asynchronous: a master that dies before its replica has a write
+            # takes it along, though the write was answered. WAIT, in the same round trip,
+            # holds the answer until a replica has it too.
+            *answers, acked = await node.batcher.call_replies(
+                *mine, ("WAIT", replicas, REPLICA_WAIT_MS)
+            )
+            if not isinstance(acked, int) or acked < replicas:
+                self.fault()  # a replica is gone: read the map again, so as not to wait on it
+        else:
+            answers = await node.batcher.call_replies(*mine)
         for index, answer in zip(indexes, answers, strict=True):
             if isinstance(answer, Moved):
                 self.slots.move(answer.slot, answer.address)

@@ -66,6 +66,7 @@ class SlotMap:
         self._starts: list[int] = []
         self._ranges: list[tuple[int, int, Address]] = []
         self._moved: dict[int, Address] = {}
+        self._replicas: dict[Address, int] = {}
         self.stale = True
 
     def load(self, reply: Sequence[Any]) -> None:
@@ -76,6 +77,8 @@ class SlotMap:
         )
         if not ranges:
             raise BusError("the Redis node is not part of a cluster that serves any slot")
+        # CLUSTER SLOTS leaves out replicas the cluster marked failed
+        self._replicas = {(str(row[2][0]), int(row[2][1])): len(row) - 3 for row in reply}
         self._ranges = ranges
         self._starts = [start for start, _, _ in ranges]
         self._moved = {}
@@ -98,6 +101,10 @@ class SlotMap:
         again soon, since one slot seldom moves alone)."""
         self._moved[slot] = address
         self.stale = True
+
+    def replicas(self, address: Address) -> int:
+        """How many live replicas the master has, as the map was read."""
+        return self._replicas.get(address, 0)
 
     def masters(self) -> list[Address]:
         """Every master that serves a slot, in a stable order."""

@@ -32,6 +32,7 @@ from redis.exceptions import ResponseError
 
 from baton.bus.errors import BusUnreachable, redact_url
 from baton.bus.redis.adapter import FAULTS, RedisRefused, refusal, subscribe, unsubscribe
+from baton.bus.redis.slots import slot_of
 from baton.bus.wake import CONFIRMED, WakeHub, Watch
 
 log = logging.getLogger(__name__)
@@ -239,8 +240,19 @@ class WakeDispatcher:
         self._note(channel, subscribe=False)
 
     async def _subscribe(self, pubsub: PubSub, channels: list[str]) -> None:
-        self._asked.append(set(channels))
-        await subscribe(pubsub, *channels, sharded=self._shard is not None)
+        for group in self._by_slot(channels):
+            self._asked.append(set(group))
+            await subscribe(pubsub, *group, sharded=self._shard is not None)
+
+    def _by_slot(self, channels: list[str]) -> list[list[str]]:
+        """One command's worth of channels each: all of them on one node, but a shard
+        channel command takes the channels of one slot only (``CROSSSLOT`` otherwise)."""
+        if self._shard is None:
+            return [channels]
+        groups: dict[int, list[str]] = {}
+        for channel in channels:
+            groups.setdefault(slot_of(channel), []).append(channel)
+        return list(groups.values())
 
     def _answered(self, channel: str) -> None:
         """One channel of the oldest SUBSCRIBE still waiting was confirmed."""
@@ -305,8 +317,8 @@ class WakeDispatcher:
             try:
                 sharded = self._shard is not None
                 for start in range(0, len(dropped), _SUBSCRIBE_CHUNK):
-                    chunk = dropped[start : start + _SUBSCRIBE_CHUNK]
-                    await unsubscribe(pubsub, *chunk, sharded=sharded)
+                    for group in self._by_slot(dropped[start : start + _SUBSCRIBE_CHUNK]):
+                        await unsubscribe(pubsub, *group, sharded=sharded)
                 for start in range(0, len(added), _SUBSCRIBE_CHUNK):
                     await self._subscribe(pubsub, added[start : start + _SUBSCRIBE_CHUNK])
                 backoff = 0.05

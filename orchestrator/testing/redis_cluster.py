@@ -63,11 +63,35 @@ class RedisCluster:
         if created.returncode != 0:
             raise ConfigError(f"redis-cli --cluster create failed:\n{created.stdout[-2000:]}")
         self.wait_ok()
+        self._wait_replicas()
+
+    def _wait_replicas(self, timeout_s: float = 30.0) -> None:
+        """Until every master lists its replicas and each replica's link to it is up: a
+        replica still joining could not take over, nor hold a write (``WAIT``)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self.client(self.nodes[0]) as client:
+                rows = client.execute_command("CLUSTER", "SLOTS")
+            listed = all(len(row) - 3 >= self.replicas for row in rows)
+            linked = True
+            for node in self.nodes:
+                with self.client(node) as client:
+                    info = client.info("replication")
+                if info.get("role") == "slave" and info.get("master_link_status") != "up":
+                    linked = False
+            if listed and linked:
+                return
+            if time.monotonic() > deadline:
+                raise ConfigError(f"the replicas did not join within {timeout_s} s")
+            time.sleep(0.05)
 
     def wait_ok(self, timeout_s: float = 30.0) -> None:
-        """Until every running node reports ``cluster_state:ok`` and agrees on the masters.
+        """Until every running node reports ``cluster_state:ok`` and they agree on the masters,
+        none of which is a node this object stopped or killed (after :meth:`kill_master`: once
+        its replica took over).
 
         Polled: the state is another process's, and Redis offers no event to wait on."""
+        gone = {node.port for node in self.nodes if not node.running}
         deadline = time.monotonic() + timeout_s
         while True:
             views = []
@@ -78,7 +102,7 @@ class RedisCluster:
                         if "cluster_state:ok" not in str(info):
                             raise ConfigError("not ok yet")
                         views.append(sorted(self._master_ports(client)))
-                if views and all(view == views[0] for view in views):
+                if views and all(view == views[0] for view in views) and not gone & set(views[0]):
                     return
             except (ConfigError, redis.RedisError):
                 pass
@@ -111,6 +135,34 @@ class RedisCluster:
         node = self.master_nodes()[index]
         node.kill()
         return node
+
+    def node_id(self, node: RedisServer) -> str:
+        with self.client(node) as client:
+            return str(client.execute_command("CLUSTER", "MYID"))
+
+    def owner(self, slot: int) -> RedisServer:
+        """The master serving ``slot`` now."""
+        with self.client(self.running()[0]) as client:
+            for row in client.execute_command("CLUSTER", "SLOTS"):
+                if int(row[0]) <= slot <= int(row[1]):
+                    port = int(row[2][1])
+                    return next(node for node in self.nodes if node.port == port)
+        raise ConfigError(f"no node serves slot {slot}")
+
+    def move_slot(self, slot: int, to: RedisServer) -> None:
+        """Migrate one slot, keys and all, to another master, the way ``redis-cli --cluster
+        reshard`` does (``SETSLOT IMPORTING``/``MIGRATING``, ``MIGRATE``, ``SETSLOT NODE``):
+        clients that still send to the old master get ``MOVED``."""
+        source = self.owner(slot)
+        source_id, target_id = self.node_id(source), self.node_id(to)
+        with self.client(source) as old, self.client(to) as new:
+            new.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+            old.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+            while keys := old.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+                old.execute_command("MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS", *keys)
+        for node in self.master_nodes():
+            with self.client(node) as client:
+                client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
 
     def stop(self) -> None:
         for node in self.nodes:
