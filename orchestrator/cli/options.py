@@ -67,8 +67,8 @@ BusOpt = Annotated[
     typer.Option(
         "--bus",
         metavar="URL",
-        help="bus URL: memory:// (this process only) or redis://HOST:PORT/DB "
-        "(or BATON_BUS / REDIS_URL)",
+        help="bus URL: memory:// (this process only), redis://HOST:PORT/DB or "
+        "redis+cluster://HOST:PORT,... (or BATON_BUS / REDIS_URL)",
         show_default="memory://",
         rich_help_panel=BUS,
     ),
