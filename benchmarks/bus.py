@@ -2,8 +2,11 @@
 
 Run as ``python benchmarks/bus.py`` (starts its own redis-server the way the tests do) or with
 ``--redis-url`` to use a running one; ``--smoke`` runs tiny sizes in seconds, as CI does, to prove
-it still works. Prints one JSON object. PING is measured in the same run as
-the floor the Redis wake-up latency is compared against.
+it still works. ``--cluster`` adds the same figures on a Redis Cluster it starts (3 masters, a
+replica each): wake latency against a PING to the inbox's master, msgs/s with the agents spread
+over the masters, idle cost and connections per master, and how the work spreads (commands per
+master for ``--sessions`` sessions; nodes and commands one send costs). Prints one JSON object.
+PING is measured in the same run as the floor the Redis wake-up latency is compared against.
 """
 
 from __future__ import annotations
@@ -191,6 +194,97 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, float | int]:
     return out
 
 
+async def spread_msgs_per_s(bus: Bus, agents: int, per_agent: int) -> float:
+    """As :func:`msgs_per_s`, each agent in a session of its own (so, on a cluster, the agents'
+    inboxes are spread over the masters)."""
+
+    async def agent(a: int) -> None:
+        session = f"tp{a}"
+        for i in range(per_agent):
+            await bus.inboxes.send(
+                make_envelope(
+                    session=session, sender="x", recipient="a", type="task", content=str(i)
+                )
+            )
+            got = await bus.inboxes.read(session, "a")
+            await bus.inboxes.ack(session, "a", [e.id for e in got])
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for a in range(agents):
+            tg.start_soon(agent, a)
+    return agents * per_agent / (time.perf_counter() - started)
+
+
+async def commands_per_node(ports: list[int]) -> dict[int, int]:
+    """Commands each node has run so far (``INFO commandstats``), for the deltas below."""
+    calls: dict[int, int] = {}
+    for port in ports:
+        async with Redis(port=port, decode_responses=True) as client:
+            stats = await client.info("commandstats")
+        calls[port] = sum(int(v["calls"]) for k, v in stats.items() if k != "cmdstat_info")
+    return calls
+
+
+async def cluster_figures(args: argparse.Namespace) -> dict[str, float | int]:
+    """The same figures on a 3-master cluster (a replica each), plus how the work spreads:
+    commands per master for ``--sessions`` sessions, and the nodes one send touches."""
+    from baton.bus.redis.slots import slot_of
+    from baton.testing.redis_cluster import RedisCluster
+
+    out: dict[str, float | int] = {}
+    with RedisCluster() as cluster:
+        url = cluster.url
+        masters = [node.port for node in cluster.master_nodes()]
+        owner = cluster.owner(slot_of("bench-wake:{wake}:inbox:a")).port
+        pings = await ping_us(f"redis://127.0.0.1:{owner}/0", args.samples)
+        out["cluster_ping_owner_p50_us"] = round(statistics.median(pings), 1)
+        async with RedisBus(url, BusOptions(), prefix="bench-wake") as bus:
+            red = await wake_latency_us(bus, args.samples)
+        out["cluster_wake_p50_us"] = round(statistics.median(red), 1)
+        out["cluster_wake_p99_us"] = round(percentile(red, 0.99), 1)
+        out["cluster_wake_over_ping"] = round(
+            out["cluster_wake_p50_us"] / out["cluster_ping_owner_p50_us"], 2
+        )
+        async with RedisBus(url, BusOptions(), prefix="bench-tp") as bus:
+            out["cluster_msgs_per_s"] = round(await spread_msgs_per_s(bus, 100, args.per_agent))
+        async with RedisBus(url, BusOptions(), prefix="bench-spread") as bus:
+            await bus.inboxes.send(
+                make_envelope(session="warm", sender="x", recipient="a", type="task", content="")
+            )
+            before = await commands_per_node(masters)
+            for i in range(args.sessions):
+                await bus.inboxes.send(
+                    make_envelope(
+                        session=f"s{i}", sender="x", recipient="a", type="task", content=""
+                    )
+                )
+            after = await commands_per_node(masters)
+            per_master = [after[port] - before[port] - 1 for port in masters]  # less our INFO
+            mean = sum(per_master) / len(per_master)
+            out["cluster_sessions"] = args.sessions
+            out["cluster_commands_per_master_max_dev_pct"] = round(
+                max(abs(n - mean) for n in per_master) / mean * 100, 1
+            )
+            before = await commands_per_node(masters)
+            for _ in range(20):
+                await bus.inboxes.send(
+                    make_envelope(session="one", sender="x", recipient="a", type="task", content="")
+                )
+            after = await commands_per_node(masters)
+            out["cluster_nodes_touched_per_send"] = sum(
+                1 for port in masters if after[port] - before[port] - 1 > 0
+            )
+            out["cluster_commands_per_send"] = round(
+                sum(after[p] - before[p] - 1 for p in masters) / 20, 2
+            )
+        async with RedisBus(url, BusOptions(), prefix="bench-idle") as bus:
+            kib, held = await idle_agents(bus, f"redis://127.0.0.1:{masters[0]}/0", args.idle)
+        out["cluster_idle_agent_kib"] = round(kib, 2)
+        out["cluster_idle_connections_on_one_master"] = held
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--redis-url", help="use this Redis instead of starting one")
@@ -198,12 +292,18 @@ def main() -> None:
     parser.add_argument("--per-agent", type=int, default=50)
     parser.add_argument("--idle", type=int, default=10_000)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    parser.add_argument(
+        "--cluster", action="store_true", help="also on a 3-master Redis Cluster it starts"
+    )
+    parser.add_argument("--sessions", type=int, default=1000, help="--cluster: for the spread")
     args = parser.parse_args()
     if args.smoke:
-        args.samples, args.per_agent, args.idle = 30, 5, 200
+        args.samples, args.per_agent, args.idle, args.sessions = 30, 5, 200, 60
     with ExitStack() as stack:
         url = args.redis_url or stack.enter_context(RedisServer(appendfsync="everysec")).url
         result = anyio.run(run, url, args)
+    if args.cluster:
+        result |= anyio.run(cluster_figures, args)
     print(json.dumps(result))
     check(result)
 
@@ -214,6 +314,9 @@ def check(result: dict[str, float | int]) -> None:
     assert all(value > 0 for value in timed.values()), result
     # Waiting agents share the bus's connections (two for commands, one for pub/sub).
     assert result["idle_redis_connections"] <= 3, result
+    if "cluster_wake_p50_us" in result:  # the same on each master; a send stays on one node
+        assert result["cluster_idle_connections_on_one_master"] <= 3, result
+        assert result["cluster_nodes_touched_per_send"] == 1, result
 
 
 if __name__ == "__main__":
