@@ -11,7 +11,9 @@ Prints one JSON object:
 - ``dispatch_p50_ms`` / ``dispatch_p99_ms``: a message sent to one of the idle sub-agents → that
   agent's round starts (its loop's ``on_round`` hook), one at a time.
 
-It starts its own ``redis-server`` unless ``--redis-url`` is given. The worker, the lead and the
+It starts its own ``redis-server`` unless ``--redis-url`` is given, or with ``--cluster`` a Redis
+Cluster (3 masters, a replica each; ``redis_connections`` is then the busiest master's). The idle
+agents are spread over 64 sessions, so on a cluster over the masters. The worker, the lead and the
 measuring all live in this process, sharing one bus (two command connections and one pub/sub
 connection, as a worker process would hold).
 
@@ -47,6 +49,7 @@ from baton.subagents.loop import SubAgent
 from baton.subagents.profiles import AgentLimits, Profile
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer
+from baton.testing.redis_cluster import RedisCluster
 
 PREFIX = "bench"
 
@@ -119,34 +122,69 @@ async def fanout(bus: Bus, n: int) -> float:
     return end - start
 
 
-async def idle(bus: Bus, worker: Worker, n: int, measure: redis.Redis) -> dict[str, Any]:
-    session = "idle"
+IDLE_SESSIONS = 64
+"""The idle agents are spread over this many sessions (on a cluster: over the masters)."""
+
+
+def idle_session(i: int) -> str:
+    return f"idle{i % IDLE_SESSIONS}"
+
+
+class Measure:
+    """This benchmark's own look at Redis: one node, or each master of a cluster."""
+
+    def __init__(self, ports: list[int], *, sharded: bool) -> None:
+        self.nodes = [redis.Redis(port=port, decode_responses=True) for port in ports]
+        self.sharded = sharded
+
+    def watched(self, pattern: str) -> int:
+        """Wake-up channels subscribed (shard channels on a cluster, on each master)."""
+        if not self.sharded:
+            return len(self.nodes[0].pubsub_channels(pattern))
+        return sum(
+            len(node.execute_command("PUBSUB", "SHARDCHANNELS", pattern)) for node in self.nodes
+        )
+
+    def connections(self) -> int:
+        """baton's connections on the busiest node (its clients are named ``baton:...``; not
+        this benchmark's, nor a replica's link)."""
+        return max(
+            sum(1 for c in node.client_list() if str(c.get("name", "")).startswith("baton:"))
+            for node in self.nodes
+        )
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.close()
+
+
+async def idle(bus: Bus, worker: Worker, n: int, measure: Measure) -> dict[str, Any]:
     await until(lambda: worker.hosted == 0)  # the fan-out agents are still acking their spawns
     gc.collect()
     before = rss_kib()
     base = 0
     for i in range(n):
-        await bus.spawns.submit(SpawnRequest(session=session, agent=f"i{i}", profile="answerer"))
+        request = SpawnRequest(session=idle_session(i), agent=f"i{i}", profile="answerer")
+        await bus.spawns.submit(request)
     # Every agent is idle once it has subscribed to its wake-up channel and sits in wait().
-    pattern = f"{PREFIX}:{{{session}}}:wake:*"
+    pattern = f"{PREFIX}:{{idle*}}:wake:*"
     await until(
-        lambda: worker.hosted >= base + n and len(measure.pubsub_channels(pattern)) >= n,
+        lambda: worker.hosted >= base + n and measure.watched(pattern) >= n,
         every=0.2,
     )
     gc.collect()
     after = rss_kib()
-    clients = measure.client_list()
     return {
         "idle_subagents": worker.hosted - base,
         "idle_subagent_kib": round((after - before) / n, 2),
-        "redis_connections": len(clients) - 1,
+        "redis_connections": measure.connections(),
     }
 
 
 async def dispatch(bus: Bus, timing: Timing, n_idle: int, samples: int) -> dict[str, float]:
-    session = "idle"
     latencies = []
-    for name in random.Random(7).sample([f"i{i}" for i in range(n_idle)], samples):
+    for i in random.Random(7).sample(range(n_idle), samples):
+        name, session = f"i{i}", idle_session(i)
         waiter = timing.waiters[name] = anyio.Event()
         sent = time.perf_counter()
         await bus.inboxes.send(Envelope(session=session, sender="lead", recipient=name, type="task",
@@ -166,12 +204,19 @@ async def dispatch(bus: Bus, timing: Timing, n_idle: int, samples: int) -> dict[
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     with ExitStack() as stack:
         url = args.redis_url
-        if url is None:
-            url = stack.enter_context(RedisServer(appendfsync="everysec")).url  # as in production
-        media = Path(stack.enter_context(TemporaryDirectory()))
-        measure = redis.Redis.from_url(url, decode_responses=True)
+        if args.cluster:
+            cluster = stack.enter_context(RedisCluster())
+            url = cluster.url
+            measure = Measure([node.port for node in cluster.master_nodes()], sharded=True)
+        else:
+            if url is None:  # as in production
+                url = stack.enter_context(RedisServer(appendfsync="everysec")).url
+            flat = redis.Redis.from_url(url)
+            flat.flushdb()
+            measure = Measure([int(flat.connection_pool.connection_kwargs["port"])], sharded=False)
+            flat.close()
         stack.callback(measure.close)
-        measure.flushdb()
+        media = Path(stack.enter_context(TemporaryDirectory()))
         timing = Timing()
         options = BusOptions(lease_s=60)
         async with open_bus(url, options, prefix=PREFIX) as bus, offline_model() as model:
@@ -193,6 +238,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--redis-url", default=None)
+    parser.add_argument(
+        "--cluster", action="store_true", help="on a 3-master Redis Cluster it starts"
+    )
     parser.add_argument("--idle", type=int, default=10_000)
     parser.add_argument("--fanout", type=int, default=1000)
     parser.add_argument("--samples", type=int, default=200)
