@@ -235,3 +235,32 @@ def test_real_compose_config_with_the_server_profile_passes_the_token() -> None:
     server = config["services"]["server"]
     assert server["environment"]["BATON_TOKEN"] == token
     assert [p["published"] for p in server["ports"]] == ["8321"]
+
+
+def test_the_cluster_profile_is_six_nodes_formed_once() -> None:
+    """``--profile cluster``: six cluster-enabled Redis 7 nodes announcing their service names,
+    and a one-shot that forms them into 3 masters with a replica each; the workers and the
+    server take the bus from BATON_BUS (the single node unless it names the cluster)."""
+    services = compose()["services"]
+    nodes = [f"redis-node-{n}" for n in range(1, 7)]
+    for name in [*nodes, "redis-cluster-init"]:
+        assert services[name]["profiles"] == ["cluster"], name
+    for name in nodes:
+        command = [str(part) for part in services[name]["command"]]
+        assert command[command.index("--cluster-announce-hostname") + 1] == name
+    config = compose()["configs"]["redis-cluster"]["content"]
+    assert "cluster-enabled yes" in config and "cluster-preferred-endpoint-type hostname" in config
+    init = " ".join(services["redis-cluster-init"]["command"])
+    assert "--cluster-replicas 1" in init
+    assert set(services["redis-cluster-init"]["depends_on"]) == set(nodes)
+    for name in ("worker", "server"):
+        assert services[name]["environment"]["BATON_BUS"] == "${BATON_BUS:-redis://redis:6379/0}"
+
+
+def test_real_compose_config_with_the_cluster_profile() -> None:
+    url = "redis+cluster://redis-node-1:6379,redis-node-2:6379/0"
+    done = compose_config("--profile", "cluster", env=compose_env(BATON_BUS=url))
+    assert done.returncode == 0, done.stderr
+    config = json.loads(done.stdout)
+    assert {f"redis-node-{n}" for n in range(1, 7)} < set(config["services"])
+    assert config["services"]["worker"]["environment"]["BATON_BUS"] == url
