@@ -141,9 +141,11 @@ class Measure:
         """Wake-up channels subscribed (shard channels on a cluster, on each master)."""
         if not self.sharded:
             return len(self.nodes[0].pubsub_channels(pattern))
-        return sum(
-            len(node.execute_command("PUBSUB", "SHARDCHANNELS", pattern)) for node in self.nodes
-        )
+        found = 0
+        for node in self.nodes:
+            channels: list[str] = node.execute_command("PUBSUB", "SHARDCHANNELS", pattern)  # type: ignore[no-untyped-call]
+            found += len(channels)
+        return found
 
     def connections(self) -> int:
         """baton's connections on the busiest node (its clients are named ``baton:...``; not

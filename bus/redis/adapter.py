@@ -287,7 +287,7 @@ async def subscribe(pubsub: PubSub, *channels: str, sharded: bool = False) -> No
     """
     try:
         if sharded:
-            await pubsub.ssubscribe(*channels)
+            await _sharded(pubsub, "SSUBSCRIBE", channels)
         else:
             await pubsub.subscribe(*channels)
     except AttributeError as exc:
@@ -299,8 +299,20 @@ async def unsubscribe(pubsub: PubSub, *channels: str, sharded: bool = False) -> 
     raised as a fault."""
     try:
         if sharded:
-            await pubsub.sunsubscribe(*channels)
+            await _sharded(pubsub, "SUNSUBSCRIBE", channels)
         else:
             await pubsub.unsubscribe(*channels)
     except AttributeError as exc:
         raise RedisConnectionError(f"connection reset during UNSUBSCRIBE: {exc}") from exc
+
+
+async def _sharded(pubsub: PubSub, command: str, channels: tuple[str, ...]) -> None:
+    """``SSUBSCRIBE``/``SUNSUBSCRIBE`` on a ``PubSub``: its own method where redis-py's asyncio
+    client has one (not yet in 5.3, the floor), else the command itself (5.3 reads the replies and ``smessage``s
+    as any other pub/sub message; the bus never lets redis-py resubscribe, so the bookkeeping
+    those methods add is not missed)."""
+    method = getattr(pubsub, command.lower(), None)
+    if method is not None:
+        await method(*channels)
+    else:
+        await pubsub.execute_command(command, *channels)
