@@ -308,9 +308,9 @@ async def unsubscribe(pubsub: PubSub, *channels: str, sharded: bool = False) -> 
 
 async def _sharded(pubsub: PubSub, command: str, channels: tuple[str, ...]) -> None:
     """``SSUBSCRIBE``/``SUNSUBSCRIBE`` on a ``PubSub``: its own method where redis-py's asyncio
-    client has one (not yet in 5.3, the floor), else the command itself (5.3 reads the replies and ``smessage``s
-    as any other pub/sub message; the bus never lets redis-py resubscribe, so the bookkeeping
-    those methods add is not missed)."""
+    client has one (not yet in 5.3, the floor), else the command itself (5.3 reads the replies
+    and ``smessage``s as any other pub/sub message; the bus never lets redis-py resubscribe, so
+    the bookkeeping those methods add is not missed)."""
     method = getattr(pubsub, command.lower(), None)
     if method is not None:
         await method(*channels)

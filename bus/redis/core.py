@@ -233,9 +233,14 @@ class RedisCore(Service):
         self.check_open()
         if self.phase is Phase.NEW:
             raise BusError("the Redis bus is not started: use `async with` or `await start()`")
+        return await self._retried(lambda: self._attempt(commands))
+
+    async def _retried(self, run: Callable[[], Awaitable[list[Any]]]) -> list[Any]:
+        """``run``, and again with backoff after each fault; ``BusUnreachable`` once the
+        attempts are spent. The first try goes without tenacity: it is the hot path."""
         try:
             try:
-                return await self._attempt(commands)
+                return await run()
             except FAULTS:
                 self._fault()
             async for attempt in AsyncRetrying(
@@ -247,7 +252,7 @@ class RedisCore(Service):
             ):
                 with attempt:
                     self.check_open()
-                    return await self._attempt(commands)
+                    return await run()
         except FAULTS as exc:
             self._fault()
             raise BusUnreachable(self.url, str(exc) or type(exc).__name__) from exc
@@ -278,19 +283,10 @@ class RedisCore(Service):
 
     async def _on(self, node: Address, command: Command) -> list[Any]:
         """One command on one cluster node, retried like any other."""
-        assert self.cluster is not None
         cluster = self.cluster
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type(FAULTS),
-            stop=stop_after_attempt(self._attempts),
-            wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
-            before_sleep=lambda _state: self._fault(),
-            reraise=True,
-        ):
-            with attempt:
-                self.check_open()
-                return await cluster.at(node, command)
-        raise AssertionError("unreachable")  # pragma: no cover
+        assert cluster is not None
+        self.check_open()
+        return await self._retried(lambda: cluster.at(node, command))
 
     async def one(self, *command: str | int | float | bytes) -> Any:
         """One command's reply."""
