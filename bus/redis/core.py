@@ -233,16 +233,16 @@ class RedisCore(Service):
         self.check_open()
         if self.phase is Phase.NEW:
             raise BusError("the Redis bus is not started: use `async with` or `await start()`")
+        try:  # the first try inline, without tenacity: it is the hot path
+            return await self._attempt(commands)
+        except FAULTS:
+            self._fault()
         return await self._retried(lambda: self._attempt(commands))
 
     async def _retried(self, run: Callable[[], Awaitable[list[Any]]]) -> list[Any]:
-        """``run``, and again with backoff after each fault; ``BusUnreachable`` once the
-        attempts are spent. The first try goes without tenacity: it is the hot path."""
+        """``run`` with backoff after each fault; ``BusUnreachable`` once the attempts are
+        spent."""
         try:
-            try:
-                return await run()
-            except FAULTS:
-                self._fault()
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception_type(FAULTS),
                 stop=stop_after_attempt(self._attempts),
