@@ -81,12 +81,16 @@ REPLICA_WAIT_MS = 1000
 """How long one ``WAIT`` may hold its node's connection: a master whose replica is gone then
 goes on without it (a failover of that master could lose what it wrote meanwhile)."""
 
-READS = frozenset({
+NO_WAIT = frozenset({
     "CLUSTER", "EXISTS", "GET", "HGET", "HGETALL", "HMGET", "PING", "PTTL", "SCAN", "SCRIPT",
     "TTL", "TYPE", "XINFO", "XLEN", "XPENDING", "XRANGE", "XREVRANGE", "ZCARD", "ZRANGE",
     "ZRANGEBYSCORE", "ZREVRANGE", "ZSCORE", "ASKING", "WAIT",
+    # Writes a failover may lose at no cost but a repeat: a delivery (the entry is delivered
+    # again, and readers drop repeats by envelope id) or a claim of a lapsed lease.
+    "XREADGROUP", "XAUTOCLAIM", "XCLAIM",
 })  # fmt: skip
-"""Commands that change nothing: an operation of only these waits for no replica."""
+"""Commands after which a write need not wait for a replica: an operation of only these
+sends no ``WAIT``."""
 
 
 def replicas_wanted(url: str) -> int:
@@ -311,7 +315,7 @@ class ClusterRouter:
     ) -> None:
         mine = [commands[index] for index in indexes]
         replicas = min(self._replicas, self.slots.replicas(node.address))
-        if replicas and any(str(command[0]).upper() not in READS for command in mine):
+        if replicas and any(str(command[0]).upper() not in NO_WAIT for command in mine):
             # Replication is asynchronous: a master that dies before its replica has a write
             # takes it along, though the write was answered. WAIT, in the same round trip,
             # holds the answer until a replica has it too.

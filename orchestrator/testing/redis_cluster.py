@@ -24,7 +24,16 @@ class RedisCluster:
     """Owns the nodes of one cluster; :attr:`url` is a ``redis+cluster://`` bus URL naming every
     master as a seed."""
 
-    def __init__(self, *, masters: int = 3, replicas: int = 1, node_timeout_ms: int = 1000) -> None:
+    def __init__(
+        self,
+        *,
+        masters: int = 3,
+        replicas: int = 1,
+        node_timeout_ms: int = 1000,
+        appendfsync: str = "everysec",
+    ) -> None:
+        """``appendfsync="everysec"``, the production setting: what a killed master had not
+        written to disk, its replica holds (an fsync per write costs each write milliseconds)."""
         self.masters = masters
         self.replicas = replicas
         self.node_timeout_ms = node_timeout_ms
@@ -38,7 +47,10 @@ class RedisCluster:
         # Each node's cluster bus gets a free port of its own (by default it is the client
         # port + 10000, which a free port high in the range cannot have).
         self.nodes = [
-            RedisServer(extra_args=[*options, "--cluster-port", str(free_port())])
+            RedisServer(
+                appendfsync=appendfsync,
+                extra_args=[*options, "--cluster-port", str(free_port())],
+            )
             for _ in range(masters * (1 + replicas))
         ]
 
