@@ -1,0 +1,203 @@
+"""Scale test: many idle sub-agents hosted across real ``baton worker`` processes, on a Redis
+Cluster (or one node), and the cost of each: resident memory per idle sub-agent, and how long a
+task sent to a random one of them takes to come back as its result.
+
+It starts the cluster (``baton.testing.RedisCluster``: 3 masters, a replica each) unless
+``--redis-url`` names a bus, then ``--workers`` worker processes of pool ``scale`` (the offline
+model; a profile whose agents wait an hour for work), and submits ``--agents`` spawn requests
+spread over ``--sessions`` sessions, without a task: each agent starts, finds its inbox empty and
+waits. An agent counts as idle once its wake-up channel is subscribed (``PUBSUB SHARDCHANNELS``
+on every master; ``PUBSUB CHANNELS`` on one node). Then ``--samples`` tasks, one at a time, each to
+a random agent; this process reads the session's lead inbox for the result.
+
+Prints one JSON object:
+
+- ``idle_subagents``; ``idle_subagent_kib``: the workers' resident memory (``VmRSS``) added per
+  agent, from before the spawns to all idle; ``worker_connections_max``: connections the busiest
+  master holds from baton (named ``baton:...``: every worker's, and this benchmark's own bus);
+- ``dispatch_p50_ms`` / ``dispatch_p99_ms``: task sent → its result in the lead's inbox (offline
+  model: no model time to speak of); ``spawn_s``: the spawns submitted → every agent idle.
+
+The issue's figure: ``--agents 100000 --workers 8`` on a quiet machine (targets: ≤ 10 KiB per idle
+sub-agent, p99 ≤ 10 ms). ``--smoke``: 2 workers, 400 agents, 20 samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import anyio
+import redis
+
+from baton.bus.base import BusOptions
+from baton.bus.connect import open_bus
+from baton.bus.messages import Envelope, SpawnRequest
+
+BATON = str(Path(sys.executable).parent / "baton")
+PREFIX = "scale"
+POOL = "scale"
+PROFILES = """[profiles.idler]
+description = "Waits for work, then answers."
+system_prompt = "[baton:subagent] Answer briefly."
+limits = { idle_timeout_s = 3600, max_steps = 2 }
+"""
+
+
+def note(message: str, *args: object) -> None:
+    print("scale: " + message % args, file=sys.stderr, flush=True)
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Nodes:
+    """This benchmark's look at Redis: each master (shard channels), or one node."""
+
+    def __init__(self, ports: list[int], *, sharded: bool) -> None:
+        self.clients = [redis.Redis(port=port, decode_responses=True) for port in ports]
+        self.sharded = sharded
+
+    def watched(self, pattern: str) -> int:
+        found = 0
+        for client in self.clients:
+            kind = "SHARDCHANNELS" if self.sharded else "CHANNELS"
+            channels: list[str] = client.execute_command("PUBSUB", kind, pattern)  # type: ignore[no-untyped-call]
+            found += len(channels)
+        return found
+
+    def baton_connections(self) -> int:
+        return max(
+            sum(1 for c in client.client_list() if str(c.get("name", "")).startswith("baton:"))
+            for client in self.clients
+        )
+
+
+def start_workers(url: str, count: int, per_worker: int, tmp: Path) -> list[subprocess.Popen[str]]:
+    profiles = tmp / "profiles.toml"
+    profiles.write_text(PROFILES)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BATON_"))}
+    workers = []
+    for _ in range(count):
+        args = [BATON, "worker", "--bus", url, "--prefix", PREFIX, "--pool", POOL,
+                "--profiles", str(profiles), "--concurrency", str(per_worker),
+                "--media", str(tmp / "media"), "--log-level", "WARNING"]  # fmt: skip
+        workers.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, text=True))
+    return workers  # ready once each announced itself on the pool (run() waits for that)
+
+
+def session_of(i: int, sessions: int) -> str:
+    return f"sc{i % sessions}"
+
+
+async def run(
+    url: str, nodes: Nodes, args: argparse.Namespace, pids: list[int]
+) -> dict[str, float]:
+    out: dict[str, float] = {}
+    async with open_bus(url, BusOptions(lease_s=60), prefix=PREFIX) as bus:
+        deadline = time.monotonic() + 60
+        while len(await bus.workers.live(POOL)) < len(pids):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the workers did not announce themselves within 60 s")
+            await anyio.sleep(0.2)  # another process's state: polled
+        before = sum(rss_kib(pid) for pid in pids)
+        started = time.perf_counter()
+        for i in range(args.agents):
+            session = session_of(i, args.sessions)
+            await bus.spawns.submit(
+                SpawnRequest(session=session, agent=f"i{i}", profile="idler", pool=POOL)
+            )
+        pattern = f"{PREFIX}:{{sc*}}:wake:i*"
+        deadline = time.monotonic() + args.timeout
+        while (watched := nodes.watched(pattern)) < args.agents:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {watched} of {args.agents} agents idle after the timeout")
+            await anyio.sleep(0.5)
+        out["spawn_s"] = round(time.perf_counter() - started, 1)
+        await anyio.sleep(1.0)  # the last agents' first allocations, before reading RSS
+        after = sum(rss_kib(pid) for pid in pids)
+        out["idle_subagents"] = args.agents
+        out["idle_subagent_kib"] = round((after - before) / args.agents, 2)
+        out["worker_connections_max"] = nodes.baton_connections()
+        latencies = []
+        for i in random.Random(7).sample(range(args.agents), args.samples):
+            session = session_of(i, args.sessions)
+            sent = time.perf_counter()
+            await bus.inboxes.send(Envelope(session=session, sender="lead", recipient=f"i{i}",
+                                            type="task", content="ping"))  # fmt: skip
+            with anyio.fail_after(30):
+                while True:
+                    batch = await bus.inboxes.read(session, "lead")
+                    if batch:
+                        await bus.inboxes.ack(session, "lead", [m.id for m in batch])
+                    if any(m.type == "result" for m in batch):
+                        break
+                    await bus.inboxes.wait(session, "lead", 1.0)
+            latencies.append((time.perf_counter() - sent) * 1000)
+        latencies.sort()
+        out["dispatch_p50_ms"] = round(statistics.median(latencies), 2)
+        out["dispatch_p99_ms"] = round(
+            latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 2
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--redis-url", help="use this bus instead of starting a cluster")
+    parser.add_argument("--agents", type=int, default=100_000)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds for every spawn")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes")
+    args = parser.parse_args()
+    if args.smoke:
+        args.agents, args.workers, args.sessions, args.samples = 400, 2, 40, 20
+    from baton.testing.redis_cluster import RedisCluster
+
+    with ExitStack() as stack:
+        url = args.redis_url
+        if url is None:
+            cluster = stack.enter_context(RedisCluster())
+            url = cluster.url
+            nodes = Nodes([node.port for node in cluster.master_nodes()], sharded=True)
+        else:
+            flat = redis.Redis.from_url(url)
+            nodes = Nodes([int(flat.connection_pool.connection_kwargs["port"])], sharded=False)
+            flat.close()
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="baton-scale-")))
+        per_worker = args.agents // args.workers + args.samples + 10
+        workers = start_workers(url, args.workers, per_worker, tmp)
+
+        def stop() -> None:
+            for worker in workers:
+                worker.terminate()
+            for worker in workers:
+                try:
+                    worker.wait(30)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+
+        stack.callback(stop)
+        result = anyio.run(run, url, nodes, args, [w.pid for w in workers])
+    result["workers"] = args.workers
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
