@@ -92,17 +92,10 @@ class Redirected(RedisRefused):
     """A cluster node does not serve the command's slot: ``MOVED <slot> <host>:<port>`` (for
     good: the map is out of date) or ``ASK`` (this once, the slot is being migrated)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, slot: int, address: tuple[str, int]) -> None:
         super().__init__(code, message)
-        words = message.split()
-        if words and words[0] == code:
-            words = words[1:]  # redis-py leaves the code in the message with its own parser
-        try:
-            host, _, port = words[1].rpartition(":")
-            self.slot = int(words[0])
-            self.address = (host, int(port))
-        except (IndexError, ValueError):
-            raise RedisRefused(code, message) from None
+        self.slot = slot
+        self.address = address
 
 
 class Moved(Redirected):
@@ -125,9 +118,22 @@ _TYPED: dict[str, type[RedisRefused]] = {
     "NOSCRIPT": NoScript,
     "NOGROUP": NoGroup,
     "BUSYGROUP": BusyGroup,
-    "MOVED": Moved,
-    "ASK": Ask,
 }
+
+_REDIRECTS: dict[str, type[Redirected]] = {"MOVED": Moved, "ASK": Ask}
+
+
+def _redirect(kind: type[Redirected], code: str, message: str) -> RedisRefused:
+    """``MOVED``/``ASK`` with the slot and address it names; a reply that names none stays a
+    plain refusal."""
+    words = message.split()
+    if words and words[0] == code:
+        words = words[1:]  # redis-py leaves the code in the message with its own parser
+    try:
+        host, _, port = words[1].rpartition(":")
+        return kind(code, message, int(words[0]), (host, int(port)))
+    except (IndexError, ValueError):
+        return RedisRefused(code, message)
 
 
 def refusal(error: ResponseError) -> RedisRefused:
@@ -142,10 +148,10 @@ def refusal(error: ResponseError) -> RedisRefused:
         else:
             first = message.split(" ", 1)[0]
             code = first if first.isalpha() and first.isupper() else "ERR"
-    try:
-        return _TYPED.get(code, RedisRefused)(code, message)
-    except RedisRefused as untyped:  # a redirect whose address could not be read
-        return untyped
+    redirect = _REDIRECTS.get(code)
+    if redirect is not None:
+        return _redirect(redirect, code, message)
+    return _TYPED.get(code, RedisRefused)(code, message)
 
 
 def unsettled(refused: RedisRefused) -> ClusterUnsettled | None:

@@ -23,7 +23,7 @@ redis-py's here: the connections, the reply parser and the slot function.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -138,7 +138,6 @@ class _Node:
     """One master's connections and their batcher."""
 
     def __init__(self, url: str, address: Address, *, connections: int, client_name: str) -> None:
-        self.url = url
         self.address = address
         self.pool = CommandPool(url, connections=connections, client_name=client_name)
         self.batcher = CommandBatcher(self.pool, connections=connections)
@@ -357,6 +356,3 @@ class ClusterRouter:
         node = self._node(address)
         await self._start(node)
         return await node.batcher.call(*commands)
-
-    def nodes_seen(self) -> Iterable[Address]:
-        return self._nodes.keys()

@@ -268,15 +268,15 @@ class RedisCore(Service):
     async def scan(self, pattern: str, count: int) -> AsyncIterator[list[str]]:
         """The keys matching ``pattern``, a batch per ``SCAN`` step; on a cluster, each
         master's keys in turn (every master holds its own slots' keys)."""
-        nodes = self.cluster.masters() if self.cluster is not None else [None]
+        nodes: list[Address | None] = [None]  # one node: wherever the call goes
+        if self.cluster is not None:
+            nodes = list(self.cluster.masters())
         for node in nodes:
             cursor = "0"
             while True:
                 command = ("SCAN", cursor, "MATCH", pattern, "COUNT", count)
-                if node is None or self.cluster is None:
-                    cursor, batch = await self.one(*command)
-                else:
-                    cursor, batch = (await self._on(node, command))[0]
+                step = self.call(command) if node is None else self._on(node, command)
+                cursor, batch = (await step)[0]
                 yield [str(key) for key in batch]
                 if str(cursor) == "0":
                     break

@@ -88,13 +88,12 @@ class ShardedWake:
         shard = self._shards.get(address)
         if shard is None:
             home = _Home(self)
-            client = pubsub_client(
-                node_url(self._router.url, address), client_name=self._client_name
-            )
+            url = node_url(self._router.url, address)
+            client = pubsub_client(url, client_name=self._client_name)
             dispatcher = WakeDispatcher(
                 client,
                 self._hub,
-                url=node_url(self._router.url, address),
+                url=url,
                 on_fault=self._fault,
                 shard=home,
             )

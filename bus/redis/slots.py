@@ -109,10 +109,3 @@ class SlotMap:
     def masters(self) -> list[Address]:
         """Every master that serves a slot, in a stable order."""
         return sorted({address for _, _, address in self._ranges} | set(self._moved.values()))
-
-    def share(self) -> dict[Address, int]:
-        """How many slots each master serves."""
-        counts: dict[Address, int] = {}
-        for start, end, address in self._ranges:
-            counts[address] = counts.get(address, 0) + end - start + 1
-        return counts

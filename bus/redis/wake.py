@@ -27,6 +27,7 @@ from typing import Protocol
 
 import anyio
 from anyio.abc import TaskStatus
+from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.exceptions import ResponseError
 
@@ -41,13 +42,6 @@ _READ_TIMEOUT_S = 1.0
 _SUBSCRIBE_CHUNK = 500
 _UNWATCH_WAIT_S = 1.0
 """How long ``unwatch`` waits for its UNSUBSCRIBE to be sent (it is sent regardless)."""
-
-
-class PubSubSource(Protocol):
-    """Where a new pub/sub connection comes from: a ``Redis`` client of one node, or a cluster
-    bus's :class:`~baton.bus.redis.cluster.ClusterWakeSource`."""
-
-    def pubsub(self) -> PubSub: ...
 
 
 class Shard(Protocol):
@@ -67,7 +61,7 @@ class WakeDispatcher:
 
     def __init__(
         self,
-        client: PubSubSource,
+        client: Redis,
         hub: WakeHub,
         *,
         url: str,
