@@ -37,11 +37,11 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import anyio
-import redis
 
 from baton.bus.base import BusOptions
 from baton.bus.connect import open_bus
 from baton.bus.messages import Envelope, SpawnRequest
+from baton.testing.redis_cluster import RedisCluster, RedisNodes
 
 BATON = str(Path(sys.executable).parent / "baton")
 PREFIX = "scale"
@@ -65,28 +65,6 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-class Nodes:
-    """This benchmark's look at Redis: each master (shard channels), or one node."""
-
-    def __init__(self, ports: list[int], *, sharded: bool) -> None:
-        self.clients = [redis.Redis(port=port, decode_responses=True) for port in ports]
-        self.sharded = sharded
-
-    def watched(self, pattern: str) -> int:
-        found = 0
-        for client in self.clients:
-            kind = "SHARDCHANNELS" if self.sharded else "CHANNELS"
-            channels: list[str] = client.execute_command("PUBSUB", kind, pattern)  # type: ignore[no-untyped-call]
-            found += len(channels)
-        return found
-
-    def baton_connections(self) -> int:
-        return max(
-            sum(1 for c in client.client_list() if str(c.get("name", "")).startswith("baton:"))
-            for client in self.clients
-        )
-
-
 def start_workers(url: str, count: int, per_worker: int, tmp: Path) -> list[subprocess.Popen[str]]:
     profiles = tmp / "profiles.toml"
     profiles.write_text(PROFILES)
@@ -105,7 +83,7 @@ def session_of(i: int, sessions: int) -> str:
 
 
 async def run(
-    url: str, nodes: Nodes, args: argparse.Namespace, pids: list[int]
+    url: str, nodes: RedisNodes, args: argparse.Namespace, pids: list[int]
 ) -> dict[str, float]:
     out: dict[str, float] = {}
     async with open_bus(url, BusOptions(lease_s=60), prefix=PREFIX) as bus:
@@ -168,18 +146,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.agents, args.workers, args.sessions, args.samples = 400, 2, 40, 20
-    from baton.testing.redis_cluster import RedisCluster
-
     with ExitStack() as stack:
         url = args.redis_url
         if url is None:
             cluster = stack.enter_context(RedisCluster())
             url = cluster.url
-            nodes = Nodes([node.port for node in cluster.master_nodes()], sharded=True)
+            nodes = RedisNodes.of_cluster(cluster)
         else:
-            flat = redis.Redis.from_url(url)
-            nodes = Nodes([int(flat.connection_pool.connection_kwargs["port"])], sharded=False)
-            flat.close()
+            nodes = RedisNodes.of_url(url)
+        stack.callback(nodes.close)
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="baton-scale-")))
         per_worker = args.agents // args.workers + args.samples + 10
         workers = start_workers(url, args.workers, per_worker, tmp)

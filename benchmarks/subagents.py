@@ -49,7 +49,7 @@ from baton.subagents.loop import SubAgent
 from baton.subagents.profiles import AgentLimits, Profile
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer
-from baton.testing.redis_cluster import RedisCluster
+from baton.testing.redis_cluster import RedisCluster, RedisNodes
 
 PREFIX = "bench"
 
@@ -130,37 +130,7 @@ def idle_session(i: int) -> str:
     return f"idle{i % IDLE_SESSIONS}"
 
 
-class Measure:
-    """This benchmark's own look at Redis: one node, or each master of a cluster."""
-
-    def __init__(self, ports: list[int], *, sharded: bool) -> None:
-        self.nodes = [redis.Redis(port=port, decode_responses=True) for port in ports]
-        self.sharded = sharded
-
-    def watched(self, pattern: str) -> int:
-        """Wake-up channels subscribed (shard channels on a cluster, on each master)."""
-        if not self.sharded:
-            return len(self.nodes[0].pubsub_channels(pattern))
-        found = 0
-        for node in self.nodes:
-            channels: list[str] = node.execute_command("PUBSUB", "SHARDCHANNELS", pattern)  # type: ignore[no-untyped-call]
-            found += len(channels)
-        return found
-
-    def connections(self) -> int:
-        """baton's connections on the busiest node (its clients are named ``baton:...``; not
-        this benchmark's, nor a replica's link)."""
-        return max(
-            sum(1 for c in node.client_list() if str(c.get("name", "")).startswith("baton:"))
-            for node in self.nodes
-        )
-
-    def close(self) -> None:
-        for node in self.nodes:
-            node.close()
-
-
-async def idle(bus: Bus, worker: Worker, n: int, measure: Measure) -> dict[str, Any]:
+async def idle(bus: Bus, worker: Worker, n: int, measure: RedisNodes) -> dict[str, Any]:
     await until(lambda: worker.hosted == 0)  # the fan-out agents are still acking their spawns
     gc.collect()
     before = rss_kib()
@@ -179,7 +149,7 @@ async def idle(bus: Bus, worker: Worker, n: int, measure: Measure) -> dict[str, 
     return {
         "idle_subagents": worker.hosted - base,
         "idle_subagent_kib": round((after - before) / n, 2),
-        "redis_connections": measure.connections(),
+        "redis_connections": measure.baton_connections(),
     }
 
 
@@ -209,14 +179,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         if args.cluster:
             cluster = stack.enter_context(RedisCluster())
             url = cluster.url
-            measure = Measure([node.port for node in cluster.master_nodes()], sharded=True)
+            measure = RedisNodes.of_cluster(cluster)
         else:
             if url is None:  # as in production
                 url = stack.enter_context(RedisServer(appendfsync="everysec")).url
-            flat = redis.Redis.from_url(url)
-            flat.flushdb()
-            measure = Measure([int(flat.connection_pool.connection_kwargs["port"])], sharded=False)
-            flat.close()
+            with redis.Redis.from_url(url) as flat:
+                flat.flushdb()
+            measure = RedisNodes.of_url(url)
         stack.callback(measure.close)
         media = Path(stack.enter_context(TemporaryDirectory()))
         timing = Timing()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 import time
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import redis
 
@@ -83,7 +83,7 @@ class RedisCluster:
         deadline = time.monotonic() + timeout_s
         while True:
             with self.client(self.nodes[0]) as client:
-                rows = client.execute_command("CLUSTER", "SLOTS")
+                rows = self._slot_rows(client)
             listed = all(len(row) - 3 >= self.replicas for row in rows)
             linked = True
             for node in self.nodes:
@@ -126,14 +126,15 @@ class RedisCluster:
         return [node for node in self.nodes if node.running]
 
     @staticmethod
-    def _master_ports(client: redis.Redis) -> list[int]:
-        ports = []
-        nodes = client.execute_command("CLUSTER", "NODES")  # type: ignore[no-untyped-call]
-        for line in str(nodes).splitlines():
-            fields = line.split()
-            if "master" in fields[2] and "fail" not in fields[2] and len(fields) > 8:
-                ports.append(int(fields[1].split("@")[0].rsplit(":", 1)[1]))
-        return ports
+    def _slot_rows(client: redis.Redis) -> list[list[Any]]:
+        """``CLUSTER SLOTS``: ``[[start, end, [host, port, id, ...], replicas...], ...]``."""
+        rows: list[list[Any]] = client.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
+        return rows
+
+    @classmethod
+    def _master_ports(cls, client: redis.Redis) -> list[int]:
+        """The ports of the masters that serve slots, as ``client``'s node sees them."""
+        return sorted({int(row[2][1]) for row in cls._slot_rows(client)})
 
     def master_nodes(self) -> list[RedisServer]:
         """The nodes that are masters now (with slots), as a running node sees it."""
@@ -155,7 +156,7 @@ class RedisCluster:
     def owner(self, slot: int) -> RedisServer:
         """The master serving ``slot`` now."""
         with self.client(self.running()[0]) as client:
-            for row in client.execute_command("CLUSTER", "SLOTS"):
+            for row in self._slot_rows(client):
                 if int(row[0]) <= slot <= int(row[1]):
                     port = int(row[2][1])
                     return next(node for node in self.nodes if node.port == port)
@@ -197,4 +198,45 @@ class RedisCluster:
         self.stop()
 
 
-__all__ = ["RedisCluster"]
+class RedisNodes:
+    """A benchmark's own look at Redis, beside the bus it measures: one node, or each master
+    of a cluster (where wake-ups are shard channels)."""
+
+    def __init__(self, ports: list[int], *, sharded: bool) -> None:
+        self.clients = [redis.Redis(port=port, decode_responses=True) for port in ports]
+        self.sharded = sharded
+
+    @classmethod
+    def of_cluster(cls, cluster: RedisCluster) -> RedisNodes:
+        return cls([node.port for node in cluster.master_nodes()], sharded=True)
+
+    @classmethod
+    def of_url(cls, url: str) -> RedisNodes:
+        with redis.Redis.from_url(url) as client:
+            port = int(client.connection_pool.connection_kwargs["port"])
+        return cls([port], sharded=False)
+
+    def watched(self, pattern: str) -> int:
+        """Wake-up channels subscribed (``PUBSUB SHARDCHANNELS`` on each master of a cluster,
+        ``PUBSUB CHANNELS`` on one node)."""
+        kind = "SHARDCHANNELS" if self.sharded else "CHANNELS"
+        found = 0
+        for client in self.clients:
+            channels: list[str] = client.execute_command("PUBSUB", kind, pattern)  # type: ignore[no-untyped-call]
+            found += len(channels)
+        return found
+
+    def baton_connections(self) -> int:
+        """baton's connections on the busiest node: its clients are named ``baton:...`` (not
+        this look's, nor a replica's link)."""
+        return max(
+            sum(1 for c in client.client_list() if str(c.get("name", "")).startswith("baton:"))
+            for client in self.clients
+        )
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+
+
+__all__ = ["RedisCluster", "RedisNodes"]
