@@ -207,7 +207,8 @@ class ModelRetried(_Event):
 
 
 RETRACTED_SENT_BACK = "sent back"
-"""``text.retracted`` ``why``: the lead's answer that delegated nothing, sent back to confirm."""
+"""``text.retracted`` ``why``: the policy did not take the lead's reply as the answer (sent back,
+asked again, or the request routed)."""
 RETRACTED_DEADLINE = "cut by the deadline"
 """``text.retracted`` ``why``: the session deadline cut the lead's reply; a late answer follows."""
 

@@ -315,7 +315,7 @@ def summary_lines(view: SessionView) -> list[str]:
 
 
 RETRACTED = {
-    RETRACTED_SENT_BACK: "the lead was asked to confirm that answer or delegate",
+    RETRACTED_SENT_BACK: "that reply was not the answer: sent back, asked again or routed",
     RETRACTED_DEADLINE: "the session deadline cut that reply; a last answer follows",
 }
 """How the piped view words a retraction by its ``why`` (else: a failed reply being retried)."""

@@ -285,11 +285,13 @@ class Lead:
                 log.info("session %s: the answer is no answer; asking again", self.session)
                 await self._retract_shown(RETRACTED_SENT_BACK)
                 return LastTurn(reply="", wants_final=True)
-            case Route(choices=choices, each=each):
+            case Route(choices=choices, each=each, keep=keep):
                 if not self._routes:
                     return last
-                await self._retract_shown(RETRACTED_SENT_BACK)
-                routed = await self._router.route(choices, deadline, each=each)
+                retract = partial(self._retract_shown, RETRACTED_SENT_BACK)
+                routed = await self._router.route(
+                    choices, deadline, each=each, keep=keep, before_send=retract
+                )
                 await self._save()
                 return None if routed else last
 

@@ -18,8 +18,11 @@ language. On top of :class:`~baton.lead.policy.StructuralPolicy`:
   that evades the request (declines, disclaims, restates it) or says, typed, that it cannot, is
   routed (once per request) among the profiles that can do it: the ones named, for a picture
   those that make media, else all;
-- **confirm direct**: any other answer that delegated nothing is sent back once with the profiles
-  listed (one more model call for a plain question);
+- **confirm direct**: any other answer that delegated nothing is checked once by a routing call
+  that may keep it (``route(to)`` among the profiles and ``none``: one short constrained call for
+  a plain question). A typed choice, read in any language; it replaced a note sending the answer
+  back, to which a 1.5B lead that had answered a French or Chinese picture request in words gave
+  the same words again;
 - **no refusal beside results**: a final answer that refuses while sub-agents delivered is taken
   back and asked for again (once);
 - **judged**: a request for a picture that ends with no media, a decline with nothing delegated,
@@ -31,7 +34,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from baton.engine import TurnResult
-from baton.lead import heuristics, prompt
+from baton.lead import heuristics
 from baton.lead.answer import Answer
 from baton.lead.outcome import AnswerCheck
 from baton.lead.policy import (
@@ -40,7 +43,6 @@ from baton.lead.policy import (
     Facts,
     Memo,
     Route,
-    SendBack,
     StructuralPolicy,
 )
 from baton.llm.correction import echoes_correction
@@ -80,7 +82,7 @@ class GuidedPolicy(StructuralPolicy):
                 return Route(choices, each=bool(named))
         if not memo.get("confirmed") and not answer.silent:
             memo["confirmed"] = True
-            return SendBack(prompt.direct_note(facts.profiles, answer_tool=True))
+            return Route(facts.profiles, keep=True)
         return super().after_turn(answer, facts, memo)
 
     def judge(self, answer: Answer, check: AnswerCheck, facts: Facts) -> list[str]:

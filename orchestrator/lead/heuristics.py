@@ -195,7 +195,6 @@ _TO_THE_LEAD = (
     "arrive in your inbox",
     "do not wait or poll",
     "you gave no final answer",
-    "you answered without delegating",
     "your previous reply was cut off after",
     "a few sentences at most, with no repetition",
     "through the tools interface instead of writing about it",

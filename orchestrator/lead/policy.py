@@ -82,10 +82,12 @@ class SendBack:
 class Route:
     """Hand the request, as written, to one of ``choices`` (profile -> description), chosen in
     one constrained call (``route(to)``, lead/routing.py); with one choice, no call. ``each``:
-    to every one of them, no call (the request named them all)."""
+    to every one of them, no call (the request named them all). ``keep``: the call may also
+    choose to keep the answer (it is then always made, and the answer is shown until a send)."""
 
     choices: Mapping[str, str]
     each: bool = False
+    keep: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,20 +54,6 @@ plain text, from the results above: cite every sub-agent's result and every medi
 given. Do not delegate again."""
 
 
-def direct_note(profiles: Mapping[str, str], *, answer_tool: bool) -> str:
-    """The note that sends back an answer which delegated nothing: the profiles again, and the
-    two ways on (delegate, or give the same answer again)."""
-    listed = listing(profiles)
-    again = "call answer again with" if answer_tool else "reply again with"
-    return (
-        "You answered without delegating anything for this request. Check the request once more "
-        f"against your sub-agents ({listed}). If any part of it is work one of them does, you "
-        "cannot do it yourself: delegate that part now with send_message, one call per task, and "
-        "do not claim it is done before the result arrives. If you can fully answer it yourself, "
-        f"{again} your complete answer."
-    )
-
-
 def listing(profiles: Mapping[str, str]) -> str:
     """The profiles in one line, as every note and the routing call show them."""
     return "; ".join(f"{name}: {description}" for name, description in profiles.items())

@@ -10,13 +10,16 @@ to choose from, it goes there with no request. The chosen profile gets the perso
 exactly as written, as its task (a second profile chosen for the same request is refused as a
 repeat, like any task sent twice: one agent does the whole request). The request is
 self-contained by construction (a person wrote it to the lead), so no model has to restate it.
+
+A route may **keep** the answer (``Route(keep=True)``): the enum then also offers ``none`` ("the
+answer already does the whole request"), so the model's second look at its own answer is a typed
+choice the runtime reads in any language, not a second answer to compare with the first.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from functools import partial
 from typing import Annotated
 
 import anyio
@@ -43,6 +46,28 @@ ROUTE_NOTE = (
 )
 """What the routing request adds to the lead's context (in a copy: the real context gets the
 sends as ``send_message`` calls, lead/checkpoint.py ``turn_messages``)."""
+
+KEEP = "none"
+"""The choice that keeps the answer, in a routing call that may (a profile named so is offered
+under its own name; the keep choice then is the first of ``none_``, ``none__``, … that is free)."""
+
+KEEP_NOTE = (
+    "Check your answer against the request. If the request, or any part of it, is work one of "
+    "your sub-agents does (making a picture, or any other work a profile below describes), you "
+    "have not done it: call route with `to` set to the profile that fits it best, and the "
+    "request is passed on to it exactly as the user wrote it. If your answer already does the "
+    "whole request, call route with `to` set to {keep!r}."
+)
+"""The note of a routing request that may keep the answer."""
+
+
+def keep_choice(profiles: Mapping[str, str]) -> str:
+    """The name of the keep choice beside ``profiles`` (see :data:`KEEP`)."""
+    name = KEEP
+    while name in profiles:
+        name += "_"
+    return name
+
 
 RouteTo = Callable[[str], Awaitable[str | ToolResult]]
 """``route(profile)`` -> what ``send_message`` answered for the request sent to that profile."""
@@ -80,30 +105,52 @@ class Router:
         self._state = state
 
     async def route(
-        self, choices: Mapping[str, str], deadline: float, *, each: bool = False
+        self,
+        choices: Mapping[str, str],
+        deadline: float,
+        *,
+        each: bool = False,
+        keep: bool = False,
+        before_send: Callable[[], Awaitable[None]] | None = None,
     ) -> bool:
         """One request offering only ``route(to)`` among ``choices`` (with one, or ``each``: to
-        every one of them, no request); the chosen profile gets the request as written. What it
-        sent goes into the context as the ``send_message`` calls they were (the route tool is
-        not the lead's), and the lead waits for the results (True). Nothing sent (the call
-        failed, or was refused): False, and the answer stands."""
+        every one of them, no request); the chosen profile gets the request as written. ``keep``:
+        the choices also hold :data:`KEEP`, always asked (see the module docstring).
+        ``before_send`` runs once, just before the first send (the answer is then not the answer:
+        the caller takes back what it showed). What it sent goes into the context as the
+        ``send_message`` calls they were (the route tool is not the lead's), and the lead waits
+        for the results (True). Nothing sent (the call failed, was refused, or kept the answer):
+        False, and the answer stands."""
         state = self._state
         request = state.progress.request
         if not request.strip() or not choices:
             return False
         self._team.new_turn()
-        route_to = partial(self._team.delegate, task=request)
-        if len(choices) == 1 or each:  # no model call to choose
+        announced = False
+
+        async def route_to(profile: str) -> str | ToolResult:
+            nonlocal announced
+            if profile not in choices:  # the keep choice: the answer stands
+                return "The answer stands."
+            if not announced and before_send is not None:
+                announced = True
+                await before_send()
+            return await self._team.delegate(profile, request)
+
+        if keep:
+            offered = {keep_choice(choices): "nobody: your answer already does the whole request"}
+            note = KEEP_NOTE.format(keep=keep_choice(choices))
+            await self._choose({**choices, **offered}, note, route_to, deadline)
+        elif len(choices) == 1 or each:  # no model call to choose
             try:
+                if before_send is not None:
+                    await before_send()
                 for profile in choices:  # the same request to each: no repeat of the model's
                     await self._team.delegate(profile, request, once=False)
             except BusError as exc:  # as a tool's error would be: nothing sent, the answer stands
                 log.warning("session %s: could not route the request: %s", state.session, exc)
         else:
-            asked = [*state.history, prompt.note_block("check", ROUTE_NOTE)]
-            router = self._make_loop(ToolRegistry([route_tool(choices, route_to)]))
-            with anyio.move_on_after(min(ROUTE_TIMEOUT_S, deadline - anyio.current_time())):
-                await router.run_turn(asked)
+            await self._choose(choices, ROUTE_NOTE, route_to, deadline)
         sends = list(state.turn_sends)
         state.turn_sends.clear()
         state.waves.count(len(sends))
@@ -113,3 +160,12 @@ class Router:
         state.history.extend(turn_messages(sends))
         state.progress.phase, state.progress.last = "gather", LastTurn()
         return True
+
+    async def _choose(
+        self, choices: Mapping[str, str], note: str, route_to: RouteTo, deadline: float
+    ) -> None:
+        """The routing request: the lead's context and ``note``, only ``route(to)`` offered."""
+        asked = [*self._state.history, prompt.note_block("check", note)]
+        router = self._make_loop(ToolRegistry([route_tool(choices, route_to)]))
+        with anyio.move_on_after(min(ROUTE_TIMEOUT_S, deadline - anyio.current_time())):
+            await router.run_turn(asked)

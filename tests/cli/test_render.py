@@ -70,7 +70,7 @@ def test_text_taken_back_after_it_was_written_is_flagged() -> None:
 @pytest.mark.parametrize(
     ("why", "said"),
     [
-        (RETRACTED_SENT_BACK, "the lead was asked to confirm that answer or delegate"),
+        (RETRACTED_SENT_BACK, "that reply was not the answer: sent back, asked again or routed"),
         (RETRACTED_DEADLINE, "the session deadline cut that reply; a last answer follows"),
     ],
 )

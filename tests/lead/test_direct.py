@@ -1,8 +1,9 @@
 """Under the guided policy (aids for small models, lead/guided.py), a request's answer that
-delegated nothing is sent back once ("confirm direct"): with the profiles in view the model
-delegates what it cannot do, or gives the same answer again. Small models answer "paint a fox"
-with an apology or "The fox is available at [url]" otherwise. The default (structural) policy
-lets the first answer stand. Scripted model through the real openai client, real bus."""
+delegated nothing is checked once ("confirm direct") by a routing call that may keep it: the
+model picks a profile for work it cannot do, or ``none``, from an enum. Small models answer
+"paint a fox" with an apology or "The fox is available at [url]" otherwise, in any language.
+The default (structural) policy lets the first answer stand. Scripted model through the real
+openai client, real bus."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from baton.bus.events import RETRACTED_SENT_BACK, Event, TextDelta, TextRetracte
 from baton.bus.messages import make_envelope
 from baton.engine import tool
 from baton.lead.guided import GuidedPolicy
+from baton.lead.routing import keep_choice
 from baton.llm.script import Call, Reply
 from tests.lead.scenario import PROFILES, SESSION, Scenario, run_lead
 
 FOX = "https://cdn.example/fox.png"
 CONFIRM = GuidedPolicy()
-SENT_BACK = "[check from session] You answered without delegating"
+SENT_BACK = "[check from session]"
+CHECKED = f"{SENT_BACK} Check your answer against the request"
 
 
 def calls(name: str, call_id: str, **args: str) -> Reply:
@@ -35,50 +38,54 @@ def notes(s: Scenario) -> list[str]:
     return found
 
 
-async def test_a_plain_answer_is_sent_back_once_and_the_confirmed_answer_shown_once() -> None:
+async def test_a_plain_answer_is_checked_once_by_a_route_that_keeps_it() -> None:
     s, outcome = await run_lead(
-        [
-            calls("answer", "c1", text="Paris."),
-            calls("answer", "c2", text="Paris."),
-        ],
+        [calls("answer", "c1", text="Paris."), calls("route", "r1", to="none")],
         task="What is the capital of France?",
         tool_choice="required",
         policy=CONFIRM,
     )
     assert (outcome.status, outcome.answer) == ("completed", "Paris.")
     assert s.spawned == [] and len(s.server.requests) == 2
-    [note] = notes(s)
-    assert s.server.requests[1].messages[-1]["content"] == note
-    for name, description in PROFILES.items():
-        assert f"{name}: {description}" in note
-    assert "call answer again" in note
-    # the first answer was taken back, so the view shows the confirmed one once
-    retractions = [e for e in s.events if isinstance(e, TextRetracted)]
-    assert [(e.chars, e.why) for e in retractions] == [(len("Paris."), RETRACTED_SENT_BACK)]
-    retracted = [e.chars for e in retractions]
-    shown = "".join(e.text for e in s.events if isinstance(e, TextDelta))
-    assert shown == "Paris.Paris." and len(shown) - sum(retracted) == len("Paris.")
+    check = s.server.requests[1]
+    assert check.messages[-1]["content"].startswith(CHECKED)
+    assert "'none'" in check.messages[-1]["content"]
+    [offered] = check.body["tools"]
+    assert offered["function"]["name"] == "route" and check.body["tool_choice"] == "required"
+    assert offered["function"]["parameters"]["properties"]["to"]["enum"] == [*PROFILES, "none"]
+    # the answer was kept, so nothing was taken back: the view shows it once
+    assert not [e for e in s.events if isinstance(e, TextRetracted)]
+    assert "".join(e.text for e in s.events if isinstance(e, TextDelta)) == "Paris."
 
 
-async def test_a_claimed_picture_sent_back_becomes_a_delegation_and_the_picture_arrives() -> None:
+async def test_a_claimed_picture_is_routed_by_the_check_and_the_first_answer_taken_back() -> None:
+    """ "Your fox is ready" with nothing delegated, in words no heuristic reads: the check's
+    typed choice sends the request as written to the painter, and the claim is retracted."""
+
     async def react(s: Scenario, event: Event) -> None:
-        if isinstance(event, ToolResulted) and event.result.call_id == "c2":
+        if isinstance(event, ToolResulted) and event.result.call_id == "r1":
             await s.report("painter", "a fox", media=[FOX])
 
     s, outcome = await run_lead(
         [
-            calls("answer", "c1", text="Your fox is ready, and it looks lovely."),
-            calls("send_message", "c2", to="painter", content="paint a fox", type="task"),
-            calls("answer", "c3", text="The painter is on it."),
-            calls("answer", "c4", text=f"Here is your fox: {FOX}"),
+            calls("answer", "c1", text="Votre renard est prêt."),
+            calls("route", "r1", to="painter"),
+            calls("answer", "c3", text=f"Voici votre renard : {FOX}"),
         ],
         react,
+        task="Peins-moi un renard, s'il te plaît.",
         tool_choice="required",
         policy=CONFIRM,
     )
-    assert (outcome.status, outcome.answer) == ("completed", f"Here is your fox: {FOX}")
-    assert outcome.media_urls == [FOX] and s.spawned == ["painter"]
-    assert len(notes(s)) == 1  # once delegated, later answers are not sent back
+    assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
+    assert s.spawned == ["painter"]
+    [retracted] = [e for e in s.events if isinstance(e, TextRetracted)]
+    assert (retracted.chars, retracted.why) == (len("Votre renard est prêt."), RETRACTED_SENT_BACK)
+
+
+async def test_the_keep_choice_steps_aside_for_a_profile_named_none() -> None:
+    assert keep_choice({"none": "a profile"}) == "none_"
+    assert keep_choice({"painter": "pictures"}) == "none"
 
 
 async def test_an_answer_after_delegating_is_never_sent_back() -> None:
@@ -121,20 +128,19 @@ async def test_under_the_structural_policy_the_first_answer_stands() -> None:
     assert notes(s) == [] and len(s.server.requests) == 1
 
 
-async def test_a_reply_that_parrots_the_check_note_is_no_answer() -> None:
-    """A small model that answers with the note's own words has not answered: asked once more
-    (without tools), it gives the answer."""
+async def test_a_reply_that_parrots_a_session_note_is_no_answer() -> None:
+    """A small model that answers with a note's own words has not answered: asked once more
+    (without tools), it gives the answer; asked without tools, it is not checked by a route."""
     s, outcome = await run_lead(
         [
-            Reply(text="Paris."),
-            Reply(text="You answered without delegating anything for this request."),
+            Reply(text="[note from session] All delegated work is in."),
             Reply(text="Paris, the capital of France."),
         ],
         task="What is the capital of France?",
         policy=CONFIRM,
     )
     assert (outcome.status, outcome.answer) == ("completed", "Paris, the capital of France.")
-    assert len(notes(s)) == 1
+    assert len(s.server.requests) == 2 and s.server.requests[1].body.get("tool_choice") == "none"
 
 
 async def test_a_follow_up_answered_while_a_subagent_works_is_not_sent_back() -> None:

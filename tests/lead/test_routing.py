@@ -142,9 +142,10 @@ async def test_a_restated_request_is_routed_and_the_profile_gets_it_as_written()
     assert retracted == [RETRACTED_SENT_BACK]
 
 
-async def test_a_disclaimer_after_the_send_back_is_routed_to_the_first_profile_chosen() -> None:
-    """A second profile for the same request is refused as a repeated task: one agent does the
-    whole request."""
+async def test_a_check_that_picks_two_profiles_routes_to_the_first_chosen() -> None:
+    """An answer that delegated nothing is checked by a route that may keep it; the model picks
+    two profiles: a second profile for the same request is refused as a repeated task, one agent
+    does the whole request."""
 
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, ToolResulted) and event.result.call_id == "r2":
@@ -154,7 +155,6 @@ async def test_a_disclaimer_after_the_send_back_is_routed_to_the_first_profile_c
     s, outcome = await run_lead(
         [
             calls("answer", "c1", text="A stormy ship would look dramatic, with waves high."),
-            calls("answer", "c2", text="As an AI language model, I cannot draw pictures."),
             Reply(
                 calls=[
                     Call("route", json.dumps({"to": "painter"}), id="r1"),
@@ -170,21 +170,21 @@ async def test_a_disclaimer_after_the_send_back_is_routed_to_the_first_profile_c
     )
     assert outcome.status == "completed" and outcome.media_urls == [FOX]
     assert tasks_sent(s) == {"painter": [task]}
-    assert len(routing_requests(s)) == 1 and s.guards() == ["repeated"]
+    assert routing_requests(s) == [1] and s.guards() == ["repeated"]
 
 
-async def test_a_plain_answer_is_never_routed() -> None:
+async def test_a_plain_answer_is_checked_once_and_kept() -> None:
     s, outcome = await run_lead(
         [
             calls("answer", "c1", text="Paris is the capital of France."),
-            calls("answer", "c2", text="Paris is the capital of France."),
+            calls("route", "r1", to="none"),
         ],
         task="What is the capital of France?",
         tool_choice="required",
         policy=GUIDED,
     )
     assert (outcome.status, outcome.answer) == ("completed", "Paris is the capital of France.")
-    assert routing_requests(s) == [] and s.spawned == []
+    assert routing_requests(s) == [1] and s.spawned == []
 
 
 async def test_a_routing_call_that_sends_nothing_leaves_the_answer_to_be_judged() -> None:
