@@ -5,7 +5,8 @@ Run as ``python benchmarks/bus.py`` (starts its own redis-server the way the tes
 it still works. ``--cluster`` adds the same figures on a Redis Cluster it starts (3 masters, a
 replica each): wake latency against a PING to the inbox's master, msgs/s with the agents spread
 over the masters, idle cost and connections per master, and how the work spreads (commands per
-master for ``--sessions`` sessions; nodes and commands one send costs). Prints one JSON object.
+master for ``--sessions`` sessions; nodes and commands one send costs, nodes a session's emits
+touch after its first). Prints one JSON object.
 PING is measured in the same run as the floor the Redis wake-up latency is compared against.
 """
 
@@ -24,6 +25,7 @@ import anyio
 from redis.asyncio import Redis
 
 from baton.bus.base import Bus, BusOptions
+from baton.bus.events import AgentProgress
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import Envelope, make_envelope
 from baton.bus.redis import RedisBus
@@ -183,6 +185,8 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, float | int]:
     out["redis_raw_xadd_publish_xreadgroup_p50_us"] = round(statistics.median(floor), 1)
     async with RedisBus(url, BusOptions(), prefix="bench-tp") as bus:
         out["redis_msgs_per_s"] = round(await msgs_per_s(bus, 100, args.per_agent))
+    async with RedisBus(url, BusOptions(), prefix="bench-emit") as bus:
+        out["redis_emits_per_s"] = round(await emits_per_s(bus, 100, args.per_agent))
     out["redis_plain_loop_msgs_per_s"] = round(
         await plain_loop_msgs_per_s(url, 100, args.per_agent)
     )
@@ -192,6 +196,21 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, float | int]:
     out["idle_agent_kib"] = round(kib, 2)
     out["idle_redis_connections"] = held
     return out
+
+
+async def emits_per_s(bus: Bus, sessions: int, per_session: int) -> float:
+    """Events logged per second, ``sessions`` sessions each emitting ``per_session`` progress
+    events one after another (an agent's every step is one)."""
+
+    async def emitter(s: int) -> None:
+        for i in range(per_session):
+            await bus.log.emit(AgentProgress(session=f"ev{s}", agent="a", content=str(i)))
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for s in range(sessions):
+            tg.start_soon(emitter, s)
+    return sessions * per_session / (time.perf_counter() - started)
 
 
 async def spread_msgs_per_s(bus: Bus, agents: int, per_agent: int) -> float:
@@ -249,6 +268,8 @@ async def cluster_figures(args: argparse.Namespace) -> dict[str, float | int]:
         )
         async with RedisBus(url, BusOptions(), prefix="bench-tp") as bus:
             out["cluster_msgs_per_s"] = round(await spread_msgs_per_s(bus, 100, args.per_agent))
+        async with RedisBus(url, BusOptions(), prefix="bench-emit") as bus:
+            out["cluster_emits_per_s"] = round(await emits_per_s(bus, 100, args.per_agent))
         async with RedisBus(url, BusOptions(), prefix="bench-spread") as bus:
             await bus.inboxes.send(
                 make_envelope(session="warm", sender="x", recipient="a", type="task", content="")
@@ -278,6 +299,14 @@ async def cluster_figures(args: argparse.Namespace) -> dict[str, float | int]:
             )
             out["cluster_commands_per_send"] = round(
                 sum(after[p] - before[p] for p in masters) / 20, 2
+            )
+            await bus.log.emit(AgentProgress(session="one", agent="a", content="first"))
+            before = await commands_per_node(masters)
+            for i in range(20):
+                await bus.log.emit(AgentProgress(session="one", agent="a", content=str(i)))
+            after = await commands_per_node(masters)
+            out["cluster_nodes_touched_per_emit"] = sum(
+                1 for port in masters if after[port] - before[port] > 0
             )
         async with RedisBus(url, BusOptions(), prefix="bench-idle") as bus:
             kib, held = await idle_agents(bus, f"redis://127.0.0.1:{masters[0]}/0", args.idle)

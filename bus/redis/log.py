@@ -3,6 +3,12 @@ channel its tails listen on; plus the sorted set of sessions by last activity.
 
 Tails of one session share one subscription, and the last tail to end drops it, so a server that
 watched thousands of sessions does not stay subscribed to them all.
+
+The sessions' index (``baton:sessions``) is one key for every session, so on a Redis Cluster it
+lives on one node, and a write to it beside each event would make every emit a round trip to two
+nodes and that node the hot spot of the whole cluster. So a process touches a session's entry at
+most once per :data:`INDEX_TOUCH_S`: the index orders sessions by last activity to within that,
+and an emit after the first goes to the session's own node only (one node, one round trip).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -32,6 +39,14 @@ log = logging.getLogger(__name__)
 _TAIL_RECHECK_S = 5.0
 
 
+INDEX_TOUCH_S = 30.0
+"""A process writes a session's last activity into the sessions' index at most this often."""
+
+_TOUCHED_KEPT = 4096
+"""Past this many sessions remembered as touched, those touched over :data:`INDEX_TOUCH_S` ago
+are forgotten (they would be touched again anyway)."""
+
+
 _BAD_STREAM_ID = ("invalid stream id", "invalid start id")
 """How Redis words an XRANGE bound that is not a stream ID ("Invalid stream ID specified as stream
 command argument"), or one past the last possible ID ("invalid start ID for the interval"): the
@@ -51,14 +66,16 @@ class RedisEventLog(EventLog):
         self._core = core
         self._letters = letters
         self._tails: dict[str, int] = {}  # stream key → how many tails follow it
+        self._touched: dict[str, float] = {}  # session → when this process last indexed it
+        self.clock = time.monotonic
+        """What the index's touch interval is measured with (a test moves it on)."""
 
     async def emit(self, event: Event) -> str:
         core = self._core
         key = core.keys.events(event.session)
         cap = str(core.options.event_log_cap)
         append = APPEND_AND_WAKE.call(key, "event", dump_event(event), key, "", cap)
-        touch: Command = ("ZADD", core.keys.sessions, time.time(), event.session)
-        return str((await core.call(append, touch))[0])
+        return str((await self._append(event.session, append))[0])
 
     async def emit_once(
         self, session: str, agent: str, events: Sequence[Event], *, mark: str
@@ -69,8 +86,32 @@ class RedisEventLog(EventLog):
         payloads = [dump_event(event) for event in events]
         keys = (key, core.keys.agent(session, agent))
         append = APPEND_ONCE.call_keys(keys, "logged", mark, cap, *payloads)
-        touch: Command = ("ZADD", core.keys.sessions, time.time(), session)
-        return bool((await core.call(append, touch))[0])
+        return bool((await self._append(session, append))[0])
+
+    async def _append(self, session: str, append: Command) -> list[Any]:
+        """``append`` to ``session``'s log, with the index's touch when one is due (a failed
+        round trip leaves the touch due)."""
+        touch = self._touch(session)
+        try:
+            return await self._core.call(append, *touch)
+        except BaseException:
+            if touch:
+                self._touched.pop(session, None)
+            raise
+
+    def _touch(self, session: str) -> tuple[Command, ...]:
+        """The index write to send beside an append to ``session``'s log: none when this process
+        wrote it less than :data:`INDEX_TOUCH_S` ago (see the module docstring)."""
+        now = self.clock()
+        last = self._touched.get(session)
+        if last is not None and now - last < INDEX_TOUCH_S:
+            return ()
+        if len(self._touched) >= _TOUCHED_KEPT:
+            stale = [name for name, at in self._touched.items() if now - at >= INDEX_TOUCH_S]
+            for name in stale:
+                del self._touched[name]
+        self._touched[session] = now
+        return (("ZADD", self._core.keys.sessions, time.time(), session),)
 
     async def tail(
         self, session: str, *, after: str | None = None, follow: bool = True
