@@ -269,6 +269,7 @@ class SubAgent:
         outcome: Outcome | None
         try:
             started = await self._start(announce)
+            announce = None  # emitted: an idle agent's frame need not keep it
             if started is None:  # given back or taken over while starting
                 outcome = None
             elif (final := started.final) is not None:  # a previous owner decided the report

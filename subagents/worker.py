@@ -52,6 +52,7 @@ import enum
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -104,6 +105,21 @@ class Serving(enum.Enum):
     within ``shutdown_timeout_s``."""
     GIVING_BACK = "giving back"
     """Claims no more and gives every agent back at once, including one it is just starting."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hosting:
+    """What a worker keeps of a claim while its agent runs."""
+
+    receipt: str
+    session: str
+    agent: str
+    profile: str
+
+    @classmethod
+    def of(cls, claim: SpawnClaim) -> Hosting:
+        request = claim.request
+        return cls(claim.receipt, request.session, request.agent, request.profile)
 
 
 class Worker(Service):
@@ -415,25 +431,30 @@ class Worker(Service):
     # -- hosting --------------------------------------------------------------------------------
 
     async def _host(self, claim: SpawnClaim, token: object) -> None:
-        """Run one agent to its end, then ack (done for good) or give back (unfinished)."""
-        request = claim.request
-        key = (request.session, request.agent)
-        hosting = False
+        """Run one agent to its end, then ack (done for good) or give back (unfinished).
+
+        Past admitting, the task keeps a :class:`Hosting` of the claim, not the claim: the request
+        (its task text and all) is parsed again by nobody, and an idle agent's host should hold
+        no more than it needs (issue 24: memory per idle agent)."""
+        hosting = Hosting.of(claim)
+        key = (hosting.session, hosting.agent)
+        unhosted: SpawnClaim | None = claim  # None once its agent is hosted
         try:
             agent = await self._admit(claim)
+            del claim  # see the docstring
             if agent is None:
                 return
-            self._hosted[claim.receipt] = agent
-            self._by_agent[key] = claim.receipt
-            hosting = True
+            self._hosted[hosting.receipt] = agent
+            self._by_agent[key] = hosting.receipt
+            unhosted = None
             # A drain that began while this task was queued did not see the agent: stop it now.
             if self._serving is Serving.GIVING_BACK:
                 agent.give_back_now()
             elif self._serving is Serving.DRAINING:
                 agent.drain()
-            await self._run_agent(claim, agent)
+            await self._run_agent(hosting, agent)
         except Exception as exc:
-            if hosting:
+            if unhosted is None:
                 # One agent's failure stays that agent's: its host (a server with other
                 # sessions) and the other agents carry on, and its request is claimed again once
                 # its lease lapses (its next owner finishes only what is recorded).
@@ -442,10 +463,10 @@ class Worker(Service):
                 # Before the agent ran (even its refusal failed): the same on every claim, so
                 # the request is set aside rather than coming back every lease for ever.
                 log.exception("cannot host %s/%s; setting its request aside", *key)
-                await self._set_aside(claim, f"it could not be hosted: {_why(exc)}")
+                await self._set_aside(unhosted, f"it could not be hosted: {_why(exc)}")
         finally:
-            self._hosted.pop(claim.receipt, None)
-            if self._by_agent.get(key) == claim.receipt:
+            self._hosted.pop(hosting.receipt, None)
+            if self._by_agent.get(key) == hosting.receipt:
                 del self._by_agent[key]
             self._limiter.release_on_behalf_of(token)
             self._notify()
@@ -466,9 +487,7 @@ class Worker(Service):
             return None
         if key in self._by_agent:  # already running here: it reads the same inbox
             log.info("duplicate spawn of %s/%s; already hosted", *key)
-            await self._settle(
-                request, "ack duplicate", partial(self.bus.claims.ack, [claim.receipt])
-            )
+            await self._settle(key, "ack duplicate", partial(self.bus.claims.ack, [claim.receipt]))
             return None
         try:
             # A profile's MCP tools join its own on its first agent (its servers start then).
@@ -505,44 +524,47 @@ class Worker(Service):
             remote=remote,  # a remote A2A agent: its rounds are relayed there
         )
 
-    async def _run_agent(self, claim: SpawnClaim, agent: SubAgent) -> None:
-        request = claim.request
-        claimed = AgentClaimed(
-            session=request.session, agent=request.agent, profile=request.profile, worker=self.name
-        )
-        log.info("hosting %s/%s (%s)", request.session, request.agent, request.profile)
+    async def _run_agent(self, hosting: Hosting, agent: SubAgent) -> None:
+        whose = (hosting.session, hosting.agent)
+        log.info("hosting %s/%s (%s)", *whose, hosting.profile)
         try:
-            reason = await agent.run(announce=claimed)
+            # made in the call, not held by this frame for the agent's whole life
+            reason = await agent.run(announce=self._claimed(hosting))
         except Exception:
-            log.exception("hosting %s/%s failed", request.session, request.agent)
-            await self._give_back([claim.receipt])
+            log.exception("hosting %s/%s failed", *whose)
+            await self._give_back([hosting.receipt])
             return
         if reason is not None:
             self.finished += 1
-            log.info("%s/%s exited: %s", request.session, request.agent, reason)
+            log.info("%s/%s exited: %s", *whose, reason)
             # If this times out, the next owner finds the agent exited and only acks it.
-            await self._settle(request, "ack spawn", partial(self.bus.claims.ack, [claim.receipt]))
+            await self._settle(whose, "ack spawn", partial(self.bus.claims.ack, [hosting.receipt]))
         elif agent.lost:
-            log.info("%s/%s was taken over by another worker", request.session, request.agent)
+            log.info("%s/%s was taken over by another worker", *whose)
         else:
-            log.info("%s/%s given back unfinished", request.session, request.agent)
+            log.info("%s/%s given back unfinished", *whose)
             # Its un-acked messages go back too, so the next owner need not wait a lease.
-            release = partial(self.bus.inboxes.hand_back, request.session, request.agent)
-            await self._settle(request, "release inbox", release)
-            await self._give_back([claim.receipt])
+            release = partial(self.bus.inboxes.hand_back, *whose)
+            await self._settle(whose, "release inbox", release)
+            await self._give_back([hosting.receipt])
+
+    def _claimed(self, hosting: Hosting) -> AgentClaimed:
+        return AgentClaimed(
+            session=hosting.session, agent=hosting.agent, profile=hosting.profile, worker=self.name
+        )
 
     async def _give_back(self, receipts: list[str]) -> None:
         release = partial(self.bus.claims.release, receipts)
         await self._settle(None, "release spawn", release)
 
     async def _settle(
-        self, request: SpawnRequest | None, what: str, *steps: Callable[[], Awaitable[object]]
+        self, whose: tuple[str, str] | None, what: str, *steps: Callable[[], Awaitable[object]]
     ) -> bool:
         """The worker's own bookkeeping on the bus: each step retried through blips, all of them
         shielded (a stopping worker still does it) and together bounded by ``GIVE_BACK_S`` and by
         the stop's deadline (the bus may be down; a request left as it is is claimed again later).
         False once logged that a bound was hit."""
-        whose = f" of {request.session}/{request.agent}" if request is not None else ""
+        of = f" of {whose[0]}/{whose[1]}" if whose is not None else ""
         with self._shields.shield(GIVE_BACK_S) as bound:
             try:
                 for step in steps:
@@ -551,14 +573,14 @@ class Worker(Service):
                 # A refusal (NOGROUP from a Redis that came back empty, READONLY, a closed bus)
                 # is this agent's problem, never its host's: its lease lapses and another worker
                 # claims it again, as after a timeout.
-                log.warning("%s%s failed: %s; it will be claimed again", what, whose, exc)
+                log.warning("%s%s failed: %s; it will be claimed again", what, of, exc)
                 return False
         if not bound.cancelled_caught:
             return True
         within = f"within {GIVE_BACK_S:.0f} s"
         if self._shields.is_cut:
             within = "before the stop's deadline"
-        log.warning("%s%s not done %s; it will be claimed again", what, whose, within)
+        log.warning("%s%s not done %s; it will be claimed again", what, of, within)
         return False
 
     async def _refuse(self, claim: SpawnClaim, problem: str) -> None:
@@ -578,7 +600,7 @@ class Worker(Service):
             return
         # If this times out, the same refusal (same id) goes out again on the next claim.
         await self._settle(
-            request,
+            (request.session, request.agent),
             "refusal",
             partial(self.bus.inboxes.send, envelope),
             partial(self.bus.log.emit, AgentResult(session=s, agent=a, content=content)),
@@ -608,7 +630,7 @@ class Worker(Service):
         log.error("worker %s: %s", self.name, content)
         refusal = SpawnRefusal(spawn=request.id, worker=self.name, content=content)
         await self._settle(
-            request,
+            (request.session, request.agent),
             "refusal",
             partial(self.bus.records.set_agent, s, a, refusal.to_field()),
             partial(self.bus.log.emit, AgentResult(session=s, agent=a, content=content)),
@@ -625,9 +647,9 @@ class Worker(Service):
         dead = partial(self.bus.quarantine, InvalidEnvelope(reason, raw),
                        source=stream or "spawn", session=request.session, raw=raw)  # fmt: skip
         try:
-            await self._settle(
-                request, "dead letter", dead, partial(self.bus.claims.ack, [claim.receipt])
-            )
+            whose = (request.session, request.agent)
+            ack = partial(self.bus.claims.ack, [claim.receipt])
+            await self._settle(whose, "dead letter", dead, ack)
         except Exception:
             log.exception("could not set %s/%s aside", request.session, request.agent)
 
