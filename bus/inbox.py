@@ -194,10 +194,12 @@ class InboxReader:
             wait_s = remaining if slice_s is None else min(remaining, slice_s)
             # Written inline, and retried only once it failed: idle agents wait right here by
             # the thousand, and each frame on their await stack is memory every one of them holds.
-            with anyio.CancelScope() as scope:
+            # One scope bounds the wait and lets interrupt() end it: the bus's wait gets no
+            # timeout of its own (math.inf), so an idle agent holds one cancel scope, not two.
+            with anyio.CancelScope(deadline=anyio.current_time() + wait_s) as scope:
                 self._wait_scope = scope
                 try:
-                    await self.bus.inboxes.wait(self.session, self.agent, wait_s)
+                    await self.bus.inboxes.wait(self.session, self.agent, math.inf)
                 except BusUnreachable:
                     wait = partial(self.bus.inboxes.wait, self.session, self.agent, wait_s)
                     try:
@@ -206,7 +208,7 @@ class InboxReader:
                         return self._gave_up(exc, stop)
                 finally:
                     self._wait_scope = None
-            if scope.cancelled_caught:  # interrupt()
+            if scope.cancelled_caught and anyio.current_time() < scope.deadline:  # interrupt()
                 break
         return "interrupted"
 

@@ -9,6 +9,8 @@ whole wait timeout.
 
 from __future__ import annotations
 
+import math
+
 import anyio
 
 RELEASED = "released"
@@ -75,8 +77,11 @@ class Watch:
         event = self.event
         if event is None:
             event = self.event = anyio.Event()
-        with anyio.move_on_after(timeout):
+        if timeout == math.inf:  # bounded by the caller's own scope
             await event.wait()
+        else:
+            with anyio.move_on_after(timeout):
+                await event.wait()
         return self.generation != mark
 
 

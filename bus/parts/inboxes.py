@@ -145,6 +145,8 @@ class Inboxes(ABC):
         """Block until the inbox is woken or ``timeout`` seconds pass; returns whether woken.
 
         A wake-up that arrives between an empty ``read`` and this call is not lost.
+        ``math.inf``: no timeout of its own, for a caller whose cancel scope bounds the wait
+        (an idle agent's, :meth:`baton.bus.inbox.Inbox.collect`: one scope fewer to hold).
         """
 
     @abstractmethod
