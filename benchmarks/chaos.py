@@ -37,6 +37,11 @@ default):
 - ``kill-lead``: kill -9 the ``baton run`` process mid-session, then ``baton resume SESSION``;
   reported as ``{"available": false}`` while there is no ``baton resume`` command.
 
+``--on-cluster`` runs every case on a Redis Cluster instead (3 masters, a replica each): the
+fleet's ``--bus`` is ``redis+cluster://``, ``pubsub-kill`` kills on every master, the poisoned
+wake-ups are shard channels; ``redis-outage`` and ``kill-finishing`` are reported as skipped
+(:data:`SINGLE_NODE_ONLY` says why).
+
 Prints one JSON object, a key per case. The figures of a case (absent where they do not apply):
 
 - ``sessions``: ``started``, ``completed`` (a ``session.finished`` with status ``completed``),
@@ -495,6 +500,13 @@ class Cluster:
 
 
 KEEP = False  # --keep: leave each case's folder (Redis data, run outputs, media) for a look
+ON_CLUSTER = False  # --on-cluster: every case that can runs on a Redis Cluster
+
+SINGLE_NODE_ONLY = {
+    "redis-outage": "it kills the one Redis node; its cluster twin is cluster-failover",
+    "kill-finishing": "it times kills with MONITOR and CLIENT PAUSE on the one node",
+}
+"""Cases ``--on-cluster`` leaves out, and why."""
 
 
 @contextmanager
@@ -502,6 +514,7 @@ def cluster(
     name: str, *, tool_s: float, profiles: int = 12, on_cluster: bool = False
 ) -> Iterator[Cluster]:
     tmp = Path(tempfile.mkdtemp(prefix=f"baton-chaos-{name}-"))
+    on_cluster = on_cluster or ON_CLUSTER
     c = Cluster(name, tmp, tool_s=tool_s, profiles=profiles, on_cluster=on_cluster)
     try:
         yield c
@@ -825,7 +838,7 @@ def case_pubsub_kill(args: argparse.Namespace) -> Figures:
         while any(p.alive for p in runs.values()) and time.monotonic() - began < 210:
             time.sleep(0.2)
             with suppress(Exception):
-                killed += int(c.r.client_kill_filter(_type="pubsub"))
+                killed += kill_pubsub(c)
                 commands += 1
         wait_runs(runs, 30)
         figures: Figures = {
@@ -836,14 +849,25 @@ def case_pubsub_kill(args: argparse.Namespace) -> Figures:
         return figures | session_figures(c, sessions, runs) | c.crashes() | c.dead_letters()
 
 
+def kill_pubsub(c: Cluster) -> int:
+    """``CLIENT KILL TYPE pubsub`` on the node, or on every master of a cluster."""
+    if c.nodes is None:
+        return int(c.r.client_kill_filter(_type="pubsub"))
+    killed = 0
+    for node in c.nodes.master_nodes():
+        with c.nodes.client(node) as client:
+            killed += int(client.client_kill_filter(_type="pubsub"))
+    return killed
+
+
 Poison = tuple[str, str, str, bytes, str | None]
 """A poison entry: its kind, the stream, the field, the value, the wake-up channel (if any)."""
 
 
 def _poison(c: Cluster, key: str, field: str, value: bytes, wake: str | None) -> None:
     c.r.xadd(key, {field: value})
-    if wake is not None:
-        c.r.publish(wake, b"poison")
+    if wake is not None:  # a cluster's wake-ups are shard channels (docs/bus.md)
+        c.r.execute_command("SPUBLISH" if c.nodes else "PUBLISH", wake, b"poison")
 
 
 def _foreign_envelope(session: str) -> bytes:
@@ -1268,15 +1292,23 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes and assertions, for CI")
     parser.add_argument("--keep", action="store_true", help="keep each case's folder")
+    parser.add_argument(
+        "--on-cluster",
+        action="store_true",
+        help="every case on a Redis Cluster (3 masters, a replica each), but the single-node ones",
+    )
     args = parser.parse_args()
-    global KEEP
-    KEEP = args.keep
+    global KEEP, ON_CLUSTER
+    KEEP, ON_CLUSTER = args.keep, args.on_cluster
     if args.smoke:
         args.sessions, args.agents, args.kills, args.outage, args.http_sessions = 1, 3, 2, 1.0, 4
         args.stream_requests = 6
         args.busy_tool_s, args.tool_scale = 6.0, 0.25
     report: dict[str, Figures] = {}
     for case in args.case or CASES:
+        if ON_CLUSTER and case in SINGLE_NODE_ONLY:
+            report[case] = {"skipped": f"not on a cluster: {SINGLE_NODE_ONLY[case]}"}
+            continue
         note("%s …", case)
         began = time.monotonic()
         try:
