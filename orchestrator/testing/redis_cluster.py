@@ -43,6 +43,12 @@ class RedisCluster:
             "--cluster-node-timeout", str(node_timeout_ms),
             # A replica promoted however long it was cut off: a test's failover must happen.
             "--cluster-replica-validity-factor", "0",
+            # A new cluster is ready in ~2 s, not ~10: a master starts a replica's first sync
+            # at once (the default waits 5 s for more replicas to share a diskless transfer),
+            # and CLUSTER SLOTS lists a replica only once its replication offset moved, which on
+            # an empty master takes its first PING to the replicas (each second, not each 10).
+            "--repl-diskless-sync-delay", "0",
+            "--repl-ping-replica-period", "1",
         ]  # fmt: skip
         # Each node's cluster bus gets a free port of its own (by default it is the client
         # port + 10000, which a free port high in the range cannot have).
