@@ -867,7 +867,8 @@ Poison = tuple[str, str, str, bytes, str | None]
 def _poison(c: Cluster, key: str, field: str, value: bytes, wake: str | None) -> None:
     c.r.xadd(key, {field: value})
     if wake is not None:  # a cluster's wake-ups are shard channels (docs/bus.md)
-        c.r.execute_command("SPUBLISH" if c.nodes else "PUBLISH", wake, b"poison")
+        publish = "SPUBLISH" if c.nodes else "PUBLISH"
+        c.r.execute_command(publish, wake, b"poison")  # type: ignore[no-untyped-call]
 
 
 def _foreign_envelope(session: str) -> bytes:
