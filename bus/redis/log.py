@@ -42,10 +42,6 @@ _TAIL_RECHECK_S = 5.0
 INDEX_TOUCH_S = 30.0
 """A process writes a session's last activity into the sessions' index at most this often."""
 
-_TOUCHED_KEPT = 4096
-"""Past this many sessions remembered as touched, those touched over :data:`INDEX_TOUCH_S` ago
-are forgotten (they would be touched again anyway)."""
-
 
 _BAD_STREAM_ID = ("invalid stream id", "invalid start id")
 """How Redis words an XRANGE bound that is not a stream ID ("Invalid stream ID specified as stream
@@ -66,7 +62,8 @@ class RedisEventLog(EventLog):
         self._core = core
         self._letters = letters
         self._tails: dict[str, int] = {}  # stream key → how many tails follow it
-        self._touched: dict[str, float] = {}  # session → when this process last indexed it
+        self._touched: dict[str, float] = {}  # session → when this process last indexed it,
+        # oldest first: what is older than INDEX_TOUCH_S is forgotten from the front
         self.clock = time.monotonic
         """What the index's touch interval is measured with (a test moves it on)."""
 
@@ -103,14 +100,19 @@ class RedisEventLog(EventLog):
         """The index write to send beside an append to ``session``'s log: none when this process
         wrote it less than :data:`INDEX_TOUCH_S` ago (see the module docstring)."""
         now = self.clock()
-        last = self._touched.get(session)
+        touched = self._touched
+        last = touched.get(session)
         if last is not None and now - last < INDEX_TOUCH_S:
             return ()
-        if len(self._touched) >= _TOUCHED_KEPT:
-            stale = [name for name, at in self._touched.items() if now - at >= INDEX_TOUCH_S]
-            for name in stale:
-                del self._touched[name]
-        self._touched[session] = now
+        # Forget what is due again (it would be touched anyway), from the oldest: each touch
+        # pays only for the entries it drops, however many sessions are active.
+        while touched:
+            oldest, at = next(iter(touched.items()))
+            if now - at < INDEX_TOUCH_S:
+                break
+            del touched[oldest]
+        touched.pop(session, None)
+        touched[session] = now  # newest last
         return (("ZADD", self._core.keys.sessions, time.time(), session),)
 
     async def tail(
