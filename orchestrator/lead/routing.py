@@ -138,9 +138,9 @@ class Router:
             return await self._team.delegate(profile, request)
 
         if keep:
-            offered = {keep_choice(choices): "nobody: your answer already does the whole request"}
-            note = KEEP_NOTE.format(keep=keep_choice(choices))
-            await self._choose({**choices, **offered}, note, route_to, deadline)
+            kept = keep_choice(choices)
+            offered = {**choices, kept: "nobody: your answer already does the whole request"}
+            await self._choose(offered, KEEP_NOTE.format(keep=kept), route_to, deadline)
         elif len(choices) == 1 or each:  # no model call to choose
             try:
                 if before_send is not None:
