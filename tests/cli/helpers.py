@@ -131,8 +131,17 @@ class Proc:
         agents: set[str],
         where: Callable[[dict[str, Any]], bool] = lambda event: True,
     ) -> dict[str, dict[str, Any]]:
-        """One ``type_`` event from each of ``agents``, in whatever order they come."""
+        """One ``type_`` event from each of ``agents``, in whatever order they come.
+
+        Lines an earlier ``expect`` already read count too: agents interleave, so one agent's
+        event can pass while the test still waits for another's event of an earlier kind.
+        """
         found: dict[str, dict[str, Any]] = {}
+        for event in self.events():
+            agent = event.get("agent")
+            fresh = agent in agents and agent not in found
+            if fresh and event.get("type") == type_ and where(event):
+                found[agent] = event
         while set(found) != agents:
             event = self.expect_event(
                 type_, where=lambda e: e.get("agent") in agents - set(found) and where(e)
