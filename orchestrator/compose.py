@@ -19,6 +19,7 @@ from baton.llm.offline import OFFLINE_LABEL
 from baton.llm.types import ChatModel
 from baton.subagents.mcp_config import McpServerConfig
 from baton.subagents.profiles import Profile, builtin_profiles, load_lead_servers, load_profiles
+from baton.subagents.tools import SEND_MESSAGE
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,21 @@ def media_profiles(profiles: Mapping[str, Profile]) -> frozenset[str]:
     one of them and got no media at all is not "completed" (lead/outcome.py)."""
     return frozenset(
         name for name, profile in profiles.items() if any(t.media for t in profile.tools)
+    )
+
+
+def plain_profiles(profiles: Mapping[str, Profile]) -> frozenset[str]:
+    """The profiles whose agents can do nothing the lead cannot: no tools (but the
+    ``send_message`` every agent has), no MCP servers, no model of their own, not a remote (A2A)
+    agent. Handing a request the lead answered to one of them adds no capability, only a second
+    answer by the same model (lead/guided.py)."""
+    return frozenset(
+        name
+        for name, profile in profiles.items()
+        if {t.name for t in profile.tools} <= {SEND_MESSAGE}
+        and not profile.mcp
+        and profile.model is None
+        and profile.a2a is None
     )
 
 

@@ -301,6 +301,7 @@ class Lead:
             request=state.progress.request,
             profiles=self._profiles,
             media_profiles=self.options.media_profiles,
+            plain_profiles=self.options.plain_profiles,
             roster=state.roster,
             delegated=state.delegated,
             refused=tuple(state.refused),

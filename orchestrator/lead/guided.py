@@ -19,10 +19,12 @@ language. On top of :class:`~baton.lead.policy.StructuralPolicy`:
   routed (once per request) among the profiles that can do it: the ones named, for a picture
   those that make media, else all;
 - **confirm direct**: any other answer that delegated nothing is checked once by a routing call
-  that may keep it (``route(to)`` among the profiles and ``none``: one short constrained call for
+  that may keep it (``route(to)`` among ``none`` and the profiles: one short constrained call for
   a plain question). A typed choice, read in any language; it replaced a note sending the answer
   back, to which a 1.5B lead that had answered a French or Chinese picture request in words gave
-  the same words again;
+  the same words again. Only profiles that add a capability are offered (tools, MCP servers, a
+  model of their own, a remote agent): a plain one would answer again with the same model, and a
+  1.5B lead picked "helper: answers a question directly" for plain questions it had answered;
 - **no refusal beside results**: a final answer that refuses while sub-agents delivered is taken
   back and asked for again (once);
 - **judged**: a request for a picture that ends with no media, a decline with nothing delegated,
@@ -80,9 +82,10 @@ class GuidedPolicy(StructuralPolicy):
             if choices:
                 memo["routed"] = True
                 return Route(choices, each=bool(named))
-        if not memo.get("confirmed") and not answer.silent:
+        equipped = {p: d for p, d in facts.profiles.items() if p not in facts.plain_profiles}
+        if equipped and not memo.get("confirmed") and not answer.silent:
             memo["confirmed"] = True
-            return Route(facts.profiles, keep=True)
+            return Route(equipped, keep=True)
         return super().after_turn(answer, facts, memo)
 
     def judge(self, answer: Answer, check: AnswerCheck, facts: Facts) -> list[str]:

@@ -64,6 +64,9 @@ class Facts:
     delegate, or a routing call, can only be followed when it is."""
     history: tuple[Message, ...] = ()
     """The lead's context (for a policy that compares a reply with what it was told)."""
+    plain_profiles: frozenset[str] = frozenset()
+    """The profiles that add no capability to the lead's (no tools, MCP servers, model of their
+    own or remote agent): a second answer by the same model, not work it cannot do."""
 
 
 @dataclass(frozen=True, slots=True)

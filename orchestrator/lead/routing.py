@@ -12,8 +12,10 @@ repeat, like any task sent twice: one agent does the whole request). The request
 self-contained by construction (a person wrote it to the lead), so no model has to restate it.
 
 A route may **keep** the answer (``Route(keep=True)``): the enum then also offers ``none`` ("the
-answer already does the whole request"), so the model's second look at its own answer is a typed
-choice the runtime reads in any language, not a second answer to compare with the first.
+answer already gives the user what they asked for"), first, so the model's second look at its
+own answer is a typed choice the runtime reads in any language, not a second answer to compare
+with the first. The note asks what the answer cannot give, not which profile's description the
+request resembles: a profile that "answers questions" resembles every question.
 """
 
 from __future__ import annotations
@@ -52,11 +54,11 @@ KEEP = "none"
 under its own name; the keep choice then is the first of ``none_``, ``none__``, … that is free)."""
 
 KEEP_NOTE = (
-    "Check your answer against the request. If the request, or any part of it, is work one of "
-    "your sub-agents does (making a picture, or any other work a profile below describes), you "
-    "have not done it: call route with `to` set to the profile that fits it best, and the "
-    "request is passed on to it exactly as the user wrote it. If your answer already does the "
-    "whole request, call route with `to` set to {keep!r}."
+    "Check your answer against the request. If your answer already gives the user everything "
+    "the request asks for, call route with `to` set to {keep!r}. If the request asks for "
+    "something your answer cannot give (a picture, or other work that only a profile below can "
+    "do), call route with `to` set to the profile that does it: the request is passed on to it "
+    "exactly as the user wrote it."
 )
 """The note of a routing request that may keep the answer."""
 
@@ -139,7 +141,8 @@ class Router:
 
         if keep:
             kept = keep_choice(choices)
-            offered = {**choices, kept: "nobody: your answer already does the whole request"}
+            offered = {kept: "nobody: your answer already gives the user what they asked for"}
+            offered.update(choices)  # offered first: the answer is there, read before the rest
             await self._choose(offered, KEEP_NOTE.format(keep=kept), route_to, deadline)
         elif len(choices) == 1 or each:  # no model call to choose
             try:

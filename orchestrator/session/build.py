@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from baton.bus.base import Bus
 from baton.bus.errors import BusOutage
 from baton.bus.messages import LOCAL_POOL
-from baton.compose import descriptions, lead_model, lead_servers, media_profiles, resolve_profiles
+from baton.compose import (
+    descriptions,
+    lead_model,
+    lead_servers,
+    media_profiles,
+    plain_profiles,
+    resolve_profiles,
+)
 from baton.engine import InteractionChannel, Tool
 from baton.engine.bus_channel import BusInteractionChannel
 from baton.engine.channels import policy_channel
@@ -169,7 +176,8 @@ def _lead_options(config: SessionConfig, profiles: dict[str, Profile]) -> LeadOp
         delegation=config.delegation,
         failure_grace_s=config.failure_grace_s,
         profile_tools=config.profile_tools,
-        media_profiles=frozenset(media_profiles(profiles)),
+        media_profiles=media_profiles(profiles),
+        plain_profiles=plain_profiles(profiles),
         spawn_pool=LOCAL_POOL if config.local_workers else config.pool,
         spawn_approve=config.approve,
         media_dir=config.media_dir,

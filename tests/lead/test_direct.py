@@ -7,14 +7,17 @@ openai client, real bus."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from baton.bus.events import RETRACTED_SENT_BACK, Event, TextDelta, TextRetracted, ToolResulted
 from baton.bus.messages import make_envelope
+from baton.compose import plain_profiles
 from baton.engine import tool
 from baton.lead.guided import GuidedPolicy
 from baton.lead.routing import keep_choice
 from baton.llm.script import Call, Reply
+from baton.subagents.profiles import builtin_profiles
 from tests.lead.scenario import PROFILES, SESSION, Scenario, run_lead
 
 FOX = "https://cdn.example/fox.png"
@@ -52,7 +55,7 @@ async def test_a_plain_answer_is_checked_once_by_a_route_that_keeps_it() -> None
     assert "'none'" in check.messages[-1]["content"]
     [offered] = check.body["tools"]
     assert offered["function"]["name"] == "route" and check.body["tool_choice"] == "required"
-    assert offered["function"]["parameters"]["properties"]["to"]["enum"] == [*PROFILES, "none"]
+    assert offered["function"]["parameters"]["properties"]["to"]["enum"] == ["none", *PROFILES]
     # the answer was kept, so nothing was taken back: the view shows it once
     assert not [e for e in s.events if isinstance(e, TextRetracted)]
     assert "".join(e.text for e in s.events if isinstance(e, TextDelta)) == "Paris."
@@ -81,6 +84,38 @@ async def test_a_claimed_picture_is_routed_by_the_check_and_the_first_answer_tak
     assert s.spawned == ["painter"]
     [retracted] = [e for e in s.events if isinstance(e, TextRetracted)]
     assert (retracted.chars, retracted.why) == (len("Votre renard est prêt."), RETRACTED_SENT_BACK)
+
+
+async def test_the_check_offers_only_profiles_that_add_a_capability() -> None:
+    """A plain profile (no tools, no model of its own) would answer again with the same model:
+    the check leaves it out, and with no other profile there is no check at all."""
+    s, outcome = await run_lead(
+        [calls("answer", "c1", text="Paris."), calls("route", "r1", to="none")],
+        task="What is the capital of France?",
+        tool_choice="required",
+        policy=CONFIRM,
+        plain_profiles=frozenset({"helper"}),
+    )
+    assert (outcome.status, outcome.answer) == ("completed", "Paris.")
+    enum = s.server.requests[1].body["tools"][0]["function"]["parameters"]["properties"]["to"]
+    assert enum["enum"] == ["none", "painter", "writer"]
+
+    s, outcome = await run_lead(
+        [calls("answer", "c1", text="Paris.")],
+        task="What is the capital of France?",
+        tool_choice="required",
+        policy=CONFIRM,
+        plain_profiles=frozenset(PROFILES),
+    )
+    assert (outcome.status, outcome.answer) == ("completed", "Paris.")
+    assert len(s.server.requests) == 1 and s.spawned == []
+
+
+def test_plain_profiles_are_those_without_tools_model_or_servers() -> None:
+    profiles = builtin_profiles()
+    assert plain_profiles(profiles) == {"helper"}
+    own_model = dataclasses.replace(profiles["helper"], model="a-bigger-model")
+    assert plain_profiles({"helper": own_model}) == set()
 
 
 async def test_the_keep_choice_steps_aside_for_a_profile_named_none() -> None:
