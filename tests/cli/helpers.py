@@ -139,9 +139,9 @@ class Proc:
         found: dict[str, dict[str, Any]] = {}
         for event in self.events():
             agent = event.get("agent")
-            fresh = agent in agents and agent not in found
+            fresh = isinstance(agent, str) and agent in agents and agent not in found
             if fresh and event.get("type") == type_ and where(event):
-                found[agent] = event
+                found[str(agent)] = event
         while set(found) != agents:
             event = self.expect_event(
                 type_, where=lambda e: e.get("agent") in agents - set(found) and where(e)
