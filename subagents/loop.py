@@ -56,7 +56,7 @@ from baton.bus.errors import BusClosed
 from baton.bus.events import AgentProgress, Event, TextDelta
 from baton.bus.inbox import InboxReader
 from baton.bus.interrupt import RoundWatch
-from baton.bus.messages import ApproveMode, Envelope, TraceContext
+from baton.bus.messages import ApproveMode, Envelope, SpawnRequest, TraceContext
 from baton.bus.payloads import ProgressReport
 from baton.bus.retry import persist
 from baton.engine import (
@@ -126,15 +126,64 @@ TurnMaker = Callable[[RemoteRound], TurnRunner]
 """Makes the round's runner for a remote agent (its worker's; None: the engine's)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Seat:
+    """Who the agent is and whose work it does: its ``session`` and ``name``, the ``lead`` it
+    reports to, the spawn request it runs (``spawn_id``), the claim it runs under (``owner``;
+    empty when run without a worker: no ownership check), the session's approval policy
+    (``approve``: ``ask`` asks over the bus, ``auto``/``deny`` decide at once, here, without a
+    round trip) and the ``trace`` its rounds join. A worker takes them all from the spawn
+    request (:meth:`of`)."""
+
+    session: str
+    name: str
+    lead: str = "lead"
+    spawn_id: str = ""
+    owner: str = ""
+    approve: ApproveMode = "ask"
+    trace: TraceContext | None = None
+
+    @classmethod
+    def of(cls, request: SpawnRequest, owner: str) -> Seat:
+        return cls(
+            request.session,
+            request.agent,
+            lead=request.parent,
+            spawn_id=request.id,
+            owner=owner,
+            approve=request.approve,  # the session's policy, wherever the agent runs
+            trace=request.trace,  # its rounds join the lead's trace, in this process or not
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AgentParts:
+    """What an agent works with, the same for every agent of a profile on one worker: its
+    ``tools`` (None: the profile's), the ``media_dir``, ``media`` store and ``images`` generator
+    its tools use, its ``telemetry``, the session's budget (``spend``; None looks on the bus as
+    the agent starts and uses the session's budget there if it has caps, which a session writes
+    before its first spawn), ``on_round`` (called as each round starts: benchmarks time dispatch
+    with it) and ``remote``, which makes each round's runner when the agent runs elsewhere
+    (``kind = "a2a"``)."""
+
+    tools: ToolRegistry | None = None
+    media_dir: Path | None = None
+    media: MediaStore | None = None
+    images: ImageGenerator | None = None
+    telemetry: Telemetry | None = None
+    spend: Spend | None = None
+    on_round: RoundHook | None = None
+    remote: TurnMaker | None = None
+
+
+NO_PARTS = AgentParts()
+
+
 class SubAgent:
     """One sub-agent: its memory, its loop, its final report. Run it with :meth:`run`.
 
-    ``owner`` identifies the claim it runs under (empty when run without a worker: no ownership
-    check). ``on_round`` is called as each round starts (benchmarks time dispatch with it).
-    ``spend`` is the session's budget; None looks on the bus as the agent starts and uses the
-    session's budget there if it has caps (a session writes them before its first spawn).
-    ``approve`` is the session's approval policy (from the spawn request): ``ask`` asks over the
-    bus, ``auto``/``deny`` decide at once, here, without a round trip.
+    Who it is comes as a :class:`Seat`, what it works with as :class:`AgentParts`: a worker
+    makes the first from the spawn request and shares the second among a profile's agents.
     """
 
     def __init__(
@@ -142,44 +191,32 @@ class SubAgent:
         bus: Bus,
         profile: Profile,
         model: ChatModel,
-        *,
-        session: str,
-        name: str,
-        lead: str = "lead",
-        media_dir: Path | None = None,
-        spawn_id: str = "",
-        owner: str = "",
-        tools: ToolRegistry | None = None,
-        telemetry: Telemetry | None = None,
-        on_round: RoundHook | None = None,
-        spend: Spend | None = None,
-        approve: ApproveMode = "ask",
-        trace: TraceContext | None = None,
-        media: MediaStore | None = None,
-        images: ImageGenerator | None = None,
-        remote: TurnMaker | None = None,
+        seat: Seat,
+        parts: AgentParts = NO_PARTS,
     ) -> None:
         self.bus = bus
         self.profile = profile
         self.model = model
-        self.session = session
-        self.name = name
-        self.lead = lead
-        self.media_dir = media_dir or Path("media")
-        self.media = media
-        self.images = images
-        self.remote = remote
+        self.session = seat.session
+        self.name = seat.name
+        self.lead = seat.lead
+        self.media_dir = parts.media_dir or Path("media")
+        self.media = parts.media
+        self.images = parts.images
+        self.remote = parts.remote
         """Makes each round's runner when the agent runs elsewhere (``kind = "a2a"``)."""
-        self.tools = tools or ToolRegistry(profile.tools)
-        self.telemetry = telemetry or Telemetry()
-        self.on_round = on_round
-        self.spend = spend
-        self.approve: ApproveMode = approve
+        self.tools = parts.tools or ToolRegistry(profile.tools)
+        self.telemetry = parts.telemetry or Telemetry()
+        self.on_round = parts.on_round
+        self.spend = parts.spend
+        self.approve: ApproveMode = seat.approve
         self._phase = AgentPhase.RUNNING
         self._reason: ExitKind | None = None
-        self.inbox = InboxReader(bus, session, name)
+        self.inbox = InboxReader(bus, seat.session, seat.name)
         """Its inbox: ``done`` holds the checkpointed ids, ``pending`` the un-acked batch."""
-        self._books = Bookkeeper(self.inbox, profile, lead=lead, spawn_id=spawn_id, owner=owner)
+        self._books = Bookkeeper(
+            self.inbox, profile, lead=seat.lead, spawn_id=seat.spawn_id, owner=seat.owner
+        )
         self._scope = anyio.CancelScope()
         self._starting: anyio.CancelScope | None = None
         """Only while it starts (see :meth:`_start`): a give-back ends the start too."""
@@ -187,7 +224,7 @@ class SubAgent:
         """Messages the last round's :class:`RoundWatch` read: the start of the next batch."""
         self._shut_down = False
         """Whether a ``shutdown`` read mid-round stopped the last round."""
-        self._trace = trace
+        self._trace = seat.trace
         """The trace its rounds continue when their messages carry none (a person's): the spawn
         request's, else its first round's."""
         self.busy = False

@@ -71,7 +71,7 @@ from baton.engine import Telemetry, ToolRegistry
 from baton.media import MediaStore
 from baton.subagents.a2a_worker import WorkerA2A
 from baton.subagents.images import ImageGenerator
-from baton.subagents.loop import RoundHook, SubAgent, TurnMaker
+from baton.subagents.loop import AgentParts, RoundHook, Seat, SubAgent, TurnMaker
 from baton.subagents.mcp_worker import WorkerMcp
 from baton.subagents.models import EnvModels, ModelFactory, offline_models
 from baton.subagents.profiles import Profile, builtin_profiles
@@ -503,26 +503,17 @@ class Worker(Service):
             return None
 
     def _agent(self, claim: SpawnClaim, profile: Profile, remote: TurnMaker | None) -> SubAgent:
-        request = claim.request
-        return SubAgent(
-            self.bus,
-            profile,
-            self.models(profile),
-            session=request.session,
-            name=request.agent,
-            lead=request.parent,
-            media_dir=self.media_dir,
-            spawn_id=request.id,
-            owner=f"{self.name}/{claim.receipt}",
+        parts = AgentParts(
             tools=self._tools[profile.name],
-            telemetry=self.telemetry,
-            on_round=self.on_round,
-            approve=request.approve,  # the session's policy, wherever this worker runs
-            trace=request.trace,  # its rounds join the lead's trace, in this process or not
+            media_dir=self.media_dir,
             media=self.media,
             images=self.images,
+            telemetry=self.telemetry,
+            on_round=self.on_round,
             remote=remote,  # a remote A2A agent: its rounds are relayed there
         )
+        seat = Seat.of(claim.request, owner=f"{self.name}/{claim.receipt}")
+        return SubAgent(self.bus, profile, self.models(profile), seat, parts)
 
     async def _run_agent(self, hosting: Hosting, agent: SubAgent) -> None:
         whose = (hosting.session, hosting.agent)
