@@ -45,9 +45,9 @@ from baton.bus.base import Bus, BusOptions
 from baton.bus.connect import open_bus
 from baton.bus.messages import Envelope, SpawnRequest
 from baton.llm import offline_model
-from baton.subagents.loop import SubAgent
+from baton.subagents.loop import AgentParts, SubAgent
 from baton.subagents.profiles import AgentLimits, Profile
-from baton.subagents.worker import Worker
+from baton.subagents.worker import Worker, WorkerLimits
 from baton.testing import RedisServer
 from baton.testing.redis_cluster import RedisCluster, RedisNodes
 
@@ -192,8 +192,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         options = BusOptions(lease_s=60)
         async with open_bus(url, options, prefix=PREFIX) as bus, offline_model() as model:
             profiles = {"answerer": profile(idle_timeout_s=3600)}
-            worker = Worker(bus, profiles, lambda p: model, concurrency=args.idle + args.fanout,
-                            media_dir=media, on_round=timing, claim_timeout_s=1.0)  # fmt: skip
+            worker = Worker(
+                bus,
+                profiles,
+                lambda p: model,
+                parts=AgentParts(media_dir=media, on_round=timing),
+                limits=WorkerLimits(concurrency=args.idle + args.fanout, claim_timeout_s=1.0),
+            )
             async with worker:
                 report: dict[str, Any] = {"fanout_1000_s": round(await fanout(bus, args.fanout), 3)}
                 report["fanout_tasks"] = args.fanout

@@ -3,7 +3,7 @@
 Embed it in your own anyio application::
 
     async with open_bus("redis://localhost:6379/0") as bus, EnvModels.from_environ() as models:
-        async with Worker(bus, builtin_profiles(), models, concurrency=500) as worker:
+        async with Worker(bus, builtin_profiles(), models, limits=WorkerLimits(500)) as worker:
             ...                      # or: await task_group.start(worker.run)
             worker.drain()           # stop claiming, let rounds finish, give back the rest
 
@@ -68,10 +68,8 @@ from baton.bus.refusals import SpawnRefusal, refusal_result
 from baton.bus.retry import persist
 from baton.bus.signing import key_mismatch
 from baton.engine import Telemetry, ToolRegistry
-from baton.media import MediaStore
 from baton.subagents.a2a_worker import WorkerA2A
-from baton.subagents.images import ImageGenerator
-from baton.subagents.loop import AgentParts, RoundHook, Seat, SubAgent, TurnMaker
+from baton.subagents.loop import NO_PARTS, AgentParts, Seat, SubAgent, TurnMaker
 from baton.subagents.mcp_worker import WorkerMcp
 from baton.subagents.models import EnvModels, ModelFactory, offline_models
 from baton.subagents.profiles import Profile, builtin_profiles
@@ -122,8 +120,32 @@ class Hosting:
         return cls(claim.receipt, request.session, request.agent, request.profile)
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerLimits:
+    """How much a worker hosts and how long it waits: at most ``concurrency`` agents at once; a
+    stop gives them ``shutdown_timeout_s`` to finish their rounds; one claim blocks at most
+    ``claim_timeout_s`` (a stop is noticed by then); it renews its leases and says it serves its
+    pool every ``heartbeat_s`` (None: a third of the bus's lease)."""
+
+    concurrency: int = 100
+    shutdown_timeout_s: float = 30.0
+    claim_timeout_s: float = 5.0
+    heartbeat_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
+
+
+DEFAULT_LIMITS = WorkerLimits()
+
+
 class Worker(Service):
     """Hosts sub-agents for spawn requests on ``bus``; see the module docstring.
+
+    ``parts`` are what every agent it hosts works with (media, images, the budget, telemetry,
+    the ``on_round`` hook); each agent's tools and remote runner are its profile's, so ``parts``
+    names none. ``limits``: :class:`WorkerLimits`.
 
     Use it once, as ``async with`` (a :class:`~baton.bus.lifecycle.Service`), or run :meth:`run`
     in a task group of your own.
@@ -135,20 +157,14 @@ class Worker(Service):
         profiles: Mapping[str, Profile] | None = None,
         model_factory: ModelFactory | None = None,
         *,
-        concurrency: int = 100,
-        media_dir: Path | None = None,
-        name: str | None = None,
-        shutdown_timeout_s: float = 30.0,
-        claim_timeout_s: float = 5.0,
-        heartbeat_s: float | None = None,
-        on_round: RoundHook | None = None,
         pool: str = DEFAULT_POOL,
         session: str | None = None,
-        media: MediaStore | None = None,
-        images: ImageGenerator | None = None,
+        name: str | None = None,
+        parts: AgentParts = NO_PARTS,
+        limits: WorkerLimits = DEFAULT_LIMITS,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if parts.tools is not None or parts.remote is not None:
+            raise ValueError("a worker's agents take their tools and remote runner from profiles")
         self.bus = bus
         self.profiles = dict(profiles) if profiles is not None else builtin_profiles()
         self.queue = (
@@ -163,23 +179,24 @@ class Worker(Service):
         if model_factory is None:  # the offline model, closed with the worker
             model_factory = self._owned_models = offline_models()
         self.models: ModelFactory = model_factory
-        self.concurrency = concurrency
-        self.media_dir = media_dir or Path("media")
-        self.media = media
+        self.concurrency = limits.concurrency
+        self.media_dir = parts.media_dir or Path("media")
+        self.media = parts.media
         """Where the agents' tools put media (docs/media.md); None: a folder at ``media_dir``."""
-        self.images = images
+        self.images = parts.images
         """What draws ``generate_image``'s pictures; None: the offline demo painter."""
+        self.spend = parts.spend
         self.name = name or bus.consumer
-        self.shutdown_timeout_s = shutdown_timeout_s
-        self.claim_timeout_s = claim_timeout_s
-        self.heartbeat_s = heartbeat_s or bus.options.lease_s / 3
-        self.on_round = on_round
-        self.telemetry = Telemetry()
+        self.shutdown_timeout_s = limits.shutdown_timeout_s
+        self.claim_timeout_s = limits.claim_timeout_s
+        self.heartbeat_s = limits.heartbeat_s or bus.options.lease_s / 3
+        self.on_round = parts.on_round
+        self.telemetry = parts.telemetry or Telemetry()
         self.telemetry.watch_agents(self)
         self._tools = {name: ToolRegistry(p.tools) for name, p in self.profiles.items()}
         self._mcp = WorkerMcp(self.profiles, self.name)  # its MCP servers, opened by run()
         self._a2a = WorkerA2A()  # its remote A2A agents' clients, opened by run()
-        self._limiter = anyio.CapacityLimiter(concurrency)
+        self._limiter = anyio.CapacityLimiter(limits.concurrency)
         self._hosted: dict[str, SubAgent] = {}
         self._by_agent: dict[tuple[str, str], str] = {}
         self._serving = Serving.CLAIMING
@@ -509,6 +526,7 @@ class Worker(Service):
             media=self.media,
             images=self.images,
             telemetry=self.telemetry,
+            spend=self.spend,
             on_round=self.on_round,
             remote=remote,  # a remote A2A agent: its rounds are relayed there
         )

@@ -72,8 +72,9 @@ if TYPE_CHECKING:
 
     from baton.bus.base import Bus
     from baton.settings import BatonSettings
+    from baton.subagents.loop import AgentParts
     from baton.subagents.profiles import Profile
-    from baton.subagents.worker import Worker
+    from baton.subagents.worker import Worker, WorkerLimits
 
 log = logging.getLogger("baton.worker")
 
@@ -328,12 +329,13 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
             bus,
             profiles,
             models,
-            concurrency=options.concurrency,
-            media_dir=settings.media_dir,
-            media=media,
-            images=settings.image_generator(),
-            shutdown_timeout_s=options.shutdown_timeout_s,
             pool=settings.pool,
+            parts=AgentParts(
+                media_dir=settings.media_dir, media=media, images=settings.image_generator()
+            ),
+            limits=WorkerLimits(
+                concurrency=options.concurrency, shutdown_timeout_s=options.shutdown_timeout_s
+            ),
         )
         forced = False
         async with anyio.create_task_group() as group:

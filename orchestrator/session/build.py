@@ -40,10 +40,11 @@ from baton.session.config import SessionConfig
 from baton.session.setup import Resumed, hold_the_lead, offered_profiles, setup_of
 from baton.spawn_watch import SpawnWatch
 from baton.subagents.a2a_worker import with_card_descriptions
+from baton.subagents.loop import AgentParts
 from baton.subagents.mcp_worker import lead_tools
 from baton.subagents.models import ModelFactory, ProfileModels
 from baton.subagents.profiles import Profile
-from baton.subagents.worker import Worker
+from baton.subagents.worker import Worker, WorkerLimits
 
 
 @dataclass(frozen=True)
@@ -212,12 +213,10 @@ async def _own_worker(
         bus,
         profiles,
         models,
-        concurrency=config.worker_concurrency,
-        media_dir=config.media_dir,
-        media=config.media,
-        images=config.images,
         name=f"{config.session_id}-local",
         session=config.session_id,  # its own sub-agents only, never another session's
+        parts=AgentParts(media_dir=config.media_dir, media=config.media, images=config.images),
+        limits=WorkerLimits(concurrency=config.worker_concurrency),
     )
 
 

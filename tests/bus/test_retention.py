@@ -15,6 +15,7 @@ from baton.bus.events import AgentExited, SessionFinished, ToolCalled
 from baton.bus.redis import RedisBus
 from baton.bus.redis.keys import INBOX_GROUP
 from baton.session import Session, SessionConfig
+from baton.subagents.loop import AgentParts
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer
 from tests.lead.helpers import gated_profile
@@ -125,7 +126,7 @@ async def test_what_a_pool_agent_writes_after_the_end_expires_with_the_session(
     async with (
         RedisBus(redis_server.url, prefix=prefix) as bus,
         RedisBus(redis_server.url, prefix=prefix) as worker_bus,
-        Worker(worker_bus, {"slow": slow}, media_dir=tmp_path),
+        Worker(worker_bus, {"slow": slow}, parts=AgentParts(media_dir=tmp_path)),
     ):
         async with Session(settings, bus=bus) as session:
             async for event in session.events():

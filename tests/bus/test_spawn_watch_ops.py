@@ -13,6 +13,7 @@ from pydantic import SecretStr
 from baton.bus.base import SpawnQueue
 from baton.bus.messages import SpawnRequest
 from baton.bus.signing import key_id
+from baton.subagents.loop import AgentParts
 from baton.subagents.worker import Worker
 from tests.conftest import BusFactory
 from tests.subagents.helpers import profile
@@ -68,7 +69,9 @@ async def test_a_pool_worker_announces_itself_while_it_runs(
 ) -> None:
     profiles = {"painter": profile("generate_image", name="painter")}
     async with make_bus() as bus, make_bus() as worker_bus:
-        async with Worker(worker_bus, profiles, pool="gpu", media_dir=tmp_path) as worker:
+        async with Worker(
+            worker_bus, profiles, pool="gpu", parts=AgentParts(media_dir=tmp_path)
+        ) as worker:
             assert await bus.workers.live("gpu") == {worker.name: frozenset({"painter"})}
         assert await bus.workers.live("gpu") == {}  # a stopped worker serves nothing
 

@@ -26,6 +26,7 @@ from baton.bus.messages import Envelope
 from baton.engine import tool
 from baton.engine.spend import SpendLimits
 from baton.llm.script import Reply
+from baton.subagents.loop import AgentParts
 from baton.subagents.profiles import builtin_profiles
 from tests.conftest import BusFactory
 from tests.lead.helpers import PAINT_AND_WRITE, gated_profile, other_tasks
@@ -146,7 +147,9 @@ async def test_external_workers_do_the_work_when_local_workers_are_off(
     make_bus: BusFactory, tmp_path: Path
 ) -> None:
     async with make_bus() as session_bus, make_bus() as worker_bus:
-        async with Worker(worker_bus, media_dir=tmp_path, name="remote-1") as worker:
+        async with Worker(
+            worker_bus, name="remote-1", parts=AgentParts(media_dir=tmp_path)
+        ) as worker:
             session = open_session(
                 PAINT_AND_WRITE, bus=session_bus, local_workers=False, media_dir=tmp_path
             )

@@ -23,9 +23,10 @@ from baton.subagents import a2a_remote
 from baton.subagents.a2a_card import forget_cards
 from baton.subagents.a2a_config import A2AConfig
 from baton.subagents.a2a_remote import QUESTION_TOOL
+from baton.subagents.loop import AgentParts
 from baton.subagents.png import picture_for
 from baton.subagents.profiles import AgentLimits, Profile
-from baton.subagents.worker import Worker
+from baton.subagents.worker import Worker, WorkerLimits
 from tests.engine.helpers import Observed
 from tests.subagents.helpers import SESSION, Lead, task
 from tests.support.a2a_agent import free_port, serve_agent
@@ -56,7 +57,7 @@ async def hosting(
     profile: Profile, tmp_path: Path, observed: Observed | None = None
 ) -> AsyncIterator[Bus]:
     async with MemoryBus() as bus:
-        worker = Worker(bus, {profile.name: profile}, media_dir=tmp_path)
+        worker = Worker(bus, {profile.name: profile}, parts=AgentParts(media_dir=tmp_path))
         if observed is not None:
             worker.telemetry = observed.telemetry
         async with worker:
@@ -252,7 +253,12 @@ async def test_a_remote_that_never_answers_cancel_task_holds_a_stop_no_longer_th
     tmp_path: Path,
 ) -> None:
     async with serve_agent() as (url, seen), MemoryBus() as bus:
-        worker = Worker(bus, {"remote": remote(url)}, media_dir=tmp_path, shutdown_timeout_s=1.0)
+        worker = Worker(
+            bus,
+            {"remote": remote(url)},
+            parts=AgentParts(media_dir=tmp_path),
+            limits=WorkerLimits(shutdown_timeout_s=1.0),
+        )
         async with worker:
             await delegate(bus, "stubborn as a mule")
             await wait_for_event(bus, SESSION, _progress("holding as a mule"), timeout=30)

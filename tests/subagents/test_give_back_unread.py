@@ -27,7 +27,7 @@ from baton.bus.memory import MemoryBus
 from baton.bus.messages import Envelope, SpawnRequest
 from baton.bus.redis import RedisBus
 from baton.llm.script import Json, Reply, ScriptItem
-from baton.subagents.loop import SubAgent
+from baton.subagents.loop import AgentParts, SubAgent
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer
 from tests.subagents.helpers import SESSION, profile, task
@@ -68,7 +68,7 @@ async def test_an_agent_given_back_before_its_first_read_leaves_the_host_running
     bus = AnnounceGate(redis_server.url, BusOptions(lease_s=60), prefix=keys)
     heir = RedisBus(redis_server.url, BusOptions(lease_s=60), prefix=keys)
     async with bus, heir, model:
-        worker = Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path)
+        worker = Worker(bus, PROFILES, lambda p: model, parts=AgentParts(media_dir=tmp_path))
         neighbour_done = anyio.Event()  # another session hosted by the same server
 
         async def neighbour() -> None:
@@ -127,7 +127,9 @@ async def test_a_redis_that_came_back_empty_does_not_fail_the_give_back(
         RedisBus(redis_server.url, BusOptions(lease_s=60), prefix=keys) as lead,
         model,
     ):
-        worker = Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, on_round=on_round)
+        worker = Worker(
+            bus, PROFILES, lambda p: model, parts=AgentParts(media_dir=tmp_path, on_round=on_round)
+        )
         with anyio.fail_after(30), caplog.at_level(logging.WARNING, "baton"):
             async with anyio.create_task_group() as host:
                 await host.start(worker.run)
@@ -180,7 +182,7 @@ async def test_a_refused_give_back_stays_that_agents_failure(
     bus = RefusingGiveBack(BusOptions(lease_s=60))
     lead = bus.peer("lead")
     async with bus, lead, model:
-        worker = Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path)
+        worker = Worker(bus, PROFILES, lambda p: model, parts=AgentParts(media_dir=tmp_path))
         with anyio.fail_after(20), caplog.at_level(logging.WARNING, "baton.subagents.worker"):
             async with anyio.create_task_group() as host:
                 await host.start(worker.run)

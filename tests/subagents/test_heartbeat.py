@@ -28,7 +28,8 @@ from baton.bus.events import AgentClaimed
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import SpawnRequest
 from baton.bus.redis.adapter import RedisRefused
-from baton.subagents.worker import Worker
+from baton.subagents.loop import AgentParts
+from baton.subagents.worker import Worker, WorkerLimits
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
 from tests.subagents.helpers import SESSION, Lead, profile, task
@@ -94,7 +95,13 @@ async def test_failed_renewals_keep_every_agent(
     lead_bus = bus.peer("lead")
     lead = Lead(lead_bus)
     async with bus, lead_bus, model:
-        worker = Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, heartbeat_s=0.02)
+        worker = Worker(
+            bus,
+            PROFILES,
+            lambda p: model,
+            parts=AgentParts(media_dir=tmp_path),
+            limits=WorkerLimits(heartbeat_s=0.02),
+        )
         async with worker:
             bus.down = True  # the very first renewal fails
             await lead_bus.spawns.submit(spawn("a1"))
@@ -158,7 +165,13 @@ async def test_worker_rides_out_redis_down_across_heartbeats(
     with watching("baton.subagents.worker", "heartbeat of") as records:
         async with make_bus(lease_s=10) as bus, make_bus(lease_s=10) as lead_bus, model:
             lead = Lead(lead_bus)
-            worker = Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, heartbeat_s=0.2)
+            worker = Worker(
+                bus,
+                PROFILES,
+                lambda p: model,
+                parts=AgentParts(media_dir=tmp_path),
+                limits=WorkerLimits(heartbeat_s=0.2),
+            )
             async with worker:
                 await lead_bus.spawns.submit(spawn("a1"))
                 await wait_for_event(lead_bus, SESSION, spawned("a1"))

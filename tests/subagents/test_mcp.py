@@ -28,6 +28,7 @@ from baton.bus.events import ApprovalRequested, ToolResulted
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import Envelope, SpawnRequest
 from baton.bus.payloads import result_report
+from baton.subagents.loop import AgentParts
 from baton.subagents.mcp import McpCallFailed, McpServers, McpTool
 from baton.subagents.mcp_config import McpServerConfig, McpServerUnavailable
 from baton.subagents.profiles import Profile
@@ -131,7 +132,7 @@ async def run_agents(
 ) -> tuple[list[Envelope], Worker]:
     """Host ``(agent, profile, task)``s in one worker until each has reported."""
     async with MemoryBus() as bus:
-        worker = Worker(bus, profiles, media_dir=media_dir)
+        worker = Worker(bus, profiles, parts=AgentParts(media_dir=media_dir))
         if observed is not None:
             worker.telemetry = observed.telemetry
         async with worker:
@@ -235,7 +236,7 @@ async def test_a_server_that_dies_mid_call_fails_that_call_and_restarts_for_the_
 async def test_the_crash_reaches_the_model_as_an_error_result(tmp_path: Path) -> None:
     crashy = mcp_profile("crashy", {"demo": demo_stdio(tmp_path, allow=("crash",))})
     async with MemoryBus() as bus:
-        async with Worker(bus, {"crashy": crashy}, media_dir=tmp_path):
+        async with Worker(bus, {"crashy": crashy}, parts=AgentParts(media_dir=tmp_path)):
             await bus.inboxes.send(task("k1", "boom"))
             await bus.spawns.submit(spawn("k1", "crashy"))
             event = await wait_for_event(bus, SESSION, ToolResulted, timeout=60)
@@ -257,7 +258,9 @@ async def test_a_slow_tool_is_stopped_at_its_timeout(tmp_path: Path) -> None:
         config = McpServerConfig(url=url, allow=("slow", "echo"), timeout_s=0.5)
         sleepy = mcp_profile("sleepy", {"demo": config})
         async with MemoryBus() as bus:
-            async with Worker(bus, {"sleepy": sleepy}, media_dir=tmp_path) as worker:
+            async with Worker(
+                bus, {"sleepy": sleepy}, parts=AgentParts(media_dir=tmp_path)
+            ) as worker:
                 await bus.inboxes.send(task("s1", "zzz"))
                 await bus.spawns.submit(spawn("s1", "sleepy"))
                 slow = await wait_for_event(
@@ -300,7 +303,9 @@ async def test_a_resource_result_is_kept_as_media_and_quoted(tmp_path: Path) -> 
     async with http_demo(tmp_path) as url:
         writer = mcp_profile("reporter", {"demo": McpServerConfig(url=url, allow=("report",))})
         async with MemoryBus() as bus:
-            async with Worker(bus, {"reporter": writer}, media_dir=tmp_path / "media"):
+            async with Worker(
+                bus, {"reporter": writer}, parts=AgentParts(media_dir=tmp_path / "media")
+            ):
                 await bus.inboxes.send(task("r1", "the quarter"))
                 await bus.spawns.submit(spawn("r1", "reporter"))
                 event = await wait_for_event(bus, SESSION, ToolResulted, timeout=60)
@@ -322,7 +327,7 @@ async def test_an_approval_gated_tool_waits_for_an_answer_over_the_bus(tmp_path:
         config = McpServerConfig(url=url, allow=("set_volume",), approve=("set_*",))
         mixer = mcp_profile("mixer", {"desk": config})
         async with MemoryBus() as bus:
-            worker = Worker(bus, {"mixer": mixer}, media_dir=tmp_path)
+            worker = Worker(bus, {"mixer": mixer}, parts=AgentParts(media_dir=tmp_path))
             worker.telemetry = observed.telemetry
             async with worker:
                 await bus.inboxes.send(task("x1", "eleven"))

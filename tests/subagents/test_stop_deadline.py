@@ -18,7 +18,8 @@ from baton.bus.base import BusOptions, LoggedEvent
 from baton.bus.events import ApprovalRequested
 from baton.bus.messages import SpawnRequest
 from baton.bus.redis import RedisBus
-from baton.subagents.worker import Worker
+from baton.subagents.loop import AgentParts
+from baton.subagents.worker import Worker, WorkerLimits
 from baton.testing import RedisServer
 from tests.subagents.helpers import SESSION, profile, task
 from tests.support.models import scripted
@@ -53,8 +54,13 @@ async def test_a_drain_ends_on_time_with_redis_down_and_the_agent_resumes_elsewh
             )
             first = RedisBus(redis.url, BusOptions(lease_s=LEASE_S), prefix="stop")
             async with first:
-                worker = Worker(first, PROFILES, lambda p: model, media_dir=tmp_path,
-                                shutdown_timeout_s=SHUTDOWN_S)  # fmt: skip
+                worker = Worker(
+                    first,
+                    PROFILES,
+                    lambda p: model,
+                    parts=AgentParts(media_dir=tmp_path),
+                    limits=WorkerLimits(shutdown_timeout_s=SHUTDOWN_S),
+                )
                 with caplog.at_level(logging.WARNING, "baton.subagents.worker"):
                     async with anyio.create_task_group() as host:
                         await host.start(worker.run)
@@ -73,8 +79,13 @@ async def test_a_drain_ends_on_time_with_redis_down_and_the_agent_resumes_elsewh
 
             redis.start()  # same port, same data (AOF)
             heir = RedisBus(redis.url, BusOptions(lease_s=LEASE_S), prefix="stop")
-            other = Worker(heir, PROFILES, lambda p: model, media_dir=tmp_path,
-                           shutdown_timeout_s=SHUTDOWN_S)  # fmt: skip
+            other = Worker(
+                heir,
+                PROFILES,
+                lambda p: model,
+                parts=AgentParts(media_dir=tmp_path),
+                limits=WorkerLimits(shutdown_timeout_s=SHUTDOWN_S),
+            )
             async with heir, other:
                 again = await _asked(lead, after=asked.cursor)  # resumed once the lease lapsed
                 assert again.event.agent == "publisher" and other.claimed == 1

@@ -18,6 +18,7 @@ from baton.bus.base import BusOptions
 from baton.bus.errors import BusUnreachable
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import SpawnRequest
+from baton.subagents.loop import AgentParts
 from baton.subagents.worker import Worker
 from tests.subagents.helpers import SESSION, profile
 from tests.support.models import scripted
@@ -63,7 +64,7 @@ async def test_give_back_now_reaches_an_agent_starting_in_an_outage(
     bus = Outage(BusOptions(lease_s=60), failing)  # no lease lapses during the test
     lead_bus = bus.peer("lead")
     async with bus, lead_bus, model:
-        worker = Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path)
+        worker = Worker(bus, PROFILES, lambda p: model, parts=AgentParts(media_dir=tmp_path))
         async with anyio.create_task_group() as group:
             await group.start(worker.run)
             bus.down = True

@@ -14,6 +14,7 @@ from pydantic import SecretStr
 from baton.bus.base import SpawnQueue
 from baton.bus.events import AgentClaimed, AgentExited, AgentResult, AgentUnclaimed, Event
 from baton.session import open_session
+from baton.subagents.loop import AgentParts
 from baton.subagents.worker import Worker
 from tests.conftest import BusFactory
 from tests.lead.helpers import PAINT_AND_WRITE
@@ -40,7 +41,9 @@ async def test_a_request_no_live_worker_serves_ends_its_agent_with_the_pool_and_
     bound, the writer's work goes on, and the session ends at once, naming the cause."""
     async with make_bus() as bus, make_bus() as worker_bus:
         writers = {"writer": PROFILES["writer"]}
-        async with Worker(worker_bus, writers, pool="gpu", media_dir=tmp_path) as worker:
+        async with Worker(
+            worker_bus, writers, pool="gpu", parts=AgentParts(media_dir=tmp_path)
+        ) as worker:
             session = open_session(PAINT_AND_WRITE, bus=bus, local_workers=False, pool="gpu",
                                    unclaimed_s=0.5, timeout_s=LONG_S,
                                    media_dir=tmp_path)  # fmt: skip
@@ -117,7 +120,9 @@ async def test_a_worker_with_another_signing_key_refuses_and_the_lead_hears_it_a
     cannot read the worker's envelopes, delivers the refusal to its lead with its own key."""
     ours, theirs = SecretStr("the session's key"), SecretStr("the worker's key")
     async with make_bus(signing_key=ours) as bus, make_bus(signing_key=theirs) as worker_bus:
-        async with Worker(worker_bus, PROFILES, pool="keys", media_dir=tmp_path) as worker:
+        async with Worker(
+            worker_bus, PROFILES, pool="keys", parts=AgentParts(media_dir=tmp_path)
+        ) as worker:
             session = open_session(PAINT_AND_WRITE, bus=bus, local_workers=False, pool="keys",
                                    timeout_s=LONG_S, media_dir=tmp_path)  # fmt: skip
             with anyio.fail_after(30):

@@ -19,9 +19,9 @@ from baton.bus.redis.keys import Keys
 from baton.llm.offline import offline_reply
 from baton.llm.script import Json, Reply, ScriptItem
 from baton.llm.types import ChatModel
-from baton.subagents.loop import SubAgent
+from baton.subagents.loop import AgentParts, SubAgent
 from baton.subagents.profiles import Profile
-from baton.subagents.worker import Worker
+from baton.subagents.worker import Worker, WorkerLimits
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
 from tests.subagents.helpers import SESSION, Lead, profile, task
@@ -51,8 +51,13 @@ async def test_hosts_many_agents_under_the_concurrency_limit(
         most = max(most, worker.hosted)
 
     async with make_bus() as bus, make_bus() as lead_bus, model:
-        worker = Worker(bus, PROFILES, lambda p: model, concurrency=2, media_dir=tmp_path,
-                        on_round=on_round)  # fmt: skip
+        worker = Worker(
+            bus,
+            PROFILES,
+            lambda p: model,
+            parts=AgentParts(media_dir=tmp_path, on_round=on_round),
+            limits=WorkerLimits(concurrency=2),
+        )
         async with worker:
             for n in range(6):
                 await lead_bus.inboxes.send(task(f"p{n}", f"paint number {n}"))
@@ -70,7 +75,9 @@ async def test_unknown_profile_gets_one_error_result(make_bus: BusFactory, tmp_p
     it queued instead (tests/subagents/test_worker_pools.py)."""
     _, model = scripted()
     async with make_bus() as bus, make_bus() as lead_bus, model:
-        async with Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, session=SESSION):
+        async with Worker(
+            bus, PROFILES, lambda p: model, session=SESSION, parts=AgentParts(media_dir=tmp_path)
+        ):
             juggler = SpawnRequest(session=SESSION, agent="x1", profile="juggler", pool=LOCAL_POOL)
             await lead_bus.spawns.submit(juggler)
             (result,) = await Lead(lead_bus).until_results(1)
@@ -107,7 +114,7 @@ async def test_an_agent_that_cannot_be_set_up_gets_one_error_result(
 
     async with make_bus(lease_s=1) as bus, make_bus(lease_s=1) as lead_bus, model:
         request = spawn("p1")
-        async with Worker(bus, PROFILES, models, media_dir=tmp_path) as worker:
+        async with Worker(bus, PROFILES, models, parts=AgentParts(media_dir=tmp_path)) as worker:
             await lead_bus.inboxes.send(task("p1", "paint a heron"))
             await lead_bus.spawns.submit(request)
             (result,) = await Lead(lead_bus).until_results(1, timeout=5)
@@ -124,7 +131,9 @@ async def test_a_refusal_fits_whatever_the_request_id(make_bus: BusFactory, tmp_
     _, model = scripted()
     long_id = "r" * 100
     async with make_bus(lease_s=1) as bus, make_bus(lease_s=1) as lead_bus, model:
-        async with Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, session=SESSION):
+        async with Worker(
+            bus, PROFILES, lambda p: model, session=SESSION, parts=AgentParts(media_dir=tmp_path)
+        ):
             juggler = SpawnRequest(id=long_id, session=SESSION, agent="x1", profile="juggler",
                                    pool=LOCAL_POOL)  # fmt: skip
             await lead_bus.spawns.submit(juggler)
@@ -155,7 +164,9 @@ async def test_drain_gives_agents_back_and_another_worker_resumes(
     async with make_bus(lease_s=2) as bus_a, make_bus(lease_s=2) as bus_b, model:
         async with make_bus(lease_s=2) as lead_bus:
             lead = Lead(lead_bus)
-            worker_a = Worker(bus_a, PROFILES, lambda p: model, media_dir=tmp_path)
+            worker_a = Worker(
+                bus_a, PROFILES, lambda p: model, parts=AgentParts(media_dir=tmp_path)
+            )
             async with worker_a:
                 await lead_bus.inboxes.send(task("w1", "draft a poem"))
                 await lead_bus.spawns.submit(spawn("w1", "writer"))
@@ -164,7 +175,9 @@ async def test_drain_gives_agents_back_and_another_worker_resumes(
                                      and e.agent == "w1" and e.round == 2)  # fmt: skip
                 worker_a.drain()
             assert worker_a.finished == 0 and lead.results == []
-            async with Worker(bus_b, PROFILES, lambda p: model, media_dir=tmp_path) as worker_b:
+            async with Worker(
+                bus_b, PROFILES, lambda p: model, parts=AgentParts(media_dir=tmp_path)
+            ) as worker_b:
                 await lead_bus.inboxes.send(task("w1", "go ahead and finish"))
                 (result,) = await lead.until_results(1)
             assert worker_b.finished == 1 and result.sender == "w1"
@@ -190,7 +203,13 @@ async def test_rides_out_a_redis_restart(
     server, model = scripted(fallback=False)
     server.script.responder = slow_model
     async with make_bus(lease_s=5) as bus, make_bus(lease_s=5) as lead_bus, model:
-        async with Worker(bus, PROFILES, lambda p: model, media_dir=tmp_path, concurrency=10):
+        async with Worker(
+            bus,
+            PROFILES,
+            lambda p: model,
+            parts=AgentParts(media_dir=tmp_path),
+            limits=WorkerLimits(concurrency=10),
+        ):
             for n in range(4):
                 await lead_bus.inboxes.send(task(f"r{n}", f"paint river {n}"))
                 await lead_bus.spawns.submit(spawn(f"r{n}"))

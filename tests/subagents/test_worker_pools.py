@@ -17,6 +17,7 @@ from baton.bus.messages import DEFAULT_POOL, LOCAL_POOL, SpawnRequest
 from baton.bus.redis import RedisBus
 from baton.llm.offline import offline_reply
 from baton.session import SessionResult, open_session
+from baton.subagents.loop import AgentParts
 from baton.subagents.worker import Worker
 from baton.testing import RedisServer
 from tests.cli.helpers import clean_env, invoke_baton
@@ -78,7 +79,9 @@ async def test_a_worker_leaves_a_profile_it_does_not_know_to_one_that_does(
     async with make_bus() as painter_bus, make_bus() as writer_bus, make_bus() as lead_bus, model:
         lead = Lead(lead_bus)
         painters = {"painter": PROFILES["painter"]}
-        async with Worker(painter_bus, painters, lambda p: model, media_dir=tmp_path) as paints:
+        async with Worker(
+            painter_bus, painters, lambda p: model, parts=AgentParts(media_dir=tmp_path)
+        ) as paints:
             for agent, profile_name in (("w1", "writer"), ("p1", "painter")):  # w1 first
                 await lead_bus.inboxes.send(task(agent, f"{profile_name}: the sea"))
                 spawn = SpawnRequest(session=SESSION, agent=agent, profile=profile_name)
@@ -89,7 +92,9 @@ async def test_a_worker_leaves_a_profile_it_does_not_know_to_one_that_does(
             assert lead.results_from("w1") == []
 
             writers = {"writer": PROFILES["writer"]}
-            async with Worker(writer_bus, writers, lambda p: model, media_dir=tmp_path) as writes:
+            async with Worker(
+                writer_bus, writers, lambda p: model, parts=AgentParts(media_dir=tmp_path)
+            ) as writes:
                 await lead.until_results(2)
             assert writes.claimed == 1 and paints.claimed == 1
         (written,) = lead.results_from("w1")
