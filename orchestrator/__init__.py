@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from baton.api import (
+        AgentParts,
         ApprovalNotFound,
         ApproveMode,
         Bus,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         SpendLimits,
         Tool,
         Worker,
+        WorkerLimits,
         answer_approval,
         approvals_inbox,
         builtin_profiles,
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AgentParts",
     "ApprovalNotFound",
     "ApproveMode",
     "Bus",
@@ -68,6 +71,7 @@ __all__ = [
     "SpendLimits",
     "Tool",
     "Worker",
+    "WorkerLimits",
     "answer_approval",
     "approvals_inbox",
     "builtin_profiles",

@@ -25,7 +25,9 @@ Other pieces:
 - :func:`answer_approval` and :class:`BusInteractionChannel`: approvals over the bus from any
   process (what ``baton approve`` uses);
 - :class:`Worker`: host sub-agents inside your own anyio application
-  (``async with Worker(bus, profiles, models): ...``); :func:`open_bus` opens a bus by URL.
+  (``async with Worker(bus, profiles, models): ...``; what its agents share, media and images,
+  as :class:`AgentParts`, its capacity and timings as :class:`WorkerLimits`); :func:`open_bus`
+  opens a bus by URL.
 """
 
 from baton.bus.base import Bus
@@ -52,10 +54,12 @@ from baton.session import (
     new_session_id,
     open_session,
 )
+from baton.subagents.loop import AgentParts
 from baton.subagents.profiles import Profile, ProfileModel, builtin_profiles, load_profiles
-from baton.subagents.worker import Worker
+from baton.subagents.worker import Worker, WorkerLimits
 
 __all__ = [
+    "AgentParts",
     "ApprovalNotFound",
     "ApproveMode",
     "Bus",
@@ -75,6 +79,7 @@ __all__ = [
     "SpendLimits",
     "Tool",
     "Worker",
+    "WorkerLimits",
     "answer_approval",
     "approvals_inbox",
     "builtin_profiles",

@@ -18,7 +18,13 @@ from baton.llm import ModelSettings, OpenAIChatModel, offline_model
 from baton.llm.offline import OFFLINE_LABEL
 from baton.llm.types import ChatModel
 from baton.subagents.mcp_config import McpServerConfig
-from baton.subagents.profiles import Profile, builtin_profiles, load_lead_servers, load_profiles
+from baton.subagents.profiles import (
+    Profile,
+    ProfileModel,
+    builtin_profiles,
+    load_lead_servers,
+    load_profiles,
+)
 from baton.subagents.tools import SEND_MESSAGE
 
 log = logging.getLogger(__name__)
@@ -70,9 +76,18 @@ def plain_profiles(profiles: Mapping[str, Profile]) -> frozenset[str]:
         for name, profile in profiles.items()
         if {t.name for t in profile.tools} <= {SEND_MESSAGE}
         and not profile.mcp
-        and profile.model is None
+        and not _own_model(profile)
         and profile.a2a is None
     )
+
+
+def _own_model(profile: Profile) -> bool:
+    """Whether ``profile`` names a model or endpoint of its own (sampling settings alone, such
+    as a temperature, leave it the session's model)."""
+    model = profile.model
+    if model is None or isinstance(model, ProfileModel):
+        return model is not None and (model.name is not None or model.base_url is not None)
+    return True
 
 
 def lead_model(settings: ModelSettings | None) -> ChatModel:

@@ -143,8 +143,9 @@ DEFAULT_LIMITS = WorkerLimits()
 class Worker(Service):
     """Hosts sub-agents for spawn requests on ``bus``; see the module docstring.
 
-    ``parts`` are what every agent it hosts works with (media, images, the budget, telemetry,
-    the ``on_round`` hook); each agent's tools and remote runner are its profile's, so ``parts``
+    ``parts`` are what every agent it hosts works with (media, images, telemetry, the
+    ``on_round`` hook, and for a session's own worker its budget: a pool's agents each find their
+    session's on the bus); each agent's tools and remote runner are its profile's, so ``parts``
     names none. ``limits``: :class:`WorkerLimits`.
 
     Use it once, as ``async with`` (a :class:`~baton.bus.lifecycle.Service`), or run :meth:`run`
@@ -165,6 +166,8 @@ class Worker(Service):
     ) -> None:
         if parts.tools is not None or parts.remote is not None:
             raise ValueError("a worker's agents take their tools and remote runner from profiles")
+        if parts.spend is not None and session is None:
+            raise ValueError("a pool's worker hosts many sessions' agents: each spends its own")
         self.bus = bus
         self.profiles = dict(profiles) if profiles is not None else builtin_profiles()
         self.queue = (

@@ -72,9 +72,8 @@ if TYPE_CHECKING:
 
     from baton.bus.base import Bus
     from baton.settings import BatonSettings
-    from baton.subagents.loop import AgentParts
     from baton.subagents.profiles import Profile
-    from baton.subagents.worker import Worker, WorkerLimits
+    from baton.subagents.worker import Worker
 
 log = logging.getLogger("baton.worker")
 
@@ -317,8 +316,9 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
     """Run a worker until SIGTERM/SIGINT; the first drains, a second stops at once."""
     import anyio
 
+    from baton.subagents.loop import AgentParts
     from baton.subagents.models import ProfileModels
-    from baton.subagents.worker import Worker
+    from baton.subagents.worker import Worker, WorkerLimits
 
     profiles = worker_profiles(settings)
     base = settings.model_settings()

@@ -17,7 +17,9 @@ from baton.engine import tool
 from baton.lead.guided import GuidedPolicy
 from baton.lead.routing import keep_choice
 from baton.llm.script import Call, Reply
-from baton.subagents.profiles import builtin_profiles
+from baton.subagents.a2a_config import A2AConfig
+from baton.subagents.mcp_config import McpServerConfig
+from baton.subagents.profiles import ProfileModel, builtin_profiles
 from tests.lead.scenario import PROFILES, SESSION, Scenario, run_lead
 
 FOX = "https://cdn.example/fox.png"
@@ -114,8 +116,19 @@ async def test_the_check_offers_only_profiles_that_add_a_capability() -> None:
 def test_plain_profiles_are_those_without_tools_model_or_servers() -> None:
     profiles = builtin_profiles()
     assert plain_profiles(profiles) == {"helper"}
-    own_model = dataclasses.replace(profiles["helper"], model="a-bigger-model")
-    assert plain_profiles({"helper": own_model}) == set()
+    helper = profiles["helper"]
+    adds_something = {
+        "named model": dataclasses.replace(helper, model="a-bigger-model"),
+        "own endpoint": dataclasses.replace(
+            helper, model=ProfileModel(base_url="http://127.0.0.1:9/v1")
+        ),
+        "mcp": dataclasses.replace(helper, mcp={"clock": McpServerConfig(url="http://x/mcp")}),
+        "a2a": dataclasses.replace(helper, tools=(), a2a=A2AConfig(url="http://127.0.0.1:9/a2a")),
+    }
+    for why, profile in adds_something.items():
+        assert plain_profiles({"p": profile}) == set(), why
+    warmer = dataclasses.replace(helper, model=ProfileModel(temperature=1.0))
+    assert plain_profiles({"p": warmer}) == {"p"}  # sampling alone: the same model
 
 
 async def test_the_keep_choice_steps_aside_for_a_profile_named_none() -> None:

@@ -16,6 +16,8 @@ from baton.bus.memory import MemoryBus
 from baton.bus.messages import LOCAL_POOL, Envelope, SpawnRequest, refusal_id
 from baton.bus.redis import RedisBus
 from baton.bus.redis.keys import Keys
+from baton.engine import ToolRegistry
+from baton.engine.spend import BusSpend
 from baton.llm.offline import offline_reply
 from baton.llm.script import Json, Reply, ScriptItem
 from baton.llm.types import ChatModel
@@ -36,6 +38,19 @@ PROFILES = {
 
 def spawn(agent: str, profile_name: str = "painter") -> SpawnRequest:
     return SpawnRequest(session=SESSION, agent=agent, profile=profile_name)
+
+
+def test_a_worker_refuses_parts_that_are_each_agents_own() -> None:
+    """Tools and a remote runner come from each agent's profile; a pool's agents each spend
+    their own session's budget: a worker given one for all of them would mix sessions."""
+    bus = MemoryBus()
+    with pytest.raises(ValueError, match="from profiles"):
+        Worker(bus, parts=AgentParts(tools=ToolRegistry([])))
+    with pytest.raises(ValueError, match="spends its own"):
+        Worker(bus, parts=AgentParts(spend=BusSpend(bus, SESSION)))
+    Worker(bus, session=SESSION, parts=AgentParts(spend=BusSpend(bus, SESSION)))  # its own
+    with pytest.raises(ValueError, match="at least 1"):
+        WorkerLimits(concurrency=0)
 
 
 async def test_hosts_many_agents_under_the_concurrency_limit(
