@@ -18,6 +18,8 @@ from baton.bus.base import Bus
 from baton.bus.messages import Envelope, MessageType
 from baton.engine import LoopLimits, Tool
 from baton.llm.script import Json
+from baton.llm.types import ChatModel
+from baton.subagents.loop import AgentParts, Seat, SubAgent
 from baton.subagents.profiles import AgentLimits, Profile
 from baton.subagents.tools import builtin_tools
 
@@ -41,6 +43,16 @@ def profile(
         limits=AgentLimits(
             max_steps=max_steps, idle_timeout_s=idle_timeout_s, loop=loop or LoopLimits()
         ),
+    )
+
+
+def seated(
+    bus: Bus, profile: Profile, model: ChatModel, name: str, media_dir: Path, **seat: Any
+) -> SubAgent:
+    """A sub-agent ``name`` of the test session, its media under ``media_dir``; ``seat``: the
+    rest of its :class:`Seat` (``spawn_id``, ``owner``, …)."""
+    return SubAgent(
+        bus, profile, model, Seat(SESSION, name, **seat), AgentParts(media_dir=media_dir)
     )
 
 

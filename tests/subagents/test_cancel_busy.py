@@ -33,10 +33,9 @@ from baton.bus.messages import Envelope
 from baton.bus.redis import RedisBus
 from baton.engine import Tool
 from baton.llm.script import Reply
-from baton.subagents.loop import AgentParts, Seat, SubAgent
 from baton.subagents.profiles import Profile
 from tests.conftest import BusFactory
-from tests.subagents.helpers import SESSION, Lead, profile, task
+from tests.subagents.helpers import SESSION, Lead, profile, seated, task
 from tests.support.events import logged_events, wait_for_event
 from tests.support.models import call, scripted
 
@@ -86,13 +85,7 @@ async def test_a_shutdown_interrupts_a_running_tool(make_bus: BusFactory, tmp_pa
     _, model = scripted([call("stall", text="the sea")])
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as lead_bus, model:
         await lead_bus.inboxes.send(task("worker", "ponder the sea"))
-        agent = SubAgent(
-            bus,
-            profile(stall.tool()),
-            model,
-            Seat(SESSION, "worker"),
-            AgentParts(media_dir=tmp_path),
-        )
+        agent = seated(bus, profile(stall.tool()), model, "worker", tmp_path)
         reasons: list[str | None] = []
         async with anyio.create_task_group() as group:
 
@@ -142,13 +135,7 @@ async def test_a_shutdown_abandons_a_sync_tool_running_in_a_thread(
     _, model = scripted([call("grind", text="the sky")])
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as lead_bus, model:
         await lead_bus.inboxes.send(task("worker", "grind the sky"))
-        agent = SubAgent(
-            bus,
-            profile(Tool(grind, timeout_s=300)),
-            model,
-            Seat(SESSION, "worker"),
-            AgentParts(media_dir=tmp_path),
-        )
+        agent = seated(bus, profile(Tool(grind, timeout_s=300)), model, "worker", tmp_path)
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(agent.run)
@@ -217,13 +204,7 @@ async def test_a_message_sent_mid_round_is_the_next_round(
     )
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as lead_bus, model:
         await lead_bus.inboxes.send(task("worker", "first"))
-        agent = SubAgent(
-            bus,
-            profile(Tool(wait_gate), max_steps=2),
-            model,
-            Seat(SESSION, "worker"),
-            AgentParts(media_dir=tmp_path),
-        )
+        agent = seated(bus, profile(Tool(wait_gate), max_steps=2), model, "worker", tmp_path)
         follow_up = task("worker", "second", type="message")
         read = read_by(bus, follow_up)
         with anyio.fail_after(20):
@@ -279,12 +260,12 @@ async def test_a_message_read_mid_round_runs_even_if_the_next_read_fails(
     )
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as lead_bus, model:
         await lead_bus.inboxes.send(task("worker", "first"))
-        agent = SubAgent(
+        agent = seated(
             bus,
             profile(Tool(wait_gate), max_steps=2, idle_timeout_s=1.0),
             model,
-            Seat(SESSION, "worker"),
-            AgentParts(media_dir=tmp_path),
+            "worker",
+            tmp_path,
         )
         follow_up = task("worker", "second", type="message")
         read, failed_reads = read_by(bus, follow_up), 0

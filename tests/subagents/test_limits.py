@@ -10,9 +10,8 @@ from pathlib import Path
 from baton.bus.events import BudgetUpdated
 from baton.engine import LoopLimits
 from baton.engine.spend import SpendLimits
-from baton.subagents.loop import AgentParts, Seat, SubAgent
 from tests.conftest import BusFactory
-from tests.subagents.helpers import SESSION, profile, task
+from tests.subagents.helpers import SESSION, profile, seated, task
 from tests.subagents.test_loop import assert_one_final, exit_events, image
 from tests.support.models import scripted
 
@@ -33,9 +32,7 @@ async def test_every_request_asks_for_the_profiles_tool_choice(
         chosen = dataclasses.replace(profile("generate_image"), tool_choice=choice)
         async with make_bus() as bus, model:
             await bus.inboxes.send(task("painter", "a red fox"))
-            agent = SubAgent(
-                bus, chosen, model, Seat(SESSION, "painter"), AgentParts(media_dir=tmp_path)
-            )
+            agent = seated(bus, chosen, model, "painter", tmp_path)
             assert await agent.run() == "finished"
         assert len(server.requests) >= 2
         assert [r.body.get("tool_choice") for r in server.requests] == [choice] * len(
@@ -51,13 +48,7 @@ async def test_the_hard_limit_of_tool_rounds_is_round_limit(
     limits = LoopLimits(soft_max_rounds=1, hard_max_rounds=2)
     async with make_bus() as bus, model:
         await bus.inboxes.send(task("painter", "paint and paint"))
-        agent = SubAgent(
-            bus,
-            profile("generate_image", loop=limits),
-            model,
-            Seat(SESSION, "painter"),
-            AgentParts(media_dir=tmp_path),
-        )
+        agent = seated(bus, profile("generate_image", loop=limits), model, "painter", tmp_path)
         assert await agent.run() == "round_limit"
         # round 1 paints; round 2, past the soft limit, is asked to wrap up; round 3 is too many
         content = await assert_one_final(bus, "painter", "round_limit", media=1)
@@ -71,13 +62,7 @@ async def test_the_sessions_budget_on_the_bus_stops_the_agent_before_the_next_ca
     async with make_bus() as bus, model:
         await bus.budget.set_limits(SESSION, SpendLimits(max_model_calls=1))
         await bus.inboxes.send(task("painter", "a red fox"))
-        agent = SubAgent(
-            bus,
-            profile("generate_image"),
-            model,
-            Seat(SESSION, "painter"),
-            AgentParts(media_dir=tmp_path),
-        )
+        agent = seated(bus, profile("generate_image"), model, "painter", tmp_path)
         assert await agent.run() == "budget"
         content = await assert_one_final(bus, "painter", "budget", media=1)
         assert "budget of model calls or tokens is spent" in content
@@ -91,13 +76,7 @@ async def test_without_caps_nothing_is_counted(make_bus: BusFactory, tmp_path: P
     _, model = scripted()
     async with make_bus() as bus, model:
         await bus.inboxes.send(task("painter", "a red fox"))
-        agent = SubAgent(
-            bus,
-            profile("generate_image"),
-            model,
-            Seat(SESSION, "painter"),
-            AgentParts(media_dir=tmp_path),
-        )
+        agent = seated(bus, profile("generate_image"), model, "painter", tmp_path)
         assert await agent.run() == "finished"
         assert agent.spend is None
         assert (await bus.budget.totals(SESSION)).calls == 0

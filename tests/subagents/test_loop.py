@@ -12,10 +12,9 @@ import pytest
 
 from baton.bus.events import AgentExited, AgentProgress, AgentResult, RoundEnded, ToolResulted
 from baton.llm.script import HttpError, Reply, Stall
-from baton.subagents.loop import AgentParts, Seat, SubAgent
 from baton.subagents.state import Checkpoint, FinalReport
 from tests.conftest import BusFactory
-from tests.subagents.helpers import SESSION, Lead, profile, read_png, task
+from tests.subagents.helpers import SESSION, Lead, profile, read_png, seated, task
 from tests.support.events import wait_for_event
 from tests.support.media import file_path
 from tests.support.models import call, scripted
@@ -63,13 +62,7 @@ async def test_finished_by_sending_its_result(make_bus: BusFactory, tmp_path: Pa
     server, model = scripted()  # the offline script: generate_image, then send_message(result)
     async with make_bus() as bus, model:
         await bus.inboxes.send(task("painter", "a red fox"))
-        agent = SubAgent(
-            bus,
-            profile("generate_image"),
-            model,
-            Seat(SESSION, "painter"),
-            AgentParts(media_dir=tmp_path),
-        )
+        agent = seated(bus, profile("generate_image"), model, "painter", tmp_path)
         assert await agent.run() == "finished"
         content = await assert_one_final(bus, "painter", "finished", media=1)
         assert "Done: a red fox" in content
@@ -83,9 +76,7 @@ async def test_finished_by_answering_without_tools(make_bus: BusFactory, tmp_pat
     _, model = scripted([say("The answer is 42.")])
     async with make_bus() as bus, model:
         await bus.inboxes.send(task("helper", "what is six times seven?"))
-        agent = SubAgent(
-            bus, profile(), model, Seat(SESSION, "helper"), AgentParts(media_dir=tmp_path)
-        )
+        agent = seated(bus, profile(), model, "helper", tmp_path)
         assert await agent.run() == "finished"
         assert await assert_one_final(bus, "helper", "finished", media=0) == "The answer is 42."
 
@@ -95,12 +86,8 @@ async def test_idle_timeout(make_bus: BusFactory, tmp_path: Path) -> None:
     _, model = scripted([image("a boat"), say("Painted a boat; anything else?")])
     async with make_bus() as bus, model:
         await bus.inboxes.send(task("painter", "paint a boat"))
-        agent = SubAgent(
-            bus,
-            profile("generate_image", idle_timeout_s=0.3),
-            model,
-            Seat(SESSION, "painter"),
-            AgentParts(media_dir=tmp_path),
+        agent = seated(
+            bus, profile("generate_image", idle_timeout_s=0.3), model, "painter", tmp_path
         )
         assert await agent.run() == "idle"
         content = await assert_one_final(bus, "painter", "idle", media=1)
@@ -110,13 +97,7 @@ async def test_idle_timeout(make_bus: BusFactory, tmp_path: Path) -> None:
 async def test_shutdown_message(make_bus: BusFactory, tmp_path: Path) -> None:
     _, model = scripted([image("a kite"), say("Painted a kite.")])
     async with make_bus() as bus, model, anyio.create_task_group() as group:
-        agent = SubAgent(
-            bus,
-            profile("generate_image"),
-            model,
-            Seat(SESSION, "painter"),
-            AgentParts(media_dir=tmp_path),
-        )
+        agent = seated(bus, profile("generate_image"), model, "painter", tmp_path)
         outcome: list[object] = []
 
         async def run() -> None:
@@ -138,13 +119,7 @@ async def test_shutdown_message(make_bus: BusFactory, tmp_path: Path) -> None:
 async def test_max_steps(make_bus: BusFactory, tmp_path: Path) -> None:
     _, model = scripted([image("one"), say("first done"), image("two", "c2"), say("second done")])
     async with make_bus() as bus, model, anyio.create_task_group() as group:
-        agent = SubAgent(
-            bus,
-            profile("generate_image", max_steps=2),
-            model,
-            Seat(SESSION, "painter"),
-            AgentParts(media_dir=tmp_path),
-        )
+        agent = seated(bus, profile("generate_image", max_steps=2), model, "painter", tmp_path)
         outcome: list[object] = []
 
         async def run() -> None:
@@ -164,13 +139,7 @@ async def test_model_error(make_bus: BusFactory, tmp_path: Path) -> None:
     _, model = scripted([image("a cat"), HttpError(400, "context too long")], fallback=False)
     async with make_bus() as bus, model:
         await bus.inboxes.send(task("painter", "paint a cat"))
-        agent = SubAgent(
-            bus,
-            profile("generate_image"),
-            model,
-            Seat(SESSION, "painter"),
-            AgentParts(media_dir=tmp_path),
-        )
+        agent = seated(bus, profile("generate_image"), model, "painter", tmp_path)
         assert await agent.run() == "error"
         content = await assert_one_final(bus, "painter", "error", media=1)
         assert "error" in content and "context too long" in content
@@ -182,13 +151,7 @@ async def test_cancellation(make_bus: BusFactory, tmp_path: Path, how: str) -> N
     _, model = scripted([image("a dog"), Stall()], fallback=False)
     async with make_bus() as bus, model:
         await bus.inboxes.send(task("painter", "paint a dog"))
-        agent = SubAgent(
-            bus,
-            profile("generate_image"),
-            model,
-            Seat(SESSION, "painter"),
-            AgentParts(media_dir=tmp_path),
-        )
+        agent = seated(bus, profile("generate_image"), model, "painter", tmp_path)
         outcome: list[object] = []
         async with anyio.create_task_group() as group:
 
@@ -222,9 +185,7 @@ async def test_resume_skips_processed_ids_and_keeps_memory(
                                   "checkpoint": checkpoint.model_dump_json()})  # fmt: skip
         await bus.inboxes.send(old)  # re-delivered after a crash: must be skipped
         await bus.inboxes.send(new)
-        agent = SubAgent(
-            bus, profile(), model, Seat(SESSION, "writer"), AgentParts(media_dir=tmp_path)
-        )
+        agent = seated(bus, profile(), model, "writer", tmp_path)
         assert await agent.run() == "finished"
         assert agent.resumed
         sent = server.requests[0].messages
@@ -242,26 +203,14 @@ async def test_decided_report_is_redelivered_with_the_same_id(
         final = FinalReport(id="final-1", reason="finished", content="done before the crash")
         await bus.records.set_agent(SESSION, "writer", {"status": "finishing", "spawn": "sp1",
                                   "final": final.model_dump_json()})  # fmt: skip
-        agent = SubAgent(
-            bus,
-            profile(),
-            model,
-            Seat(SESSION, "writer", spawn_id="sp1"),
-            AgentParts(media_dir=tmp_path),
-        )
+        agent = seated(bus, profile(), model, "writer", tmp_path, spawn_id="sp1")
         assert await agent.run() == "finished"
         assert server.requests == []
         lead = Lead(bus)
         await lead.collect()
         assert [(m.id, m.content) for m in lead.results] == [("final-1", "done before the crash")]
         # Once exited, the same spawn request is not run or reported again.
-        again = SubAgent(
-            bus,
-            profile(),
-            model,
-            Seat(SESSION, "writer", spawn_id="sp1"),
-            AgentParts(media_dir=tmp_path),
-        )
+        again = seated(bus, profile(), model, "writer", tmp_path, spawn_id="sp1")
         assert await again.run() == "finished"
         await lead.collect()
         assert len(lead.results) == 1
@@ -277,9 +226,7 @@ async def test_progress_tool_reaches_the_lead(make_bus: BusFactory, tmp_path: Pa
     )
     async with make_bus() as bus, model:
         await bus.inboxes.send(task("writer", "write"))
-        agent = SubAgent(
-            bus, profile(), model, Seat(SESSION, "writer"), AgentParts(media_dir=tmp_path)
-        )
+        agent = seated(bus, profile(), model, "writer", tmp_path)
         assert await agent.run() == "finished"
         lead = Lead(bus)
         await lead.collect()
@@ -304,13 +251,7 @@ async def test_a_reply_cut_twice_after_the_picture_finishes_with_it(
     _, model = scripted([image("a fox"), cut, cut])
     async with make_bus() as bus, model:
         await bus.inboxes.send(task("painter", "paint a fox"))
-        agent = SubAgent(
-            bus,
-            profile("generate_image"),
-            model,
-            Seat(SESSION, "painter"),
-            AgentParts(media_dir=tmp_path),
-        )
+        agent = seated(bus, profile("generate_image"), model, "painter", tmp_path)
         assert await agent.run() == "finished"
         content = await assert_one_final(bus, "painter", "finished", media=1)
         assert content.startswith("Made 1 media file(s)") and "the fox the fox" not in content
@@ -323,9 +264,7 @@ async def test_a_reply_cut_twice_without_media_is_an_error(
     _, model = scripted([cut, cut])
     async with make_bus() as bus, model:
         await bus.inboxes.send(task("writer", "write about a fox"))
-        agent = SubAgent(
-            bus, profile(), model, Seat(SESSION, "writer"), AgentParts(media_dir=tmp_path)
-        )
+        agent = seated(bus, profile(), model, "writer", tmp_path)
         assert await agent.run() == "error"
         content = await assert_one_final(bus, "writer", "error", media=0)
         assert "cut at the length limit twice" in content

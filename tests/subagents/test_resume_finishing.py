@@ -25,10 +25,9 @@ from baton.bus.events import AgentExited, AgentProgress, AgentResult, Event
 from baton.bus.messages import Envelope
 from baton.bus.redis import RedisBus
 from baton.llm.script import Reply
-from baton.subagents.loop import AgentParts, Seat, SubAgent
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
-from tests.subagents.helpers import SESSION, profile, task
+from tests.subagents.helpers import SESSION, profile, seated, task
 from tests.subagents.test_loop import assert_one_final, exit_events
 from tests.support.models import scripted
 from tests.support.parts import before
@@ -74,13 +73,7 @@ async def test_an_agent_killed_while_finishing_is_finished_once_by_the_next_owne
     writer = profile(idle_timeout_s=30.0)
     async with dying, heir, model:
         await heir.inboxes.send(task("writer", "write it"))
-        first = SubAgent(
-            dying,
-            writer,
-            model,
-            Seat(SESSION, "writer", spawn_id="sp1", owner="w1/1"),
-            AgentParts(media_dir=tmp_path),
-        )
+        first = seated(dying, writer, model, "writer", tmp_path, spawn_id="sp1", owner="w1/1")
         with pytest.raises(Killed):
             await first.run()
         state = await heir.records.agent(SESSION, "writer")
@@ -88,13 +81,7 @@ async def test_an_agent_killed_while_finishing_is_finished_once_by_the_next_owne
         results, _ = await exit_events(heir, "writer")
         assert len(results) == (0 if at == "record" else 1)
 
-        second = SubAgent(
-            heir,
-            writer,
-            model,
-            Seat(SESSION, "writer", spawn_id="sp1", owner="w2/1"),
-            AgentParts(media_dir=tmp_path),
-        )
+        second = seated(heir, writer, model, "writer", tmp_path, spawn_id="sp1", owner="w2/1")
         with anyio.fail_after(10):
             assert await second.run() == "finished"
         assert second.phase.value == "exited"
