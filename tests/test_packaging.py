@@ -61,11 +61,13 @@ def test_outside_the_repository_only_baton_imports(tmp_path: Path) -> None:
 
 
 @pytest.mark.process
-def test_the_bus_layer_loads_without_the_model_client(tmp_path: Path) -> None:
-    # `baton/__init__` resolves its public names lazily: importing the bus must not pay for
-    # openai (over a second) the way an eager re-export would.
+def test_the_bus_layer_and_the_bus_commands_load_without_the_model_client(tmp_path: Path) -> None:
+    # `baton/__init__`, `baton.lead` and `baton.llm` resolve their names lazily: the bus, and
+    # what `baton watch`, `post` and `sessions` import (the lead's lease and record, the
+    # message types), must not pay for openai (half a second or more a process).
     result = _python(
-        "import sys, baton.bus.redis\nprint('openai' in sys.modules, 'baton.api' in sys.modules)",
+        "import sys, baton.bus.redis, baton.cli.busops, baton.llm.types\n"
+        "print('openai' in sys.modules, 'baton.api' in sys.modules)",
         tmp_path,
     )
     assert result.returncode == 0, result.stderr

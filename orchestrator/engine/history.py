@@ -9,13 +9,14 @@ short.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from openai.types.chat import (
-    ChatCompletionAssistantMessageParam,
-    ChatCompletionMessageFunctionToolCallParam,
-    ChatCompletionToolMessageParam,
-)
+if TYPE_CHECKING:
+    from openai.types.chat import (
+        ChatCompletionAssistantMessageParam,
+        ChatCompletionMessageFunctionToolCallParam,
+        ChatCompletionToolMessageParam,
+    )
 
 from baton.llm.types import Message, ModelReply, ToolCall
 

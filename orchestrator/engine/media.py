@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import anyio
-from openai.types.chat import ChatCompletionUserMessageParam
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionUserMessageParam
 
 from baton.engine import messages
 from baton.engine.calls import Answer, PendingCall, RoundContext

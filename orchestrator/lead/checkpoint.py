@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from openai.types.chat import ChatCompletionMessageFunctionToolCallParam
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageFunctionToolCallParam
 
 from baton.engine.history import tool_message
 from baton.lead.roster import Roster, Sent, SubAgentRecord

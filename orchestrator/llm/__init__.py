@@ -6,19 +6,42 @@ build an :class:`OpenAIChatModel` from :class:`ModelSettings`, or :func:`offline
 key is configured.
 """
 
-from baton.llm.client import ModelSettings, OpenAIChatModel
-from baton.llm.offline import OFFLINE_LABEL, OFFLINE_MODEL_NAME, offline_model
-from baton.llm.script import (
-    Call,
-    HttpError,
-    Reply,
-    Script,
-    Stall,
-    answer,
-    parse_failure,
-    runaway,
-)
-from baton.llm.scripted import IN_PROCESS_URL, RecordedRequest, ScriptedServer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from baton.llm.client import ModelSettings, OpenAIChatModel
+    from baton.llm.offline import OFFLINE_LABEL, OFFLINE_MODEL_NAME, offline_model
+    from baton.llm.script import (
+        Call,
+        HttpError,
+        Reply,
+        Script,
+        Stall,
+        answer,
+        parse_failure,
+        runaway,
+    )
+    from baton.llm.scripted import IN_PROCESS_URL, RecordedRequest, ScriptedServer
+
+_HOMES = {
+    "baton.llm.client": ("ModelSettings", "OpenAIChatModel"),
+    "baton.llm.offline": ("OFFLINE_LABEL", "OFFLINE_MODEL_NAME", "offline_model"),
+    "baton.llm.script": (
+        "Call",
+        "HttpError",
+        "Reply",
+        "Script",
+        "Stall",
+        "answer",
+        "parse_failure",
+        "runaway",
+    ),
+    "baton.llm.scripted": ("IN_PROCESS_URL", "RecordedRequest", "ScriptedServer"),
+}
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "IN_PROCESS_URL",
@@ -38,3 +61,12 @@ __all__ = [
     "parse_failure",
     "runaway",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Each name from its module on first use: importing the package (as ``baton.llm.types``
+    does) must not import ``openai`` for a process that never calls a model."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'baton.llm' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 
-Message = ChatCompletionMessageParam
-ToolSchema = ChatCompletionToolParam
+    Message = ChatCompletionMessageParam
+    ToolSchema = ChatCompletionToolParam
+else:
+    # At run time a message and a tool schema are plain dicts, and this module is imported by
+    # processes that never call a model (``baton watch``, ``post``, ``sessions``): importing
+    # ``openai`` for two type aliases cost each of them about half a second.
+    Message = dict[str, Any]
+    ToolSchema = dict[str, Any]
 TextSink = Callable[[str], Awaitable[None]]
 CallDeltaSink = Callable[[int, str, str], Awaitable[None]]
 """``on_call_delta(position, name, piece)``: the next ``piece`` of the arguments of the reply's
