@@ -13,8 +13,9 @@ they never use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from baton.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from baton.api import (
@@ -84,10 +85,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module("baton.api"), name)
-    raise AttributeError(f"module 'baton' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, {"baton.api": __all__})
 
 
 def __dir__() -> list[str]:

@@ -11,8 +11,9 @@ and the model client.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from baton.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from baton.lead.agent import Lead, LeadOutcome, LeadStatus
@@ -24,37 +25,14 @@ if TYPE_CHECKING:
     from baton.lead.tools import SEND_MESSAGE, send_message_tool, unknown_agent_hint
 
 _HOMES = {
-    "baton.lead.agent": (
-        "Lead",
-        "LeadOutcome",
-        "LeadStatus",
-    ),
+    "baton.lead.agent": ("Lead", "LeadOutcome", "LeadStatus"),
     "baton.lead.delegation": ("DelegationLimits",),
-    "baton.lead.outcome": (
-        "AnswerCheck",
-        "check_answer",
-    ),
-    "baton.lead.prompt": (
-        "LEAD_NAME",
-        "inbox_block",
-        "system_prompt",
-    ),
-    "baton.lead.roster": (
-        "Roster",
-        "SubAgentRecord",
-    ),
-    "baton.lead.stream": (
-        "EventFanout",
-        "EventRouter",
-        "EventStream",
-    ),
-    "baton.lead.tools": (
-        "SEND_MESSAGE",
-        "send_message_tool",
-        "unknown_agent_hint",
-    ),
+    "baton.lead.outcome": ("AnswerCheck", "check_answer"),
+    "baton.lead.prompt": ("LEAD_NAME", "inbox_block", "system_prompt"),
+    "baton.lead.roster": ("Roster", "SubAgentRecord"),
+    "baton.lead.stream": ("EventFanout", "EventRouter", "EventStream"),
+    "baton.lead.tools": ("SEND_MESSAGE", "send_message_tool", "unknown_agent_hint"),
 }
-_HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "LEAD_NAME",
@@ -77,8 +55,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'baton.lead' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_attributes(__name__, _HOMES)

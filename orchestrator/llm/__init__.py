@@ -8,8 +8,9 @@ key is configured.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from baton.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from baton.llm.client import ModelSettings, OpenAIChatModel
@@ -41,7 +42,6 @@ _HOMES = {
     ),
     "baton.llm.scripted": ("IN_PROCESS_URL", "RecordedRequest", "ScriptedServer"),
 }
-_HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "IN_PROCESS_URL",
@@ -63,10 +63,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Each name from its module on first use: importing the package (as ``baton.llm.types``
-    does) must not import ``openai`` for a process that never calls a model."""
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'baton.llm' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_attributes(__name__, _HOMES)
