@@ -4,42 +4,89 @@ Build an :class:`AgentLoop` from a :class:`~baton.llm.types.ChatModel`, tools ma
 :func:`tool`, optional :class:`LoopLimits`, an :class:`InteractionChannel` for human questions and
 an event sink (optionally a ``tool_choice``, a :data:`CallRewriter` and a session ``Spend``); call
 :meth:`AgentLoop.run_turn` with the history; read the :class:`TurnResult`.
+
+The names resolve lazily (PEP 562): a process that reads a lead's checkpoint (``baton watch``,
+``sessions``) imports a module or two of the engine, not the whole loop.
 """
 
-from baton.engine.budget import TokenBudget
-from baton.engine.calls import EventSink, ImageResolver
-from baton.engine.channels import MemoryChannel, PolicyChannel
-from baton.engine.errors import (
-    ApprovalTimeout,
-    EngineError,
-    InteractionCancelled,
-    InteractionError,
-    InteractionTimeout,
-    InteractionUnavailable,
-    ToolDefinitionError,
-    ToolTimeout,
-    TurnInProgress,
-)
-from baton.engine.interaction import (
-    ApprovalDecision,
-    ApprovalQuestion,
-    ImageQuestion,
-    InteractionChannel,
-    ProvidedMedia,
-    Question,
-    QuestionClosed,
-    UploadQuestion,
-)
-from baton.engine.loop import AgentLoop, CallRewriter, StopReason, TurnResult
-from baton.engine.media import (
-    DESCRIBE_IMAGE,
-    REQUEST_FILE_UPLOAD,
-    file_upload_tool,
-    image_tool,
-)
-from baton.engine.telemetry import Telemetry
-from baton.engine.tools import Tool, ToolRegistry, ToolResult, tool
-from baton.engine.turn import AgentTurn, LoopLimits, Verdict
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from baton.lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from baton.engine.budget import TokenBudget
+    from baton.engine.calls import EventSink, ImageResolver
+    from baton.engine.channels import MemoryChannel, PolicyChannel
+    from baton.engine.errors import (
+        ApprovalTimeout,
+        EngineError,
+        InteractionCancelled,
+        InteractionError,
+        InteractionTimeout,
+        InteractionUnavailable,
+        ToolDefinitionError,
+        ToolTimeout,
+        TurnInProgress,
+    )
+    from baton.engine.interaction import (
+        ApprovalDecision,
+        ApprovalQuestion,
+        ImageQuestion,
+        InteractionChannel,
+        ProvidedMedia,
+        Question,
+        QuestionClosed,
+        UploadQuestion,
+    )
+    from baton.engine.loop import AgentLoop, CallRewriter, StopReason, TurnResult
+    from baton.engine.media import (
+        DESCRIBE_IMAGE,
+        REQUEST_FILE_UPLOAD,
+        file_upload_tool,
+        image_tool,
+    )
+    from baton.engine.telemetry import Telemetry
+    from baton.engine.tools import Tool, ToolRegistry, ToolResult, tool
+    from baton.engine.turn import AgentTurn, LoopLimits, Verdict
+
+_HOMES = {
+    "baton.engine.budget": ("TokenBudget",),
+    "baton.engine.calls": ("EventSink", "ImageResolver"),
+    "baton.engine.channels": ("MemoryChannel", "PolicyChannel"),
+    "baton.engine.errors": (
+        "ApprovalTimeout",
+        "EngineError",
+        "InteractionCancelled",
+        "InteractionError",
+        "InteractionTimeout",
+        "InteractionUnavailable",
+        "ToolDefinitionError",
+        "ToolTimeout",
+        "TurnInProgress",
+    ),
+    "baton.engine.interaction": (
+        "ApprovalDecision",
+        "ApprovalQuestion",
+        "ImageQuestion",
+        "InteractionChannel",
+        "ProvidedMedia",
+        "Question",
+        "QuestionClosed",
+        "UploadQuestion",
+    ),
+    "baton.engine.loop": ("AgentLoop", "CallRewriter", "StopReason", "TurnResult"),
+    "baton.engine.media": (
+        "DESCRIBE_IMAGE",
+        "REQUEST_FILE_UPLOAD",
+        "file_upload_tool",
+        "image_tool",
+    ),
+    "baton.engine.telemetry": ("Telemetry",),
+    "baton.engine.tools": ("Tool", "ToolRegistry", "ToolResult", "tool"),
+    "baton.engine.turn": ("AgentTurn", "LoopLimits", "Verdict"),
+}
 
 __all__ = [
     "DESCRIBE_IMAGE",
@@ -81,3 +128,5 @@ __all__ = [
     "image_tool",
     "tool",
 ]
+
+__getattr__ = lazy_attributes(__name__, _HOMES)
