@@ -128,6 +128,12 @@ class Bus(ABC):
     async def ping(self) -> None:
         """Raises ``BusUnreachable`` unless the backend answers."""
 
+    def fail_fast(self) -> None:
+        """From now on each operation tries once, until one succeeds again: the caller has
+        judged the bus gone (an outage past its bound) and only winds down. Nothing for a
+        backend that is never unreachable (in-process)."""
+        return None
+
     async def probe(self, timeout_s: float) -> None:
         """Raises ``BusUnreachable`` unless the bus can carry a session now, checked within
         ``timeout_s``: the backend answers, takes a write, and delivers a wake-up to this process.

@@ -91,5 +91,8 @@ class RedisBus(Bus):
     async def ping(self) -> None:
         await self._core.one("PING")
 
+    def fail_fast(self) -> None:
+        self._core.fail_fast()
+
     async def probe(self, timeout_s: float) -> None:
         await self._core.probe(timeout_s)

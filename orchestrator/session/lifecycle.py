@@ -195,6 +195,8 @@ class Session(Service):
         if self._bus_lost is None:
             log.error("session %s: %s", self.id, exc)
             self._bus_lost = exc
+            if self._given.bus is None and self._bus is not None:  # its own: nobody else's ops
+                self._bus.fail_fast()  # its last writes try once each, not 1.7 s each
         self.cancel()
 
     # -- the public surface ---------------------------------------------------------------------
