@@ -85,9 +85,9 @@ def _own_model(profile: Profile) -> bool:
     """Whether ``profile`` names a model or endpoint of its own (sampling settings alone, such
     as a temperature, leave it the session's model)."""
     model = profile.model
-    if model is None or isinstance(model, ProfileModel):
-        return model is not None and (model.name is not None or model.base_url is not None)
-    return True
+    if isinstance(model, ProfileModel):
+        return model.name is not None or model.base_url is not None
+    return model is not None  # a model name of its own
 
 
 def lead_model(settings: ModelSettings | None) -> ChatModel:
