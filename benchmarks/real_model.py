@@ -40,7 +40,9 @@ benchmark cannot rot). ``--capable`` plays a capable lead instead of calling a s
 model that answers each request as its ``plan`` says, through the typed ``answer`` call (a
 question at once; otherwise the delegations and a short note in one reply, then the answer citing
 every media URL), its sub-agents the offline model's; it shows what the runtime costs and decides
-around a model that is right. Per-session records go to stderr as JSON lines with ``--verbose``.
+around a model that is right. Per-session records go to stderr as JSON lines with ``--verbose``
+(each with a ``trail``: the lead's calls, guards and sub-agents' exits, seconds into the session).
+``--shape question`` (repeatable) runs only the requests of that shape.
 """
 
 from __future__ import annotations
@@ -135,6 +137,7 @@ ASKS = (
 other languages): a session per request, in order, wrapping around."""
 
 ASKS_BY_PROMPT = {ask.prompt: ask for ask in ASKS}
+SHAPES = {ask.shape for ask in ASKS}
 URL = re.compile(r"(?:https?|file)://[^\s)\]>\"'`]+")
 
 
@@ -213,6 +216,8 @@ class SessionRecord:
     appended: list[str] | None = None
     """Media URLs the model's answer left out and baton appended (``answer.checked``); None when
     this baton does not check answers."""
+    trail: list[str] = field(default_factory=list)
+    """What happened when (:attr:`Seen.trail`)."""
     unmet: str = ""
     """Why the session did not meet its request (:func:`judged`); empty when it did."""
 
@@ -308,6 +313,13 @@ class Seen:
     agents: dict[str, str] = field(default_factory=dict)
     routed: int = 0
     composed: bool = False
+    trail: list[str] = field(default_factory=list)
+    """Seconds into the session and what happened (lead's calls, guards, agents' exits): where a
+    slow or failed session spent its time, for ``--verbose``."""
+    started: float = field(default_factory=time.perf_counter)
+
+    def mark(self, what: str) -> None:
+        self.trail.append(f"{time.perf_counter() - self.started:.0f}s {what}")
 
     def see(self, event: Any) -> None:
         from baton.bus.events import (
@@ -321,6 +333,7 @@ class Seen:
 
         if isinstance(event, GuardFired):
             self.guards[event.outcome] += 1
+            self.mark(f"{event.agent} guard {event.outcome}")
         elif event.type == "model.retried":  # an event newer batons have
             self.retries += 1
         elif isinstance(event, AgentSpawned) and event.agent not in self.agents:
@@ -328,9 +341,12 @@ class Seen:
             self.agents[event.agent] = event.profile
         elif isinstance(event, AgentExited):
             self.finished_agents += event.reason == "finished"
+            self.mark(f"{event.agent} exited {event.reason}")
             self.agents[event.agent] = f"{self.agents.get(event.agent, '?')}: {event.reason}"
-        elif isinstance(event, ToolCalled) and event.call.name == "route":
-            self.routed += 1
+        elif isinstance(event, ToolCalled):
+            self.routed += event.call.name == "route"
+            if event.agent == "lead":
+                self.mark(f"lead {event.call.name} {event.call.arguments[:80]}")
         elif isinstance(event, ToolResulted):
             self.tool_urls.update(URL.findall(event.result.content))
         elif isinstance(event, AgentResult):
@@ -419,6 +435,7 @@ async def run_one(
         routed=seen.routed,
         error=error,
         composed=seen.composed,
+        trail=seen.trail,
         appended=seen.appended,
         unmet=judged(ask, answer, media, seen.agents),
     )
@@ -485,6 +502,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--verbose", action="store_true", help="per-session JSON on stderr")
     parser.add_argument("--log", default=None, help="log level of baton's own log on stderr")
     parser.add_argument("--first", type=int, default=0, help="start at this prompt")
+    parser.add_argument("--shape", action="append", default=[], choices=sorted(SHAPES),
+                        help="only requests of this shape (repeatable)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.log:
         logging.basicConfig(level=args.log.upper(), format="%(asctime)s %(name)s %(message)s")
@@ -528,10 +547,11 @@ async def main(argv: Sequence[str] | None = None) -> None:
         def make_model(counts: Counts) -> Any:
             return OpenAIChatModel(settings, transport=CountingTransport(counts))
 
+    asks = [ask for ask in ASKS if not args.shape or ask.shape in args.shape]
     records = []
     with tempfile.TemporaryDirectory(prefix="baton-real-") as media:
         for index in range(sessions):
-            ask = ASKS[(args.first + index) % len(ASKS)]
+            ask = asks[(args.first + index) % len(asks)]
             record = await run_one(ask, make_model, Path(media), args.timeout, config_extra)
             records.append(record)
             if args.verbose:
