@@ -42,7 +42,8 @@ question at once; otherwise the delegations and a short note in one reply, then 
 every media URL), its sub-agents the offline model's; it shows what the runtime costs and decides
 around a model that is right. Per-session records go to stderr as JSON lines with ``--verbose``
 (each with a ``trail``: the lead's calls, guards and sub-agents' exits, seconds into the session).
-``--shape question`` (repeatable) runs only the requests of that shape.
+``--shape question`` (repeatable) runs only the requests of that shape; ``--dump DIR`` keeps every
+request body and raw reply the server sent.
 """
 
 from __future__ import annotations
@@ -151,15 +152,47 @@ class Counts:
 
 
 class CountingTransport(httpx2.AsyncBaseTransport):
-    """Counts every HTTP request the model clients make (retries included)."""
+    """Counts every HTTP request the model clients make (retries included); with ``dump``, writes
+    each request's body and the server's raw reply (the SSE stream as it came) into that folder,
+    numbered in order: what a runaway or a cut reply actually said."""
 
-    def __init__(self, counts: Counts) -> None:
+    _dumped = 0
+
+    def __init__(self, counts: Counts, dump: Path | None = None) -> None:
         self._inner = httpx2.AsyncHTTPTransport()
         self._counts = counts
+        self._dump = dump
+        if dump is not None:
+            dump.mkdir(parents=True, exist_ok=True)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         self._counts.requests += 1
-        return await self._inner.handle_async_request(request)
+        response = await self._inner.handle_async_request(request)
+        if self._dump is None:
+            return response
+        CountingTransport._dumped += 1
+        stem = self._dump / f"{CountingTransport._dumped:04d}"
+        stem.with_suffix(".request.json").write_bytes(request.content)
+        response.stream = _Tee(response.stream, stem.with_suffix(".reply.txt"))  # type: ignore[arg-type]
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _Tee(httpx2.AsyncByteStream):
+    """A reply stream that also appends what it yields to a file."""
+
+    def __init__(self, inner: Any, path: Path) -> None:
+        self._inner = inner
+        self._path = path
+
+    async def __aiter__(self) -> Any:
+        with self._path.open("ab") as out:
+            async for chunk in self._inner:
+                out.write(chunk)
+                out.flush()
+                yield chunk
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -502,6 +535,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--verbose", action="store_true", help="per-session JSON on stderr")
     parser.add_argument("--log", default=None, help="log level of baton's own log on stderr")
     parser.add_argument("--first", type=int, default=0, help="start at this prompt")
+    parser.add_argument("--dump", type=Path, default=None, metavar="DIR",
+                        help="write every request body and raw reply into DIR")  # fmt: skip
     parser.add_argument("--shape", action="append", default=[], choices=sorted(SHAPES),
                         help="only requests of this shape (repeatable)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -545,7 +580,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         settings = model_settings(args.url, args.model, options)
 
         def make_model(counts: Counts) -> Any:
-            return OpenAIChatModel(settings, transport=CountingTransport(counts))
+            return OpenAIChatModel(settings, transport=CountingTransport(counts, args.dump))
 
     asks = [ask for ask in ASKS if not args.shape or ask.shape in args.shape]
     records = []
