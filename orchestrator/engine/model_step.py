@@ -10,7 +10,9 @@ short while over steps:
   back (``text.retracted``) before the retry streams anew (see :mod:`baton.engine.visible`);
 - a reply cut at the output limit (``finish_reason == "length"``) or stopped as a runaway is not an
   answer: its text is taken back and the model is asked once more, with a note asking for a much
-  shorter reply; cut again, the turn ends as truncated with the text it got;
+  shorter reply; cut again, the turn ends as truncated with the text it got. A reply whose tail is
+  a long run of blank lines after text is the exception: it ended where the run began (a small
+  model that did not sample its end-of-turn token), and is taken as it stood there;
 - a reply with no native calls, when tools were offered, is parsed for calls written as text
   (:mod:`baton.engine.textcalls`), and every call passes the call rewriter before the round.
 """
@@ -155,6 +157,11 @@ class ModelStep:
             except RunawayText as exc:
                 usage = estimated_usage(request, exc.text)
                 await self._record(usage)
+                if exc.ended:
+                    log.info("%s/%s: reply ended in blank lines after %d chars; taken as it "
+                             "stood", self._session, self._agent, len(exc.text))  # fmt: skip
+                    reply = ModelReply(exc.text, (), "stop", usage)
+                    return Asked(await self._settle(reply, visible), retries=retries)
                 reply, cut = ModelReply(exc.text, (), "length", usage), "runaway"
             except BudgetExhausted as exc:  # a retry the budget refused (see on_retry)
                 await visible.retract()

@@ -15,8 +15,13 @@ trailing-string mode yields the string so far) and what the argument grew by is 
 same runaway check. A call read from the text is shown whole once the reply has ended.
 
 :class:`RepetitionDetector` watches every streamed character (held or shown) for a runaway: the
-tail of the reply repeating one unit over and over. It ends the stream early by raising
-:class:`RunawayText` from the text sink, which the model client propagates unchanged.
+tail of the reply repeating one unit over and over, or a long run of blank lines. It ends the
+stream early by raising :class:`RunawayText` from the text sink, which the model client propagates
+unchanged. A blank run is the one runaway that says where the reply ended: small models that fail
+to sample their end-of-turn token often emit line breaks until the output limit (measured: 5 of 8
+replies of a 1.5B lead, each for about a minute), after a reply that was complete. The whitespace
+collapsing that lets the repetition check see through varied line breaks makes such a tail
+invisible to it, so it is counted on its own (:attr:`RunawayText.ended`).
 """
 
 from __future__ import annotations
@@ -45,30 +50,44 @@ CHECK_EVERY = 200
 """New characters between two checks: the check is cheap but not free."""
 _PROBE = 48
 """Characters at the end of the tail whose previous occurrence gives the candidate unit length."""
+BLANK_LINES = 16
+"""Line breaks in one run of whitespace that make a runaway: prose, markdown and code leave one or
+two blank lines between parts, never a screenful."""
 
 
 class RunawayText(Exception):
-    """Raised by the text sink when the reply repeats itself; ends the stream early."""
+    """Raised by the text sink when the reply repeats itself; ends the stream early.
 
-    def __init__(self, text: str) -> None:
-        super().__init__("the reply kept repeating itself")
+    ``ended``: the runaway is a run of blank lines after text, so the reply ended where the run
+    began (``text`` is what came before it) rather than being cut.
+    """
+
+    def __init__(self, text: str, *, ended: bool = False) -> None:
+        why = "ended in blank lines" if ended else "kept repeating itself"
+        super().__init__(f"the reply {why}")
         self.text = text
+        self.ended = ended
 
 
 class RepetitionDetector:
-    """Finds a tail that is one unit repeated: ``RUN_CHARS`` long and ``MIN_REPEATS`` times over.
+    """Finds a tail that is one unit repeated: ``RUN_CHARS`` long and ``MIN_REPEATS`` times over,
+    or a tail of whitespace with more than ``BLANK_LINES`` line breaks (or ``RUN_CHARS`` long).
 
     Ordinary prose, lists, tables and code repeat words, lines and separators, but not one exact
     unit for hundreds of characters; a model caught in a loop does exactly that. Whitespace is
     collapsed first, so a loop that varies only its line breaks is still caught.
     """
 
-    __slots__ = ("_pieces", "_size", "_unchecked")
+    __slots__ = ("_blank_breaks", "_blank_chars", "_pieces", "_size", "_unchecked")
 
     def __init__(self) -> None:
         self._pieces: list[str] = []
         self._size = 0
         self._unchecked = 0
+        self._blank_breaks = 0
+        """Line breaks in the whitespace that ends the text so far."""
+        self._blank_chars = 0
+        """Characters of the whitespace that ends the text so far."""
 
     @property
     def text(self) -> str:
@@ -79,15 +98,32 @@ class RepetitionDetector:
         self._pieces.append(delta)
         self._size += len(delta)
         self._unchecked += len(delta)
+        if self._blank_run(delta):
+            return True
         if self._unchecked < CHECK_EVERY or self._size < RUN_CHARS:
             return False
         self._unchecked = 0
         return is_runaway(self.text)
 
+    @property
+    def blank_tail(self) -> bool:
+        """Whether the text ends in a run of blank lines long enough to be a runaway."""
+        return self._blank_breaks > BLANK_LINES or self._blank_chars >= RUN_CHARS
+
+    def _blank_run(self, delta: str) -> bool:
+        kept = delta.rstrip()
+        trailing = delta[len(kept) :]
+        if kept:  # the run starts again after the delta's last visible character
+            self._blank_breaks = self._blank_chars = 0
+        self._blank_breaks += trailing.count("\n")
+        self._blank_chars += len(trailing)
+        return self.blank_tail
+
     def reset(self) -> None:
         self._pieces.clear()
         self._size = 0
         self._unchecked = 0
+        self._blank_breaks = self._blank_chars = 0
 
 
 def is_runaway(text: str) -> bool:
@@ -193,7 +229,7 @@ class VisibleText:
     async def feed(self, delta: str) -> None:
         """The ``on_text`` of a model call: raises :class:`RunawayText` when the reply loops."""
         if self._detector.feed(delta):
-            raise RunawayText(self._detector.text)
+            raise self._runaway()
         if self._mode is _Mode.PROSE:
             await self._show(delta)
             return
@@ -205,6 +241,14 @@ class VisibleText:
         if self._mode is _Mode.PROSE:
             self._held.clear()
             await self._show(held)
+
+    def _runaway(self) -> RunawayText:
+        """The runaway of this attempt's text: ended at its blank run when that is what it is and
+        text came before it (a shown argument's runaway is a cut: its call never closed)."""
+        text = self._detector.text
+        if self._detector.blank_tail and text.strip() and not self._arguments:
+            return RunawayText(text.rstrip(), ended=True)
+        return RunawayText(text)
 
     @property
     def arguments_text(self) -> str:

@@ -222,6 +222,27 @@ async def test_a_runaway_reply_is_stopped_early_and_asked_again() -> None:
     assert spend.calls == 2 and spend.tokens > retracted.chars // 4  # the cut call is estimated
 
 
+async def test_a_reply_that_runs_on_in_blank_lines_ends_where_they_began() -> None:
+    # a small model that does not sample its end-of-turn token: a whole answer, then line breaks
+    # until the output limit (a minute of them on a 1.5B model); no repeated unit survives the
+    # whitespace collapsing of the repetition check, so the run is counted on its own
+    script = [text("Yes: lists keep their order and can be changed.", *["\n"] * 2_000)]
+    async with harness(script, [echo]) as h:
+        result = await h.loop.run_turn(user("Are lists ordered?"))
+    assert result.stop is StopReason.ANSWERED and len(h.requests) == 1
+    assert result.text == "Yes: lists keep their order and can be changed."
+    assert h.log.of(GuardFired) == []  # not cut: it ended
+    assert seen(h.log.events).strip() == result.text
+
+
+async def test_blank_lines_with_nothing_before_them_are_a_runaway_asked_again() -> None:
+    script = [text(*["\n"] * 2_000), text("Here you are.")]
+    async with harness(script, [echo]) as h:
+        result = await h.loop.run_turn(user("hi"))
+    assert result.stop is StopReason.ANSWERED and result.text == "Here you are."
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["runaway"]
+
+
 async def test_a_call_with_native_tool_calls_drops_a_held_fence() -> None:
     script = [Reply(text="```", calls=[Call("echo", '{"content": "x"}')]), text("ok")]
     async with harness(script, [echo]) as h:

@@ -192,3 +192,17 @@ async def test_visible_text_raises_runaway_from_the_sink() -> None:
         for _ in range(1000):
             await visible.feed("again and again ")
     assert caught.value.text.startswith("again and again") and len(caught.value.text) < 2000
+
+
+def test_a_run_of_blank_lines_is_a_runaway_whatever_its_deltas() -> None:
+    answer = "Paris is the capital of France."
+    assert streamed(answer + "\n" * 40, size=1)
+    assert streamed(answer + "\n \n" * 20, size=5)  # spaces between the breaks change nothing
+    assert streamed(answer + " " * RUN_CHARS, size=50)  # nor a run of spaces alone
+
+
+def test_blank_lines_between_parts_are_not_a_runaway() -> None:
+    # prose, markdown and code leave one or two blank lines between parts, even many times over
+    parts = [f"## Part {n}\n\nThe fox is painted in ochre.\n\n\n" for n in range(60)]
+    assert not streamed("".join(parts), size=3)
+    assert not streamed((ROOT / "README.md").read_text(), size=1)
