@@ -4,7 +4,8 @@
 profile starts a new agent, anything to an agent reaches it or its one successor — see
 :mod:`baton.lead.roster`), refuses sends past the turn's caps (:mod:`baton.lead.delegation`),
 refuses a task already sent for the same request (still running, or done: its result is in the
-context), starts agents, and hands a departed agent's unseen messages over.
+context) or a sub-agent's result passed on as a task (a message that starts an agent is its task,
+whatever its ``type``), starts agents, and hands a departed agent's unseen messages over.
 
 Its caller, the lead's delegation unit (lead/team.py), reads the inbox without waiting before each
 send, so a send never goes to an agent whose final result already sits in the inbox unread, and
@@ -115,7 +116,8 @@ class Dispatcher:
         route = self.roster.route(to, kind)
         if route is None:
             return Delivered(unknown_agent_hint(to, self.roster.profiles))
-        duplicate = self._duplicate(content) if kind == "task" and once else None
+        starts_work = kind == "task" or route.start  # a new agent's first message is its task
+        duplicate = self._duplicate(content) if starts_work and once else None
         if duplicate is not None:
             await self._guard("repeated")
             return Delivered(ToolResult(duplicate, blocked=True))
@@ -136,7 +138,7 @@ class Dispatcher:
                 await self.start(route)
         self.roster.sent(route.name, Sent(envelope.id, kind, content))
         self.sends.count(route.name, route.profile, route.start)
-        if kind == "task":
+        if starts_work:
             self.state.tasks[normalise_text(content)] = route.name
         reply = f"{_what(to, route)}. {WAIT_HINT}"
         self.state.turn_sends.append(TurnSend(to=to, content=content, type=kind, reply=reply))
@@ -145,8 +147,17 @@ class Dispatcher:
     def _duplicate(self, content: str) -> str | None:
         """Why the same task must not go out again for the same request (the text for the model),
         or None. A small model re-delegates what it already has, turn after turn; a task whose
-        agent ended without doing it may be sent again."""
-        earlier = self.state.tasks.get(normalise_text(content))
+        agent ended without doing it may be sent again. A sub-agent's result passed on as the
+        whole of a new agent's task is refused too: it says nothing to do (a 1.5B lead relayed a
+        painter's one-line result to helper, writer and helper again, one new agent each)."""
+        key = normalise_text(content)
+        reporter = self.roster.reporter_of(key)
+        if reporter is not None:
+            return (
+                f"Did not send: that is {reporter}'s result, already in your context, not a "
+                "task. Answer the user with it, or send a task that says what to do with it."
+            )
+        earlier = self.state.tasks.get(key)
         if earlier is None:
             return None
         holder = self.roster.agents[self.roster.current(earlier)]

@@ -126,6 +126,15 @@ class Roster:
         inferred = self.resolve(to)
         return None if inferred is None else Route(to, inferred, start=True)
 
+    def reporter_of(self, key: str) -> str | None:
+        """The agent whose result is, normalised, ``key`` (a normalised text), if any."""
+        if not key:
+            return None
+        for record in self.agents.values():
+            if any(normalise_text(result) == key for result in record.results):
+                return record.name
+        return None
+
     def current(self, name: str) -> str:
         """The agent that holds ``name``'s work now: itself, or the last of its successors."""
         seen = {name}

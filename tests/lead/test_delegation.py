@@ -190,6 +190,36 @@ async def test_the_same_task_cycled_over_targets_is_refused_until_a_new_request(
     assert outcome.status == "completed"
 
 
+async def test_a_result_passed_on_as_a_new_agents_message_is_refused_as_no_task() -> None:
+    # a 1.5B lead relayed the painter's one-line result to helper, writer and helper again as
+    # type="message", each starting a new agent; a message that starts an agent is its task
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, RoundEnded) and event.round == 1 and event.tool_calls:
+            await s.report("painter", "The fox sleeps in the snow.")
+        if isinstance(event, ToolResulted) and event.result.call_id == "c":
+            await s.report("writer", "A caption.")
+
+    s, outcome = await run_lead(
+        [
+            Reply(calls=[send("painter", "Paint a fox.", "a")]),
+            Reply(text="Asked."),
+            Reply(calls=[send("helper", "the fox sleeps in the snow", "b", "message")]),
+            Reply(calls=[send("writer", "Caption the fox picture.", "c", "message")]),
+            Reply(calls=[send("helper", "caption the fox picture", "d", "message")]),
+            Reply(text="The caption is coming."),
+            Reply(text="Here is the fox, with its caption."),
+        ],
+        react,
+    )
+    results = s.tool_results()
+    assert results["b"].startswith("Did not send: that is painter's result")
+    assert results["c"].startswith("Started writer")  # a result with a task is work
+    assert "writer already did this task" in results["d"]
+    assert s.spawned == ["painter", "writer"]
+    assert s.guards().count("repeated") == 2
+    assert (outcome.status, outcome.answer) == ("completed", "Here is the fox, with its caption.")
+
+
 async def test_a_task_whose_agent_failed_may_be_sent_again() -> None:
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, ToolResulted) and event.result.call_id == "a":
