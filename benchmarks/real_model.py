@@ -173,7 +173,7 @@ class CountingTransport(httpx2.AsyncBaseTransport):
         CountingTransport._dumped += 1
         stem = self._dump / f"{CountingTransport._dumped:04d}"
         stem.with_suffix(".request.json").write_bytes(request.content)
-        response.stream = _Tee(response.stream, stem.with_suffix(".reply.txt"))  # type: ignore[arg-type]
+        response.stream = _Tee(response.stream, stem.with_suffix(".reply.txt"))
         return response
 
     async def aclose(self) -> None:
