@@ -115,7 +115,7 @@ class ModelStep:
         tool_choice = self._tool_choice(round_no)
         shows = self.tools.shown_arguments
         visible = VisibleText(self._session, self._agent, self._emit, on_text, shows)
-        on_call_delta = visible.call_delta if shows else None
+        on_call_delta = visible.call_delta if schemas else None
         retries = 0
 
         async def on_retry(notice: RetryNotice) -> None:
@@ -157,11 +157,9 @@ class ModelStep:
             except RunawayText as exc:
                 usage = estimated_usage(request, exc.text)
                 await self._record(usage)
-                if exc.ended:
-                    log.info("%s/%s: reply ended in blank lines after %d chars; taken as it "
-                             "stood", self._session, self._agent, len(exc.text))  # fmt: skip
-                    reply = ModelReply(exc.text, (), "stop", usage)
-                    return Asked(await self._settle(reply, visible), retries=retries)
+                ended = await self._ended(exc, usage, visible)
+                if ended is not None:
+                    return Asked(ended, retries=retries)
                 reply, cut = ModelReply(exc.text, (), "length", usage), "runaway"
             except BudgetExhausted as exc:  # a retry the budget refused (see on_retry)
                 await visible.retract()
@@ -232,6 +230,25 @@ class ModelStep:
             ", ".join(call.name for call in found.calls),
         )
         return dataclasses.replace(reply, text=found.rest, tool_calls=found.calls)
+
+    async def _ended(
+        self, runaway: RunawayText, usage: Usage, visible: VisibleText
+    ) -> ModelReply | None:
+        """The reply a runaway of blank lines ended (None: it is cut): text shown as prose, or
+        calls written as text, then nothing but line breaks."""
+        if not runaway.ended or not (runaway.prose or self._holds_calls(runaway.text)):
+            return None
+        log.info("%s/%s: reply ended in blank lines after %d chars; taken as it stood",
+                 self._session, self._agent, len(runaway.text))  # fmt: skip
+        if runaway.prose:
+            await visible.ended_at(runaway.text)
+        return await self._settle(ModelReply(runaway.text, (), "stop", usage), visible)
+
+    def _holds_calls(self, text: str) -> bool:
+        """Whether ``text`` holds calls written as text that would run (see :meth:`_settle`)."""
+        if not self.tools or self.tool_choice == "none":
+            return False
+        return parse_text_calls(text, self._resolve) is not None
 
     def _resolve(self, call: ToolCall) -> ToolCall | None:
         """A call read from text runs when its tool is offered or the rewriter maps it."""

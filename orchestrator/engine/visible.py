@@ -9,6 +9,9 @@ a call is never shown, anything else is shown in one piece). A call that follows
 shown is taken back alone, so the prose stays (:meth:`VisibleText.keep_only`). What was shown of an
 attempt that is retried or cut is taken back with one ``text.retracted`` event.
 
+Every call's raw arguments pass a detector of their own, shown or not: a small model loops inside a
+call too (a ``media`` URL growing one path segment at a time until ``max_tokens``).
+
 A tool's argument that *is* the reply (``Tool.shows``: the lead's ``answer(text)``) is shown the
 same way while the call's arguments stream: each piece is parsed as partial JSON (``jiter``, whose
 trailing-string mode yields the string so far) and what the argument grew by is shown, through the
@@ -18,10 +21,10 @@ same runaway check. A call read from the text is shown whole once the reply has 
 tail of the reply repeating one unit over and over, or a long run of blank lines. It ends the
 stream early by raising :class:`RunawayText` from the text sink, which the model client propagates
 unchanged. A blank run is the one runaway that says where the reply ended: small models that fail
-to sample their end-of-turn token often emit line breaks until the output limit (measured: 5 of 8
-replies of a 1.5B lead, each for about a minute), after a reply that was complete. The whitespace
-collapsing that lets the repetition check see through varied line breaks makes such a tail
-invisible to it, so it is counted on its own (:attr:`RunawayText.ended`).
+to sample their end-of-turn token often emit line breaks until the output limit (measured: 3 of 8
+first replies of a 1.5B lead, each for about a minute), after a reply that was complete. The
+whitespace collapsing that lets the repetition check see through varied line breaks makes such a
+tail invisible to it, so it is counted on its own (:attr:`RunawayText.ended`).
 """
 
 from __future__ import annotations
@@ -58,15 +61,18 @@ two blank lines between parts, never a screenful."""
 class RunawayText(Exception):
     """Raised by the text sink when the reply repeats itself; ends the stream early.
 
-    ``ended``: the runaway is a run of blank lines after text, so the reply ended where the run
-    began (``text`` is what came before it) rather than being cut.
+    ``ended``: the runaway is a run of blank lines after text, so the reply may have ended where
+    the run began (``text`` is what came before it) rather than being cut: it did when that text
+    is prose (``prose``: already shown as such) or holds calls written as text (the caller reads
+    them); anything else (a call cut off mid-way, a lone fence) is cut.
     """
 
-    def __init__(self, text: str, *, ended: bool = False) -> None:
+    def __init__(self, text: str, *, ended: bool = False, prose: bool = False) -> None:
         why = "ended in blank lines" if ended else "kept repeating itself"
         super().__init__(f"the reply {why}")
         self.text = text
         self.ended = ended
+        self.prose = prose
 
 
 class RepetitionDetector:
@@ -119,11 +125,15 @@ class RepetitionDetector:
         self._blank_chars += len(trailing)
         return self.blank_tail
 
+    def break_run(self) -> None:
+        """What follows starts a new part (a shown argument after text): no blank run spans it."""
+        self._blank_breaks = self._blank_chars = 0
+
     def reset(self) -> None:
         self._pieces.clear()
         self._size = 0
         self._unchecked = 0
-        self._blank_breaks = self._blank_chars = 0
+        self.break_run()
 
 
 def is_runaway(text: str) -> bool:
@@ -194,6 +204,7 @@ class VisibleText:
         "_held",
         "_mode",
         "_on_text",
+        "_raw_calls",
         "_session",
         "_shows",
         "shown",
@@ -216,6 +227,9 @@ class VisibleText:
         self._arguments: dict[int, _ShownArgument] = {}
         """The shown argument of each call of this attempt, by the call's position."""
         self._detector = RepetitionDetector()
+        self._raw_calls = RepetitionDetector()
+        """Every call's raw arguments as they stream, shown or not: a model can loop inside a
+        call (a URL in ``media`` growing one path segment at a time until ``max_tokens``)."""
         self._held: list[str] = []
         self._mode = _Mode.UNDECIDED
         self.shown = 0
@@ -247,8 +261,20 @@ class VisibleText:
         text came before it (a shown argument's runaway is a cut: its call never closed)."""
         text = self._detector.text
         if self._detector.blank_tail and text.strip() and not self._arguments:
-            return RunawayText(text.rstrip(), ended=True)
+            return RunawayText(text.rstrip(), ended=True, prose=self._mode is _Mode.PROSE)
         return RunawayText(text)
+
+    async def ended_at(self, final: str) -> None:
+        """The reply ended as ``final``, its text without the blank run that followed: observers
+        see exactly it (the blank lines already shown are taken back, text not shown yet is)."""
+        shown = self.text[: self.shown]
+        self._held.clear()
+        self._mode = _Mode.PROSE
+        if final.startswith(shown):
+            if len(final) > len(shown):
+                await self._show(final[len(shown) :])
+        else:
+            await self._take_back(len(shown) - len(final))
 
     @property
     def arguments_text(self) -> str:
@@ -257,13 +283,17 @@ class VisibleText:
 
     async def call_delta(self, position: int, name: str, piece: str) -> None:
         """The ``on_call_delta`` of a model call: the shown argument of a call grows by what the
-        new piece adds to it (raises :class:`RunawayText` when it loops, as text does)."""
+        new piece adds to it (raises :class:`RunawayText` when it loops, as text does, or when
+        any call's raw arguments do)."""
+        if self._raw_calls.feed(piece):
+            raise RunawayText(self.text)
         argument = self._arguments.get(position)
         if argument is None:
             shows = self._shows.get(name)
             if shows is None:
                 return
             argument = self._arguments[position] = _ShownArgument(shows)
+            self._detector.break_run()
         grown = argument.feed(piece)
         if grown:
             if self._detector.feed(grown):
@@ -332,6 +362,7 @@ class VisibleText:
         self._arguments.clear()
         self._mode = _Mode.UNDECIDED
         self._detector.reset()
+        self._raw_calls.reset()
 
     async def _take_back(self, chars: int) -> None:
         if chars:

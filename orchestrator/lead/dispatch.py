@@ -117,7 +117,8 @@ class Dispatcher:
         if route is None:
             return Delivered(unknown_agent_hint(to, self.roster.profiles))
         starts_work = kind == "task" or route.start  # a new agent's first message is its task
-        duplicate = self._duplicate(content) if starts_work and once else None
+        relay = kind == "message"
+        duplicate = self._duplicate(content, relay=relay) if starts_work and once else None
         if duplicate is not None:
             await self._guard("repeated")
             return Delivered(ToolResult(duplicate, blocked=True))
@@ -144,14 +145,16 @@ class Dispatcher:
         self.state.turn_sends.append(TurnSend(to=to, content=content, type=kind, reply=reply))
         return Delivered(reply, route if route.start else None, sent=True)
 
-    def _duplicate(self, content: str) -> str | None:
+    def _duplicate(self, content: str, *, relay: bool) -> str | None:
         """Why the same task must not go out again for the same request (the text for the model),
         or None. A small model re-delegates what it already has, turn after turn; a task whose
-        agent ended without doing it may be sent again. A sub-agent's result passed on as the
-        whole of a new agent's task is refused too: it says nothing to do (a 1.5B lead relayed a
-        painter's one-line result to helper, writer and helper again, one new agent each)."""
+        agent ended without doing it may be sent again. ``relay`` (a ``message`` that starts an
+        agent): a result of this request's work passed on unchanged is refused too, as it says
+        nothing to do (a 1.5B lead relayed a painter's one-line result to helper, writer and
+        helper again, one new agent each). A ``task`` may be a result as it stands: text a
+        publisher is to save."""
         key = normalise_text(content)
-        reporter = self.roster.reporter_of(key)
+        reporter = self.roster.reporter_of(key, among=self.state.tasks.values()) if relay else None
         if reporter is not None:
             return (
                 f"Did not send: that is {reporter}'s result, already in your context, not a "

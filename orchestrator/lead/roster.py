@@ -26,7 +26,7 @@ collide.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -87,6 +87,15 @@ class SubAgentRecord:
     """The bus's receipt of its spawn request (checkpointed: a resumed lead can still withdraw
     it unclaimed, and its session's spawn watch can still follow it)."""
 
+    @property
+    def tasks(self) -> set[str]:
+        """Its tasks, normalised: every ``task`` sent to it, and the message that started it."""
+        return {
+            normalise_text(message.content)
+            for position, message in enumerate(self.sent)
+            if message.type == "task" or position == 0
+        }
+
 
 class Roster:
     """The session's sub-agents by name, and the profiles new ones can be started from."""
@@ -126,12 +135,14 @@ class Roster:
         inferred = self.resolve(to)
         return None if inferred is None else Route(to, inferred, start=True)
 
-    def reporter_of(self, key: str) -> str | None:
-        """The agent whose result is, normalised, ``key`` (a normalised text), if any."""
+    def reporter_of(self, key: str, *, among: Iterable[str]) -> str | None:
+        """The agent of ``among`` (or a successor of one) whose result is, normalised, ``key``
+        (a normalised text), if any."""
         if not key:
             return None
-        for record in self.agents.values():
-            if any(normalise_text(result) == key for result in record.results):
+        for name in {self.current(name) for name in among} | set(among):
+            record = self.agents.get(name)
+            if record is not None and any(normalise_text(r) == key for r in record.results):
                 return record.name
         return None
 
@@ -169,13 +180,12 @@ class Roster:
         """Whether every task ``name`` was given went again, later, to an agent that finished
         (the lead sent a failed agent's work again, and it was done)."""
         names = list(self.agents)
-        tasks = {normalise_text(m.content) for m in self.agents[name].sent if m.type == "task"}
+        tasks = self.agents[name].tasks
         done = {
-            normalise_text(message.content)
+            task
             for later in names[names.index(name) + 1 :]
             if self.agents[later].exit_reason == "finished"
-            for message in self.agents[later].sent
-            if message.type == "task"
+            for task in self.agents[later].tasks
         }
         return bool(tasks) and tasks <= done
 

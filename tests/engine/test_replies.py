@@ -232,7 +232,42 @@ async def test_a_reply_that_runs_on_in_blank_lines_ends_where_they_began() -> No
     assert result.stop is StopReason.ANSWERED and len(h.requests) == 1
     assert result.text == "Yes: lists keep their order and can be changed."
     assert h.log.of(GuardFired) == []  # not cut: it ended
-    assert seen(h.log.events).strip() == result.text
+    assert seen(h.log.events) == result.text  # shown line breaks: taken back
+
+
+async def test_a_call_written_as_text_then_blank_lines_runs_without_a_second_request() -> None:
+    call = '{"name": "echo", "arguments": {"content": "hi"}}'
+    script = [text("```json\n", call, "\n```", *["\n"] * 100), text("Done: hi")]
+    async with harness(script, [echo]) as h:
+        result = await h.loop.run_turn(user("go"))
+    assert result.stop is StopReason.ANSWERED and result.rounds == 1
+    assert len(h.requests) == 2 and h.log.of(GuardFired) == []
+    assert seen(h.log.events) == "Done: hi"
+
+
+async def test_a_call_cut_off_mid_way_then_blank_lines_is_a_runaway_not_an_answer() -> None:
+    # held text that is neither prose nor a call that parses (a call never closed, a lone fence)
+    # did not end: it is cut and asked again, never taken as the answer
+    unfinished = '```json\n{"name": "echo", "arguments": {"content": "a poem'
+    script = [text(unfinished, *["\n"] * 100), text("Here you are.")]
+    async with harness(script, [echo]) as h:
+        result = await h.loop.run_turn(user("hi"))
+    assert result.stop is StopReason.ANSWERED and result.text == "Here you are."
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["runaway"]
+    assert seen(h.log.events) == "Here you are."
+
+
+async def test_a_call_whose_arguments_loop_is_stopped_early_and_asked_again() -> None:
+    # a 1.5B lead's answer call whose media URL grew one path segment at a time to max_tokens;
+    # the arguments of a call that shows none loop just the same
+    looping = '{"content": "https://example.com/' + "content/dam/australia/" * 300
+    script = [Reply(calls=[Call("echo", pieces(looping, 7))], finish_reason="length"),
+              text("Canberra.")]  # fmt: skip
+    async with harness(script, [echo]) as h:
+        result = await h.loop.run_turn(user("capital of Australia?"))
+    assert result.stop is StopReason.ANSWERED and result.text == "Canberra."
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["runaway"]
+    assert len(h.requests) == 2 and result.rounds == 0
 
 
 async def test_blank_lines_with_nothing_before_them_are_a_runaway_asked_again() -> None:

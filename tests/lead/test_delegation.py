@@ -220,6 +220,45 @@ async def test_a_result_passed_on_as_a_new_agents_message_is_refused_as_no_task(
     assert (outcome.status, outcome.answer) == ("completed", "Here is the fox, with its caption.")
 
 
+async def test_a_result_sent_as_a_task_or_in_a_later_request_goes_out() -> None:
+    # a task may be a result as it stands (text a publisher is to save), and a later request's
+    # message may carry an earlier request's result: only a relay within the request is no task
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, RoundEnded) and event.round == 1 and event.tool_calls:
+            await s.report("writer", "A haiku about foxes.")
+        if isinstance(event, ToolResulted) and event.result.call_id == "b":
+            await s.report("painter", "saved")
+            await s.bus.inboxes.send(
+                make_envelope(
+                    session=SESSION,
+                    sender="user",
+                    recipient="lead",
+                    type="task",
+                    content="ask the helper about it",
+                )
+            )
+        if isinstance(event, ToolResulted) and event.result.call_id == "c":
+            await s.report("helper", "a fine haiku")
+
+    s, outcome = await run_lead(
+        [
+            Reply(calls=[send("writer", "Write a haiku about foxes.", "a")]),
+            Reply(text="Asked."),
+            Reply(calls=[send("painter", "a haiku about foxes", "b", "task")]),
+            Reply(text="Saving it."),
+            Reply(calls=[send("helper", "A haiku about foxes.", "c", "message")]),
+            Reply(text="Asked the helper."),
+            Reply(text="The helper likes it."),
+        ],
+        react,
+    )
+    results = s.tool_results()
+    assert results["b"].startswith("Started painter")
+    assert results["c"].startswith("Started helper")
+    assert s.spawned == ["writer", "painter", "helper"]
+    assert outcome.status == "completed"
+
+
 async def test_a_task_whose_agent_failed_may_be_sent_again() -> None:
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, ToolResulted) and event.result.call_id == "a":

@@ -140,6 +140,31 @@ def test_roster_says_whether_any_subagent_delivered() -> None:
     assert roster.delivered
 
 
+def test_an_agent_started_by_a_message_failed_and_redone_by_a_task_is_redone() -> None:
+    # the message that starts an agent is its task: sent again as a task to one that finished,
+    # the failed agent's work was done
+    roster = Roster(PROFILES)
+    roster.started("painter", "painter")
+    roster.sent("painter", Sent("m1", "message", "Paint a fox."))
+    roster.on_report(_result("painter", reply_to="m1", reason="error"))
+    roster.started("painter-2", "painter")
+    roster.sent("painter-2", Sent("m2", "task", "paint a fox"))
+    assert not roster.redone("painter")  # painter-2 has not finished yet
+    roster.on_report(_result("painter-2", reply_to="m2"))
+    assert roster.redone("painter")
+
+
+def test_a_result_is_found_among_the_named_agents_and_their_successors_only() -> None:
+    roster = Roster(PROFILES)
+    for name in ("painter", "writer"):
+        roster.started(name, name)
+        roster.sent(name, Sent(f"{name}-1", "task", "t"))
+    roster.on_report(_result("painter", reply_to="painter-1"))  # its result says "done"
+    assert roster.reporter_of("done", among=["painter"]) == "painter"
+    assert roster.reporter_of("done", among=["writer"]) is None  # painter is not among them
+    assert roster.reporter_of("", among=["painter"]) is None
+
+
 def test_turn_caps_refuse_past_each_limit_and_start_over_each_turn() -> None:
     sends = TurnSends(
         DelegationLimits(max_sends_per_turn=3, max_new_agents_per_profile=1, max_sends_per_agent=2)
