@@ -40,6 +40,8 @@ class Answer:
     blocked: bool = False
     """A guard refused the call (or the tool did, with ``ToolResult(blocked=True)``); a round of
     only blocked calls counts towards the blocked-rounds stop."""
+    ends_turn: bool = False
+    """The tool asked for the turn to end after this round (``ToolResult(ends_turn=True)``)."""
 
 
 @dataclass(slots=True)

@@ -81,4 +81,5 @@ async def run_call(call: PendingCall, ctx: RoundContext) -> Answer:
         synthetic=False,
         terminal=tool.is_terminal(args),
         blocked=result.blocked,
+        ends_turn=result.ends_turn,
     )

@@ -11,6 +11,7 @@ short ``while`` over small typed steps::
         no tool calls?                    -> stop (answered)
         run the round (verdict, interceptor chain, tools), append the results
         terminal call / hard stop?        -> stop (terminal / hard_stop)
+        a tool said news is waiting?      -> stop (news)
         2 rounds of only refused calls?   -> stop (blocked)
 
 The model step is :class:`~baton.engine.model_step.ModelStep`; what observers see of the streamed
@@ -328,6 +329,8 @@ class AgentLoop:
                 return StopReason.TERMINAL, None
             if outcome.verdict is Verdict.HARD_STOP:
                 return StopReason.HARD_STOP, None
+            if outcome.news:
+                return StopReason.NEWS, None
             if outcome.verdict is Verdict.CANCELLED:
                 return StopReason.CANCELLED, None
             if await self._blocked_rounds(outcome, state):

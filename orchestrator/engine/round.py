@@ -50,11 +50,21 @@ class RoundOutcome:
     followups: tuple[Message, ...]
 
     @property
+    def news(self) -> bool:
+        """A tool asked for the turn to end after this round (``ToolResult.ends_turn``)."""
+        return any(answer.ends_turn for _, answer in self.results)
+
+    @property
     def ends_loop(self) -> bool:
-        """A terminal call ran, or the verdict ends the turn."""
-        return self.terminal_call is not None or self.verdict in (
-            Verdict.HARD_STOP,
-            Verdict.CANCELLED,
+        """A terminal call ran, a tool asked for the turn to end, or the verdict ends it."""
+        return (
+            self.terminal_call is not None
+            or self.news
+            or self.verdict
+            in (
+                Verdict.HARD_STOP,
+                Verdict.CANCELLED,
+            )
         )
 
 

@@ -23,5 +23,8 @@ class StopReason(StrEnum):
     wrap-up request was cut too; ``text`` is what came."""
     BLOCKED = "blocked"
     """Two rounds in a row in which a guard blocked every call."""
+    NEWS = "news"
+    """A tool ended the turn after its round (``ToolResult(ends_turn=True)``): news the model
+    has not seen is waiting, and its next step should be decided with it in view."""
     BUDGET = "budget"
     """The session's budget of model calls or tokens is spent (checked before each call)."""

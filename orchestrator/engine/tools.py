@@ -64,18 +64,28 @@ class ToolResult:
     or file its tools made without parsing tool output. ``blocked`` says the tool refused the call
     on governance grounds (a cap, a duplicate): the round counts as blocked like one a guard
     answered, so a model that keeps making only refused calls ends its turn (StopReason.BLOCKED).
+    ``ends_turn`` ends the turn after this round (StopReason.NEWS): the agent has news it has not
+    seen, and should decide its next step with it in view (a lead's send that found sub-agents'
+    results unread).
     """
 
     content: str
     media_urls: tuple[str, ...]
     blocked: bool
+    ends_turn: bool
 
     def __init__(
-        self, content: str, media_urls: Iterable[str] = (), *, blocked: bool = False
+        self,
+        content: str,
+        media_urls: Iterable[str] = (),
+        *,
+        blocked: bool = False,
+        ends_turn: bool = False,
     ) -> None:
         object.__setattr__(self, "content", content)
         object.__setattr__(self, "media_urls", tuple(media_urls))
         object.__setattr__(self, "blocked", blocked)
+        object.__setattr__(self, "ends_turn", ends_turn)
 
 
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Params)\s*:\s*$", re.IGNORECASE)

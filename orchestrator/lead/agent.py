@@ -14,6 +14,7 @@ The engine's :class:`~baton.engine.AgentLoop` runs the micro-loop of one lead tu
                answered                   -> the policy decides (lead/policy.py): accept, send
                                              back once with a note, route the request, or ask
                                              again; accepted -> gather
+               a send found results unread -> gather (they go into the context first)
     gather:  wait (bounded) while sub-agents are outstanding and nobody asked anything new;
              news -> into the context -> turn; nothing new and nothing outstanding -> the last
              turn's answer (a cut, blocked or silent one is asked for once more, without tools:
@@ -114,7 +115,8 @@ class Lead:
         if answer is not None:
             registry.add(answer)
         if options.profile_tools:
-            for made in delegating.profile_tools(profiles, self.team.delegate, registry.names):
+            delegate = partial(self.team.delegate, news_first=True)
+            for made in delegating.profile_tools(profiles, delegate, registry.names):
                 registry.add(made)
         self.team.attach(registry)
         self._routes = options.tool_choice != "none"
@@ -257,6 +259,10 @@ class Lead:
             return LeadOutcome("cancelled", self.policy.answer(result).text)
         if result.stop in (StopReason.ERROR, StopReason.BUDGET):
             progress.phase, progress.error = "failed", str(result.error or "model error")
+            await self._save()
+            return None
+        if result.stop is StopReason.NEWS:  # a send found results unread: read them first
+            progress.phase, progress.last = "gather", LastTurn(wants_final=True)
             await self._save()
             return None
         answer = self.policy.answer(result)

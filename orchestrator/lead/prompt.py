@@ -85,6 +85,15 @@ def invented_note(invented: Sequence[str], media: Sequence[str]) -> str:
     )
 
 
+def news_first(senders: Sequence[str]) -> str:
+    """A send the model decided before it saw results that have since come in: not made."""
+    return (
+        f"Not sent: {', '.join(senders)} reported after you last saw your inbox, and you have not "
+        "read it yet. This turn ends now so you can: you will be called again with the results, "
+        "and can send this then if it is still needed."
+    )
+
+
 def waves_note(media: Sequence[str], outstanding: Sequence[str]) -> str:
     """The note once this request's delegation waves are spent: answer from the results now."""
     pending = (

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -26,6 +27,7 @@ from baton.bus.base import Bus
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope, SpawnRequest
 from baton.engine import EventSink, Telemetry, Tool, ToolRegistry, ToolResult
+from baton.lead import prompt
 from baton.lead.dispatch import Delegating, Dispatcher
 from baton.lead.intake import Intake, Noted
 from baton.lead.prompt import LEAD_NAME
@@ -101,7 +103,7 @@ class Team:
 
     def send_tool(self) -> Tool:
         self._offered = tuple(self.targets())
-        return send_message_tool(self.deliver, self._offered)
+        return send_message_tool(partial(self.deliver, news_first=True), self._offered)
 
     def attach(self, registry: ToolRegistry) -> None:
         """The lead's tools: ``send_message`` is swapped in it as the roster changes."""
@@ -116,14 +118,20 @@ class Team:
     # -- sends ----------------------------------------------------------------------------------
 
     async def deliver(
-        self, to: str, content: str, kind: SendKind, *, once: bool = True
+        self, to: str, content: str, kind: SendKind, *, once: bool = True, news_first: bool = False
     ) -> str | ToolResult:
         """``send_message``: the inbox read first, then routed, capped and sent (``once``: see
-        :meth:`Dispatcher.deliver`)."""
+        :meth:`Dispatcher.deliver`). ``news_first`` (the model's own sends): while results the
+        model has not seen are waiting, the send is not made and the turn ends, so the model
+        decides again with them in view; a 1.5B lead sent five new agents a question each while
+        the first one's answer sat unread (results read mid-turn wait for the next turn)."""
         if to in (LEAD_NAME, "user"):
             return not_a_subagent_hint(to)
         async with self.lock:
             await self._settle(await self.intake.note(await self.intake.read_now()), early=True)
+            unseen = self._unseen_reports() if news_first and kind != "shutdown" else []
+            if unseen:
+                return ToolResult(prompt.news_first(unseen), ends_turn=True)
             done = await self.dispatch.deliver(to, content, kind, once=once)
             self.roster_changed()
             if done.sent:
@@ -132,9 +140,16 @@ class Team:
                 await self.dispatch.announce(done.started)
         return done.reply
 
-    async def delegate(self, profile: str, task: str, *, once: bool = True) -> str | ToolResult:
-        """A task to a new agent of ``profile`` (a per-profile tool's call, or routing)."""
-        return await self.deliver(profile, task, "task", once=once)
+    async def delegate(
+        self, profile: str, task: str, *, once: bool = True, news_first: bool = False
+    ) -> str | ToolResult:
+        """A task to a new agent of ``profile`` (a per-profile tool's call: ``news_first``, or
+        routing)."""
+        return await self.deliver(profile, task, "task", once=once, news_first=news_first)
+
+    def _unseen_reports(self) -> list[str]:
+        """The sub-agents whose final results were read and are not in the context yet."""
+        return list(dict.fromkeys(e.sender for e in self._early if e.type == "result" and e.sender))
 
     def pending_spawns(self) -> list[tuple[SpawnRequest, str]]:
         """The spawn requests of running agents and their receipts (a resumed session's watch

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 
 from baton.bus.events import Event, GuardFired, ModelRetried, TextDelta, TextRetracted
-from baton.engine import StopReason, tool
+from baton.engine import StopReason, ToolResult, tool
 from baton.engine.spend import SpendLimits
 from baton.llm.script import Call, Reply, parse_failure, pieces, runaway, text
 from baton.llm.types import ToolCall
@@ -19,6 +19,12 @@ from tests.engine.test_hooks import CountingSpend
 def echo(content: str) -> str:
     """Echo the content back."""
     return f"echo: {content}"
+
+
+@tool
+def inbox(name: str) -> ToolResult:
+    """Send something, unless news came in first."""
+    return ToolResult(f"not sent to {name}: read your news first", ends_turn=True)
 
 
 def shown(deltas: list[TextDelta]) -> str:
@@ -309,3 +315,16 @@ async def test_a_runaway_cut_at_the_length_limit_then_cut_again_is_truncated() -
     assert result.stop is StopReason.TRUNCATED and result.text == "the fox " * 20
     assert [g.outcome for g in h.log.of(GuardFired)] == ["length"]
     assert "much shorter" in h.requests[1].messages[-1]["content"]
+
+
+async def test_a_tool_that_says_news_is_waiting_ends_the_turn_after_its_round() -> None:
+    script = [Reply(calls=[Call("echo", '{"content": "a"}'), Call("inbox", '{"name": "b"}')])]
+    async with harness(script, [echo, inbox]) as h:
+        history = user("go")
+        result = await h.loop.run_turn(history)
+    assert result.stop is StopReason.NEWS and result.rounds == 1 and len(h.requests) == 1
+    # every call of the round ran and was answered: the history is valid for the next turn
+    assert sorted(tool_messages(history).values()) == [
+        "echo: a",
+        "not sent to b: read your news first",
+    ]

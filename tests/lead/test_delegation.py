@@ -68,7 +68,8 @@ async def test_tasks_to_a_profile_start_new_agents_and_agent_names_reach_them() 
 
 async def test_messages_to_an_exited_agent_start_one_successor() -> None:
     """The painter's result is already in the inbox when the lead follows it up: the send reads
-    it first, so the follow-up goes to one successor, and the next one to the same successor."""
+    it first and, as the model has not seen it, is not made; the turn ends, and the follow-up
+    sent again with the result in view goes to one successor, the next one to the same one."""
 
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, ToolResulted) and event.result.call_id == "c1":
@@ -79,6 +80,7 @@ async def test_messages_to_an_exited_agent_start_one_successor() -> None:
     s, outcome = await run_lead(
         [
             Reply(calls=[send("painter", "paint a fox", "c1")]),
+            Reply(calls=[send("painter", "make it red", "c0", "message")]),  # decided blind
             Reply(calls=[send("painter", "make it red", "c2", "message")]),
             Reply(calls=[send("painter", "add a hat", "c3", "message")]),
             Reply(text="On it."),
@@ -93,6 +95,8 @@ async def test_messages_to_an_exited_agent_start_one_successor() -> None:
         "add a hat",
     ]
     results = s.tool_results()
+    assert results["c0"].startswith("Not sent: painter reported after you last saw your inbox")
+    assert s.server.requests[2].messages[-1]["content"].startswith("[result from painter]")
     assert results["c2"].startswith("painter had already finished, so painter-2")
     assert results["c3"].startswith("painter had finished; sent to painter-2")
     assert outcome.status == "completed"
@@ -194,9 +198,9 @@ async def test_a_result_passed_on_as_a_new_agents_message_is_refused_as_no_task(
     # a 1.5B lead relayed the painter's one-line result to helper, writer and helper again as
     # type="message", each starting a new agent; a message that starts an agent is its task
     async def react(s: Scenario, event: Event) -> None:
-        if isinstance(event, RoundEnded) and event.round == 1 and event.tool_calls:
+        if isinstance(event, ToolResulted) and event.result.call_id == "a":
             await s.report("painter", "The fox sleeps in the snow.")
-        if isinstance(event, ToolResulted) and event.result.call_id == "c":
+        if isinstance(event, ToolResulted) and event.result.call_id == "d":
             await s.report("writer", "A caption.")
 
     s, outcome = await run_lead(
@@ -214,7 +218,7 @@ async def test_a_result_passed_on_as_a_new_agents_message_is_refused_as_no_task(
     results = s.tool_results()
     assert results["b"].startswith("Did not send: that is painter's result")
     assert results["c"].startswith("Started writer")  # a result with a task is work
-    assert "writer already did this task" in results["d"]
+    assert "writer is already working on this task" in results["d"]
     assert s.spawned == ["painter", "writer"]
     assert s.guards().count("repeated") == 2
     assert (outcome.status, outcome.answer) == ("completed", "Here is the fox, with its caption.")
