@@ -38,7 +38,13 @@ import anyio
 
 from baton.bus.base import Bus
 from baton.bus.errors import BusError
-from baton.bus.events import RETRACTED_DEADLINE, RETRACTED_SENT_BACK, AnswerChecked
+from baton.bus.events import (
+    RETRACTED_DEADLINE,
+    RETRACTED_SENT_BACK,
+    AnswerChecked,
+    Event,
+    RoundStarted,
+)
 from baton.bus.inbox import InboxReader
 from baton.bus.interrupt import RoundWatch
 from baton.bus.messages import Envelope
@@ -146,7 +152,7 @@ class Lead:
             agent=LEAD_NAME,
             limits=options.limits,
             channel=parts.channel,
-            events=self._shown,
+            events=self._engine_event,
             telemetry=parts.telemetry,
             tool_choice=options.tool_choice,
             call_rewriter=delegation_rewriter(
@@ -154,6 +160,14 @@ class Lead:
             ),
             spend=parts.spend,
         )
+
+    async def _engine_event(self, event: Event) -> None:
+        """The lead turn's events: a round's start opens the delegation unit's round (its sends
+        are one decision: news first holds all of them or none), and each goes on to the views."""
+        if isinstance(event, RoundStarted):
+            self.team.new_round()
+        if self._shown is not None:
+            await self._shown(event)
 
     # -- what the lead is -----------------------------------------------------------------------
 

@@ -89,6 +89,9 @@ class Team:
         """Read before a send (to keep the roster current), not yet in the context."""
         self._registry: ToolRegistry | None = None
         self._offered: tuple[str, ...] = ()
+        self._round_news: list[str] | None = None
+        """Who had reported unseen when the current round's first send was made (None: no send
+        yet): the round's sends are held when any had."""
 
     @property
     def inbox(self) -> InboxReader:
@@ -122,16 +125,20 @@ class Team:
     ) -> str | ToolResult:
         """``send_message``: the inbox read first, then routed, capped and sent (``once``: see
         :meth:`Dispatcher.deliver`). ``news_first`` (the model's own sends): while results the
-        model has not seen are waiting, the send is not made and the turn ends, so the model
-        decides again with them in view; a 1.5B lead sent five new agents a question each while
-        the first one's answer sat unread (results read mid-turn wait for the next turn)."""
+        model has not seen are waiting when a round's first send is made, no send of the round
+        is made and the turn ends, so the model decides again with them in view; a 1.5B lead
+        sent five new agents a question each, round after round, while the first one's answer
+        sat unread (results read mid-turn wait for the next turn). A round's calls are one
+        decision: a result that comes in between two of them holds neither."""
         if to in (LEAD_NAME, "user"):
             return not_a_subagent_hint(to)
         async with self.lock:
             await self._settle(await self.intake.note(await self.intake.read_now()), early=True)
-            unseen = self._unseen_reports() if news_first and kind != "shutdown" else []
-            if unseen:
-                return ToolResult(prompt.news_first(unseen), ends_turn=True)
+            if news_first and kind != "shutdown":
+                if self._round_news is None:
+                    self._round_news = self._unseen_reports()
+                if self._round_news:
+                    return ToolResult(prompt.news_first(self._round_news), ends_turn=True)
             done = await self.dispatch.deliver(to, content, kind, once=once)
             self.roster_changed()
             if done.sent:
@@ -175,6 +182,12 @@ class Team:
         """A turn of the lead starts: its caps start over, and it has sent nothing yet."""
         self.dispatch.sends.reset()
         self.state.turn_sends.clear()
+        self.new_round()
+
+    def new_round(self) -> None:
+        """A round of the lead's turn starts (its model request is made): whether news holds
+        its sends is decided at its first send."""
+        self._round_news = None
 
     # -- the inbox ------------------------------------------------------------------------------
 

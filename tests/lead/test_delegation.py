@@ -263,6 +263,37 @@ async def test_a_result_sent_as_a_task_or_in_a_later_request_goes_out() -> None:
     assert outcome.status == "completed"
 
 
+async def test_news_holds_a_later_rounds_sends_but_never_splits_a_round() -> None:
+    # a round's calls are one decision: the painter's result, read between its two sends, holds
+    # neither; the next round, decided before the results were seen, is held whole
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "a":
+            await s.report("painter", "a fox")
+        if isinstance(event, ToolResulted) and event.result.call_id == "b":
+            await s.report("writer", "a poem")  # before the next round's sends: it holds them
+        if isinstance(event, ToolResulted) and event.result.call_id == "f":
+            await s.report("helper", "a fact")
+            await s.report("painter-2", "a cat")
+
+    s, outcome = await run_lead(
+        [
+            Reply(calls=[send("painter", "Paint a fox.", "a"), send("writer", "A poem.", "b")]),
+            Reply(calls=[send("helper", "A fact.", "c"), send("painter", "Paint a cat.", "d")]),
+            Reply(calls=[send("helper", "A fact.", "e"), send("painter", "Paint a cat.", "f")]),
+            Reply(text="Working on it."),
+            Reply(text="A fox, a poem, a fact and a cat."),
+        ],
+        react,
+    )
+    results = s.tool_results()
+    assert results["b"].startswith("Started writer")
+    assert results["c"] == results["d"]
+    assert results["c"].startswith("Not sent: painter, writer reported after you last saw")
+    assert "[result from writer]" in s.server.requests[2].messages[-1]["content"]
+    assert s.spawned == ["painter", "writer", "helper", "painter-2"]
+    assert outcome.status == "completed"
+
+
 async def test_a_task_whose_agent_failed_may_be_sent_again() -> None:
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, ToolResulted) and event.result.call_id == "a":
