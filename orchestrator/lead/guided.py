@@ -17,7 +17,9 @@ language. On top of :class:`~baton.lead.policy.StructuralPolicy`:
   picture a profile on offer makes (:func:`~baton.lead.heuristics.picture_asked`), or an answer
   that evades the request (declines, disclaims, restates it) or says, typed, that it cannot, is
   routed (once per request) among the profiles that can do it: the ones named, for a picture
-  those that make media, else all;
+  those that make media, else all; and while part of it was delegated, the part that went to
+  nobody: a profile the request names that no sub-agent runs, or a picture asked while no
+  media-making one runs;
 - **confirm direct**: any other answer that delegated nothing is checked once by a routing call
   that may keep it (``route(to)`` among ``none`` and the profiles: one short constrained call for
   a plain question). A typed choice, read in any language; it replaced a note sending the answer
@@ -68,6 +70,11 @@ class GuidedPolicy(StructuralPolicy):
         roster = facts.roster
         if roster.delivered and heuristics.refuses(answer.text):
             return AskAgain()  # bounded: asked again once, the answer is composed (ending.py)
+        if facts.delegated and not memo.get("routed") and facts.can_delegate:
+            left_out, each = self._not_asked(facts)
+            if left_out:  # part of the request went to nobody
+                memo["routed"] = True
+                return Route(left_out, each=each)
         if (
             facts.delegated
             or roster.agents
@@ -118,6 +125,23 @@ class GuidedPolicy(StructuralPolicy):
         if answer.status == "cannot" or heuristics.evades_work(answer.text, facts.request):
             return profiles
         return {}
+
+    def _not_asked(self, facts: Facts) -> tuple[dict[str, str], bool]:
+        """The profiles the request needs and no sub-agent of the session runs, after the lead
+        delegated part of it (a 1.5B lead sent "paint a lighthouse and have the writer write a
+        poem about it" to the writer only, then said it cannot paint): the profiles the request
+        names, to each (True); else, for a picture, the media-making ones (one is chosen).
+        Empty when the lead worked with tools of its own (it may have made the picture itself)."""
+        if facts.own_tools:
+            return {}, False
+        profiles = dict(facts.profiles)
+        asked = {record.profile for record in facts.roster.agents.values()}
+        named = [p for p in heuristics.named_profiles(facts.request, profiles) if p not in asked]
+        if named:
+            return {p: profiles[p] for p in named}, True
+        if not asked & facts.media_profiles and self._picture_asked(facts):
+            return {p: d for p, d in profiles.items() if p in facts.media_profiles}, False
+        return {}, False
 
     @staticmethod
     def _picture_asked(facts: Facts) -> bool:

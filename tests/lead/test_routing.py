@@ -21,7 +21,7 @@ from baton.lead.answer import Answer
 from baton.lead.guided import GuidedPolicy
 from baton.lead.heuristics import asks_for_media, disclaims, evades, named_profiles, restates
 from baton.lead.outcome import LeadOutcome, check_answer
-from baton.lead.policy import Facts
+from baton.lead.policy import Facts, LeadPolicy, StructuralPolicy
 from baton.lead.roster import Roster
 from baton.lead.routing import ROUTE_NOTE
 from baton.llm.script import Call, Reply
@@ -468,3 +468,59 @@ async def test_a_typed_cannot_is_routed_under_the_guided_policy() -> None:
     )
     assert tasks_sent(s) == {"writer": ["Thank my neighbour nicely for watering my plants."]}
     assert len(routing_requests(s)) == 1 and outcome.status == "completed"
+
+
+LIGHTHOUSE = "Paint a lighthouse at night and have the writer write a two-line poem about it."
+
+
+async def _part_delegated(
+    task: str, first: tuple[str, str], *, policy: LeadPolicy = GUIDED
+) -> tuple[Scenario, LeadOutcome]:
+    """The lead sends ``first`` (profile, task), says in words that it cannot do the rest, then
+    answers with what arrived; each agent reports as it starts (the painter with a picture)."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, AgentSpawned):
+            media = [FOX] if event.agent == "painter" else []
+            await s.report(event.agent, f"{event.agent}'s part", media=media)
+
+    to, content = first
+    return await run_lead(
+        [
+            calls("send_message", "s1", to=to, content=content, type="task"),
+            calls("answer", "c1", text="I'm sorry, I don't know how to do the rest."),
+            calls("answer", "c2", text=f"Here is everything: {FOX}"),
+        ],
+        react,
+        task=task,
+        tool_choice="required",
+        policy=policy,
+        media_profiles={"painter"},
+    )
+
+
+async def test_a_picture_left_out_of_what_was_delegated_goes_to_the_painter() -> None:
+    """A 1.5B lead sent the lighthouse request's poem to the writer only, then said it cannot
+    paint: the picture went to nobody. It goes to the one media-making profile, as written (no
+    model call to choose), and the answer waits for it."""
+    s, outcome = await _part_delegated(LIGHTHOUSE, ("writer", "Write a two-line poem."))
+    assert tasks_sent(s) == {"writer": ["Write a two-line poem."], "painter": [LIGHTHOUSE]}
+    assert routing_requests(s) == []
+    assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
+
+
+async def test_a_named_profile_left_out_of_what_was_delegated_gets_the_request() -> None:
+    task = "Ask the writer for a limerick about a cat, and the painter for a picture of it."
+    s, outcome = await _part_delegated(task, ("painter", "a cat"))
+    assert tasks_sent(s) == {"painter": ["a cat"], "writer": [task]}
+    assert routing_requests(s) == [] and outcome.status == "completed"
+
+
+async def test_nothing_is_routed_when_every_part_went_to_someone() -> None:
+    s, _ = await _part_delegated("Paint a lighthouse at night.", ("painter", "a lighthouse"))
+    assert tasks_sent(s) == {"painter": ["a lighthouse"]}
+
+
+async def test_the_structural_policy_never_routes_a_part_left_out() -> None:
+    s, _ = await _part_delegated(LIGHTHOUSE, ("writer", "Write a poem."), policy=StructuralPolicy())
+    assert tasks_sent(s) == {"writer": ["Write a poem."]}
