@@ -70,10 +70,10 @@ class GuidedPolicy(StructuralPolicy):
         roster = facts.roster
         if roster.delivered and heuristics.refuses(answer.text):
             return AskAgain()  # bounded: asked again once, the answer is composed (ending.py)
-        if facts.delegated and not memo.get("routed") and facts.can_delegate:
+        if facts.delegated and not memo.get("left_out") and facts.can_delegate:
             left_out, each = self._not_asked(facts)
-            if left_out:  # part of the request went to nobody
-                memo["routed"] = True
+            if left_out:  # part of the request went to nobody (routing's sends count too)
+                memo["left_out"] = True
                 return Route(left_out, each=each)
         if (
             facts.delegated

@@ -524,3 +524,29 @@ async def test_nothing_is_routed_when_every_part_went_to_someone() -> None:
 async def test_the_structural_policy_never_routes_a_part_left_out() -> None:
     s, _ = await _part_delegated(LIGHTHOUSE, ("writer", "Write a poem."), policy=StructuralPolicy())
     assert tasks_sent(s) == {"writer": ["Write a poem."]}
+
+
+async def test_a_picture_left_out_by_routing_to_a_named_profile_is_routed_after_it() -> None:
+    """The lighthouse request answered in words went, by the name in it, to the writer only;
+    the picture is then routed too, once the writer's part is in."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, AgentSpawned):
+            media = [FOX] if event.agent == "painter" else []
+            await s.report(event.agent, f"{event.agent}'s part", media=media)
+
+    s, outcome = await run_lead(
+        [
+            calls("answer", "c1", text="A lighthouse stands in the dark."),
+            calls("answer", "c2", text="Here is the poem."),
+            calls("answer", "c3", text=f"The poem and the picture: {FOX}"),
+        ],
+        react,
+        task=LIGHTHOUSE,
+        tool_choice="required",
+        policy=GUIDED,
+        media_profiles={"painter"},
+    )
+    assert tasks_sent(s) == {"writer": [LIGHTHOUSE], "painter": [LIGHTHOUSE]}
+    assert routing_requests(s) == []
+    assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
