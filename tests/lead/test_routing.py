@@ -473,30 +473,38 @@ async def test_a_typed_cannot_is_routed_under_the_guided_policy() -> None:
 LIGHTHOUSE = "Paint a lighthouse at night and have the writer write a two-line poem about it."
 
 
-async def _part_delegated(
-    task: str, first: tuple[str, str], *, policy: LeadPolicy = GUIDED
+async def each_reports_its_part(s: Scenario, event: Event) -> None:
+    """Each agent reports as it starts, the painter with a picture."""
+    if isinstance(event, AgentSpawned):
+        media = [FOX] if event.agent == "painter" else []
+        await s.report(event.agent, f"{event.agent}'s part", media=media)
+
+
+async def _run_parts(
+    task: str, script: list[Reply], policy: LeadPolicy = GUIDED
 ) -> tuple[Scenario, LeadOutcome]:
-    """The lead sends ``first`` (profile, task), says in words that it cannot do the rest, then
-    answers with what arrived; each agent reports as it starts (the painter with a picture)."""
-
-    async def react(s: Scenario, event: Event) -> None:
-        if isinstance(event, AgentSpawned):
-            media = [FOX] if event.agent == "painter" else []
-            await s.report(event.agent, f"{event.agent}'s part", media=media)
-
-    to, content = first
     return await run_lead(
-        [
-            calls("send_message", "s1", to=to, content=content, type="task"),
-            calls("answer", "c1", text="I'm sorry, I don't know how to do the rest."),
-            calls("answer", "c2", text=f"Here is everything: {FOX}"),
-        ],
-        react,
+        script,
+        each_reports_its_part,
         task=task,
         tool_choice="required",
         policy=policy,
         media_profiles={"painter"},
     )
+
+
+async def _part_delegated(
+    task: str, first: tuple[str, str], *, policy: LeadPolicy = GUIDED
+) -> tuple[Scenario, LeadOutcome]:
+    """The lead sends ``first`` (profile, task), says in words that it cannot do the rest, then
+    answers with what arrived."""
+    to, content = first
+    script = [
+        calls("send_message", "s1", to=to, content=content, type="task"),
+        calls("answer", "c1", text="I'm sorry, I don't know how to do the rest."),
+        calls("answer", "c2", text=f"Here is everything: {FOX}"),
+    ]
+    return await _run_parts(task, script, policy)
 
 
 async def test_a_picture_left_out_of_what_was_delegated_goes_to_the_painter() -> None:
@@ -529,24 +537,12 @@ async def test_the_structural_policy_never_routes_a_part_left_out() -> None:
 async def test_a_picture_left_out_by_routing_to_a_named_profile_is_routed_after_it() -> None:
     """The lighthouse request answered in words went, by the name in it, to the writer only;
     the picture is then routed too, once the writer's part is in."""
-
-    async def react(s: Scenario, event: Event) -> None:
-        if isinstance(event, AgentSpawned):
-            media = [FOX] if event.agent == "painter" else []
-            await s.report(event.agent, f"{event.agent}'s part", media=media)
-
-    s, outcome = await run_lead(
-        [
-            calls("answer", "c1", text="A lighthouse stands in the dark."),
-            calls("answer", "c2", text="Here is the poem."),
-            calls("answer", "c3", text=f"The poem and the picture: {FOX}"),
-        ],
-        react,
-        task=LIGHTHOUSE,
-        tool_choice="required",
-        policy=GUIDED,
-        media_profiles={"painter"},
-    )
+    script = [
+        calls("answer", "c1", text="A lighthouse stands in the dark."),
+        calls("answer", "c2", text="Here is the poem."),
+        calls("answer", "c3", text=f"The poem and the picture: {FOX}"),
+    ]
+    s, outcome = await _run_parts(LIGHTHOUSE, script)
     assert tasks_sent(s) == {"writer": [LIGHTHOUSE], "painter": [LIGHTHOUSE]}
     assert routing_requests(s) == []
     assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
