@@ -77,6 +77,9 @@ def test_an_answer_that_says_back_the_request_restates_it(answer: str, request_t
             "Write a haiku about autumn.",
         ),
         ("4", "What is 2 + 2?"),
+        # a 1.5B lead's right answers that a share of new words took for restatements
+        ("There are 366 days in a leap year.", "How many days are there in a leap year?"),
+        ("La capital de Japón es Tokyo.", "¿Cuál es la capital de Japón?"),
     ],
 )
 def test_a_plain_answer_is_no_evasion(answer: str, request_text: str) -> None:
