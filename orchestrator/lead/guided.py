@@ -71,10 +71,10 @@ class GuidedPolicy(StructuralPolicy):
         if roster.delivered and heuristics.refuses(answer.text):
             return AskAgain()  # bounded: asked again once, the answer is composed (ending.py)
         if facts.delegated and not memo.get("left_out") and facts.can_delegate:
-            left_out, each = self._not_asked(facts)
+            left_out = self._not_asked(facts)
             if left_out:  # part of the request went to nobody (routing's sends count too)
                 memo["left_out"] = True
-                return Route(left_out, each=each)
+                return left_out
         if (
             facts.delegated
             or roster.agents
@@ -121,27 +121,31 @@ class GuidedPolicy(StructuralPolicy):
         if named:
             return {p: profiles[p] for p in named}
         if self._picture_asked(facts):
-            return {p: d for p, d in profiles.items() if p in facts.media_profiles}
+            return self._media_makers(facts)
         if answer.status == "cannot" or heuristics.evades_work(answer.text, facts.request):
             return profiles
         return {}
 
-    def _not_asked(self, facts: Facts) -> tuple[dict[str, str], bool]:
-        """The profiles the request needs and no sub-agent of the session runs, after the lead
-        delegated part of it (a 1.5B lead sent "paint a lighthouse and have the writer write a
-        poem about it" to the writer only, then said it cannot paint): the profiles the request
-        names, to each (True); else, for a picture, the media-making ones (one is chosen).
-        Empty when the lead worked with tools of its own (it may have made the picture itself)."""
+    def _not_asked(self, facts: Facts) -> Route | None:
+        """The route for the part of the request that no sub-agent of the session runs, after
+        the lead delegated part of it (a 1.5B lead sent "paint a lighthouse and have the writer
+        write a poem about it" to the writer only, then said it cannot paint): to each profile
+        the request names; else, for a picture, to one of the media-making ones. None when the
+        lead worked with tools of its own (it may have made the picture itself)."""
         if facts.own_tools:
-            return {}, False
+            return None
         profiles = dict(facts.profiles)
         asked = {record.profile for record in facts.roster.agents.values()}
         named = [p for p in heuristics.named_profiles(facts.request, profiles) if p not in asked]
         if named:
-            return {p: profiles[p] for p in named}, True
+            return Route({p: profiles[p] for p in named}, each=True)
         if not asked & facts.media_profiles and self._picture_asked(facts):
-            return {p: d for p, d in profiles.items() if p in facts.media_profiles}, False
-        return {}, False
+            return Route(self._media_makers(facts))
+        return None
+
+    @staticmethod
+    def _media_makers(facts: Facts) -> dict[str, str]:
+        return {p: d for p, d in facts.profiles.items() if p in facts.media_profiles}
 
     @staticmethod
     def _picture_asked(facts: Facts) -> bool:
