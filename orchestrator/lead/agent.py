@@ -280,6 +280,8 @@ class Lead:
             await self._save()
             return None
         answer = self.policy.answer(result)
+        if answer.silent and result.text.strip() and result.terminal_call is None:
+            self.state.unsay(result.text)  # the policy read the words as no answer
         last = await self._decided(result, answer, deadline)
         if last is not None:
             progress.phase, progress.last = "gather", last
@@ -394,7 +396,7 @@ class Lead:
             if progress.final_asked or not progress.last.wants_final:
                 return final_outcome(progress.last, self.roster, progress.final_asked)
             progress.final_asked = True  # one more turn, asked for the answer without tools
-            self._add_note(prompt.FINAL_NOTE, final=True)
+            self._add_note(prompt.final_note(bool(self.roster.agents)), final=True)
         progress.phase = "turn"
         if arrived:
             progress.final_asked = False

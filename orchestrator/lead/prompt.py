@@ -53,6 +53,17 @@ FINAL_NOTE = """All delegated work is in, but you gave no final answer. Answer t
 plain text, from the results above: cite every sub-agent's result and every media URL exactly as
 given. Do not delegate again."""
 
+OWN_FINAL_NOTE = """You gave no final answer. Answer the user's request now yourself, in plain
+text."""
+"""The note asking for the answer when nothing was delegated: saying that delegated work is in, a
+1.5B lead that had delegated nothing answered "the answer you provided did not include a final
+answer from the sub-agent"."""
+
+
+def final_note(delegated: bool) -> str:
+    """The note asking for the final answer, true to whether any work was delegated."""
+    return FINAL_NOTE if delegated else OWN_FINAL_NOTE
+
 
 def listing(profiles: Mapping[str, str]) -> str:
     """The profiles in one line, as every note and the routing call show them."""

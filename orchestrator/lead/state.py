@@ -67,6 +67,19 @@ class LeadState:
         """Inbox messages went into the context (a re-delivery of one is skipped)."""
         self.taken = [*self.taken, *ids][-TAKEN_KEEP:]
 
+    def unsay(self, text: str) -> None:
+        """Take the turn's reply ``text`` out of the context: the policy judged it no answer (it
+        quoted the system prompt or a note), and shown to the model again it is said again (a
+        1.5B lead that had quoted its instructions, asked for its answer, answered about them).
+        Only the newest assistant message is looked at, and only one without calls."""
+        for index in range(len(self.history) - 1, -1, -1):
+            message = self.history[index]
+            if message.get("role") != "assistant":
+                continue
+            if message.get("content") == text and not message.get("tool_calls"):
+                del self.history[index]
+            return
+
     @property
     def delegated(self) -> bool:
         """Whether the current request has had work sent for it (a wave, or a send this turn)."""

@@ -29,7 +29,7 @@ from baton.compose import media_profiles
 from baton.lead.delegation import DelegationLimits, Waves
 from baton.lead.guided import GuidedPolicy
 from baton.lead.heuristics import quotes_what_it_was_told
-from baton.lead.prompt import system_prompt
+from baton.lead.prompt import OWN_FINAL_NOTE, system_prompt
 from baton.llm.script import Call, HttpError, Reply
 from baton.llm.types import Message
 from baton.settings import load_settings
@@ -403,6 +403,23 @@ async def test_a_final_answer_that_parrots_what_the_session_said_is_no_answer(pa
     )
     assert (outcome.status, outcome.composed) == ("completed", True)  # the painter delivered
     assert parrot not in outcome.answer and FOX in outcome.answer
+
+
+async def test_a_reply_read_as_no_answer_leaves_the_context_and_the_note_tells_the_truth() -> None:
+    """A 1.5B lead answered a plain question by quoting its rules; asked for its answer with a
+    note that said "all delegated work is in", it answered about a sub-agent that never existed.
+    The screened reply is taken out of the context, and the note says only that no answer came."""
+    rules = "To reply to the user, call answer(text, status, media), or write your reply as"
+    s, outcome = await run_lead(
+        [Reply(text=rules), Reply(text="Canberra.")],
+        task="What is the capital of Australia?",
+        policy=GuidedPolicy(),
+    )
+    assert (outcome.status, outcome.answer) == ("completed", "Canberra.")
+    asked = s.server.requests[-1]
+    assert choices(s)[-1] == "none" and s.spawned == []
+    assert all(rules not in str(message.get("content")) for message in asked.messages[1:])
+    assert asked.messages[-1]["content"] == "[note from session] " + OWN_FINAL_NOTE
 
 
 def test_a_reply_quoting_a_tool_result_or_the_rules_of_the_lead_is_no_answer() -> None:
