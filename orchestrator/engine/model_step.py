@@ -20,6 +20,7 @@ short while over steps:
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -234,8 +235,21 @@ class ModelStep:
     async def _ended(
         self, runaway: RunawayText, usage: Usage, visible: VisibleText
     ) -> ModelReply | None:
-        """The reply a runaway of blank lines ended (None: it is cut): text shown as prose, or
-        calls written as text, then nothing but line breaks."""
+        """The reply a runaway ended (None: it is cut): text shown as prose, or calls written as
+        text, then nothing but line breaks; or calls, then the same calls again (each is run
+        once: :meth:`_looped_calls`)."""
+        looped = self._looped_calls(runaway, visible)
+        if looped:
+            log.info("%s/%s: reply looped after %d call(s) (%s); each is run once",
+                     self._session, self._agent, len(looped),
+                     ", ".join(call.name for call in looped))  # fmt: skip
+            self._telemetry.loop_outcome("runaway")
+            await self._emit(
+                GuardFired(session=self._session, agent=self._agent, outcome="runaway")
+            )
+            await visible.retract()  # what was shown of the loop
+            await visible.finish_calls(looped)
+            return self._rewritten(ModelReply("", looped, "tool_calls", usage))
         if not runaway.ended or not (runaway.prose or self._holds_calls(runaway.text)):
             return None
         log.info("%s/%s: reply ended in blank lines after %d chars; taken as it stood",
@@ -243,6 +257,21 @@ class ModelStep:
         if runaway.prose:
             await visible.ended_at(runaway.text)
         return await self._settle(ModelReply(runaway.text, (), "stop", usage), visible)
+
+    def _looped_calls(self, runaway: RunawayText, visible: VisibleText) -> tuple[ToolCall, ...]:
+        """The calls a reply made before it looped, each once (same name and arguments): the
+        native calls that streamed whole, or, when nothing was shown, calls written as text.
+        The call the loop was found in never closed, so it is not among them."""
+        if runaway.ended or not self.tools or self.tool_choice == "none":
+            return ()
+        calls: Sequence[ToolCall] = runaway.calls
+        if not calls and not visible.shown:
+            found = parse_text_calls(runaway.text, self._resolve)
+            calls = found.calls if found is not None else ()
+        once: dict[tuple[str, str], ToolCall] = {}
+        for call in calls:
+            once.setdefault((call.name, _canonical(call.arguments)), call)
+        return tuple(once.values())
 
     def _holds_calls(self, text: str) -> bool:
         """Whether ``text`` holds calls written as text that would run (see :meth:`_settle`)."""
@@ -338,3 +367,11 @@ def estimated_usage(request: Sequence[Message], text: str) -> Usage:
     prompt = sum(budgeting.message_chars(message) for message in request) // CHARS_PER_TOKEN
     completion = len(text) // CHARS_PER_TOKEN + 1
     return Usage(prompt, completion, prompt + completion)
+
+
+def _canonical(arguments: str) -> str:
+    """A call's arguments in one spelling, so the same call written twice compares equal."""
+    try:
+        return json.dumps(json.loads(arguments or "{}"), sort_keys=True)
+    except ValueError:
+        return arguments

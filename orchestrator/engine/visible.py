@@ -30,6 +30,7 @@ tail invisible to it, so it is counted on its own (:attr:`RunawayText.ended`).
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterable, Mapping
 from enum import Enum
 
@@ -67,12 +68,24 @@ class RunawayText(Exception):
     them); anything else (a call cut off mid-way, a lone fence) is cut.
     """
 
-    def __init__(self, text: str, *, ended: bool = False, prose: bool = False) -> None:
+    def __init__(
+        self,
+        text: str,
+        *,
+        ended: bool = False,
+        prose: bool = False,
+        calls: tuple[ToolCall, ...] = (),
+    ) -> None:
         why = "ended in blank lines" if ended else "kept repeating itself"
         super().__init__(f"the reply {why}")
         self.text = text
         self.ended = ended
         self.prose = prose
+        self.calls = calls
+        """The native calls that had streamed whole when the loop was found, in order (their
+        arguments parse): a model that loops over calls wrote each one it meant before it
+        looped (a 1.5B painter asked for three pictures streamed the three ``generate_image``
+        calls and its result, then the two sends again and again until the output limit)."""
 
 
 class RepetitionDetector:
@@ -199,6 +212,7 @@ class VisibleText:
     __slots__ = (
         "_agent",
         "_arguments",
+        "_calls",
         "_detector",
         "_emit",
         "_held",
@@ -227,6 +241,8 @@ class VisibleText:
         self._arguments: dict[int, _ShownArgument] = {}
         """The shown argument of each call of this attempt, by the call's position."""
         self._detector = RepetitionDetector()
+        self._calls: dict[int, tuple[str, list[str]]] = {}
+        """Each call's name and raw argument pieces, by position, as they stream."""
         self._raw_calls = RepetitionDetector()
         """Every call's raw arguments as they stream, shown or not: a model can loop inside a
         call (a URL in ``media`` growing one path segment at a time until ``max_tokens``)."""
@@ -285,8 +301,9 @@ class VisibleText:
         """The ``on_call_delta`` of a model call: the shown argument of a call grows by what the
         new piece adds to it (raises :class:`RunawayText` when it loops, as text does, or when
         any call's raw arguments do)."""
+        self._calls.setdefault(position, (name, []))[1].append(piece)
         if self._raw_calls.feed(piece):
-            raise RunawayText(self.text)
+            raise RunawayText(self.text, calls=self._whole_calls())
         argument = self._arguments.get(position)
         if argument is None:
             shows = self._shows.get(name)
@@ -297,8 +314,23 @@ class VisibleText:
         grown = argument.feed(piece)
         if grown:
             if self._detector.feed(grown):
-                raise RunawayText(self._detector.text)
+                raise RunawayText(self._detector.text, calls=self._whole_calls())
             await self._show(grown)
+
+    def _whole_calls(self) -> tuple[ToolCall, ...]:
+        """The calls streamed so far whose arguments are whole JSON objects, in order."""
+        calls: list[ToolCall] = []
+        for position in sorted(self._calls):
+            name, pieces = self._calls[position]
+            raw = "".join(pieces)
+            try:
+                arguments = json.loads(raw or "{}")
+            except ValueError:
+                continue  # the call still streaming when the loop was found, or a broken one
+            if isinstance(arguments, dict):
+                call_id = f"looped_{secrets.token_hex(6)}"
+                calls.append(ToolCall(id=call_id, name=name, arguments=raw))
+        return tuple(calls)
 
     async def finish_calls(self, calls: Iterable[ToolCall]) -> None:
         """The reply ended with these calls: each shown argument appears whole. What streamed
@@ -360,6 +392,7 @@ class VisibleText:
         self.shown = 0
         self._held.clear()
         self._arguments.clear()
+        self._calls.clear()
         self._mode = _Mode.UNDECIDED
         self._detector.reset()
         self._raw_calls.reset()

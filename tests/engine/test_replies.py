@@ -276,6 +276,39 @@ async def test_a_call_whose_arguments_loop_is_stopped_early_and_asked_again() ->
     assert len(h.requests) == 2 and result.rounds == 0
 
 
+async def test_a_reply_that_loops_over_whole_calls_runs_each_call_once() -> None:
+    # a 1.5B painter asked for three pictures streamed three calls, then the same two sends
+    # again and again until the output limit: what it meant is each call once, not a retry
+    # that apologises instead (what the retry got)
+    meant = [Call("echo", json.dumps({"content": word})) for word in ("fox", "heron", "cat")]
+    loop = [Call("echo", json.dumps({"content": "results"})), Call("echo", '{"content": "again"}')]
+    script = [
+        Reply(calls=[*meant, *loop * 40], finish_reason="length"),
+        text("Painted: fox, heron, cat."),
+    ]
+    async with harness(script, [echo]) as h:
+        history = user("three pictures")
+        result = await h.loop.run_turn(history)
+    assert result.stop is StopReason.ANSWERED and result.text == "Painted: fox, heron, cat."
+    assert [g.outcome for g in h.log.of(GuardFired)] == ["runaway"]
+    ran = list(tool_messages(history).values())
+    assert ran[:3] == ["echo: fox", "echo: heron", "echo: cat"]
+    assert len(ran) == len(set(ran)) <= 5  # each once: the loop's own calls at most once too
+    assert len(h.requests) == 2 and result.rounds == 1
+    assert "much shorter" not in str(h.requests[1].messages[-1]["content"])
+
+
+async def test_calls_written_as_text_then_the_same_again_run_once_each() -> None:
+    one, two = (json.dumps({"name": "echo", "arguments": {"content": w}}) for w in ("a", "b"))
+    script = [text("```json\n", one, "\n", *[two + "\n"] * 60), text("Done.")]
+    async with harness(script, [echo]) as h:
+        history = user("go")
+        result = await h.loop.run_turn(history)
+    assert result.stop is StopReason.ANSWERED and result.text == "Done."
+    assert sorted(tool_messages(history).values()) == ["echo: a", "echo: b"]
+    assert seen(h.log.events) == "Done."
+
+
 async def test_blank_lines_with_nothing_before_them_are_a_runaway_asked_again() -> None:
     script = [text(*["\n"] * 2_000), text("Here you are.")]
     async with harness(script, [echo]) as h:
