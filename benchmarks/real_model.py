@@ -307,8 +307,10 @@ def capable_reply(body: Mapping[str, Any]) -> Any:
             Call("send_message", json.dumps({"to": to, "content": what, "type": "task"}))
             for to, what in plan
         ]
-        note = json.dumps({"text": "I've asked my team; the results will follow."})
-        return answer_with(calls, Call("answer", note))
+        note: dict[str, Any] = {"text": "I've asked my team; the results will follow."}
+        if typed:
+            note["status"] = "delegated"
+        return answer_with(calls, Call("answer", json.dumps(note)))
     media = list(dict.fromkeys(URL.findall(" ".join(str(m.get("content")) for m in messages))))
     if len([m for m in messages if "[result from" in str(m.get("content"))]) < 1:
         return answer("Still working on it.")

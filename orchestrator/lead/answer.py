@@ -5,8 +5,9 @@ runtime reads without understanding language. ``send_message`` delegates; ``answ
 
 - ``text``, the reply itself, shown to every view token by token while the call's arguments
   stream (``Tool.shows``, :mod:`baton.engine.visible`), so a typed answer costs no latency;
-- ``status``: ``done`` (answered, or the work is delegated and under way) or ``cannot`` (neither
-  the lead nor a sub-agent on offer can do it): a decline is a field, not a regex hit;
+- ``status``: ``done`` (answered), ``delegated`` (the work is sent to sub-agents and under way)
+  or ``cannot`` (neither the lead nor a sub-agent on offer can do it): a decline is a field, not a
+  regex hit, and a claim that work is under way is one the runtime checks against what was sent;
 - ``media``: the media URLs the answer presents, which the runtime checks against what the tools
   produced (a URL no tool made is *invented*, whatever language the text is in).
 
@@ -31,7 +32,8 @@ from baton.llm.types import ToolCall
 
 ANSWER = "answer"
 
-AnswerStatus = Literal["done", "cannot"]
+AnswerStatus = Literal["done", "delegated", "cannot"]
+STATUSES: tuple[AnswerStatus, ...] = ("done", "delegated", "cannot")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +70,9 @@ def answer_tool(taken: Collection[str]) -> Tool | None:
             AnswerStatus,
             Field(
                 description=(
-                    "'done': you answered, or the work is delegated and under way; 'cannot': "
-                    "neither you nor any sub-agent can do it (say why in text)"
+                    "'done': you answered the request yourself; 'delegated': you sent the work "
+                    "to sub-agents with send_message and it is under way; 'cannot': neither you "
+                    "nor any sub-agent can do it (say why in text)"
                 )
             ),
         ],
@@ -109,7 +112,7 @@ def answer_of(call: ToolCall | None) -> Answer | None:
         return None
     if not isinstance(args, dict) or not isinstance(args.get("text"), str):
         return None
-    status: AnswerStatus = "cannot" if args.get("status") == "cannot" else "done"
+    status: AnswerStatus = next((s for s in STATUSES if s == args.get("status")), "done")
     media = args.get("media")
     presented = (
         tuple(url for url in media if isinstance(url, str)) if isinstance(media, list) else ()
@@ -127,6 +130,8 @@ def written_answer(text: str) -> Answer:
         return Answer(text)
     answers = [answer for call in found.calls if (answer := answer_of(call)) is not None]
     said = "\n\n".join(part for part in (found.rest, *(a.text for a in answers)) if part)
-    cannot = any(answer.status == "cannot" for answer in answers)
+    status: AnswerStatus = next(
+        (s for s in ("cannot", "delegated") if any(a.status == s for a in answers)), "done"
+    )
     media = tuple(dict.fromkeys(url for answer in answers for url in answer.media))
-    return Answer(said, "cannot" if cannot else "done", media, typed=bool(answers))
+    return Answer(said, status, media, typed=bool(answers))

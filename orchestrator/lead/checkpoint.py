@@ -40,7 +40,7 @@ class LastTurn(BaseModel):
     """What the final answer needs of the last turn that ended normally: its answer, typed."""
 
     reply: str = ""
-    status: Literal["done", "cannot"] = "done"
+    status: Literal["done", "delegated", "cannot"] = "done"
     media: list[str] = Field(default_factory=list)
     """The URLs the answer presented as media (its ``media`` argument)."""
     wants_final: bool = True

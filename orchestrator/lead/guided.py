@@ -122,8 +122,8 @@ class GuidedPolicy(StructuralPolicy):
             return {p: profiles[p] for p in named}
         if self._picture_asked(facts):
             return self._media_makers(facts)
-        if answer.status == "cannot" or heuristics.evades_work(answer.text, facts.request):
-            return profiles
+        if answer.status != "done" or heuristics.evades_work(answer.text, facts.request):
+            return profiles  # typed: it cannot, or it says it delegated and sent nothing
         return {}
 
     def _not_asked(self, facts: Facts) -> Route | None:

@@ -150,6 +150,7 @@ def structural_reasons(
     roster: Roster,
     *,
     cannot: bool,
+    unsent: bool = False,
     refused: Sequence[str] = (),
     media_profiles: Collection[str] = frozenset(),
 ) -> list[str]:
@@ -180,6 +181,8 @@ def structural_reasons(
         )
     if cannot:
         reasons.append("the lead answered that it cannot do this")
+    if unsent:
+        reasons.append("the lead answered that the work is delegated, but it sent nothing")
     return reasons
 
 

@@ -16,9 +16,10 @@ current request lives in ``memo`` (the checkpoint's ``policy`` part), so a new p
 the checkpoint's schema.
 
 :class:`StructuralPolicy`, the default, judges structure only: it sends back once an answer whose
-typed status is ``cannot`` while profiles were on offer and nothing was delegated, and once an
-answer that presents media no tool produced; it judges work delegated and not delivered, sends
-refused by the caps, invented media and a ``cannot``. No content pattern overrides a model's answer,
+typed status is ``cannot``, and once one whose status is ``delegated``, while profiles were on
+offer and nothing was delegated, and once an answer that presents media no tool produced; it
+judges work delegated and not delivered, sends refused by the caps, invented media, a ``cannot``
+and a ``delegated`` with nothing sent. No content pattern overrides a model's answer,
 its status or the exit code. The opt-in aids for small models are lead/guided.py; which policy a
 session runs is lead/profiles.py (docs/small-models.md).
 """
@@ -137,15 +138,14 @@ class StructuralPolicy:
         if invented and not memo.get("invented_sent_back"):
             memo["invented_sent_back"] = True
             return SendBack(prompt.invented_note(invented, facts.roster.media_urls))
-        if (
-            answer.status == "cannot"
-            and facts.profiles
-            and facts.can_delegate
-            and not facts.delegated
-            and not memo.get("cannot_sent_back")
-        ):
+        if not facts.profiles or not facts.can_delegate or facts.delegated:
+            return Accept()
+        if answer.status == "cannot" and not memo.get("cannot_sent_back"):
             memo["cannot_sent_back"] = True
             return SendBack(prompt.cannot_note(facts.profiles))
+        if unsent(answer, facts) and not memo.get("unsent_sent_back"):
+            memo["unsent_sent_back"] = True
+            return SendBack(prompt.unsent_note(facts.profiles))
         return Accept()
 
     def judge(self, answer: Answer, check: AnswerCheck, facts: Facts) -> list[str]:
@@ -153,9 +153,17 @@ class StructuralPolicy:
             check,
             facts.roster,
             cannot=answer.status == "cannot",
+            unsent=unsent(answer, facts),
             refused=facts.refused,
             media_profiles=facts.media_profiles,
         )
+
+
+def unsent(answer: Answer, facts: Facts) -> bool:
+    """Whether ``answer`` says, typed, that the work is delegated while nothing was sent for the
+    request: a claim the runtime can check (a 1.5B lead answered a picture request with
+    "Delegating task... please wait." and delegated nothing)."""
+    return answer.status == "delegated" and not facts.delegated and not facts.roster.outstanding
 
 
 def facts_invented(answer: Answer, facts: Facts) -> list[str]:

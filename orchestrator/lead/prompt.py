@@ -39,9 +39,10 @@ in. Your final answer must cite every sub-agent's result and list every media UR
 exactly as given. Never make up a URL."""
 
 
-_ANSWER_FIELDS = """Its text is all the user sees; status is "done" when you answered or the work
-is delegated, "cannot" when neither you nor any sub-agent can do it; media lists the media URLs
-your sub-agents reported that the answer presents, exactly as given."""
+_ANSWER_FIELDS = """Its text is all the user sees; status is "done" when you answered yourself,
+"delegated" when you sent the work with send_message and it is under way, "cannot" when neither
+you nor any sub-agent can do it; media lists the media URLs your sub-agents reported that the
+answer presents, exactly as given."""
 
 ANSWER_RULE = f"""You must call a tool in every reply: to reply to the user (your answer, or a short
 note after delegating), call answer(text, status, media). {_ANSWER_FIELDS}"""
@@ -79,6 +80,16 @@ def cannot_note(profiles: Mapping[str, str]) -> str:
         f"do work you cannot ({listed}). If any part of the request is work one of them does, "
         "delegate that part now with send_message, one call per task. If none of them can, "
         'answer again with status "cannot" and say why.'
+    )
+
+
+def unsent_note(profiles: Mapping[str, str]) -> str:
+    """The note that sends back an answer whose status was ``delegated`` while nothing was sent."""
+    return (
+        "Your answer says the work is delegated, but you sent nothing: no sub-agent is working on "
+        f"this request. Your sub-agents: {listing(profiles)}. Delegate the work now with "
+        "send_message, one call per task; or, if you answered the request yourself, answer again "
+        'with status "done".'
     )
 
 

@@ -116,7 +116,7 @@ def tool_calls(*calls: Call, **options: Any) -> Reply:
 def answer(
     text: str,
     *,
-    status: Literal["done", "cannot"] = "done",
+    status: Literal["done", "delegated", "cannot"] = "done",
     media: Sequence[str] = (),
     piece: int = 8,
     **options: Any,

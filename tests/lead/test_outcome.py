@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from baton.bus.base import Bus
-from baton.bus.events import AnswerChecked, ErrorEvent, Event, ModelRetried, ToolResulted
+from baton.bus.events import (
+    AgentSpawned,
+    AnswerChecked,
+    ErrorEvent,
+    Event,
+    ModelRetried,
+    ToolResulted,
+)
 from baton.bus.spend import SpendLimits
 from baton.engine.spend import BusSpend
 from baton.lead.guided import GuidedPolicy
@@ -114,6 +121,36 @@ async def test_a_typed_cannot_is_sent_back_once_then_incomplete_in_any_language(
     assert (outcome.status, outcome.answer) == ("incomplete", "Je ne peux pas.")
     assert outcome.error == "the lead answered that it cannot do this"
     assert len(s.server.requests) == 2 and s.spawned == []
+
+
+async def test_a_typed_delegated_with_nothing_sent_is_sent_back_once_then_incomplete() -> None:
+    """A 1.5B lead answered a German picture request "Delegating task... please wait." and sent
+    nothing. Typed, that claim is checked against the sends, in any language."""
+    claim = Reply(
+        calls=[Call("answer", json.dumps({"text": "Einen Moment bitte.", "status": "delegated"}))]
+    )
+    s, outcome = await run_lead([claim, claim], task="Male ein Bild von einem Leuchtturm.")
+    assert (outcome.status, outcome.answer) == ("incomplete", "Einen Moment bitte.")
+    assert outcome.error == "the lead answered that the work is delegated, but it sent nothing"
+    note = s.server.requests[1].messages[-1]["content"]
+    assert "Your answer says the work is delegated, but you sent nothing" in note
+    assert len(s.server.requests) == 2 and s.spawned == []
+
+
+async def test_a_delegated_claim_sent_back_is_followed_by_the_send_it_claimed() -> None:
+    claim = Reply(calls=[Call("answer", json.dumps({"text": "On it.", "status": "delegated"}))])
+    sent = Reply(calls=[Call("send_message", json.dumps({"to": "painter", "content": "a fox"}))])
+    note = Reply(calls=[Call("answer", json.dumps({"text": "Sent.", "status": "delegated"}))])
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, AgentSpawned):
+            await s.report(event.agent, "a fox", media=[FOX])
+
+    s, outcome = await run_lead(
+        [claim, sent, note, Reply(text=f"Your fox: {FOX}")], react, task="Paint a fox."
+    )
+    assert (outcome.status, outcome.answer) == ("completed", f"Your fox: {FOX}")
+    assert s.spawned == ["painter"]
 
 
 @pytest.mark.parametrize(

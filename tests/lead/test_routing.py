@@ -473,6 +473,30 @@ async def test_a_typed_cannot_is_routed_under_the_guided_policy() -> None:
     assert len(routing_requests(s)) == 1 and outcome.status == "completed"
 
 
+async def test_a_typed_delegated_with_nothing_sent_is_routed_under_the_guided_policy() -> None:
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, AgentSpawned):
+            await s.report(event.agent, "a lighthouse", media=[FOX])
+
+    claim = Reply(
+        calls=[Call("answer", json.dumps({"text": "Bitte warten.", "status": "delegated"}))]
+    )
+    task = "Male ein Bild von einem Leuchtturm bei Nacht."
+    s, outcome = await run_lead(
+        [claim, calls("route", "r1", to="painter"), calls("answer", "c2", text=f"Da: {FOX}")],
+        react,
+        task=task,
+        tool_choice="required",
+        policy=GUIDED,
+    )
+    assert tasks_sent(s) == {"painter": [task]}
+    (routing,) = routing_requests(s)
+    (route,) = s.server.requests[routing].body["tools"]
+    enum = route["function"]["parameters"]["properties"]["to"]["enum"]
+    assert "none" not in enum  # a claim to have sent work is no answer to keep
+    assert outcome.status == "completed"
+
+
 LIGHTHOUSE = "Paint a lighthouse at night and have the writer write a two-line poem about it."
 
 
