@@ -70,7 +70,9 @@ class GuidedPolicy(StructuralPolicy):
         roster = facts.roster
         if roster.delivered and heuristics.refuses(answer.text):
             return AskAgain()  # bounded: asked again once, the answer is composed (ending.py)
-        if facts.delegated and not memo.get("left_out") and facts.can_delegate:
+        if facts.delegated and not memo.get("left_out"):  # the waves need not be left: the
+            # route is the runtime's one send, and a 1.5B lead that spent its waves on the
+            # writer was asked without tools, so the picture went to nobody
             left_out = self._not_asked(facts)
             if left_out:  # part of the request went to nobody (routing's sends count too)
                 memo["left_out"] = True

@@ -544,6 +544,24 @@ async def test_a_picture_left_out_of_what_was_delegated_goes_to_the_painter() ->
     assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
 
 
+async def test_a_picture_left_out_is_routed_after_the_waves_are_spent() -> None:
+    """A 1.5B lead spent both its delegation waves on the writer; asked without tools, it
+    answered in words, and the picture went to nobody. The route is the runtime's send."""
+    script = [  # each turn ends when a send finds the writer's report unread (news first)
+        calls("send_message", "s1", to="writer", content="Write a two-line poem.", type="task"),
+        calls("send_message", "s2", to="helper", content="Help the writer.", type="task"),
+        calls("send_message", "s3", to="writer-2", content="A lighthouse poem.", type="task"),
+        calls("send_message", "s4", to="helper", content="Help the writer.", type="task"),
+        calls("answer", "c1", text="Here are the poems."),
+        calls("answer", "c2", text=f"The poems and the picture: {FOX}"),
+    ]
+    s, outcome = await _run_parts(LIGHTHOUSE, script)
+    assert "painter" in tasks_sent(s) and tasks_sent(s)["painter"] == [LIGHTHOUSE]
+    without_tools = [r.body.get("tool_choice") == "none" for r in s.server.requests]
+    assert without_tools.index(True) >= 4  # the waves were spent: asked without tools
+    assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
+
+
 async def test_a_named_profile_left_out_of_what_was_delegated_gets_the_request() -> None:
     task = "Ask the writer for a limerick about a cat, and the painter for a picture of it."
     s, outcome = await _part_delegated(task, ("painter", "a cat"))
