@@ -70,6 +70,8 @@ class GuidedPolicy(StructuralPolicy):
         roster = facts.roster
         if roster.delivered and heuristics.refuses(answer.text):
             return AskAgain()  # bounded: asked again once, the answer is composed (ending.py)
+        if not answer.silent and (invented := self.invented_sent_back(answer, facts, memo)):
+            return invented  # before routing: a confirm kept "366 days" with its made-up picture
         if facts.delegated and not memo.get("left_out"):  # the waves need not be left: the
             # route is the runtime's one send, and a 1.5B lead that spent its waves on the
             # writer was asked without tools, so the picture went to nobody

@@ -134,10 +134,9 @@ class StructuralPolicy:
     def after_turn(self, answer: Answer, facts: Facts, memo: Memo) -> Decision:
         if answer.silent:
             return Accept()
-        invented = facts_invented(answer, facts)
-        if invented and not memo.get("invented_sent_back"):
-            memo["invented_sent_back"] = True
-            return SendBack(prompt.invented_note(invented, facts.roster.media_urls))
+        invented = self.invented_sent_back(answer, facts, memo)
+        if invented is not None:
+            return invented
         if not facts.profiles or not facts.can_delegate or facts.delegated:
             return Accept()
         if answer.status == "cannot" and not memo.get("cannot_sent_back"):
@@ -147,6 +146,15 @@ class StructuralPolicy:
             memo["unsent_sent_back"] = True
             return SendBack(prompt.unsent_note(facts.profiles))
         return Accept()
+
+    def invented_sent_back(self, answer: Answer, facts: Facts, memo: Memo) -> SendBack | None:
+        """An answer presenting media no tool produced, sent back once with the fact (before
+        any other check of a policy built on this one: the words may be right, the URL is not)."""
+        invented = facts_invented(answer, facts)
+        if not invented or memo.get("invented_sent_back"):
+            return None
+        memo["invented_sent_back"] = True
+        return SendBack(prompt.invented_note(invented, facts.roster.media_urls))
 
     def judge(self, answer: Answer, check: AnswerCheck, facts: Facts) -> list[str]:
         return structural_reasons(

@@ -88,6 +88,26 @@ async def test_a_claimed_picture_is_routed_by_the_check_and_the_first_answer_tak
     assert (retracted.chars, retracted.why) == (len("Votre renard est prêt."), RETRACTED_SENT_BACK)
 
 
+async def test_invented_media_is_sent_back_before_the_check() -> None:
+    """A 1.5B lead answered "There are 366 days in a leap year." presenting a picture nobody
+    made; the check kept the answer (none) and the session ended incomplete. The made-up URL
+    is sent back first, as under the structural policy; the corrected answer is then checked."""
+    made_up = json.dumps({"text": "366.", "media": ["https://example.com/days.png"]})
+    s, outcome = await run_lead(
+        [
+            Reply(calls=[Call("answer", made_up, id="c1")]),
+            calls("answer", "c2", text="366."),
+            calls("route", "r1", to="none"),
+        ],
+        task="How many days are there in a leap year?",
+        tool_choice="required",
+        policy=CONFIRM,
+    )
+    assert (outcome.status, outcome.answer) == ("completed", "366.")
+    sent_back, checked = notes(s)
+    assert "presents media that no tool produced" in sent_back and checked.startswith(CHECKED)
+
+
 async def test_the_check_offers_only_profiles_that_add_a_capability() -> None:
     """A plain profile (no tools, no model of its own) would answer again with the same model:
     the check leaves it out, and with no other profile there is no check at all."""
