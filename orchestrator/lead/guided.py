@@ -68,17 +68,19 @@ class GuidedPolicy(StructuralPolicy):
 
     def after_turn(self, answer: Answer, facts: Facts, memo: Memo) -> Decision:
         roster = facts.roster
-        if roster.delivered and heuristics.refuses(answer.text):
-            return AskAgain()  # bounded: asked again once, the answer is composed (ending.py)
-        if not answer.silent and (invented := self.invented_sent_back(answer, facts, memo)):
-            return invented  # before routing: a confirm kept "366 days" with its made-up picture
         if facts.delegated and not memo.get("left_out"):  # the waves need not be left: the
             # route is the runtime's one send, and a 1.5B lead that spent its waves on the
-            # writer was asked without tools, so the picture went to nobody
+            # writer was asked without tools, so the picture went to nobody; and before the
+            # refusal check: a lead that refused beside the painter's picture was asked again,
+            # refused again, and the writer the request named was never asked
             left_out = self._not_asked(facts)
             if left_out:  # part of the request went to nobody (routing's sends count too)
                 memo["left_out"] = True
                 return left_out
+        if roster.delivered and heuristics.refuses(answer.text):
+            return AskAgain()  # bounded: asked again once, the answer is composed (ending.py)
+        if not answer.silent and (invented := self.invented_sent_back(answer, facts, memo)):
+            return invented  # before routing: a confirm kept "366 days" with its made-up picture
         if (
             facts.delegated
             or roster.agents

@@ -569,6 +569,20 @@ async def test_a_named_profile_left_out_of_what_was_delegated_gets_the_request()
     assert routing_requests(s) == [] and outcome.status == "completed"
 
 
+async def test_a_part_left_out_is_routed_before_a_refusal_beside_results_is_asked_again() -> None:
+    """A 1.5B lead sent the lighthouse to the painter, then refused beside its picture; asked
+    again it refused again, and the writer the request named was never asked."""
+    script = [
+        calls("send_message", "s1", to="painter", content="a lighthouse at night", type="task"),
+        calls("send_message", "s2", to="helper", content="help", type="task"),  # news first
+        calls("answer", "c2", text="I'm sorry, but I cannot paint the lighthouse."),
+        calls("answer", "c3", text=f"The poem and the picture: {FOX}"),
+    ]
+    s, outcome = await _run_parts(LIGHTHOUSE, script)
+    assert tasks_sent(s) == {"painter": ["a lighthouse at night"], "writer": [LIGHTHOUSE]}
+    assert (outcome.status, outcome.answer) == ("completed", f"The poem and the picture: {FOX}")
+
+
 async def test_nothing_is_routed_when_every_part_went_to_someone() -> None:
     s, _ = await _part_delegated("Paint a lighthouse at night.", ("painter", "a lighthouse"))
     assert tasks_sent(s) == {"painter": ["a lighthouse"]}
