@@ -259,9 +259,11 @@ class ModelStep:
         return await self._settle(ModelReply(runaway.text, (), "stop", usage), visible)
 
     def _looped_calls(self, runaway: RunawayText, visible: VisibleText) -> tuple[ToolCall, ...]:
-        """The calls a reply made before it looped, each once (same name and arguments): the
-        native calls that streamed whole, or, when nothing was shown, calls written as text.
-        The call the loop was found in never closed, so it is not among them."""
+        """The calls a reply made before it looped, each once (same name and arguments), up to
+        its first terminal call (where the model meant to stop: a 1.5B lead looped over an
+        answer and sends that parroted a receipt): the native calls that streamed whole, or,
+        when nothing was shown, calls written as text. The call the loop was found in never
+        closed, so it is not among them."""
         if runaway.ended or not self.tools or self.tool_choice == "none":
             return ()
         calls: Sequence[ToolCall] = runaway.calls
@@ -271,7 +273,19 @@ class ModelStep:
         once: dict[tuple[str, str], ToolCall] = {}
         for call in calls:
             once.setdefault((call.name, _canonical(call.arguments)), call)
+            if self._ends_turn(call):
+                break
         return tuple(once.values())
+
+    def _ends_turn(self, call: ToolCall) -> bool:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return False
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            return False
+        return isinstance(arguments, dict) and tool.is_terminal(arguments)
 
     def _holds_calls(self, text: str) -> bool:
         """Whether ``text`` holds calls written as text that would run (see :meth:`_settle`)."""

@@ -298,6 +298,24 @@ async def test_a_reply_that_loops_over_whole_calls_runs_each_call_once() -> None
     assert "much shorter" not in str(h.requests[1].messages[-1]["content"])
 
 
+@tool(terminal=True)
+def finish(text: str) -> str:
+    """Give the final answer."""
+    return "finished"
+
+
+async def test_a_reply_that_loops_runs_its_calls_up_to_its_first_terminal_one() -> None:
+    # a 1.5B lead looped over answer calls and sends that parroted a send's receipt: it meant to
+    # stop at its first answer, and what follows is the loop
+    answer, aside = Call("finish", '{"text": "done"}'), Call("echo", '{"content": "then"}')
+    script = [Reply(calls=[Call("echo", '{"content": "first"}'), answer, aside] * 40)]
+    async with harness(script, [echo, finish]) as h:
+        history = user("go")
+        result = await h.loop.run_turn(history)
+    assert result.stop is StopReason.TERMINAL and len(h.requests) == 1
+    assert list(tool_messages(history).values()) == ["echo: first", "finished"]
+
+
 async def test_calls_written_as_text_then_the_same_again_run_once_each() -> None:
     one, two = (json.dumps({"name": "echo", "arguments": {"content": w}}) for w in ("a", "b"))
     script = [text("```json\n", one, "\n", *[two + "\n"] * 60), text("Done.")]
