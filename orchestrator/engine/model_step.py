@@ -35,6 +35,7 @@ from baton.engine.stops import StopReason
 from baton.engine.telemetry import Telemetry
 from baton.engine.textcalls import parse_text_calls
 from baton.engine.tools import ToolRegistry
+from baton.engine.turn import fingerprint
 from baton.engine.visible import RunawayText, VisibleText
 from baton.errors import BudgetExhausted, ModelError
 from baton.llm.types import (
@@ -259,7 +260,8 @@ class ModelStep:
         return await self._settle(ModelReply(runaway.text, (), "stop", usage), visible)
 
     def _looped_calls(self, runaway: RunawayText, visible: VisibleText) -> tuple[ToolCall, ...]:
-        """The calls a reply made before it looped, each once (same name and arguments), up to
+        """The calls a reply made before it looped, each once (the repeat guard's identity of a
+        call, :func:`~baton.engine.turn.fingerprint`), up to
         its first terminal call (where the model meant to stop: a 1.5B lead looped over an
         answer and sends that parroted a receipt): the native calls that streamed whole, or,
         when nothing was shown, calls written as text. The call the loop was found in never
@@ -270,9 +272,9 @@ class ModelStep:
         if not calls and not visible.shown:
             found = parse_text_calls(runaway.text, self._resolve)
             calls = found.calls if found is not None else ()
-        once: dict[tuple[str, str], ToolCall] = {}
+        once: dict[str, ToolCall] = {}
         for call in calls:
-            once.setdefault((call.name, _canonical(call.arguments)), call)
+            once.setdefault(fingerprint(call.name, call.arguments), call)
             if self._ends_turn(call):
                 break
         return tuple(once.values())
@@ -381,11 +383,3 @@ def estimated_usage(request: Sequence[Message], text: str) -> Usage:
     prompt = sum(budgeting.message_chars(message) for message in request) // CHARS_PER_TOKEN
     completion = len(text) // CHARS_PER_TOKEN + 1
     return Usage(prompt, completion, prompt + completion)
-
-
-def _canonical(arguments: str) -> str:
-    """A call's arguments in one spelling, so the same call written twice compares equal."""
-    try:
-        return json.dumps(json.loads(arguments or "{}"), sort_keys=True)
-    except ValueError:
-        return arguments

@@ -79,7 +79,7 @@ class GuidedPolicy(StructuralPolicy):
                 return left_out
         if roster.delivered and heuristics.refuses(answer.text):
             return AskAgain()  # bounded: asked again once, the answer is composed (ending.py)
-        if not answer.silent and (invented := self.invented_sent_back(answer, facts, memo)):
+        if invented := self.invented_sent_back(answer, facts, memo):
             return invented  # before routing: a confirm kept "366 days" with its made-up picture
         if (
             facts.delegated

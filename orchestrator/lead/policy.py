@@ -149,7 +149,10 @@ class StructuralPolicy:
 
     def invented_sent_back(self, answer: Answer, facts: Facts, memo: Memo) -> SendBack | None:
         """An answer presenting media no tool produced, sent back once with the fact (before
-        any other check of a policy built on this one: the words may be right, the URL is not)."""
+        any other check of a policy built on this one: the words may be right, the URL is not).
+        A silent answer is no answer to send back (the runtime asks for one, lead/ending.py)."""
+        if answer.silent:
+            return None
         invented = facts_invented(answer, facts)
         if not invented or memo.get("invented_sent_back"):
             return None
