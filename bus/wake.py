@@ -5,12 +5,18 @@ reads, and every wake-up bumps it. A message that lands after the read therefore
 generation ahead of the mark, and the next ``wait`` returns at once instead of sleeping through it.
 A spurious wake-up is harmless (the caller reads an empty inbox again); a lost one would cost a
 whole wait timeout.
+
+``park`` keeps the same rule without a waiting task: a worker's idle agent leaves a callback
+instead of a frame stack (subagents/parking.py), called once when the channel is woken past the
+reader's mark.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
+from functools import partial
 
 import anyio
 
@@ -32,6 +38,11 @@ class _Confirmed:
 CONFIRMED = _Confirmed()
 
 
+def wake_soon(callback: Callable[[], None]) -> Callable[[], None]:
+    """A park woken at once: ``callback`` is called soon, unless what it returns is called."""
+    return asyncio.get_running_loop().call_soon(callback).cancel
+
+
 class Watch:
     """The wake-up state of one channel (an inbox, an event log, the spawn queue).
 
@@ -40,7 +51,7 @@ class Watch:
     ``since`` instead of sharing ``seen``.
     """
 
-    __slots__ = ("confirmed", "generation", "refused", "releases", "seen", "waiters")
+    __slots__ = ("confirmed", "generation", "parked", "refused", "releases", "seen", "waiters")
 
     def __init__(self) -> None:
         self.generation = 0
@@ -57,6 +68,8 @@ class Watch:
         # Why the backend will not watch this channel (Redis: the user may not SUBSCRIBE to it):
         # set with ``confirmed``, and raised to whoever waits for it.
         self.refused: Exception | None = None
+        self.parked: list[Callable[[], None]] | None = None
+        """The callbacks of readers parked on the channel (:meth:`park`), each called once."""
 
     def wake(self, payload: str | None = None) -> None:
         self.generation += 1
@@ -66,11 +79,40 @@ class Watch:
         for waiter in waiters or ():
             if not waiter.done():  # a cancelled waiter's future is done already
                 waiter.set_result(None)
+        parked, self.parked = self.parked, None
+        if parked:
+            loop = asyncio.get_running_loop()
+            for callback in parked:  # soon, not here: the caller may be the subscriber's reader
+                loop.call_soon(callback)
 
     def mark_read(self) -> int:
         """Call just before reading; returns the generation the read covers."""
         self.seen = self.generation
         return self.seen
+
+    def park(self, callback: Callable[[], None], since: int | None = None) -> Callable[[], None]:
+        """Call ``callback`` once, soon after the channel is woken past ``since`` (default: the
+        last ``mark_read``; at once if it was already); returns what takes it back, uncalled
+        unless a wake-up already scheduled the call (callers make ``callback`` idempotent).
+
+        :meth:`wait` without a task to wait in: the reader's frames, its task and their cancel
+        scopes are gone while it is parked, which is most of an idle agent's memory (issue 24).
+        """
+        mark = self.seen if since is None else since
+        if self.generation != mark:
+            return wake_soon(callback)
+        if self.parked is None:
+            self.parked = [callback]
+        else:
+            self.parked.append(callback)
+        return partial(self._unpark, callback)
+
+    def _unpark(self, callback: Callable[[], None]) -> None:
+        parked = self.parked
+        if parked is not None and callback in parked:
+            parked.remove(callback)
+            if not parked:
+                self.parked = None
 
     async def wait(self, timeout: float, since: int | None = None) -> bool:
         """Block until woken past ``since`` (default: the last ``mark_read``) or the timeout.

@@ -3,7 +3,7 @@ screening as on Redis (the text is parsed and checked again on every read)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from baton.bus.errors import SessionNotRunning
 from baton.bus.memory.core import MemoryCore, inbox_channel
@@ -67,6 +67,9 @@ class MemoryInboxes(Inboxes):
         woken = await self._broker.hub.add(inbox_channel(session, agent)).wait(timeout)
         self._core.check_open()
         return woken
+
+    def park(self, session: str, agent: str, wake: Callable[[], None]) -> Callable[[], None]:
+        return self._broker.hub.add(inbox_channel(session, agent)).park(wake)
 
     async def ack(
         self, session: str, agent: str, ids: Sequence[str], *, consumer: str | None = None

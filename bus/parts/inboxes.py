@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.messages import Envelope, check_addressed, parse_envelope
@@ -147,6 +147,19 @@ class Inboxes(ABC):
         A wake-up that arrives between an empty ``read`` and this call is not lost.
         ``math.inf``: no timeout of its own, for a caller whose cancel scope bounds the wait
         (an idle agent's, :meth:`baton.bus.inbox.Inbox.collect`: one scope fewer to hold).
+        """
+
+    @abstractmethod
+    def park(self, session: str, agent: str, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` once, soon after the inbox is woken past this bus's last ``read`` of it
+        (at once if it already was); returns what takes the park back (a call a wake-up
+        already scheduled may still come: make ``wake`` idempotent).
+
+        :meth:`wait` without a waiting task, on the same rule (a wake-up between the read and
+        this call is not lost), for a host that keeps its idle readers as callbacks instead of
+        tasks (subagents/parking.py). Nothing calls ``wake`` on a timeout: the caller keeps its
+        own clock, as it reads again at least once a minute anyway. A bus closed, or a
+        connection lost and made again, wakes it too (the reader then reads and learns which).
         """
 
     @abstractmethod

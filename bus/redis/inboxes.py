@@ -9,7 +9,7 @@ a done entry leaves the stream at once and an un-acked one never does: inboxes n
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from baton.bus.errors import InvalidEnvelope, SessionNotRunning
 from baton.bus.messages import Envelope, encode_envelope
@@ -21,7 +21,7 @@ from baton.bus.redis.core import Entry, RedisCore, read_entries, stream_entries
 from baton.bus.redis.keys import INBOX_GROUP
 from baton.bus.redis.scripts import SEND_IF_RUNNING
 from baton.bus.signing import KID_FIELD, SIG_FIELD
-from baton.bus.wake import RELEASED
+from baton.bus.wake import RELEASED, wake_soon
 
 # "Idle for years": whoever looks for expired leases next takes an entry claimed with this now.
 RELEASED_IDLE_MS = 10 * 365 * 24 * 3600 * 1000
@@ -171,6 +171,14 @@ class RedisInboxes(Inboxes):
         woken: bool = await watch.wait(timeout)
         self._core.check_open()
         return woken
+
+    def park(self, session: str, agent: str, wake: Callable[[], None]) -> Callable[[], None]:
+        watch = self._core.hub.get(self._core.keys.wake(session, agent))
+        if watch is None or watch.confirmed is None or not watch.confirmed.is_set():
+            # Not subscribed (not read yet, or forgotten): nothing could wake it, so it reads
+            # again now, which subscribes.
+            return wake_soon(wake)
+        return watch.park(wake)
 
     async def ack(
         self, session: str, agent: str, ids: Sequence[str], *, consumer: str | None = None

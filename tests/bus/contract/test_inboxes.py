@@ -90,6 +90,63 @@ async def test_no_lost_wakeup_between_read_and_wait(make_bus: BusFactory, rounds
         assert lost == 0
 
 
+class Parked:
+    """A parked reader's callback: counts its calls, and lets a test wait for the first."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.called = anyio.Event()
+
+    def __call__(self) -> None:
+        self.calls += 1
+        self.called.set()
+
+
+async def test_a_parked_reader_is_called_once_by_a_send_and_never_after_it_is_taken_back(
+    make_bus: BusFactory,
+) -> None:
+    async with make_bus() as bus, make_bus() as sender:
+        assert await bus.inboxes.read("s1", "a") == []
+        first = Parked()
+        bus.inboxes.park("s1", "a", first)
+        await sender.inboxes.send(task("s1", "a", "one"))
+        with anyio.fail_after(10):
+            await first.called.wait()
+        assert [e.content for e in await bus.inboxes.read("s1", "a")] == ["one"]
+        taken_back = Parked()
+        unpark = bus.inboxes.park("s1", "a", taken_back)
+        unpark()
+        second = Parked()
+        bus.inboxes.park("s1", "a", second)
+        await sender.inboxes.send(task("s1", "a", "three"))
+        with anyio.fail_after(10):
+            await second.called.wait()
+        assert [e.content for e in await bus.inboxes.read("s1", "a")] == ["three"]
+        assert (first.calls, taken_back.calls, second.calls) == (1, 0, 1)  # each park: once
+
+
+async def test_a_send_between_the_read_and_the_park_is_not_lost(make_bus: BusFactory) -> None:
+    async with make_bus() as bus, make_bus() as sender:
+        assert await bus.inboxes.read("s1", "a") == []
+        await sender.inboxes.send(task("s1", "a", "early"))
+        await bus.inboxes.wait("s1", "a", timeout=10)  # the wake-up has reached this bus
+        parked = Parked()
+        bus.inboxes.park("s1", "a", parked)  # after it: called at once, not at the next send
+        with anyio.fail_after(10):
+            await parked.called.wait()
+        assert [e.content for e in await bus.inboxes.read("s1", "a")] == ["early"]
+
+
+async def test_closing_the_bus_calls_its_parked_readers(make_bus: BusFactory) -> None:
+    async with make_bus() as bus:
+        assert await bus.inboxes.read("s1", "a") == []
+        parked = Parked()
+        bus.inboxes.park("s1", "a", parked)
+        await bus.aclose()
+        with anyio.fail_after(10):
+            await parked.called.wait()  # it reads again and learns the bus is closed
+
+
 async def test_redelivery_after_consumer_dies_deduped_by_id(make_bus: BusFactory) -> None:
     async with (
         make_bus(lease_s=0.3, consumer="alive") as alive,
