@@ -39,7 +39,7 @@ from baton.bus.retry import persist
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Ending = Literal["taken", "timed_out", "interrupted"]
+Ending = Literal["taken", "timed_out", "interrupted", "parked"]
 Take = Callable[[list[Envelope]], Awaitable[bool]]
 """Given each read's fresh envelopes (possibly none); returns True once the caller has enough."""
 
@@ -169,12 +169,16 @@ class InboxReader:
         deadline: float = math.inf,
         slice_s: float | None = DEFAULT_WAIT_S,
         stop: Callable[[], bool] = _never,
+        park: bool = False,
     ) -> Ending:
         """Read, hand fresh envelopes to ``take`` and wait, until ``take`` has enough.
 
         ``deadline`` is on the ``anyio.current_time()`` clock; ``slice_s`` bounds one wait
         (None: wait up to the deadline), so a wake-up lost on the way is made up for by
         reading again. ``stop`` is asked before each read and wait, and between retries.
+        ``park``: where it would wait, return ``"parked"`` instead; the caller parks on the
+        inbox (``Inboxes.park``, which keeps this read's mark) and calls again once woken or
+        at its next slice.
         """
 
         while not stop():
@@ -191,6 +195,8 @@ class InboxReader:
             remaining = deadline - anyio.current_time()
             if remaining <= 0:
                 return "timed_out"
+            if park:
+                return "parked"
             wait_s = remaining if slice_s is None else min(remaining, slice_s)
             # Written inline, and retried only once it failed: idle agents wait right here by
             # the thousand, and each frame on their await stack is memory every one of them holds.

@@ -42,12 +42,14 @@ by what it reports.
 
 from __future__ import annotations
 
+import enum
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Literal, Protocol, TypeAlias, cast, overload
 
 import anyio
 
@@ -179,6 +181,27 @@ class AgentParts:
 NO_PARTS = AgentParts()
 
 
+class Parked(enum.Enum):
+    """What :meth:`SubAgent.run` returns when the agent parked (see there)."""
+
+    PARKED = "parked"
+
+
+PARKED = Parked.PARKED
+
+
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """The start found the agent's report decided by a previous owner: why it left, or None
+    when the report could not be delivered (the request goes back, nothing is given back)."""
+
+    reason: ExitKind | None
+
+
+_Left: TypeAlias = ExitKind | Parked | None
+"""What :meth:`SubAgent.run` and :meth:`SubAgent.resume` return."""
+
+
 class SubAgent:
     """One sub-agent: its memory, its loop, its final report. Run it with :meth:`run`.
 
@@ -217,7 +240,17 @@ class SubAgent:
         self._books = Bookkeeper(
             self.inbox, profile, lead=seat.lead, spawn_id=seat.spawn_id, owner=seat.owner
         )
-        self._scope = anyio.CancelScope()
+        self._scope: anyio.CancelScope | None = None
+        """The running stretch's (see :meth:`_segment`); None while parked or not started."""
+        self._cancel_asked = False
+        """Whether :meth:`cancel` was called (a stretch that starts after it is cancelled)."""
+        self._parks = False
+        """Whether it parks where it would wait (see :meth:`run`)."""
+        self._idle_deadline: float | None = None
+        """When it leaves idle unless a message comes; set while it waits for one."""
+        self.wake_at = math.inf
+        """While parked: when its host resumes it even if nothing wakes it (the next look at
+        its inbox, at most a minute away, or its idle deadline)."""
         self._starting: anyio.CancelScope | None = None
         """Only while it starts (see :meth:`_start`): a give-back ends the start too."""
         self._ahead: list[Envelope] = []
@@ -287,38 +320,48 @@ class SubAgent:
 
     def cancel(self) -> None:
         """Stop now and report ``cancelled`` to the lead (once started: the report needs the
-        restored state)."""
-        self._scope.cancel()
+        restored state). A parked agent stops once resumed (its host resumes it)."""
+        self._cancel_asked = True
+        if self._scope is not None:
+            self._scope.cancel()
 
     def _stop_now(self) -> None:
-        self._scope.cancel()
+        if self._scope is not None:
+            self._scope.cancel()
         if self._starting is not None:
             self._starting.cancel()
 
     # -- the loop -------------------------------------------------------------------------------
 
-    async def run(self, *, announce: Event | None = None) -> ExitKind | None:
+    @overload
+    async def run(
+        self, *, announce: Event | None = None, park: Literal[False] = False
+    ) -> ExitKind | None: ...
+
+    @overload
+    async def run(self, *, announce: Event | None = None, park: bool) -> _Left: ...
+
+    async def run(self, *, announce: Event | None = None, park: bool = False) -> _Left:
         """Run until the agent leaves; returns why, or None when it was given back or taken over.
 
         ``announce`` is emitted first (a worker's ``AgentClaimed``), as part of the start.
+        ``park``: where it would wait for its inbox, return :data:`PARKED` instead, its state
+        kept here: its host parks it on the inbox (``Inboxes.park``) and calls :meth:`resume`
+        once the inbox is woken, at :attr:`wake_at`, or when it is asked to stop.
         """
+        self._parks = park
+        return await self._guarded(self._start_then_loop(announce))
+
+    async def resume(self) -> _Left:
+        """Go on after :meth:`run` (or this) returned :data:`PARKED`; returns as :meth:`run`."""
+        return await self._guarded(self._segment())
+
+    async def _guarded(self, step: Awaitable[Outcome | _Ended | Parked | None]) -> _Left:
+        """Run ``step`` in the agent's logging context; report (or give back) what it ends in."""
         enter_agent(self._context())
-        outcome: Outcome | None
+        outcome: Outcome | _Ended | Parked | None
         try:
-            started = await self._start(announce)
-            announce = None  # emitted: an idle agent's frame need not keep it
-            if started is None:  # given back or taken over while starting
-                outcome = None
-            elif (final := started.final) is not None:  # a previous owner decided the report
-                if started.delivered:  # and it is out already
-                    self._exited(final.reason)
-                    return final.reason
-                return final.reason if await self._deliver(final) else None  # deliver it, once
-            else:
-                with self._scope:
-                    outcome = await self._loop()
-                if self._scope.cancelled_caught:
-                    outcome = None if self._phase.without_report else Outcome("cancelled")
+            outcome = await step
         except LostOwnership as exc:
             log.warning("%s", exc)
             self._move(AgentPhase.LOST)
@@ -333,19 +376,53 @@ class SubAgent:
         except Exception as exc:  # a bug must still end in a report, not a silent agent
             log.exception("sub-agent %s/%s failed", self.session, self.name)
             outcome = Outcome("error", f"{type(exc).__name__}: {exc}")
+        if isinstance(outcome, _Ended):
+            return outcome.reason
+        if outcome is PARKED:
+            return PARKED
         if outcome is None:
             self._move(AgentPhase.GIVEN_BACK)  # unless lost: then there is nothing to give
             await self._books.release()
             return None
         return outcome.reason if await self._finish(outcome) else None
 
-    async def _loop(self) -> Outcome | None:
+    async def _start_then_loop(self, announce: Event | None) -> Outcome | _Ended | Parked | None:
+        started = await self._start(announce)
+        announce = None  # emitted: an idle agent's frame need not keep it
+        if started is None:  # given back or taken over while starting
+            return None
+        if (final := started.final) is not None:  # a previous owner decided the report
+            if started.delivered:  # and it is out already
+                self._exited(final.reason)
+                return _Ended(final.reason)
+            return _Ended(final.reason if await self._deliver(final) else None)  # deliver, once
+        return await self._segment()
+
+    async def _segment(self) -> Outcome | Parked | None:
+        """Rounds until the agent leaves, parks, or is stopped, under a cancel scope of its own
+        (a scope serves one ``with``: each stretch between parks gets one)."""
+        scope = self._scope = anyio.CancelScope()
+        if self._phase.without_report or self._cancel_asked:  # asked while it was parked
+            scope.cancel()
+        outcome: Outcome | Parked | None = None
+        try:
+            with scope:
+                outcome = await self._loop()
+        finally:
+            self._scope = None
+        if scope.cancelled_caught:
+            return None if self._phase.without_report else Outcome("cancelled")
+        return outcome
+
+    async def _loop(self) -> Outcome | Parked | None:
         """Rounds until the agent leaves (its outcome) or is stopped unfinished (None)."""
         limits = self.profile.limits
         if (ending := self.state.ending) is not None:  # resumed after the round that ended it
             return Outcome(ending, self.state.error)
         while self.state.step < limits.max_steps:
             batch = await self._next_batch()
+            if batch is PARKED:
+                return PARKED
             if batch is None:
                 return None if self._phase.stopping_unfinished else Outcome("idle")
             self.telemetry.woke(self.profile.name, batch)
@@ -361,15 +438,19 @@ class SubAgent:
                 return None
         return Outcome("max_steps")
 
-    async def _next_batch(self) -> list[Envelope] | None:
-        """New messages, waiting up to the idle timeout; None when idle or draining."""
-        deadline = anyio.current_time() + self.profile.limits.idle_timeout_s
+    async def _next_batch(self) -> list[Envelope] | Parked | None:
+        """New messages, waiting up to the idle timeout; None when idle or draining; PARKED
+        where it would wait, when it parks (the idle deadline then holds across resumes)."""
+        if self._idle_deadline is None:
+            self._idle_deadline = anyio.current_time() + self.profile.limits.idle_timeout_s
+        deadline = self._idle_deadline
         # Wake-ups are hints: look again at least once a minute (docs/protocol.md), and a
         # resumed agent at least once a lease, since its un-acked messages come back only once
         # the dead owner's lease expires, with no wake-up.
         slice_s = min(self.bus.options.lease_s, DEFAULT_WAIT_S) if self.resumed else DEFAULT_WAIT_S
         batch, self._ahead = self._ahead, []  # read during the last round, still un-acked
         if batch:
+            self._idle_deadline = None
             # Already read and handed out, so they are the next round as they are: a read first
             # could fail until the idle deadline, and the agent would leave "idle" and ack them
             # unprocessed on its way out. What arrives meanwhile is the round after.
@@ -384,7 +465,12 @@ class SubAgent:
             deadline=deadline,
             slice_s=slice_s,
             stop=lambda: self._phase.stopping_unfinished,
+            park=self._parks,
         )
+        if ending == "parked":
+            self.wake_at = min(deadline, anyio.current_time() + slice_s)
+            return PARKED
+        self._idle_deadline = None
         return batch if ending == "taken" else None
 
     async def _round(self, batch: Sequence[Envelope]) -> Outcome | None:

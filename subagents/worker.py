@@ -25,6 +25,10 @@ What it guarantees:
   from its checkpoint (see :mod:`baton.subagents.bookkeeping`);
 - at most ``concurrency`` agents are hosted at once (a :class:`anyio.CapacityLimiter`); it claims
   no more until one leaves;
+- an agent waiting for its inbox is parked (:mod:`baton.subagents.parking`): held as a callback
+  on its inbox's wake-up and a timer, not as a task, and resumed in a new task when woken, at its
+  next look at the inbox or its idle deadline, or when the worker stops; a parked agent keeps its
+  lease and its place under ``concurrency``;
 - :meth:`Worker.drain`: stop claiming, let running rounds finish, give the rest back
   (``release_spawn``) so another worker resumes them at once, and be stopped within
   ``shutdown_timeout_s`` (the last :data:`GIVE_BACK_GRACE_S` of it, at most half, is for giving
@@ -69,10 +73,12 @@ from baton.bus.retry import persist
 from baton.bus.signing import key_mismatch
 from baton.engine import Telemetry, ToolRegistry
 from baton.subagents.a2a_worker import WorkerA2A
-from baton.subagents.loop import NO_PARTS, AgentParts, Seat, SubAgent, TurnMaker
+from baton.subagents.loop import NO_PARTS, PARKED, AgentParts, Parked, Seat, SubAgent, TurnMaker
 from baton.subagents.mcp_worker import WorkerMcp
 from baton.subagents.models import EnvModels, ModelFactory, offline_models
+from baton.subagents.parking import Parking
 from baton.subagents.profiles import Profile, builtin_profiles
+from baton.subagents.state import ExitKind
 from baton.subagents.stopping import Shields, StopClock
 
 log = logging.getLogger(__name__)
@@ -118,6 +124,15 @@ class Hosting:
     def of(cls, claim: SpawnClaim) -> Hosting:
         request = claim.request
         return cls(claim.receipt, request.session, request.agent, request.profile)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ticket:
+    """What resumes a parked agent: its hosting, itself, and its slot in the limiter."""
+
+    hosting: Hosting
+    agent: SubAgent
+    token: object
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +220,8 @@ class Worker(Service):
         self._serving = Serving.CLAIMING
         self._claim_scope: anyio.CancelScope | None = None
         self._agents: TaskGroup | None = None
+        self._parking: Parking[_Ticket] = Parking(bus)
+        """Its idle agents, parked (subagents/parking.py)."""
         self._all_done = anyio.Event()
         self._change: anyio.Event | None = None
         self._shields = Shields()
@@ -232,6 +249,11 @@ class Worker(Service):
     def hosted(self) -> int:
         """How many agents this worker hosts right now."""
         return len(self._hosted)
+
+    @property
+    def parked(self) -> int:
+        """How many of its agents are parked (idle, held without a task)."""
+        return len(self._parking)
 
     def agent_counts(self) -> tuple[int, int]:
         """(running a round, idle) agents now; read from the metrics exporter's thread, so it
@@ -267,6 +289,7 @@ class Worker(Service):
         self._serving = Serving.GIVING_BACK
         for agent in list(self._hosted.values()):
             agent.give_back_now()
+        self._parking.release_all()  # each stops once resumed
         self._stop_claiming()
         self._clock.set(give_back_in=0.0, cut_in=GIVE_BACK_GRACE_S)
 
@@ -325,6 +348,7 @@ class Worker(Service):
             async with anyio.create_task_group() as agents:
                 self._agents = agents
                 agents.start_soon(self._heartbeat)
+                agents.start_soon(self._parking.run, self._unpark)
                 agents.start_soon(self._clock.run, self.give_back_now, self._cut)
                 task_status.started()
                 await self._all_done.wait()
@@ -335,6 +359,7 @@ class Worker(Service):
             self.give_back_now()
         for agent in list(self._hosted.values()):
             agent.drain()
+        self._parking.release_all()
         # The stop clock gives back what still runs, then cuts what is left (see drain()).
         while self._hosted and not self._shields.is_cut:
             await self._changed().wait()
@@ -447,11 +472,13 @@ class Worker(Service):
                     # this copy without a report; the new owner resumes from the checkpoint.
                     log.warning("lost the lease of %s/%s; stopping here", agent.session, agent.name)
                     agent.lose_lease()
+                    self._parking.release(receipt)  # a parked one stops once resumed
 
     # -- hosting --------------------------------------------------------------------------------
 
     async def _host(self, claim: SpawnClaim, token: object) -> None:
-        """Run one agent to its end, then ack (done for good) or give back (unfinished).
+        """Run one agent until it parks or ends, then ack (done for good) or give back
+        (unfinished).
 
         Past admitting, the task keeps a :class:`Hosting` of the claim, not the claim: the request
         (its task text and all) is parsed again by nobody, and an idle agent's host should hold
@@ -459,6 +486,7 @@ class Worker(Service):
         hosting = Hosting.of(claim)
         key = (hosting.session, hosting.agent)
         unhosted: SpawnClaim | None = claim  # None once its agent is hosted
+        parked = False
         try:
             agent = await self._admit(claim)
             del claim  # see the docstring
@@ -472,7 +500,10 @@ class Worker(Service):
                 agent.give_back_now()
             elif self._serving is Serving.DRAINING:
                 agent.drain()
-            await self._run_agent(hosting, agent)
+            log.info("hosting %s/%s (%s)", *key, hosting.profile)
+            # made in the call, not held by this frame for the agent's whole life
+            run = agent.run(announce=self._claimed(hosting), park=True)
+            parked = await self._run_agent(_Ticket(hosting, agent, token), run)
         except Exception as exc:
             if unhosted is None:
                 # One agent's failure stays that agent's: its host (a server with other
@@ -485,11 +516,35 @@ class Worker(Service):
                 log.exception("cannot host %s/%s; setting its request aside", *key)
                 await self._set_aside(unhosted, f"it could not be hosted: {_why(exc)}")
         finally:
-            self._hosted.pop(hosting.receipt, None)
-            if self._by_agent.get(key) == hosting.receipt:
-                del self._by_agent[key]
-            self._limiter.release_on_behalf_of(token)
-            self._notify()
+            if not parked:
+                self._unhost(hosting, token)
+
+    async def _resume(self, ticket: _Ticket) -> None:
+        """Go on with a parked agent, in a task of its own until it parks again or ends."""
+        hosting = ticket.hosting
+        parked = False
+        try:
+            parked = await self._run_agent(ticket, ticket.agent.resume())
+        except Exception:  # as in _host: this agent's failure, claimed again after its lease
+            log.exception("hosting %s/%s failed; it will be claimed again",
+                          hosting.session, hosting.agent)  # fmt: skip
+        finally:
+            if not parked:
+                self._unhost(hosting, ticket.token)
+
+    def _unhost(self, hosting: Hosting, token: object) -> None:
+        key = (hosting.session, hosting.agent)
+        self._hosted.pop(hosting.receipt, None)
+        if self._by_agent.get(key) == hosting.receipt:
+            del self._by_agent[key]
+        self._limiter.release_on_behalf_of(token)
+        self._notify()
+
+    def _unpark(self, ticket: _Ticket) -> None:
+        """A parked agent was woken (or its time came, or it must stop): resume it in a task of
+        the agents' group."""
+        assert self._agents is not None
+        self._agents.start_soon(self._resume, ticket)
 
     async def _admit(self, claim: SpawnClaim) -> SubAgent | None:
         """The agent to host for ``claim``, or None once the request is settled here instead:
@@ -536,16 +591,22 @@ class Worker(Service):
         seat = Seat.of(claim.request, owner=f"{self.name}/{claim.receipt}")
         return SubAgent(self.bus, profile, self.models(profile), seat, parts)
 
-    async def _run_agent(self, hosting: Hosting, agent: SubAgent) -> None:
+    async def _run_agent(self, ticket: _Ticket, step: Awaitable[ExitKind | Parked | None]) -> bool:
+        """Await the agent's run (or resume) and settle how it ended; whether it parked."""
+        hosting, agent = ticket.hosting, ticket.agent
         whose = (hosting.session, hosting.agent)
-        log.info("hosting %s/%s (%s)", *whose, hosting.profile)
         try:
-            # made in the call, not held by this frame for the agent's whole life
-            reason = await agent.run(announce=self._claimed(hosting))
+            reason = await step
         except Exception:
             log.exception("hosting %s/%s failed", *whose)
             await self._give_back([hosting.receipt])
-            return
+            return False
+        if reason is PARKED:
+            self._parking.park(hosting.receipt, agent, ticket)
+            if self.stopping or agent.phase.stopping_unfinished:
+                self._parking.release(hosting.receipt)  # it stops as a waiting agent would
+            self._notify()
+            return True
         if reason is not None:
             self.finished += 1
             log.info("%s/%s exited: %s", *whose, reason)
@@ -559,6 +620,7 @@ class Worker(Service):
             release = partial(self.bus.inboxes.hand_back, *whose)
             await self._settle(whose, "release inbox", release)
             await self._give_back([hosting.receipt])
+        return False
 
     def _claimed(self, hosting: Hosting) -> AgentClaimed:
         return AgentClaimed(
