@@ -106,22 +106,23 @@ async def test_a_parked_reader_is_called_once_by_a_send_and_never_after_it_is_ta
     make_bus: BusFactory,
 ) -> None:
     async with make_bus() as bus, make_bus() as sender:
+
+        async def parked_until_sent(content: str) -> Parked:
+            """Park a reader after an empty read, send ``content``: the reader is called."""
+            parked = Parked()
+            bus.inboxes.park("s1", "a", parked)
+            await sender.inboxes.send(task("s1", "a", content))
+            with anyio.fail_after(10):
+                await parked.called.wait()
+            assert [e.content for e in await bus.inboxes.read("s1", "a")] == [content]
+            return parked
+
         assert await bus.inboxes.read("s1", "a") == []
-        first = Parked()
-        bus.inboxes.park("s1", "a", first)
-        await sender.inboxes.send(task("s1", "a", "one"))
-        with anyio.fail_after(10):
-            await first.called.wait()
-        assert [e.content for e in await bus.inboxes.read("s1", "a")] == ["one"]
+        first = await parked_until_sent("one")
         taken_back = Parked()
         unpark = bus.inboxes.park("s1", "a", taken_back)
         unpark()
-        second = Parked()
-        bus.inboxes.park("s1", "a", second)
-        await sender.inboxes.send(task("s1", "a", "three"))
-        with anyio.fail_after(10):
-            await second.called.wait()
-        assert [e.content for e in await bus.inboxes.read("s1", "a")] == ["three"]
+        second = await parked_until_sent("two")
         assert (first.calls, taken_back.calls, second.calls) == (1, 0, 1)  # each park: once
 
 
