@@ -316,6 +316,7 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
     """Run a worker until SIGTERM/SIGINT; the first drains, a second stops at once."""
     import anyio
 
+    from baton.subagents.heap import HeapKeeper
     from baton.subagents.loop import AgentParts
     from baton.subagents.models import ProfileModels
     from baton.subagents.worker import Worker, WorkerLimits
@@ -342,6 +343,8 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
             await group.start(worker.run)
             if options.health_file is not None:
                 group.start_soon(beat_health, bus, worker, options.health_file)
+            # The process is the worker's: its settled heap leaves the collector's full passes.
+            group.start_soon(HeapKeeper().run, lambda: worker.hosted)
             typer.echo(
                 f"baton worker {worker.name} ready: bus={redact_url(settings.bus)} "
                 f"prefix={settings.prefix} pool={settings.pool} "
