@@ -156,6 +156,8 @@ def _lead(body: Json, messages: list[Json], tools: list[Json]) -> Reply:
         if send is None:
             return reply(f"Offline model: no send_message tool to delegate; request: {request}")
         return _delegate(request, _agents(send), len(messages))
+    if send is not None and (held := _held_back(since)):
+        return _resend(held, len(messages))  # "send this then if it is still needed": it is
     if results:
         return reply(_summary(results, started, media))
     names = ", ".join(dict.fromkeys(started)) or "nobody"
@@ -167,27 +169,56 @@ _STARTED = re.compile(r"^(?:Started (\S+), a new |.*? so (\S+) \(profile )")
 """The runtime's receipt of a send that started an agent (lead/dispatch.py)."""
 _REFUSED = "Did not send"
 """How the runtime's answer to a send it refused begins (a cap, a repeat, an unknown name)."""
+_HELD_BACK = "Not sent:"
+"""How the runtime's answer begins to a send it held back because results came in unread
+(``prompt.news_first``): the turn ends, and the send may be made again after reading them."""
+
+
+def _sends(since: list[Json]) -> list[tuple[Json, str]]:
+    """The lead's ``send_message`` calls since the request, each with the runtime's answer."""
+    answers = {str(m.get("tool_call_id")): _text(m) for m in since if m.get("role") == "tool"}
+    return [
+        (call, answers.get(str(call.get("id")), ""))
+        for message in since
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or ()
+        if call["function"]["name"] == "send_message"
+    ]
+
+
+def _held_back(since: list[Json]) -> list[str]:
+    """The arguments of the sends held back for unread results and not made since: a follow-up
+    whose send met its first painter's result was otherwise dropped, the request answered
+    with the fox alone."""
+    held: dict[tuple[str, str], str] = {}
+    for call, said in _sends(since):
+        key = (_argument(call, "to"), _argument(call, "content"))
+        if said.startswith(_HELD_BACK):
+            held[key] = call["function"]["arguments"] or "{}"
+        elif not said.startswith(_REFUSED):
+            held.pop(key, None)
+    return list(held.values())
+
+
+def _resend(held: list[str], turn: int) -> Reply:
+    return Reply(
+        calls=[
+            Call("send_message", pieces(args, _ARG_PIECE), id=f"call_lead_{turn}_{number}")
+            for number, args in enumerate(held)
+        ]
+    )
 
 
 def _started(since: list[Json]) -> list[str]:
     """The agents the lead's ``send_message`` calls since the request reached: the one its
     result names as started (the runtime's receipt), else the ``to`` it asked for; a send whose
-    result refused it ("Did not send ...") reached nobody."""
-    answers = {str(m.get("tool_call_id")): _text(m) for m in since if m.get("role") == "tool"}
+    result refused it ("Did not send ...") or held it back ("Not sent: ...") reached nobody."""
     reached: list[str] = []
-    for message in since:
-        if message.get("role") != "assistant":
+    for call, said in _sends(since):
+        if said.startswith((_REFUSED, _HELD_BACK)):
             continue
-        for call in message.get("tool_calls") or ():
-            if call["function"]["name"] != "send_message":
-                continue
-            said = answers.get(str(call.get("id")), "")
-            if said.startswith(_REFUSED):
-                continue
-            started = _STARTED.match(said)
-            reached.append(
-                started.group(1) or started.group(2) if started else _argument(call, "to")
-            )
+        started = _STARTED.match(said)
+        reached.append(started.group(1) or started.group(2) if started else _argument(call, "to"))
     return reached
 
 

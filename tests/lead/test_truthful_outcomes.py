@@ -22,10 +22,13 @@ async def offline_session(
 ) -> tuple[SessionResult, list[Event]]:
     with anyio.fail_after(60):
         async with Session(config) as session:
-            async for event in session.events():
-                if follow_up and isinstance(event, AgentSpawned) and event.agent == "painter":
-                    await session.post(follow_up)
-                    follow_up = None
+            if follow_up:
+                # In the lead's inbox before its first turn ends, so its first wait for the
+                # painter reads it. Posted once the painter was seen spawned, it could land after
+                # the lead's last read on a loaded machine, and no second painter was asked.
+                await session.post(follow_up)
+            async for _ in session.events():
+                pass
             result = await session.run()
             log = await logged_events(session.bus, session.id)
     return result, log
@@ -66,7 +69,8 @@ async def test_a_follow_ups_answer_waits_for_nobody_and_lists_each_picture_once(
     config = SessionConfig(task="paint a fox", media_dir=tmp_path)
     result, log = await offline_session(config, follow_up="also paint a heron")
     assert result.status == "completed"
-    assert set(spawned(log)) == {"painter", "painter-2"}
+    # The heron goes to a second painter, or to the first if it is still at work then.
+    assert set(spawned(log)) in ({"painter"}, {"painter", "painter-2"})
     assert "Still waiting" not in result.answer
     assert len(result.media_urls) == 2
     for url in result.media_urls:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from baton.lead.prompt import news_first
 from baton.llm.client import OpenAIChatModel
 from baton.llm.offline import (
     DEFAULT_AGENT,
@@ -123,6 +124,30 @@ async def test_lead_delegates_waits_and_summarises() -> None:
         assert f"- {url}" in final.text
     assert "painter: Painted the fox." in final.text
     assert "Still waiting" not in final.text
+
+
+async def test_a_send_held_back_for_unread_results_is_made_again_after_reading_them() -> None:
+    """A follow-up's send met its first painter's result, unread: the runtime held it back
+    ("send this then if it is still needed"). The heron is still needed: it is sent again, not
+    answered with the fox alone (a follow-up's work was dropped on a loaded machine)."""
+    messages: list[Any] = [
+        {"role": "system", "content": "You are the lead. Agents: painter, writer."},
+        {"role": "user", "content": "paint a fox"},
+    ]
+    async with offline_model() as model:
+        first = await model.complete(messages, LEAD_TOOLS)
+        messages += [assistant_turn(first), *tool_results(first, "Started painter, a new ...")]
+        messages += [{"role": "user", "content": "[task from user] also paint a heron"}]
+        follow_up = await model.complete(messages, LEAD_TOOLS)
+        heron = {"to": "painter", "content": "also paint a heron", "type": "task"}
+        assert [json.loads(c.arguments) for c in follow_up.tool_calls] == [heron]
+        messages += [assistant_turn(follow_up), *tool_results(follow_up, news_first(["painter"]))]
+        messages += [{"role": "user", "content": "[result from painter] Painted the fox."}]
+        again = await model.complete(messages, LEAD_TOOLS)
+        assert [json.loads(c.arguments) for c in again.tool_calls] == [heron]
+        messages += [assistant_turn(again), *tool_results(again, "Started painter-2, a new ...")]
+        waiting = await model.complete(messages, LEAD_TOOLS)
+    assert waiting.tool_calls == () and "painter-2" in waiting.text
 
 
 async def test_lead_reports_outstanding_agents_and_defaults_its_agent(mount: Mount) -> None:
