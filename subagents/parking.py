@@ -1,8 +1,8 @@
 """A worker's parked agents: idle sub-agents kept as a callback and a timer, not as tasks.
 
 An idle agent waiting in a task holds the task, anyio's handle of it (a cancel scope and an
-event), the coroutine frames of its loop down to the wait and the wait's own cancel scope: about
-half of what an idle agent costs (issue 24). Parked, it holds its state, one callback on its
+event), the coroutine frames of its loop down to the wait and the wait's own cancel scope: 7 of
+the 12 KiB an idle agent cost (issue 24; tracemalloc, 2,000 agents). Parked, it holds its state, one callback on its
 inbox's wake-up (``Inboxes.park``) and one timer for its next look at the inbox (at most a minute
 away, or its idle deadline). Whichever comes first takes it out of the lot and hands it to the
 worker, which resumes it in a new task: what it finds in its inbox is the same as a waiting
