@@ -2,11 +2,11 @@
 
 An idle agent waiting in a task holds the task, anyio's handle of it (a cancel scope and an
 event), the coroutine frames of its loop down to the wait and the wait's own cancel scope: 7 of
-the 12 KiB an idle agent cost (issue 24; tracemalloc, 2,000 agents). Parked, it holds its state, one callback on its
-inbox's wake-up (``Inboxes.park``) and one timer for its next look at the inbox (at most a minute
-away, or its idle deadline). Whichever comes first takes it out of the lot and hands it to the
-worker, which resumes it in a new task: what it finds in its inbox is the same as a waiting
-agent's, so parking changes when memory is held, not what an agent does.
+the 12 KiB an idle agent cost (issue 24; tracemalloc, 2,000 agents). Parked, it holds its state,
+one callback on its inbox's wake-up (``Inboxes.park``) and one timer for its next look at the
+inbox (at most a minute away, or its idle deadline). Whichever comes first takes it out of the lot
+and hands it to the worker, which resumes it in a new task: what it finds in its inbox is the same
+as a waiting agent's, so parking changes when memory is held, not what an agent does.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any, Self
 import redis
 
 from baton.base_errors import ConfigError
-from baton.testing.redis_server import RedisServer, free_port, redis_cli
+from baton.testing.redis_server import RedisServer, redis_cli
 
 
 class RedisCluster:
@@ -50,13 +50,10 @@ class RedisCluster:
             "--repl-diskless-sync-delay", "0",
             "--repl-ping-replica-period", "1",
         ]  # fmt: skip
-        # Each node's cluster bus gets a free port of its own (by default it is the client
-        # port + 10000, which a free port high in the range cannot have).
+        # Each node's cluster bus gets a free port of its own, picked again with the node's
+        # when either was taken (RedisServer's cluster_bus).
         self.nodes = [
-            RedisServer(
-                appendfsync=appendfsync,
-                extra_args=[*options, "--cluster-port", str(free_port())],
-            )
+            RedisServer(appendfsync=appendfsync, extra_args=options, cluster_bus=True)
             for _ in range(masters * (1 + replicas))
         ]
 

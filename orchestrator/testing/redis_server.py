@@ -71,6 +71,7 @@ class RedisServer:
         tls: Certificates | None = None,
         client_certs: bool = False,
         extra_args: Sequence[str] = (),
+        cluster_bus: bool = False,
     ) -> None:
         """``appendfsync="always"`` makes a kill lose nothing (tests); benchmarks pass
         ``"everysec"``, the production setting.
@@ -80,7 +81,10 @@ class RedisServer:
         ..."``), set from the start (``--user``). With ``tls`` the server listens only for TLS
         (``port`` is then its TLS port) and asks clients for a certificate when
         ``client_certs``. ``extra_args`` are more ``redis-server`` options (a cluster node's:
-        :class:`~baton.testing.redis_cluster.RedisCluster`)."""
+        :class:`~baton.testing.redis_cluster.RedisCluster`). ``cluster_bus``: a cluster node,
+        whose cluster bus port (:attr:`bus_port`) is picked free beside its own (the default,
+        its port + 10000, cannot be free for a port high in the range) and picked again with
+        it when taken."""
         binary = shutil.which("redis-server")
         if binary is None:
             raise ConfigError(
@@ -99,6 +103,7 @@ class RedisServer:
         self.tls = tls
         self.client_certs = client_certs
         self.extra_args = tuple(extra_args)
+        self.bus_port: int | None = free_port() if cluster_bus else None
         self._proc: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
 
@@ -155,7 +160,9 @@ class RedisServer:
                 return
             if "Address already in use" not in log or not self._own_port:
                 break
-            self.port = free_port()
+            self.port = free_port()  # either port may be the one taken: both are picked again
+            if self.bus_port is not None:
+                self.bus_port = free_port()
         raise ConfigError(f"redis-server did not start on port {self.port}:\n{log}")
 
     def _start(self) -> str | None:
@@ -174,6 +181,7 @@ class RedisServer:
             "--daemonize", "no",
             "--loglevel", "notice",
             *self.extra_args,
+            *(("--cluster-port", str(self.bus_port)) if self.bus_port is not None else ()),
         ]  # fmt: skip
         proc = subprocess.Popen(
             args,
