@@ -80,26 +80,23 @@ class Watch:
             if not waiter.done():  # a cancelled waiter's future is done already
                 waiter.set_result(None)
         parked, self.parked = self.parked, None
-        if parked:
-            loop = asyncio.get_running_loop()
-            for callback in parked:  # soon, not here: the caller may be the subscriber's reader
-                loop.call_soon(callback)
+        for callback in parked or ():  # soon, not here: the caller may be the subscriber's reader
+            wake_soon(callback)
 
     def mark_read(self) -> int:
         """Call just before reading; returns the generation the read covers."""
         self.seen = self.generation
         return self.seen
 
-    def park(self, callback: Callable[[], None], since: int | None = None) -> Callable[[], None]:
-        """Call ``callback`` once, soon after the channel is woken past ``since`` (default: the
-        last ``mark_read``; at once if it was already); returns what takes it back, uncalled
-        unless a wake-up already scheduled the call (callers make ``callback`` idempotent).
+    def park(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once, soon after the channel is woken past the last ``mark_read``
+        (at once if it was already); returns what takes it back, uncalled unless a wake-up
+        already scheduled the call (callers make ``callback`` idempotent).
 
         :meth:`wait` without a task to wait in: the reader's frames, its task and their cancel
         scopes are gone while it is parked, which is most of an idle agent's memory (issue 24).
         """
-        mark = self.seen if since is None else since
-        if self.generation != mark:
+        if self.generation != self.seen:
             return wake_soon(callback)
         if self.parked is None:
             self.parked = [callback]

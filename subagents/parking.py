@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Generic, TypeVar
@@ -68,10 +68,10 @@ class Parking(Generic[T]):
         if self._woken is not None and not self._woken.done():
             self._woken.set_result(None)
 
-    def release_all(self, keys: Iterable[str] | None = None) -> None:
+    def release_all(self) -> None:
         """Release every parked agent (a stopping worker: each then stops as a waiting one
-        would), or those of ``keys``."""
-        for key in list(self._spots if keys is None else keys):
+        would)."""
+        for key in list(self._spots):
             self.release(key)
 
     async def run(self, resume: Callable[[T], None]) -> None:

@@ -477,60 +477,57 @@ class Worker(Service):
     # -- hosting --------------------------------------------------------------------------------
 
     async def _host(self, claim: SpawnClaim, token: object) -> None:
-        """Run one agent until it parks or ends, then ack (done for good) or give back
-        (unfinished).
+        """Admit one agent and tend it (:meth:`_tend`); a claim it cannot host is settled here.
 
         Past admitting, the task keeps a :class:`Hosting` of the claim, not the claim: the request
         (its task text and all) is parsed again by nobody, and an idle agent's host should hold
         no more than it needs (issue 24: memory per idle agent)."""
         hosting = Hosting.of(claim)
-        key = (hosting.session, hosting.agent)
-        unhosted: SpawnClaim | None = claim  # None once its agent is hosted
-        parked = False
+        agent: SubAgent | None = None
         try:
             agent = await self._admit(claim)
-            del claim  # see the docstring
-            if agent is None:
-                return
-            self._hosted[hosting.receipt] = agent
-            self._by_agent[key] = hosting.receipt
-            unhosted = None
-            # A drain that began while this task was queued did not see the agent: stop it now.
-            if self._serving is Serving.GIVING_BACK:
-                agent.give_back_now()
-            elif self._serving is Serving.DRAINING:
-                agent.drain()
-            log.info("hosting %s/%s (%s)", *key, hosting.profile)
-            # made in the call, not held by this frame for the agent's whole life
-            run = agent.run(announce=self._claimed(hosting), park=True)
-            parked = await self._run_agent(_Ticket(hosting, agent, token), run)
         except Exception as exc:
-            if unhosted is None:
-                # One agent's failure stays that agent's: its host (a server with other
-                # sessions) and the other agents carry on, and its request is claimed again once
-                # its lease lapses (its next owner finishes only what is recorded).
-                log.exception("hosting %s/%s failed; it will be claimed again", *key)
-            else:
-                # Before the agent ran (even its refusal failed): the same on every claim, so
-                # the request is set aside rather than coming back every lease for ever.
-                log.exception("cannot host %s/%s; setting its request aside", *key)
-                await self._set_aside(unhosted, f"it could not be hosted: {_why(exc)}")
+            # Before the agent ran (even its refusal failed): the same on every claim, so the
+            # request is set aside rather than coming back every lease for ever.
+            log.exception("cannot host %s/%s; setting its request aside",
+                          hosting.session, hosting.agent)  # fmt: skip
+            await self._set_aside(claim, f"it could not be hosted: {_why(exc)}")
         finally:
-            if not parked:
+            if agent is None:
                 self._unhost(hosting, token)
+        del claim  # see the docstring
+        if agent is None:
+            return
+        self._hosted[hosting.receipt] = agent
+        self._by_agent[(hosting.session, hosting.agent)] = hosting.receipt
+        # A drain that began while this task was queued did not see the agent: stop it now.
+        if self._serving is Serving.GIVING_BACK:
+            agent.give_back_now()
+        elif self._serving is Serving.DRAINING:
+            agent.drain()
+        log.info("hosting %s/%s (%s)", hosting.session, hosting.agent, hosting.profile)
+        run = agent.run(announce=self._claimed(hosting), park=True)
+        await self._tend(_Ticket(hosting, agent, token), run)
 
     async def _resume(self, ticket: _Ticket) -> None:
-        """Go on with a parked agent, in a task of its own until it parks again or ends."""
-        hosting = ticket.hosting
+        """Go on with a parked agent, in a task of its own."""
+        await self._tend(ticket, ticket.agent.resume())
+
+    async def _tend(self, ticket: _Ticket, step: Awaitable[ExitKind | Parked | None]) -> None:
+        """Run the agent (``step``: its run, or a resume) until it parks or ends, then ack (done
+        for good) or give back (unfinished); a parked agent stays hosted."""
         parked = False
         try:
-            parked = await self._run_agent(ticket, ticket.agent.resume())
-        except Exception:  # as in _host: this agent's failure, claimed again after its lease
+            parked = await self._run_agent(ticket, step)
+        except Exception:
+            # One agent's failure stays that agent's: its host (a server with other sessions)
+            # and the other agents carry on, and its request is claimed again once its lease
+            # lapses (its next owner finishes only what is recorded).
             log.exception("hosting %s/%s failed; it will be claimed again",
-                          hosting.session, hosting.agent)  # fmt: skip
+                          ticket.hosting.session, ticket.hosting.agent)  # fmt: skip
         finally:
             if not parked:
-                self._unhost(hosting, ticket.token)
+                self._unhost(ticket.hosting, ticket.token)
 
     def _unhost(self, hosting: Hosting, token: object) -> None:
         key = (hosting.session, hosting.agent)
@@ -602,9 +599,10 @@ class Worker(Service):
             await self._give_back([hosting.receipt])
             return False
         if reason is PARKED:
-            self._parking.park(hosting.receipt, agent, ticket)
             if self.stopping or agent.phase.stopping_unfinished:
-                self._parking.release(hosting.receipt)  # it stops as a waiting agent would
+                self._unpark(ticket)  # resumed at once: it stops as a waiting agent would
+            else:
+                self._parking.park(hosting.receipt, agent, ticket)
             self._notify()
             return True
         if reason is not None:

@@ -157,7 +157,7 @@ def _lead(body: Json, messages: list[Json], tools: list[Json]) -> Reply:
             return reply(f"Offline model: no send_message tool to delegate; request: {request}")
         return _delegate(request, _agents(send), len(messages))
     if send is not None and (held := _held_back(since)):
-        return _resend(held, len(messages))  # "send this then if it is still needed": it is
+        return _send_calls(held, len(messages))  # "send this then if it is still needed": it is
     if results:
         return reply(_summary(results, started, media))
     names = ", ".join(dict.fromkeys(started)) or "nobody"
@@ -200,11 +200,12 @@ def _held_back(since: list[Json]) -> list[str]:
     return list(held.values())
 
 
-def _resend(held: list[str], turn: int) -> Reply:
+def _send_calls(sends: list[str], turn: int) -> Reply:
+    """One ``send_message`` call per JSON arguments in ``sends``, streamed in pieces."""
     return Reply(
         calls=[
             Call("send_message", pieces(args, _ARG_PIECE), id=f"call_lead_{turn}_{number}")
-            for number, args in enumerate(held)
+            for number, args in enumerate(sends)
         ]
     )
 
@@ -260,14 +261,12 @@ def _tasks_of(request: str) -> list[str]:
 def _delegate(request: str, agents: list[str], turn: int) -> Reply:
     tasks = _tasks_of(request) or [request or "(empty request)"]
     anyone = [agent for agent in agents if not agent.startswith(BY_NAME_ONLY)] or agents
-    calls = []
-    for number, task in enumerate(tasks):
-        agent = _named_in(task, agents) or anyone[number % len(anyone)]
-        args = json.dumps({"to": agent, "content": task, "type": "task"})
-        calls.append(
-            Call("send_message", pieces(args, _ARG_PIECE), id=f"call_lead_{turn}_{number}")
-        )
-    return Reply(calls=calls)
+    sends = [
+        json.dumps({"to": _named_in(task, agents) or anyone[n % len(anyone)], "content": task,
+                    "type": "task"})
+        for n, task in enumerate(tasks)
+    ]  # fmt: skip
+    return _send_calls(sends, turn)
 
 
 def _named_in(task: str, agents: list[str]) -> str | None:
