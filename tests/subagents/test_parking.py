@@ -16,7 +16,6 @@ from baton.bus.base import SpawnQueue
 from baton.bus.events import AgentExited
 from baton.bus.messages import DEFAULT_POOL, SpawnRequest
 from baton.bus.redis import RedisBus
-from baton.subagents import loop
 from baton.subagents.loop import AgentParts
 from baton.subagents.profiles import Profile
 from baton.subagents.worker import Worker, WorkerLimits
@@ -105,16 +104,18 @@ async def test_a_stopping_worker_gives_a_parked_agent_back_at_once(
 
 
 @pytest.mark.parametrize("backend", ["redis"], indirect=True)
-async def test_a_message_whose_wake_up_was_lost_is_found_at_the_next_slice(
-    make_bus: BusFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_a_message_whose_wake_up_was_lost_is_found_at_the_next_look(
+    make_bus: BusFactory, tmp_path: Path
 ) -> None:
     """Wake-ups are hints: an entry added with no PUBLISH (a wake-up lost on the way) reaches a
-    parked agent at its next look at the inbox, as it reached a waiting one."""
-    monkeypatch.setattr(loop, "DEFAULT_WAIT_S", 0.5)  # a slice of half a second, not a minute
+    parked agent at its next look at the inbox, as it reached a waiting one. The look here is
+    the one at its idle deadline (2 s; the once-a-minute look is the same timer): it reads
+    before it leaves, finds the task and does it."""
+    profiles = {"painter": profile("generate_image", name="painter", idle_timeout_s=2.0)}
     async with make_bus() as bus, make_bus() as lead_bus:
         assert isinstance(lead_bus, RedisBus)
         lead = Lead(lead_bus)
-        async with hosting(bus, tmp_path, PAINTERS) as worker:
+        async with hosting(bus, tmp_path, profiles) as worker:
             await lead_bus.spawns.submit(spawn("a1"))
             await until(worker, parked=1)
             silent = task("a1", "paint an apple").to_json()
