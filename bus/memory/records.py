@@ -27,13 +27,22 @@ class MemoryRecords(Records):
         return dict(self._broker.agents.get((session, agent), {}))
 
     async def hold_lead(
-        self, session: str, holder: str, lease_s: float, fields: Mapping[str, str] | None = None
+        self,
+        session: str,
+        holder: str,
+        lease_s: float,
+        fields: Mapping[str, str] | None = None,
+        *,
+        if_read: str | None = None,
     ) -> LeadLease:
         self._core.check_open()
         now = anyio.current_time()
         current = self._broker.lead_leases.get(session)
         if current is not None and current[0] != holder and current[1] > now:
             return LeadLease(held=False, holder=current[0], ttl_s=current[1] - now)
+        inbox = None if if_read is None else self._broker.inboxes.get((session, if_read))
+        if inbox is not None and inbox.undelivered:
+            return LeadLease(held=True, unread=True)
         if fields:
             self._broker.leads.setdefault(session, {}).update(fields)
         if lease_s > 0:

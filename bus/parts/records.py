@@ -10,11 +10,14 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class LeadLease:
     """How :meth:`Records.hold_lead` went: ``held`` (the fields were written), or the lead that
-    holds the lease instead (``holder``) and how long it still has (``ttl_s``)."""
+    holds the lease instead (``holder``) and how long it still has (``ttl_s``). ``unread``: the
+    lease is this holder's, but nothing was written, because the inbox the write was made
+    conditional on holds messages nobody has read (``if_read``)."""
 
     held: bool
     holder: str = ""
     ttl_s: float = 0.0
+    unread: bool = False
 
 
 class Records(ABC):
@@ -36,13 +39,26 @@ class Records(ABC):
 
     @abstractmethod
     async def hold_lead(
-        self, session: str, holder: str, lease_s: float, fields: Mapping[str, str] | None = None
+        self,
+        session: str,
+        holder: str,
+        lease_s: float,
+        fields: Mapping[str, str] | None = None,
+        *,
+        if_read: str | None = None,
     ) -> LeadLease:
         """Take or renew the session's lead lease for ``holder`` and merge ``fields`` into the
         lead's record, in one step; when another holder's lease is live, write nothing.
 
         ``lease_s`` 0 writes, then gives the lease up (a lead that finished). The lease lets one
         lead run a session and fences its checkpoints (``docs/protocol.md``).
+
+        ``if_read`` names an agent of the session (the lead): the step then also writes nothing
+        (and leaves the lease as it was) while that agent's inbox holds an entry delivered to
+        no reader yet, and answers ``unread``. A lead closes its session this way: the look at
+        its inbox and the status that stops posts (``send_if_running``) are one step, so a post
+        either lands before it (and is read) or is refused (``SessionNotRunning``), never lost
+        between the lead's last read and its end.
         """
 
     @abstractmethod

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from baton.bus.parts.records import LeadLease, Records
 from baton.bus.redis.core import RedisCore, entry_fields, flat_fields
+from baton.bus.redis.keys import INBOX_GROUP
 from baton.bus.redis.scripts import HOLD_LEAD
 
 
@@ -31,17 +32,29 @@ class RedisRecords(Records):
         return entry_fields(reply) or {}
 
     async def hold_lead(
-        self, session: str, holder: str, lease_s: float, fields: Mapping[str, str] | None = None
+        self,
+        session: str,
+        holder: str,
+        lease_s: float,
+        fields: Mapping[str, str] | None = None,
+        *,
+        if_read: str | None = None,
     ) -> LeadLease:
         keys = self._core.keys
         lease_ms = max(1, round(lease_s * 1000)) if lease_s > 0 else 0
+        touched = [keys.lead_lease(session), keys.lead(session)]
+        if if_read is not None:
+            touched.append(keys.inbox(session, if_read))
         command = HOLD_LEAD.call_keys(
-            (keys.lead_lease(session), keys.lead(session)),
+            touched,
             holder,
             lease_ms,
+            INBOX_GROUP if if_read is not None else "",
             *flat_fields(fields or {}),
         )
         held, other, ttl_ms = await self._core.one(*command)
+        if int(held) == 2:
+            return LeadLease(held=True, unread=True)
         if int(held):
             return LeadLease(held=True)
         return LeadLease(held=False, holder=str(other), ttl_s=max(0, int(ttl_ms)) / 1000)

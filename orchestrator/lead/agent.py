@@ -394,6 +394,8 @@ class Lead:
         arrived, late = await self.team.gather(deadline)
         if not arrived and not late and not self._cancelled:
             if progress.final_asked or not progress.last.wants_final:
+                if not await self._checkpoints.close():
+                    return None  # a message came after the read: gather again, and read it
                 return final_outcome(progress.last, self.roster, progress.final_asked)
             progress.final_asked = True  # one more turn, asked for the answer without tools
             self._add_note(prompt.final_note(bool(self.roster.agents)), final=True)

@@ -198,3 +198,10 @@ class CheckpointSink(Protocol):
     """
 
     async def save(self, checkpoint: LeadCheckpoint, history: list[Message] | None) -> None: ...
+
+    async def close(self) -> bool:
+        """The lead answered and its last read found nothing: it reads no more from now on.
+        True when closed; False (nothing changed) when a message reached its inbox after that
+        read, which it then reads and works on. The look and the close are one step on the bus,
+        so a post is either read or refused, never dropped between the two."""
+        ...

@@ -38,6 +38,7 @@ from baton.bus.ids import new_id
 from baton.bus.retry import persist
 from baton.lead.checkpoint import LeadCheckpoint
 from baton.lead.outcome import LeadOutcome, LeadStatus
+from baton.lead.prompt import LEAD_NAME
 from baton.llm.types import Message
 
 log = logging.getLogger(__name__)
@@ -187,6 +188,9 @@ class LeadKeeper:
         self._give_up = give_up
         self._held = False
         self._renewing: anyio.CancelScope | None = None
+        self.began = False
+        """This lead wrote its record (a new session's, or a dead lead's taken over): from now on
+        the record's status says whether it reads posts (``send_if_running``)."""
 
     # -- taking the lead ------------------------------------------------------------------------
 
@@ -289,11 +293,17 @@ class LeadKeeper:
             "outcome": "",
         }
         await self._write(fields)
+        self.began = True
 
-    async def adopt_inbox(self) -> None:
+    async def adopt_inbox(self, record: LeadRecord) -> None:
         """After a resume handed the dead lead's inbox entries back: the lead's inbox is read
-        with this process's consumer from now on."""
-        await self._write({"consumer": self.bus.consumer})
+        with this process's consumer from now on. A lead that died ``closing`` (answered, its
+        outcome not yet decided) runs again, so it takes posts again until it closes anew."""
+        fields = {"consumer": self.bus.consumer}
+        if record.status == "closing":
+            fields["status"] = "running"
+        await self._write(fields)
+        self.began = True
 
     async def save(self, checkpoint: LeadCheckpoint, history: list[Message] | None) -> None:
         """One checkpoint (the lead's :class:`~baton.lead.checkpoint.CheckpointSink`): fenced by
@@ -341,6 +351,12 @@ class LeadKeeper:
 
     # -- the end --------------------------------------------------------------------------------
 
+    async def close(self) -> bool:
+        """``closing``: the lead's last read found nothing, and it reads no more, so a post
+        (``send_if_running``) is refused from now on; written only while the lead's inbox holds
+        nothing unread, in the same step (False: nothing written, it reads first)."""
+        return await self._write({"status": "closing"}, if_read=LEAD_NAME)
+
     async def decided(self, outcome: LeadOutcome) -> None:
         """Record the outcome before its ``session.finished`` is logged (``finishing``)."""
         decided = _Outcome(
@@ -372,18 +388,25 @@ class LeadKeeper:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    async def _write(self, fields: dict[str, str], *, lease_s: float | None = None) -> None:
+    async def _write(
+        self, fields: dict[str, str], *, lease_s: float | None = None, if_read: str | None = None
+    ) -> bool:
         """Write the record through the lease (``owner``: who wrote it last), or raise
-        :class:`LeadTakenOver` when another holds the lease."""
-        lease = await self._hold({**fields, "owner": self.holder}, lease_s)
+        :class:`LeadTakenOver` when another holds the lease. False: nothing was written, as
+        ``if_read``'s inbox holds what nobody read (:meth:`~baton.bus.base.Bus.hold_lead`)."""
+        lease = await self._hold({**fields, "owner": self.holder}, lease_s, if_read=if_read)
         if not lease.held:
             self._held = False
             raise LeadTakenOver(self.session, lease.holder)
+        return not lease.unread
 
-    async def _hold(self, fields: dict[str, str], lease_s: float | None = None) -> LeadLease:
+    async def _hold(
+        self, fields: dict[str, str], lease_s: float | None = None, *, if_read: str | None = None
+    ) -> LeadLease:
         lease_s = self.lease_s if lease_s is None else lease_s
+        records = self.bus.records
         lease = await self._persist(
-            lambda: self.bus.records.hold_lead(self.session, self.holder, lease_s, fields),
+            lambda: records.hold_lead(self.session, self.holder, lease_s, fields, if_read=if_read),
             "lead record",
         )
         self._held = lease.held and lease_s > 0

@@ -142,6 +142,11 @@ class LeadCheckpoints:
         if self._sink is not None:
             await self._sink.save(self._state.checkpoint(), self._state.history)
 
+    async def close(self) -> bool:
+        """The lead reads no more (:meth:`CheckpointSink.close`); with nowhere to write, there
+        is nothing to close either."""
+        return True if self._sink is None else await self._sink.close()
+
     async def mid_turn(self) -> None:
         """A checkpoint during a turn (a send): the rest, with the turn's sends so far."""
         if self._sink is None:

@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from baton.bus.errors import InvalidEnvelope
+from baton.bus.errors import InvalidEnvelope, SessionNotRunning
 from baton.bus.messages import make_envelope
 from baton.bus.user_post import USER, user_post_problem
 from baton.engine.bus_channel import ApprovalNotFound, answer_approval
@@ -157,7 +157,13 @@ async def post_message(request: Request) -> Response:
     with _refused_input():
         envelope = make_envelope(session=session, sender=USER, recipient=body.to,
                                  type=body.type, content=body.content)  # fmt: skip
-        posted = await ctx.bus.inboxes.send(envelope)
+        try:  # once it runs, the look at its lead and the write are one step (docs/protocol.md)
+            if state.status == "running":
+                posted = await ctx.bus.inboxes.send_if_running(envelope)
+            else:  # pending: its lead has not read its inbox yet
+                posted = await ctx.bus.inboxes.send(envelope)
+        except SessionNotRunning as exc:  # its lead answered and read its last meanwhile
+            raise HTTPException(409, f"{exc}; start a new session for a follow-up") from exc
     return _json(Posted(id=posted), 202)
 
 

@@ -20,11 +20,13 @@ from baton.base_errors import ConfigError
 from baton.bus.base import Bus
 from baton.bus.errors import BusError, BusOutage
 from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
+from baton.bus.ids import new_id
 from baton.bus.lifecycle import Service
-from baton.bus.messages import MessageType, make_envelope
+from baton.bus.messages import DeadLetter, MessageType, make_envelope
 from baton.bus.parts.retention import Leftovers
 from baton.bus.retry import persist
 from baton.bus.tail import tail_events
+from baton.bus.user_post import USER
 from baton.engine import Tool
 from baton.engine.bus_channel import answer_approval, approvals_inbox
 from baton.errors import describe_validation
@@ -235,10 +237,17 @@ class Session(Service):
     async def post(
         self, content: str, *, to: str = LEAD_NAME, type: MessageType = "task", sender: str = "user"
     ) -> str:
-        """Put a message on the bus for the lead (a follow-up) or a sub-agent; returns its id."""
+        """Put a message on the bus for the lead (a follow-up) or a sub-agent; returns its id.
+
+        Once the session runs, only while it does (``send_if_running``): after the lead's last
+        read (it answered and closed, ``docs/protocol.md``) it raises ``SessionNotRunning`` and
+        sends nothing, so a message is either read or refused, never dropped unseen. Before
+        the session starts, a message waits in the inbox for the lead's first read."""
         envelope = make_envelope(
             session=self.id, sender=sender, recipient=to, type=type, content=content
         )
+        if self._built is not None and self._built.keeper.began:
+            return await self.bus.inboxes.send_if_running(envelope)
         return await self.bus.inboxes.send(envelope)
 
     async def answer(
@@ -335,7 +344,7 @@ class Session(Service):
                 outage_s=self.config.bus_outage_s,
             )
         assert self._built is not None
-        await self._built.keeper.adopt_inbox()
+        await self._built.keeper.adopt_inbox(resumed)
 
     def _leave(self, exc: LeadTakenOver) -> None:
         """End this copy of a session taken over: no last event (the session is another's)."""
@@ -389,6 +398,7 @@ class Session(Service):
         try:
             with anyio.fail_after(TAIL_DRAIN_S):
                 await keeper.decided(outcome)  # a resume after this logs this same end
+                await self._set_aside_unread(outcome)  # posts are refused from here on
                 await router.emit(finished, publish=False)
                 await keeper.ended()
                 logged = True
@@ -402,6 +412,32 @@ class Session(Service):
         self._fanout.close()
         self._done.set()
         log.info("session %s %s", self.id, result.status)
+
+    async def _set_aside_unread(self, outcome: LeadOutcome) -> None:
+        """A person's posts that reached the lead's inbox after its last read go to the dead
+        letters, each with why, rather than sit unread while their sender was told they were
+        sent. A lead that answered closed first (lead/keeper.py: nothing lands unread then); one
+        cancelled, failed or timed out stopped reading without that step. The inbox was
+        released already, and the read watches it again: it is released once more."""
+        try:
+            unread = await self.bus.inboxes.read(self.id, LEAD_NAME)
+        finally:
+            await self.bus.inboxes.forget(self.id, LEAD_NAME)
+        for envelope in unread:
+            if envelope.sender != USER:
+                continue  # an agent's late word to a lead that is done: nobody waits on it
+            why = f"the session ended ({outcome.status}) before its lead read this post"
+            letter = DeadLetter(
+                id=new_id(),
+                reason=why,
+                source=f"inbox of {LEAD_NAME}",
+                session=self.id,
+                raw=envelope.model_dump_json(),
+            )
+            log.warning("session %s: %s (%s)", self.id, why, envelope.id)
+            await self.bus.letters.put(letter)
+        if unread:
+            await self.bus.inboxes.ack(self.id, LEAD_NAME, [envelope.id for envelope in unread])
 
     def _why(self, outcome: LeadOutcome) -> str:
         """The result's error: the lead's, unless work was left undone because an agent could

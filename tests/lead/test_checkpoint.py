@@ -46,6 +46,9 @@ class Recorder:
         copy = LeadCheckpoint.model_validate_json(checkpoint.model_dump_json())
         self.saved.append((copy, None if history is None else json.loads(json.dumps(history))))
 
+    async def close(self) -> bool:
+        return True
+
     def stored(self) -> tuple[list[Any], LeadCheckpoint]:
         """What the lead's record would hold now: the last step's history, the last state."""
         history = next(h for _, h in reversed(self.saved) if h is not None)

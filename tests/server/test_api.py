@@ -73,12 +73,17 @@ async def test_post_reaches_the_inbox_and_cancel_needs_the_owner(
         await bus.log.emit(
             SessionStarted(session="s-elsewhere", agent="lead", task="paint", model="m")
         )
+        await bus.records.hold_lead("s-elsewhere", "elsewhere", 30, {"status": "running"})
         posted = await http.post("/sessions/s-elsewhere/messages",
                                  json={"content": "also a cat", "to": "painter"})  # fmt: skip
         assert posted.status_code == 202
         (envelope,) = await bus.inboxes.read("s-elsewhere", "painter")
         assert envelope.id == posted.json()["id"] and envelope.content == "also a cat"
         assert envelope.sender == "user" and envelope.type == "task"
+        # Its lead answered and read its last (docs/protocol.md, closing): refused, not lost.
+        await bus.records.hold_lead("s-elsewhere", "elsewhere", 30, {"status": "closing"})
+        late = await http.post("/sessions/s-elsewhere/messages", json={"content": "and a dog"})
+        assert late.status_code == 409 and "not running (closing)" in late.json()["detail"]
         cancel = await http.post("/sessions/s-elsewhere/cancel")
         assert cancel.status_code == 404
 

@@ -60,6 +60,7 @@ async def test_an_id_the_bus_accepts_is_accepted_by_the_routes(
     """``s_.1`` and ``painter-`` fit the envelope's rule."""
     async with make_bus() as bus, serving(bus, tmp_path) as server, client(server) as http:
         await bus.log.emit(SessionStarted(session="s_.1", agent="lead", task="paint", model="m"))
+        await bus.records.hold_lead("s_.1", "elsewhere", 30, {"status": "running"})
         answer = await http.post(
             "/sessions/s_.1/messages", json={"content": "hi", "to": "painter-"}
         )

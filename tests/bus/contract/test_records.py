@@ -3,6 +3,11 @@ real Redis: agent records merge, and the lead's lease lets one holder write at a
 
 from __future__ import annotations
 
+import pytest
+
+from baton.bus.errors import SessionNotRunning
+from baton.bus.messages import Envelope, make_envelope
+from baton.bus.parts.records import LeadLease
 from tests.conftest import BusFactory
 
 
@@ -39,3 +44,38 @@ async def test_the_lead_lease_has_one_holder_and_fences_the_record(make_bus: Bus
         assert (await bus.records.hold_lead("s1", "lead-1", 0, {"status": "finished"})).held
         assert await bus.records.lead_lease("s1") is None  # given up with its last write
         assert await bus.records.lead("s1") == {"status": "finished"}
+
+
+async def test_a_write_on_condition_of_a_read_inbox_waits_for_what_nobody_read(
+    make_bus: BusFactory,
+) -> None:
+    """``if_read``: the lead's closing write and the look at its inbox are one step, so a post
+    that lands first is read (the write is refused as ``unread``), and one after it is refused
+    by ``send_if_running`` (the status says the lead reads no more): none is lost between."""
+    async with make_bus(consumer="lead") as lead, make_bus(consumer="poster") as poster:
+        await lead.records.hold_lead("s1", "lead-1", 60, {"status": "running"})
+        closing = {"status": "closing"}
+        # No inbox yet, and an inbox read to its end: written.
+        assert await lead.records.hold_lead("s1", "lead-1", 60, closing, if_read="lead") == (
+            LeadLease(held=True)
+        )
+        await lead.records.hold_lead("s1", "lead-1", 60, {"status": "running"})
+        await poster.inboxes.send_if_running(_post("s1", "first"))
+        unread = await lead.records.hold_lead("s1", "lead-1", 60, closing, if_read="lead")
+        assert unread == LeadLease(held=True, unread=True)
+        assert (await lead.records.lead("s1"))["status"] == "running"  # nothing written
+        taken = await lead.inboxes.read("s1", "lead")
+        assert [envelope.content for envelope in taken] == ["first"]
+        assert (await lead.records.hold_lead("s1", "lead-1", 60, closing, if_read="lead")).held
+        assert (await lead.records.lead("s1"))["status"] == "closing"
+        with pytest.raises(SessionNotRunning):  # from now on a post is refused, not lost
+            await poster.inboxes.send_if_running(_post("s1", "late"))
+        # Another holder's lease still comes first.
+        refused = await poster.records.hold_lead("s1", "lead-2", 60, closing, if_read="lead")
+        assert not refused.held and refused.holder == "lead-1"
+
+
+def _post(session: str, content: str) -> Envelope:
+    return make_envelope(
+        session=session, sender="user", recipient="lead", type="task", content=content
+    )
