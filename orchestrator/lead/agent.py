@@ -329,6 +329,7 @@ class Lead:
             refused=tuple(state.refused),
             own_tools=result is not None and self._used_own_tools(result),
             can_delegate=self._routes and self._tools_offered,
+            news_waiting=self.team.news_waiting,
             history=tuple(state.history),
         )
 

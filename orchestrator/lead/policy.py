@@ -17,7 +17,8 @@ the checkpoint's schema.
 
 :class:`StructuralPolicy`, the default, judges structure only: it sends back once an answer whose
 typed status is ``cannot``, and once one whose status is ``delegated``, while profiles were on
-offer and nothing was delegated, and once an answer that presents media no tool produced; it
+offer and nothing was delegated (and once one whose status is ``delegated`` while every result
+is in and nothing is outstanding), and once an answer that presents media no tool produced; it
 judges work delegated and not delivered, sends refused by the caps, invented media, a ``cannot``
 and a ``delegated`` with nothing sent. No content pattern overrides a model's answer,
 its status or the exit code. The opt-in aids for small models are lead/guided.py; which policy a
@@ -65,6 +66,9 @@ class Facts:
     delegate, or a routing call, can only be followed when it is."""
     history: tuple[Message, ...] = ()
     """The lead's context (for a policy that compares a reply with what it was told)."""
+    news_waiting: bool = False
+    """Messages were read that are not in the lead's context yet (a result that came in during
+    the turn): the roster may say an agent is done before the model has seen its result."""
     plain_profiles: frozenset[str] = frozenset()
     """The profiles that add no capability to the lead's (no tools, MCP servers, model of their
     own or remote agent): a second answer by the same model, not work it cannot do."""
@@ -137,6 +141,9 @@ class StructuralPolicy:
         invented = self.invented_sent_back(answer, facts, memo)
         if invented is not None:
             return invented
+        if all_in(answer, facts) and not memo.get("all_in_sent_back"):
+            memo["all_in_sent_back"] = True
+            return SendBack(prompt.all_in_note(facts.roster.media_urls))
         if not facts.profiles or not facts.can_delegate or facts.delegated:
             return Accept()
         if answer.status == "cannot" and not memo.get("cannot_sent_back"):
@@ -175,6 +182,21 @@ def unsent(answer: Answer, facts: Facts) -> bool:
     request: a claim the runtime can check (a 1.5B lead answered a picture request with
     "Delegating task... please wait." and delegated nothing)."""
     return answer.status == "delegated" and not facts.delegated and not facts.roster.outstanding
+
+
+def all_in(answer: Answer, facts: Facts) -> bool:
+    """Whether ``answer`` says, typed, that the work is under way while every result of it is in
+    the lead's context: nothing outstanding, nothing read and waiting. The person would be left
+    waiting for work that is done (a 1.5B lead answered a translation with ``delegated`` after
+    its helper had reported)."""
+    roster = facts.roster
+    return (
+        answer.status == "delegated"
+        and facts.delegated
+        and bool(roster.agents)
+        and not roster.outstanding
+        and not facts.news_waiting
+    )
 
 
 def facts_invented(answer: Answer, facts: Facts) -> list[str]:

@@ -93,6 +93,18 @@ def unsent_note(profiles: Mapping[str, str]) -> str:
     )
 
 
+def all_in_note(media: Sequence[str]) -> str:
+    """The note that sends back an answer whose status was ``delegated`` although every result is
+    in and no sub-agent works any more."""
+    urls = f" The media URLs: {' '.join(media)}." if media else ""
+    return (
+        "Your answer says the work is still under way, but all the work you delegated is in: the "
+        "results are above, and no sub-agent is working. Answer the user now with what they "
+        'delivered, citing every media URL exactly, with status "done" (or "cannot", saying '
+        f"why).{urls}"
+    )
+
+
 def invented_note(invented: Sequence[str], media: Sequence[str]) -> str:
     """The note that sends back an answer presenting media no tool produced."""
     reported = (

@@ -154,6 +154,12 @@ class Team:
         routing)."""
         return await self.deliver(profile, task, "task", once=once, news_first=news_first)
 
+    @property
+    def news_waiting(self) -> bool:
+        """Whether messages were read (during a turn, or by a send) that are not in the lead's
+        context yet: the next gather puts them there."""
+        return bool(self._early)
+
     def _unseen_reports(self) -> list[str]:
         """The sub-agents whose final results were read and are not in the context yet."""
         return list(dict.fromkeys(e.sender for e in self._early if e.type == "result" and e.sender))

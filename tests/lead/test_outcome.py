@@ -243,3 +243,31 @@ async def test_a_spent_budget_ends_the_lead_with_what_the_subagents_made() -> No
     assert "- painter: painter is done" in outcome.answer
     assert len(s.server.requests) == 2
     assert "budget" in s.guards()
+
+
+async def test_a_delegated_claim_once_every_result_is_in_is_sent_back_once_with_the_fact() -> None:
+    """A 1.5B lead answered a translation ``delegated`` after its helper had reported: the person
+    would wait for work that is done. The claim is checked against the roster (nothing
+    outstanding, nothing read and waiting), in any language; the second answer stands."""
+    on_it = Reply(calls=[Call("answer", json.dumps({"text": "On it.", "status": "delegated"}))])
+    still = Reply(
+        calls=[Call("answer", json.dumps({"text": "Un momento.", "status": "delegated"}))]
+    )
+    done = Reply(calls=[Call("answer", json.dumps({"text": f"Tu zorro: {FOX}", "status": "done"}))])
+    s, outcome = await run_lead(
+        [send("painter", "a fox"), on_it, still, done],
+        after_the_send(("painter", [FOX], "finished")),
+        task="Pinta un zorro.",
+    )
+    assert (outcome.status, outcome.answer) == ("completed", f"Tu zorro: {FOX}")
+    note = s.server.requests[3].messages[-1]["content"]
+    assert "all the work you delegated is in" in note and FOX in note
+    assert len(s.server.requests) == 4 and s.spawned == ["painter"]
+
+    s, outcome = await run_lead(
+        [send("painter", "a fox"), on_it, still, still],
+        after_the_send(("painter", [FOX], "finished")),
+        task="Pinta un zorro.",
+    )
+    assert (outcome.status, len(s.server.requests)) == ("completed", 4)  # sent back once
+    assert outcome.answer.startswith("Un momento.") and FOX in outcome.answer
