@@ -15,6 +15,10 @@ Prints one JSON object:
 - ``idle_subagents``; ``idle_subagent_kib``: the workers' resident memory (``VmRSS``) added per
   agent, from before the spawns to all idle; ``worker_connections_max``: connections the busiest
   master holds from baton (named ``baton:...``: every worker's, and this benchmark's own bus);
+- ``idle_cpu_pct``: the workers' CPU time (user + system, all of them, in % of one core) over
+  ``--idle-window`` seconds (default 65: more than the minute after which every waiting agent
+  looks at its inbox again, wake-up or not) once every agent is idle: what idle agents cost
+  while nothing happens, and so what they take from the dispatch that comes next;
 - ``dispatch_p50_ms`` / ``dispatch_p99_ms``: task sent → its result in the lead's inbox (offline
   model: no model time to speak of); ``spawn_s``: the spawns submitted → every agent idle.
 
@@ -65,6 +69,13 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def cpu_s(pid: int) -> float:
+    """A process's CPU time so far (user + system), in seconds."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def start_workers(url: str, count: int, per_worker: int, tmp: Path) -> list[subprocess.Popen[str]]:
     profiles = tmp / "profiles.toml"
     profiles.write_text(PROFILES)
@@ -111,6 +122,11 @@ async def run(
         out["idle_subagents"] = args.agents
         out["idle_subagent_kib"] = round((after - before) / args.agents, 2)
         out["worker_connections_max"] = nodes.baton_connections()
+        if args.idle_window > 0:
+            cpu_before, idle_from = sum(cpu_s(pid) for pid in pids), time.perf_counter()
+            await anyio.sleep(args.idle_window)  # the figure is what idling costs over a while
+            spent = sum(cpu_s(pid) for pid in pids) - cpu_before
+            out["idle_cpu_pct"] = round(100 * spent / (time.perf_counter() - idle_from), 1)
         latencies = []
         for i in random.Random(7).sample(range(args.agents), args.samples):
             session = session_of(i, args.sessions)
@@ -142,10 +158,14 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds for every spawn")
+    parser.add_argument(
+        "--idle-window", type=float, default=65.0, help="seconds of idle measured (0: none)"
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes")
     args = parser.parse_args()
     if args.smoke:
         args.agents, args.workers, args.sessions, args.samples = 400, 2, 40, 20
+        args.idle_window = 1.0
     with ExitStack() as stack:
         url = args.redis_url
         if url is None:

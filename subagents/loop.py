@@ -251,6 +251,9 @@ class SubAgent:
         self.wake_at = math.inf
         """While parked: when its host resumes it even if nothing wakes it (the next look at
         its inbox, at most a minute away, or its idle deadline)."""
+        self.look_s = DEFAULT_WAIT_S
+        """While parked: how often its inbox is looked at when nothing wakes it (a minute; a
+        lease for a resumed agent, whose dead owner's messages come back with no wake-up)."""
         self._starting: anyio.CancelScope | None = None
         """Only while it starts (see :meth:`_start`): a give-back ends the start too."""
         self._ahead: list[Envelope] = []
@@ -273,6 +276,11 @@ class SubAgent:
     def state(self) -> Checkpoint:
         """Its progress so far: memory, processed ids, media, step (checkpointed each round)."""
         return self._books.state
+
+    @property
+    def idle_deadline(self) -> float:
+        """While parked: when it leaves ``idle`` unless a message comes (anyio's clock)."""
+        return math.inf if self._idle_deadline is None else self._idle_deadline
 
     @property
     def resumed(self) -> bool:
@@ -468,6 +476,7 @@ class SubAgent:
             park=self._parks,
         )
         if ending == "parked":
+            self.look_s = slice_s
             self.wake_at = min(deadline, anyio.current_time() + slice_s)
             return PARKED
         self._idle_deadline = None

@@ -4,58 +4,83 @@ An idle agent waiting in a task holds the task, anyio's handle of it (a cancel s
 event), the coroutine frames of its loop down to the wait and the wait's own cancel scope: 7 of
 the 12 KiB an idle agent cost (issue 24; tracemalloc, 2,000 agents). Parked, it holds its state,
 one callback on its inbox's wake-up (``Inboxes.park``) and one timer for its next look at the
-inbox (at most a minute away, or its idle deadline). Whichever comes first takes it out of the lot
-and hands it to the worker, which resumes it in a new task: what it finds in its inbox is the same
-as a waiting agent's, so parking changes when memory is held, not what an agent does.
+inbox (at most a minute away, or its idle deadline). A wake-up takes it out of the lot and hands
+it to the worker, which resumes it in a new task: what it finds in its inbox is the same as a
+waiting agent's, so parking changes when memory is held, not what an agent does.
+
+**The minute look is batched.** Wake-ups are hints, so a waiting agent reads its inbox at least
+once a minute even when nothing woke it (``docs/protocol.md``). Resuming each parked agent for
+that read would cost a task, its stretch of the loop and a read round trip per agent per minute:
+at 12,500 agents a worker, some 200 resumptions a second that find nothing. Instead, the agents
+whose look is due are asked about together (:meth:`~baton.bus.parts.inboxes.Inboxes.holding`: one
+``XLEN`` each, a pipeline per node): only an inbox that holds a message resumes its agent, which
+then reads it as a woken one would; the others stay parked, their next look a minute on. Its idle
+deadline always resumes an agent (it then leaves ``idle`` as a waiting one would).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Generic, TypeVar
 
+import anyio
+
 from baton.bus.base import Bus
 from baton.subagents.loop import SubAgent
 
+log = logging.getLogger(__name__)
+
 T = TypeVar("T")
+
+LOOK_BATCH = 1000
+"""At most this many inboxes per ``holding`` call (one operation's commands and replies)."""
+EARLY_S = 0.005
+"""A timer fires up to the clock's resolution early: one this close to the idle deadline is it."""
 
 
 @dataclass(slots=True)
 class _Spot(Generic[T]):
     ticket: T
+    agent: SubAgent
     unpark: Callable[[], None]
     timer: asyncio.TimerHandle
 
 
 class Parking(Generic[T]):
-    """Parked agents by key; each leaves exactly once, when woken, at its time, or when
-    :meth:`release` (or :meth:`release_all`) asks for it: :meth:`run` then hands its ``ticket``
-    (what the host needs to resume it, its agent among the rest) to ``resume``."""
+    """Parked agents by key; each leaves exactly once, when woken, at its idle deadline, when a
+    minute look finds its inbox holding a message, or when :meth:`release` (or
+    :meth:`release_all`) asks for it: :meth:`run` then hands its ``ticket`` (what the host needs
+    to resume it, its agent among the rest) to ``resume``."""
 
-    __slots__ = ("_bus", "_leaving", "_spots", "_woken")
+    __slots__ = ("_bus", "_due", "_leaving", "_looks", "_spots", "_woken", "looked")
 
     def __init__(self, bus: Bus) -> None:
         self._bus = bus
         self._spots: dict[str, _Spot[T]] = {}
         self._leaving: deque[T] = deque()
         self._woken: asyncio.Future[None] | None = None
+        self._due: list[str] = []
+        self._looks: asyncio.Future[None] | None = None
+        self.looked = 0
+        """How many inboxes the minute looks asked about (a parked agent's look, batched)."""
 
     def __len__(self) -> int:
         return len(self._spots)
 
     def park(self, key: str, agent: SubAgent, ticket: T) -> None:
         """Park ``agent`` (whose :meth:`~SubAgent.run` or :meth:`~SubAgent.resume` returned
-        ``PARKED``) under ``key`` until its inbox is woken past its last read or until
-        ``agent.wake_at`` (on the event loop's clock, which is anyio's on asyncio)."""
+        ``PARKED``) under ``key`` until its inbox is woken past its last read, its minute look
+        finds a message, or its idle deadline (``agent.wake_at`` is the first of the last two,
+        on the event loop's clock, which is anyio's on asyncio)."""
         loop = asyncio.get_running_loop()
-        release = partial(self.release, key)
-        timer = loop.call_at(agent.wake_at, release)
-        unpark = self._bus.inboxes.park(agent.session, agent.name, release)
-        self._spots[key] = _Spot(ticket, unpark, timer)
+        timer = loop.call_at(agent.wake_at, self._timed, key)
+        unpark = self._bus.inboxes.park(agent.session, agent.name, partial(self.release, key))
+        self._spots[key] = _Spot(ticket, agent, unpark, timer)
 
     def release(self, key: str) -> None:
         """Take ``key`` out of the lot and hand its ticket to ``leave``; nothing if not parked."""
@@ -65,8 +90,7 @@ class Parking(Generic[T]):
         spot.unpark()
         spot.timer.cancel()
         self._leaving.append(spot.ticket)
-        if self._woken is not None and not self._woken.done():
-            self._woken.set_result(None)
+        _set(self._woken)
 
     def release_all(self) -> None:
         """Release every parked agent (a stopping worker: each then stops as a waiting one
@@ -74,17 +98,74 @@ class Parking(Generic[T]):
         for key in list(self._spots):
             self.release(key)
 
+    def _timed(self, key: str) -> None:
+        """A parked agent's timer: its idle deadline releases it; a minute look is batched."""
+        spot = self._spots.get(key)
+        if spot is None:
+            return
+        if asyncio.get_running_loop().time() + EARLY_S >= spot.agent.idle_deadline:
+            self.release(key)
+            return
+        self._due.append(key)
+        _set(self._looks)
+
     async def run(self, resume: Callable[[T], None]) -> None:
-        """Hand each agent that leaves the lot to ``resume``, from this task, until cancelled.
+        """Hand each agent that leaves the lot to ``resume``, and make the minute looks, from
+        this task (and one of its own for the looks), until cancelled.
 
         The wake-ups and timers that release agents are plain callbacks of the event loop, in
         which anyio cannot start a task (it finds its backend through the current task)."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._look_when_due)
+            loop = asyncio.get_running_loop()
+            while True:
+                while self._leaving:
+                    resume(self._leaving.popleft())
+                self._woken = loop.create_future()
+                try:
+                    await self._woken
+                finally:
+                    self._woken = None
+
+    async def _look_when_due(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            while self._leaving:
-                resume(self._leaving.popleft())
-            self._woken = loop.create_future()
+            while self._due:
+                batch, self._due = self._due[:LOOK_BATCH], self._due[LOOK_BATCH:]
+                await self._look(batch)
+            self._looks = loop.create_future()
             try:
-                await self._woken
+                await self._looks
             finally:
-                self._woken = None
+                self._looks = None
+
+    async def _look(self, keys: list[str]) -> None:
+        """Ask whether the due agents' inboxes hold anything: those that do are released, the
+        others park on, their next look a minute (or a lease) on. A wake-up that comes while
+        the question is out releases its agent as ever (it is no longer in the lot when the
+        answer comes). A bus that cannot answer releases them all: each then reads itself,
+        and meets the fault as a waiting agent would."""
+        parked = [(key, spot) for key in keys if (spot := self._spots.get(key)) is not None]
+        if not parked:
+            return
+        self.looked += len(parked)
+        inboxes = [(spot.agent.session, spot.agent.name) for _, spot in parked]
+        try:
+            holding = await self._bus.inboxes.holding(inboxes)
+        except Exception as exc:  # BusError, or anything else: never lose an agent to a look
+            log.debug("a look at %d parked agents' inboxes failed: %s", len(parked), exc)
+            holding = [True] * len(parked)
+        loop = asyncio.get_running_loop()
+        for (key, spot), holds in zip(parked, holding, strict=True):
+            if self._spots.get(key) is not spot:
+                continue  # woken (or released) meanwhile
+            if holds:
+                self.release(key)
+                continue
+            next_look = min(spot.agent.idle_deadline, loop.time() + spot.agent.look_s)
+            spot.timer = loop.call_at(next_look, self._timed, key)
+
+
+def _set(future: asyncio.Future[None] | None) -> None:
+    if future is not None and not future.done():
+        future.set_result(None)

@@ -71,6 +71,11 @@ class MemoryInboxes(Inboxes):
     def park(self, session: str, agent: str, wake: Callable[[], None]) -> Callable[[], None]:
         return self._broker.hub.add(inbox_channel(session, agent)).park(wake)
 
+    async def holding(self, inboxes: Sequence[tuple[str, str]]) -> list[bool]:
+        self._core.check_open()
+        streams = self._broker.inboxes
+        return [bool((stream := streams.get(inbox)) and stream.entries) for inbox in inboxes]
+
     async def ack(
         self, session: str, agent: str, ids: Sequence[str], *, consumer: str | None = None
     ) -> None:

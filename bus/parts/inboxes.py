@@ -163,6 +163,16 @@ class Inboxes(ABC):
         """
 
     @abstractmethod
+    async def holding(self, inboxes: Sequence[tuple[str, str]]) -> list[bool]:
+        """Whether each ``(session, agent)`` inbox holds any message at all: one nobody has
+        read, or one read and not acked yet (an ack removes a message). All of them in one
+        step, a round trip per node, without reading or watching any.
+
+        A parked reader's minute look (subagents/parking.py) asks this of many inboxes at once:
+        an idle inbox holds nothing, and only one that holds something is worth a read.
+        """
+
+    @abstractmethod
     async def ack(
         self, session: str, agent: str, ids: Sequence[str], *, consumer: str | None = None
     ) -> None:

@@ -65,6 +65,15 @@ class RedisInboxes(Inboxes):
             keys.inbox(session, recipient), "msg", text, keys.wake(session, recipient)
         )
 
+    async def holding(self, inboxes: Sequence[tuple[str, str]]) -> list[bool]:
+        """``XLEN`` of each (an ack deletes its entry, so an idle inbox is empty), one operation:
+        on a cluster each command goes to its slot's master, one pipeline per master."""
+        if not inboxes:
+            return []
+        keys = self._core.keys
+        lengths = await self._core.call(*(("XLEN", keys.inbox(s, a)) for s, a in inboxes))
+        return [int(length) > 0 for length in lengths]
+
     async def read(
         self, session: str, agent: str, *, count: int = 100, consumer: str | None = None
     ) -> list[Envelope]:

@@ -7,7 +7,9 @@ stopping worker."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import anyio
 import pytest
@@ -16,7 +18,8 @@ from baton.bus.base import SpawnQueue
 from baton.bus.events import AgentExited
 from baton.bus.messages import DEFAULT_POOL, SpawnRequest
 from baton.bus.redis import RedisBus
-from baton.subagents.loop import AgentParts
+from baton.subagents.loop import AgentParts, SubAgent
+from baton.subagents.parking import Parking
 from baton.subagents.profiles import Profile
 from baton.subagents.worker import Worker, WorkerLimits
 from tests.conftest import BusFactory
@@ -122,3 +125,82 @@ async def test_a_message_whose_wake_up_was_lost_is_found_at_the_next_look(
             await lead_bus._core.one("XADD", lead_bus.keys.inbox(SESSION, "a1"), "*", "msg", silent)
             (result,) = await lead.until_results(1, timeout=20)
             assert result.sender == "a1" and result.meta["reason"] == "finished"
+
+
+class StandIn:
+    """What the lot reads of a parked agent: whose inbox, when to look, when it leaves idle."""
+
+    def __init__(self, name: str, *, look_s: float, idle_s: float) -> None:
+        now = anyio.current_time()
+        self.session, self.name, self.look_s = SESSION, name, look_s
+        self.wake_at, self.idle_deadline = now + look_s, now + idle_s
+
+
+@pytest.mark.parametrize("backend", ["redis"], indirect=True)
+async def test_the_minute_looks_are_one_question_for_many_and_resume_only_who_holds_a_message(
+    make_bus: BusFactory,
+) -> None:
+    """Resuming every parked agent once a minute to read an empty inbox cost a task and a read
+    round trip each (200 a second at 12,500 agents a worker). The due looks are asked about
+    together (``Inboxes.holding``): an agent stays parked while its inbox holds nothing, a lost
+    wake-up's message resumes its agent at the next look, a wake-up at once, the idle deadline
+    always."""
+    async with make_bus() as bus, make_bus() as lead_bus:
+        assert isinstance(lead_bus, RedisBus)
+        parking: Parking[str] = Parking(bus)
+        resumed: list[str] = []
+        came = anyio.Event()
+
+        def resume(name: str) -> None:
+            resumed.append(name)
+            came.set()
+
+        asked: list[int] = []
+        answered = anyio.Event()
+        holding = bus.inboxes.holding
+
+        async def counted(inboxes: Sequence[tuple[str, str]]) -> list[bool]:
+            nonlocal answered
+            held = await holding(inboxes)
+            asked.append(len(inboxes))
+            answered.set()
+            answered = anyio.Event()
+            return held
+
+        bus.inboxes.holding = counted  # type: ignore[method-assign]  # a spy: it only counts
+
+        async def looks(at_least: int) -> None:
+            with anyio.fail_after(20):
+                while sum(asked) < at_least:
+                    await answered.wait()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(parking.run, resume)
+            for n in range(30):
+                agent = StandIn(f"a{n}", look_s=0.05, idle_s=3.0 if n == 29 else 60.0)
+                assert await bus.inboxes.read(SESSION, agent.name) == []  # as an agent, then
+                parking.park(agent.name, cast(SubAgent, agent), agent.name)
+            await looks(30 * 3)  # three rounds of looks at thirty empty inboxes
+            assert resumed == [] and len(parking) == 30
+            assert max(asked) > 1  # due together, asked together
+            silent = task("a7", "paint an apple").to_json()  # added with no wake-up
+            await lead_bus._core.one("XADD", lead_bus.keys.inbox(SESSION, "a7"), "*", "msg", silent)
+            with anyio.fail_after(10):
+                await came.wait()
+            assert resumed == ["a7"]
+            came = anyio.Event()
+            await lead_bus.inboxes.send(task("a3", "paint a pear"))  # woken: at once
+            with anyio.fail_after(10):
+                await came.wait()
+            assert resumed == ["a7", "a3"]
+            with anyio.fail_after(10):  # a29's idle deadline, 3 s after it parked
+                while "a29" not in resumed:
+                    came = anyio.Event()
+                    await came.wait()
+            parking.release_all()
+            with anyio.fail_after(10):
+                while len(resumed) < 30:
+                    came = anyio.Event()
+                    await came.wait()
+            group.cancel_scope.cancel()
+        assert sorted(resumed) == sorted(f"a{n}" for n in range(30))

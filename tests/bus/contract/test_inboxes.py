@@ -148,6 +148,25 @@ async def test_closing_the_bus_calls_its_parked_readers(make_bus: BusFactory) ->
             await parked.called.wait()  # it reads again and learns the bus is closed
 
 
+async def test_holding_says_which_inboxes_hold_a_message_read_or_not_until_it_is_acked(
+    make_bus: BusFactory,
+) -> None:
+    """What a parked reader's minute look asks of many inboxes at once: a message counts from
+    its send until its ack, whoever read it; inboxes of many sessions (many cluster slots) are
+    answered in order."""
+    async with make_bus() as bus:
+        inboxes = [(f"s{i}", "painter") for i in range(12)]
+        assert await bus.inboxes.holding([]) == []
+        assert await bus.inboxes.holding(inboxes) == [False] * 12  # none exists yet
+        for session, agent in inboxes[::3]:
+            await bus.inboxes.send(task(session, agent, "draw"))
+        assert await bus.inboxes.holding(inboxes) == [i % 3 == 0 for i in range(12)]
+        [taken] = await bus.inboxes.read("s3", "painter")
+        assert (await bus.inboxes.holding([("s3", "painter")])) == [True]  # read, not acked
+        await bus.inboxes.ack("s3", "painter", [taken.id])
+        assert (await bus.inboxes.holding([("s3", "painter"), ("s0", "painter")])) == [False, True]
+
+
 async def test_redelivery_after_consumer_dies_deduped_by_id(make_bus: BusFactory) -> None:
     async with (
         make_bus(lease_s=0.3, consumer="alive") as alive,
