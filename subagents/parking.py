@@ -64,7 +64,7 @@ class Parking(Generic[T]):
         self._spots: dict[str, _Spot[T]] = {}
         self._leaving: deque[T] = deque()
         self._woken: asyncio.Future[None] | None = None
-        self._due: list[str] = []
+        self._due: list[tuple[str, _Spot[T]]] = []
         self._looks: asyncio.Future[None] | None = None
         self.looked = 0
         """How many inboxes the minute looks asked about (a parked agent's look, batched)."""
@@ -106,7 +106,7 @@ class Parking(Generic[T]):
         if asyncio.get_running_loop().time() + EARLY_S >= spot.agent.idle_deadline:
             self.release(key)
             return
-        self._due.append(key)
+        self._due.append((key, spot))
         _set(self._looks)
 
     async def run(self, resume: Callable[[T], None]) -> None:
@@ -139,19 +139,21 @@ class Parking(Generic[T]):
             finally:
                 self._looks = None
 
-    async def _look(self, keys: list[str]) -> None:
+    async def _look(self, due: list[tuple[str, _Spot[T]]]) -> None:
         """Ask whether the due agents' inboxes hold anything: those that do are released, the
         others park on, their next look a minute (or a lease) on. A wake-up that comes while
         the question is out releases its agent as ever (it is no longer in the lot when the
         answer comes). A bus that cannot answer releases them all: each then reads itself,
         and meets the fault as a waiting agent would."""
-        parked = [(key, spot) for key in keys if (spot := self._spots.get(key)) is not None]
+        parked = [(key, spot) for key, spot in due if self._spots.get(key) is spot]
         if not parked:
-            return
+            return  # each was woken meanwhile (and maybe parked again, with a timer of its own)
         self.looked += len(parked)
         inboxes = [(spot.agent.session, spot.agent.name) for _, spot in parked]
         try:
             holding = await self._bus.inboxes.holding(inboxes)
+            if len(holding) != len(parked):
+                raise ValueError(f"{len(holding)} answers for {len(parked)} inboxes")
         except Exception as exc:  # BusError, or anything else: never lose an agent to a look
             log.debug("a look at %d parked agents' inboxes failed: %s", len(parked), exc)
             holding = [True] * len(parked)
@@ -163,6 +165,7 @@ class Parking(Generic[T]):
                 self.release(key)
                 continue
             next_look = min(spot.agent.idle_deadline, loop.time() + spot.agent.look_s)
+            spot.timer.cancel()  # fired already; cancelled, it is gone for good
             spot.timer = loop.call_at(next_look, self._timed, key)
 
 

@@ -41,15 +41,14 @@ class MemoryRecords(Records):
         if current is not None and current[0] != holder and current[1] > now:
             return LeadLease(held=False, holder=current[0], ttl_s=current[1] - now)
         inbox = None if if_read is None else self._broker.inboxes.get((session, if_read))
-        if inbox is not None and inbox.undelivered:
-            return LeadLease(held=True, unread=True)
-        if fields:
+        unread = inbox is not None and bool(inbox.undelivered)
+        if fields and not unread:
             self._broker.leads.setdefault(session, {}).update(fields)
         if lease_s > 0:
             self._broker.lead_leases[session] = (holder, now + lease_s)
         else:
             self._broker.lead_leases.pop(session, None)
-        return LeadLease(held=True)
+        return LeadLease(held=True, unread=unread)
 
     async def lead(self, session: str) -> dict[str, str]:
         self._core.check_open()

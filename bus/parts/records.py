@@ -11,8 +11,8 @@ from dataclasses import dataclass
 class LeadLease:
     """How :meth:`Records.hold_lead` went: ``held`` (the fields were written), or the lead that
     holds the lease instead (``holder``) and how long it still has (``ttl_s``). ``unread``: the
-    lease is this holder's, but nothing was written, because the inbox the write was made
-    conditional on holds messages nobody has read (``if_read``)."""
+    lease is this holder's (taken or renewed), but the fields were not written, because the inbox
+    the write was made conditional on holds messages nobody has read (``if_read``)."""
 
     held: bool
     holder: str = ""
@@ -53,9 +53,9 @@ class Records(ABC):
         ``lease_s`` 0 writes, then gives the lease up (a lead that finished). The lease lets one
         lead run a session and fences its checkpoints (``docs/protocol.md``).
 
-        ``if_read`` names an agent of the session (the lead): the step then also writes nothing
-        (and leaves the lease as it was) while that agent's inbox holds an entry delivered to
-        no reader yet, and answers ``unread``. A lead closes its session this way: the look at
+        ``if_read`` names an agent of the session (the lead): the step then writes no field
+        (the lease is still taken or renewed) while that agent's inbox holds an entry delivered
+        to no reader yet, and answers ``unread``. A lead closes its session this way: the look at
         its inbox and the status that stops posts (``send_if_running``) are one step, so a post
         either lands before it (and is read) or is refused (``SessionNotRunning``), never lost
         between the lead's last read and its end.

@@ -98,6 +98,11 @@ async def send_to_running(bus: Bus, envelope: Envelope, settings: BatonSettings)
     except SessionNotRunning as exc:
         if not exc.status:
             raise ConfigError(unknown_session(session, settings)) from exc
+        if exc.status == "closing":
+            raise ConfigError(
+                f"session {session} is ending: its lead gave its answer and reads no more "
+                "messages; start a new session for a follow-up"
+            ) from exc
         _, last = await last_cursor(bus.log, session)
         ended = last.event.status if last and isinstance(last.event, SessionFinished) else ""
         raise ConfigError(

@@ -188,6 +188,8 @@ class LeadKeeper:
         self._give_up = give_up
         self._held = False
         self._renewing: anyio.CancelScope | None = None
+        self.closed = False
+        """This lead closed (:meth:`close`): nothing reached its inbox unread after that."""
         self.began = False
         """This lead wrote its record (a new session's, or a dead lead's taken over): from now on
         the record's status says whether it reads posts (``send_if_running``)."""
@@ -355,7 +357,8 @@ class LeadKeeper:
         """``closing``: the lead's last read found nothing, and it reads no more, so a post
         (``send_if_running``) is refused from now on; written only while the lead's inbox holds
         nothing unread, in the same step (False: nothing written, it reads first)."""
-        return await self._write({"status": "closing"}, if_read=LEAD_NAME)
+        self.closed = await self._write({"status": "closing"}, if_read=LEAD_NAME)
+        return self.closed
 
     async def decided(self, outcome: LeadOutcome) -> None:
         """Record the outcome before its ``session.finished`` is logged (``finishing``)."""

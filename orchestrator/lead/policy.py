@@ -193,7 +193,7 @@ def all_in(answer: Answer, facts: Facts) -> bool:
     return (
         answer.status == "delegated"
         and facts.delegated
-        and bool(roster.agents)
+        and roster.delivered
         and not roster.outstanding
         and not facts.news_waiting
     )

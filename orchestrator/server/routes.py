@@ -157,13 +157,13 @@ async def post_message(request: Request) -> Response:
     with _refused_input():
         envelope = make_envelope(session=session, sender=USER, recipient=body.to,
                                  type=body.type, content=body.content)  # fmt: skip
-        try:  # once it runs, the look at its lead and the write are one step (docs/protocol.md)
-            if state.status == "running":
-                posted = await ctx.bus.inboxes.send_if_running(envelope)
-            else:  # pending: its lead has not read its inbox yet
-                posted = await ctx.bus.inboxes.send(envelope)
-        except SessionNotRunning as exc:  # its lead answered and read its last meanwhile
-            raise HTTPException(409, f"{exc}; start a new session for a follow-up") from exc
+        try:  # the look at its lead and the write in one step (docs/protocol.md, closing)
+            posted = await ctx.bus.inboxes.send_if_running(envelope)
+        except SessionNotRunning as exc:
+            if exc.status or state.status != "pending":  # it answered, or it finished
+                raise HTTPException(409, f"{exc}; start a new session for a follow-up") from exc
+            # Starting: no lead record yet, so its lead has not read its inbox either.
+            posted = await ctx.bus.inboxes.send(envelope)
     return _json(Posted(id=posted), 202)
 
 

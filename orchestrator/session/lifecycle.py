@@ -22,7 +22,7 @@ from baton.bus.errors import BusError, BusOutage
 from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
 from baton.bus.ids import new_id
 from baton.bus.lifecycle import Service
-from baton.bus.messages import DeadLetter, MessageType, make_envelope
+from baton.bus.messages import DeadLetter, Envelope, MessageType, make_envelope
 from baton.bus.parts.retention import Leftovers
 from baton.bus.retry import persist
 from baton.bus.tail import tail_events
@@ -417,27 +417,35 @@ class Session(Service):
         """A person's posts that reached the lead's inbox after its last read go to the dead
         letters, each with why, rather than sit unread while their sender was told they were
         sent. A lead that answered closed first (lead/keeper.py: nothing lands unread then); one
-        cancelled, failed or timed out stopped reading without that step. The inbox was
-        released already, and the read watches it again: it is released once more."""
+        cancelled, failed or timed out stopped reading without that step. Best effort: the end
+        of the session is logged whatever happens here."""
+        assert self._built is not None
+        if self._built.keeper.closed:
+            return
+        taken = set(self._built.lead.state.taken)  # in its context, though not acked
         try:
-            unread = await self.bus.inboxes.read(self.id, LEAD_NAME)
-        finally:
-            await self.bus.inboxes.forget(self.id, LEAD_NAME)
-        for envelope in unread:
-            if envelope.sender != USER:
-                continue  # an agent's late word to a lead that is done: nobody waits on it
-            why = f"the session ended ({outcome.status}) before its lead read this post"
-            letter = DeadLetter(
-                id=new_id(),
-                reason=why,
-                source=f"inbox of {LEAD_NAME}",
-                session=self.id,
-                raw=envelope.model_dump_json(),
-            )
-            log.warning("session %s: %s (%s)", self.id, why, envelope.id)
-            await self.bus.letters.put(letter)
-        if unread:
-            await self.bus.inboxes.ack(self.id, LEAD_NAME, [envelope.id for envelope in unread])
+            try:
+                while unread := await self.bus.inboxes.read(self.id, LEAD_NAME):
+                    for envelope in unread:
+                        if envelope.sender == USER and envelope.id not in taken:
+                            await self._set_aside(envelope, outcome)
+                    await self.bus.inboxes.ack(self.id, LEAD_NAME, [e.id for e in unread])
+            finally:  # the inbox was released already, and a read watches it again
+                await self.bus.inboxes.forget(self.id, LEAD_NAME)
+        except BusError as exc:
+            log.warning("session %s: posts left unread not set aside: %s", self.id, exc)
+
+    async def _set_aside(self, envelope: Envelope, outcome: LeadOutcome) -> None:
+        why = f"the session ended ({outcome.status}) before its lead read this post"
+        letter = DeadLetter(
+            id=new_id(),
+            reason=why,
+            source=f"inbox of {LEAD_NAME}",
+            session=self.id,
+            raw=envelope.model_dump_json(),
+        )
+        log.warning("session %s: %s (%s)", self.id, why, envelope.id)
+        await self.bus.letters.put(letter)
 
     def _why(self, outcome: LeadOutcome) -> str:
         """The result's error: the lead's, unless work was left undone because an agent could

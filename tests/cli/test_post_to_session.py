@@ -76,3 +76,18 @@ def test_post_to_a_running_session_is_sent(redis_url: str) -> None:
     with redis.Redis.from_url(redis_url, decode_responses=True) as admin:
         [(_, fields)] = admin.xrange("baton:{s-live}:inbox:lead")
     assert out.strip() in fields["msg"] and "also paint a heron" in fields["msg"]
+
+
+def test_post_to_a_session_whose_lead_read_its_last_exits_2_and_says_so(redis_url: str) -> None:
+    async def a_closing_lead() -> None:  # it answered, and its last read found nothing
+        async with open_bus(redis_url) as bus:
+            await bus.records.hold_lead("s-closing", "lead-1", 30, {"status": "closing"})
+
+    anyio.run(a_closing_lead)
+    code, out, err = post(redis_url, "s-closing")
+    assert (code, out) == (2, ""), err
+    assert err.splitlines() == [
+        "baton post: session s-closing is ending: its lead gave its answer and reads no more "
+        "messages; start a new session for a follow-up"
+    ]
+    assert not [key for key in keys_of(redis_url, "s-closing") if b"inbox" in key]

@@ -5,8 +5,9 @@
 -- ARGV[1] the holder, ARGV[2] the lease in ms ('0': write, then give the lease up), ARGV[3] the
 -- inbox's consumer group ('' without KEYS[3]), ARGV[4..] field, value, ... to merge into the record.
 -- Returns {1, '', 0} when written (the lease is the holder's, or given up); {0, the other holder,
--- its remaining ms} when another holds it; {2, '', 0} when nothing was written because the
--- inbox holds an entry its group has not delivered to anyone yet (the lease is left as it was).
+-- its remaining ms} when another holds it; {2, '', 0} when the record was not written because the
+-- inbox holds an entry its group has not delivered to anyone yet (the lease is taken or renewed
+-- all the same).
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then
   return {0, holder, redis.call('PTTL', KEYS[1])}
@@ -20,6 +21,7 @@ local function after(a, b)
   return am > bm or (am == bm and as > bs)
 end
 
+local written = true
 if #KEYS > 2 and redis.call('EXISTS', KEYS[3]) == 1 then
   local newest = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
   if #newest > 0 then
@@ -33,12 +35,12 @@ if #KEYS > 2 and redis.call('EXISTS', KEYS[3]) == 1 then
       if name == ARGV[3] then delivered = last end
     end
     if after(newest[1][1], delivered) then
-      return {2, '', 0}
+      written = false
     end
   end
 end
 
-if #ARGV > 3 then
+if written and #ARGV > 3 then
   redis.call('HSET', KEYS[2], unpack(ARGV, 4))
 end
 if ARGV[2] == '0' then
@@ -46,4 +48,7 @@ if ARGV[2] == '0' then
 else
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 end
-return {1, '', 0}
+if written then
+  return {1, '', 0}
+end
+return {2, '', 0}
