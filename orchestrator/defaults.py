@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from baton.bus.messages import ApproveMode as ApproveMode
 
+LEAD_LEASE_S = 10.0
+"""How long a session's lead lease lasts unless renewed (the ``lead_lease`` setting's default):
+how long ``baton resume`` waits after a lead died, and how soon ``baton watch`` sees it lost."""
+
 DISTRIBUTION = "baton-orchestrator"
 """baton's name on PyPI, which its install hints name: ``baton`` there is an unrelated project
 (and several ``baton-*`` names are other agent tools). The import name and the command stay

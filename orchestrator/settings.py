@@ -27,6 +27,7 @@ from ``--config`` or ``BATON_CONFIG``::
     budget_tokens = 200000       # the whole session: every agent's tokens and model calls
     budget_calls = 100
     bus_outage = 120             # seconds of bus outage run, watch and serve ride out (then exit 3)
+    lead_lease = 10              # seconds a lead lease lasts: how long a resume waits after a crash
     unclaimed_timeout = 15       # seconds a sub-agent waits for a worker before a warning
     signing_key = "…"            # sign envelopes, refuse unsigned ones (off unless set)
     retention = 604800           # seconds a finished session's keys stay on Redis (7 days)
@@ -91,7 +92,7 @@ from baton.bus.errors import redact_url
 from baton.bus.messages import DEFAULT_POOL, ApproveMode, check_pool
 from baton.bus.redact import redact_text
 from baton.bus.retry import DEFAULT_OUTAGE_S
-from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL, DEMO_IMAGE_MODEL
+from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL, DEMO_IMAGE_MODEL, LEAD_LEASE_S
 from baton.media import MediaStore, media_directory, open_store
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ NO_FLAG: dict[str, str] = {
     "media_url_expiry": _DEPLOYMENT,
     "image_response_format": _DEPLOYMENT,
     "unclaimed_timeout": _DEPLOYMENT,
+    "lead_lease": _DEPLOYMENT,
     "max_sends_per_turn": _TUNING,
     "max_new_agents_per_profile": _TUNING,
     "max_sends_per_agent": _TUNING,
@@ -157,6 +159,7 @@ SESSION_SOURCES: dict[str, tuple[str, ...]] = {
     "profile_tools": ("profile_tools",),
     "lead_policy": ("lead_policy",),
     "bus_outage_s": ("bus_outage",),
+    "lead_lease_s": ("lead_lease",),
     "retention_s": ("retention",),
     "unclaimed_s": ("unclaimed_timeout",),
 }
@@ -176,7 +179,6 @@ NOT_FROM_SETTINGS: dict[str, str] = {
             "text_flush_s",
             "shutdown_grace_s",
             "failure_grace_s",
-            "lead_lease_s",
         ),
         "the embedding API's (and the HTTP request's instructions); the CLI keeps the defaults",
     ),
@@ -297,6 +299,13 @@ class BatonSettings(BaseSettings):
         description="seconds a sub-agent's spawn request waits for a worker before a warning "
         "(default 15); with no live worker of the pool serving its profile, the agent is then "
         "ended",
+    )
+    lead_lease: float = Field(
+        LEAD_LEASE_S,
+        gt=0,
+        description="seconds a session's lead lease lasts unless renewed (every third of it): how "
+        "long `baton resume` waits after a lead died, and how soon `baton watch` and `baton "
+        "sessions` see it lost; shorter fails over sooner and renews more often",
     )
     bus_outage: float = Field(
         DEFAULT_OUTAGE_S,

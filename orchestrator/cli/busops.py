@@ -28,7 +28,8 @@ from baton.cli.catchup import approve_line, standing_of
 from baton.cli.exits import is_tty
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
 from baton.cli.sharedbus import require_shared_bus
-from baton.lead.keeper import LEAD_LEASE_S, has_events, lead_lost
+from baton.defaults import LEAD_LEASE_S
+from baton.lead.keeper import has_events, lead_lost
 from baton.settings import BatonSettings
 
 log = logging.getLogger("baton.watch")
@@ -127,10 +128,6 @@ async def last_cursor(log: EventLog, session: str) -> tuple[str | None, LoggedEv
     return (last.cursor if last else None), last
 
 
-LEAD_CHECK_S = LEAD_LEASE_S / 3
-"""How often ``baton watch`` looks whether the session's lead still holds its lease."""
-
-
 async def session_known(bus: Bus, session: str) -> bool:
     """Whether the bus knows the session: it has a lead record or an event log."""
     return bool(await bus.records.lead(session)) or await has_events(bus, session)
@@ -183,7 +180,9 @@ async def watch(
                     return 0
                 after = live_after = history[-1].cursor if history else None
                 catch_up(renderer, session, [logged.event for logged in history])
-            if await _follow(bus, session, after, renderer, settings.bus_outage, live_after):
+            if await _follow(
+                bus, session, after, renderer, settings.bus_outage, live_after, settings.lead_lease
+            ):
                 return 0
             print(f"baton watch: {lead_lost_line(session)}", file=sys.stderr, flush=True)
             return ExitCode.FAILED
@@ -224,11 +223,13 @@ async def _follow(
     renderer: Renderer,
     outage_s: float,
     live_after: str | None = None,
+    lead_lease_s: float = LEAD_LEASE_S,
 ) -> bool:
     """Show the session's events after ``after`` until its ``session.finished`` (True), or
     until its lead is found dead (False; what it logged before that is shown first). An
     approval asked after ``live_after`` (the end of the log when the watch began; None: from
-    the start) gets its ``baton approve`` line."""
+    the start) gets its ``baton approve`` line. The lead is looked at every third of
+    ``lead_lease_s`` (the ``lead_lease`` setting, which the session's own should match)."""
     cursor = after
     lost = False
     live = live_after is None or live_after == after
@@ -236,7 +237,7 @@ async def _follow(
     async def lead_watch(scope: anyio.CancelScope) -> None:
         nonlocal lost
         while True:
-            await anyio.sleep(LEAD_CHECK_S)
+            await anyio.sleep(lead_lease_s / 3)  # as often as a live lead renews it
             try:
                 lost = await lead_lost(bus, session)
             except BusError as exc:  # the tail decides about outages

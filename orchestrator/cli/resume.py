@@ -40,6 +40,7 @@ PROCESS_FIELDS = (
     "profiles",
     "lead_mcp",
     "bus_outage_s",
+    "lead_lease_s",
     "images",
 )
 """Session fields that belong to the process that resumes: always this one's settings."""

@@ -36,6 +36,7 @@ from baton.bus.errors import BusError, BusUnreachable
 from baton.bus.events import SessionFinished
 from baton.bus.ids import new_id
 from baton.bus.retry import persist
+from baton.defaults import LEAD_LEASE_S
 from baton.lead.checkpoint import LeadCheckpoint
 from baton.lead.outcome import LeadOutcome, LeadStatus
 from baton.lead.prompt import LEAD_NAME
@@ -45,8 +46,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-LEAD_LEASE_S = 10.0
-"""How long a lead's lease lasts unless renewed: how long a resume waits after a lead died."""
 RENEWALS_PER_LEASE = 3
 LEASE_SLACK_S = 0.25
 """A resume looks at a held lease again this long after its time was up."""

@@ -17,11 +17,11 @@ from baton.bus.base import DEFAULT_RETENTION_S
 from baton.bus.ids import new_id
 from baton.bus.messages import DEFAULT_POOL, ApproveMode, SessionId, check_pool
 from baton.bus.retry import DEFAULT_OUTAGE_S
+from baton.defaults import LEAD_LEASE_S
 from baton.engine import LoopLimits
 from baton.engine.spend import SpendLimits
 from baton.lead.agent import LeadStatus
 from baton.lead.delegation import DelegationLimits
-from baton.lead.keeper import LEAD_LEASE_S
 from baton.lead.profiles import PolicyName
 from baton.lead.stream import DEFAULT_FLUSH_S
 from baton.llm import ModelSettings

@@ -272,3 +272,9 @@ def run_baton(*args: str, env: dict[str, str], timeout: float = TIMEOUT_S) -> tu
         timeout=timeout,
     )
     return done.returncode, done.stdout, done.stderr
+
+
+SHORT_LEAD_LEASE = {"BATON_LEAD_LEASE": "4"}
+"""A lead lease of 4 s (the default is 10): a test that kills a lead waits one lease out before
+``lead lost`` shows or a resume takes over. Long enough for a loaded machine's lead to renew it
+(every 1.3 s) without a stall taking it away."""

@@ -25,7 +25,7 @@ from baton.api import Session
 from baton.bus.base import BusOptions
 from baton.bus.connect import open_bus
 from baton.bus.events import AgentExited, SessionFinished, SessionStarted
-from tests.cli.helpers import PROFILES, Proc
+from tests.cli.helpers import PROFILES, SHORT_LEAD_LEASE, Proc
 
 MASON = """
 [profiles.mason]
@@ -34,6 +34,12 @@ system_prompt = "[baton:subagent] Build with hold, draw with generate_image, the
 tools = ["tests.support.tools:hold", "generate_image"]
 """
 """A sub-agent that works until released, and makes an image on the way."""
+
+
+@pytest.fixture
+def env(env: dict[str, str]) -> dict[str, str]:
+    """The CLI environment with a short lead lease: these tests wait one out after a kill."""
+    return {**env, **SHORT_LEAD_LEASE}
 
 
 def logged(client: redis.Redis, session: str) -> list[dict[str, Any]]:

@@ -18,11 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
 import redis
 from typer.testing import CliRunner
 
 from baton.cli.app import app
-from tests.cli.helpers import Proc
+from tests.cli.helpers import SHORT_LEAD_LEASE, Proc
 
 
 def on_stderr(proc: Proc, text: str) -> str:
@@ -32,6 +33,14 @@ def on_stderr(proc: Proc, text: str) -> str:
 
 
 TASK = "publish a haiku"
+
+
+@pytest.fixture
+def env(env: dict[str, str]) -> dict[str, str]:
+    """The CLI environment with a short lead lease: these tests wait one out after a kill."""
+    return {**env, **SHORT_LEAD_LEASE}
+
+
 QUICK_S = 40.0
 """Well under the publisher's 120 s approval timeout, lease lapses included: no timeout decided."""
 

@@ -21,10 +21,16 @@ from baton.api import Session, SessionConfig
 from baton.bus.memory import MemoryBus
 from baton.lead.keeper import SessionExists
 from baton.testing import RedisServer
-from tests.cli.helpers import PROFILES, Proc, invoke_baton
+from tests.cli.helpers import PROFILES, SHORT_LEAD_LEASE, Proc, invoke_baton
 from tests.cli.test_resume import MASON
 
 _prefixes = itertools.count()
+
+
+@pytest.fixture
+def env(env: dict[str, str]) -> dict[str, str]:
+    """The CLI environment with a short lead lease: these tests wait one out after a kill."""
+    return {**env, **SHORT_LEAD_LEASE}
 
 
 @pytest.fixture
@@ -120,7 +126,7 @@ def test_watch_refuses_an_unknown_session_and_waits_for_it_when_told(
 def test_a_session_whose_lead_died_shows_lead_lost_and_ends_its_watch(
     start: Callable[..., Proc], tmp_path: Path, on_redis: dict[str, str]
 ) -> None:
-    """The lead's lease (10 s) lapses after ``kill -9``: a watch that was following ends, and
+    """The lead's lease (4 s here) lapses after ``kill -9``: a watch that was following ends, and
     ``sessions`` says ``lead lost`` with the way on; ``resume`` then carries the session on."""
     profiles = tmp_path / "profiles.toml"
     profiles.write_text(PROFILES + MASON)
