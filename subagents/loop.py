@@ -251,9 +251,6 @@ class SubAgent:
         self.wake_at = math.inf
         """While parked: when its host resumes it even if nothing wakes it (the next look at
         its inbox, at most a minute away, or its idle deadline)."""
-        self.look_s = DEFAULT_WAIT_S
-        """While parked: how often its inbox is looked at when nothing wakes it (a minute; a
-        lease for a resumed agent, whose dead owner's messages come back with no wake-up)."""
         self._starting: anyio.CancelScope | None = None
         """Only while it starts (see :meth:`_start`): a give-back ends the start too."""
         self._ahead: list[Envelope] = []
@@ -276,6 +273,14 @@ class SubAgent:
     def state(self) -> Checkpoint:
         """Its progress so far: memory, processed ids, media, step (checkpointed each round)."""
         return self._books.state
+
+    @property
+    def look_s(self) -> float:
+        """How long it waits for a wake-up before it looks at its inbox anyway: a minute, and a
+        resumed agent a lease, since its dead owner's un-acked messages come back only once
+        that lease expired, with no wake-up. (A property, not an attribute: past 30 attributes
+        an instance's dict stops sharing its keys with the others', about 1 KiB per agent.)"""
+        return min(self.bus.options.lease_s, DEFAULT_WAIT_S) if self.resumed else DEFAULT_WAIT_S
 
     @property
     def idle_deadline(self) -> float:
@@ -455,7 +460,7 @@ class SubAgent:
         # Wake-ups are hints: look again at least once a minute (docs/protocol.md), and a
         # resumed agent at least once a lease, since its un-acked messages come back only once
         # the dead owner's lease expires, with no wake-up.
-        slice_s = min(self.bus.options.lease_s, DEFAULT_WAIT_S) if self.resumed else DEFAULT_WAIT_S
+        slice_s = self.look_s
         batch, self._ahead = self._ahead, []  # read during the last round, still un-acked
         if batch:
             self._idle_deadline = None
@@ -476,7 +481,6 @@ class SubAgent:
             park=self._parks,
         )
         if ending == "parked":
-            self.look_s = slice_s
             self.wake_at = min(deadline, anyio.current_time() + slice_s)
             return PARKED
         self._idle_deadline = None
