@@ -86,6 +86,29 @@ async def test_renewal_never_takes_a_request_back(make_bus: BusFactory) -> None:
         assert await heir.claims.renew([taken.receipt]) == [taken.receipt]
 
 
+async def test_a_renewal_of_more_than_one_chunk_answers_for_each_receipt(
+    make_bus: BusFactory,
+) -> None:
+    """A worker of thousands of agents renews in chunks (Redis: ``RENEW_CHUNK`` entries an
+    operation, so one script never holds a node for long); what comes back is the same: every
+    receipt still ours, across streams and chunks, and none that is another's."""
+    async with make_bus(consumer="mine") as mine, make_bus(consumer="other") as other:
+        for n in range(320):  # two sessions' streams: the chunks cut across them
+            await mine.spawns.submit(SpawnRequest(session=f"s{n % 2}", agent=f"a{n}", profile="p"))
+        claims = []
+        for _ in range(300):
+            claim = await mine.claims.claim(P, timeout=5)
+            assert claim is not None
+            claims.append(claim.receipt)
+        theirs = []
+        for _ in range(20):
+            claim = await other.claims.claim(P, timeout=5)
+            assert claim is not None
+            theirs.append(claim.receipt)
+        held = await mine.claims.renew([*claims, *theirs])
+        assert sorted(held) == sorted(claims)
+
+
 async def test_an_acked_request_is_never_claimed_again(make_bus: BusFactory) -> None:
     async with make_bus(lease_s=0.3, consumer="w1") as w1, make_bus(lease_s=0.3) as w2:
         receipt = await w1.spawns.submit(SpawnRequest(session="s1", agent="a", profile="p"))
