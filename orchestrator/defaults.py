@@ -15,6 +15,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from baton.bus.messages import ApproveMode as ApproveMode
 
+LEAD_NAME = "lead"
+"""The lead's agent name: its inbox, its events' ``agent``. Here, so that what needs only the name
+(the lead's keeper, the fold of events) never imports the lead's prompt and, through it, the
+model client."""
+
 LEAD_LEASE_S = 10.0
 """How long a session's lead lease lasts unless renewed (the ``lead_lease`` setting's default):
 how long ``baton resume`` waits after a lead died, and how soon ``baton watch`` sees it lost."""

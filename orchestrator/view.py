@@ -37,10 +37,8 @@ from baton.bus.events import (
     TextRetracted,
     ToolCallInfo,
 )
+from baton.defaults import LEAD_NAME as LEAD_NAME
 
-LEAD_NAME = "lead"
-"""The lead's agent name, :data:`baton.lead.prompt.LEAD_NAME` (a test keeps the two equal):
-repeated so that folding events never imports the lead and, through it, the model client."""
 SessionStatus = Literal[
     "pending", "running", "completed", "incomplete", "failed", "cancelled", "timed_out"
 ]

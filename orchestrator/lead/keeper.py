@@ -36,10 +36,9 @@ from baton.bus.errors import BusError, BusUnreachable
 from baton.bus.events import SessionFinished
 from baton.bus.ids import new_id
 from baton.bus.retry import persist
-from baton.defaults import LEAD_LEASE_S
+from baton.defaults import LEAD_LEASE_S, LEAD_NAME
 from baton.lead.checkpoint import LeadCheckpoint
 from baton.lead.outcome import LeadOutcome, LeadStatus
-from baton.lead.prompt import LEAD_NAME
 from baton.llm.types import Message
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,9 @@ from collections.abc import Mapping, Sequence
 
 from baton.bus.messages import Envelope
 from baton.bus.payloads import result_report
+from baton.defaults import LEAD_NAME as LEAD_NAME
 from baton.llm.offline import LEAD_MARKER
 from baton.llm.types import Message
-
-LEAD_NAME = "lead"
 
 _BASE = f"""{LEAD_MARKER} You are the lead agent of a team. You talk to the user and delegate work.
 
