@@ -57,7 +57,7 @@ class Parking(Generic[T]):
     :meth:`release_all`) asks for it: :meth:`run` then hands its ``ticket`` (what the host needs
     to resume it, its agent among the rest) to ``resume``."""
 
-    __slots__ = ("_bus", "_due", "_leaving", "_looks", "_spots", "_woken", "looked")
+    __slots__ = ("_bus", "_due", "_leaving", "_looks", "_spots", "_woken")
 
     def __init__(self, bus: Bus) -> None:
         self._bus = bus
@@ -66,8 +66,6 @@ class Parking(Generic[T]):
         self._woken: asyncio.Future[None] | None = None
         self._due: list[tuple[str, _Spot[T]]] = []
         self._looks: asyncio.Future[None] | None = None
-        self.looked = 0
-        """How many inboxes the minute looks asked about (a parked agent's look, batched)."""
 
     def __len__(self) -> int:
         return len(self._spots)
@@ -148,7 +146,6 @@ class Parking(Generic[T]):
         parked = [(key, spot) for key, spot in due if self._spots.get(key) is spot]
         if not parked:
             return  # each was woken meanwhile (and maybe parked again, with a timer of its own)
-        self.looked += len(parked)
         inboxes = [(spot.agent.session, spot.agent.name) for _, spot in parked]
         try:
             holding = await self._bus.inboxes.holding(inboxes)

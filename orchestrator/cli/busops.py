@@ -28,7 +28,6 @@ from baton.cli.catchup import approve_line, standing_of
 from baton.cli.exits import is_tty
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
 from baton.cli.sharedbus import require_shared_bus
-from baton.defaults import LEAD_LEASE_S
 from baton.lead.keeper import has_events, lead_lost
 from baton.settings import BatonSettings
 
@@ -222,8 +221,8 @@ async def _follow(
     after: str | None,
     renderer: Renderer,
     outage_s: float,
-    live_after: str | None = None,
-    lead_lease_s: float = LEAD_LEASE_S,
+    live_after: str | None,
+    lead_lease_s: float,
 ) -> bool:
     """Show the session's events after ``after`` until its ``session.finished`` (True), or
     until its lead is found dead (False; what it logged before that is shown first). An

@@ -18,11 +18,11 @@ from pydantic import ValidationError
 
 from baton.base_errors import ConfigError
 from baton.bus.base import Bus
-from baton.bus.errors import BusError, BusOutage
+from baton.bus.errors import BusError, BusOutage, InvalidEnvelope
 from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
-from baton.bus.ids import new_id
 from baton.bus.lifecycle import Service
-from baton.bus.messages import DeadLetter, Envelope, MessageType, make_envelope
+from baton.bus.messages import MessageType, make_envelope
+from baton.bus.parts.dead import set_aside
 from baton.bus.parts.retention import Leftovers
 from baton.bus.retry import persist
 from baton.bus.tail import tail_events
@@ -423,29 +423,24 @@ class Session(Service):
         if self._built.keeper.closed:
             return
         taken = set(self._built.lead.state.taken)  # in its context, though not acked
+        why = f"the session ended ({outcome.status}) before its lead read this post"
         try:
             try:
                 while unread := await self.bus.inboxes.read(self.id, LEAD_NAME):
                     for envelope in unread:
                         if envelope.sender == USER and envelope.id not in taken:
-                            await self._set_aside(envelope, outcome)
+                            await set_aside(
+                                self.bus.letters,
+                                InvalidEnvelope(why),
+                                source=f"inbox of {LEAD_NAME}",
+                                session=self.id,
+                                raw=envelope.model_dump_json(),
+                            )
                     await self.bus.inboxes.ack(self.id, LEAD_NAME, [e.id for e in unread])
             finally:  # the inbox was released already, and a read watches it again
                 await self.bus.inboxes.forget(self.id, LEAD_NAME)
         except BusError as exc:
             log.warning("session %s: posts left unread not set aside: %s", self.id, exc)
-
-    async def _set_aside(self, envelope: Envelope, outcome: LeadOutcome) -> None:
-        why = f"the session ended ({outcome.status}) before its lead read this post"
-        letter = DeadLetter(
-            id=new_id(),
-            reason=why,
-            source=f"inbox of {LEAD_NAME}",
-            session=self.id,
-            raw=envelope.model_dump_json(),
-        )
-        log.warning("session %s: %s (%s)", self.id, why, envelope.id)
-        await self.bus.letters.put(letter)
 
     def _why(self, outcome: LeadOutcome) -> str:
         """The result's error: the lead's, unless work was left undone because an agent could
