@@ -164,11 +164,13 @@ class Bookkeeper:
     async def _write(self, fields: dict[str, str]) -> None:
         """Write state, unless another worker owns the agent now (then stop quietly)."""
         bus, session, name = self._where()
-        if self._owner:
+        owner = self._owner or None
+        written = await persist(
+            lambda: bus.records.set_agent(session, name, fields, if_owner=owner), "checkpoint"
+        )
+        if not written:  # the look and the write are one step: nothing was written
             current = await persist(lambda: bus.records.agent(session, name), "check owner")
-            if current.get("owner", "") != self._owner:
-                raise LostOwnership(session, name, current.get("owner", ""))
-        await persist(lambda: bus.records.set_agent(session, name, fields), "checkpoint")
+            raise LostOwnership(session, name, current.get("owner", ""))
 
     # -- on the way out -------------------------------------------------------------------------
 

@@ -18,9 +18,21 @@ class MemoryRecords(Records):
         self._core = core
         self._broker = core.broker
 
-    async def set_agent(self, session: str, agent: str, fields: Mapping[str, str]) -> None:
+    async def set_agent(
+        self,
+        session: str,
+        agent: str,
+        fields: Mapping[str, str],
+        *,
+        if_owner: str | None = None,
+    ) -> bool:
         self._core.check_open()
-        self._broker.agents.setdefault((session, agent), {}).update(fields)
+        record = self._broker.agents.get((session, agent), {})
+        if if_owner is not None and record.get("owner") != if_owner:
+            return False
+        self._broker.agents[(session, agent)] = record
+        record.update(fields)
+        return True
 
     async def agent(self, session: str, agent: str) -> dict[str, str]:
         self._core.check_open()

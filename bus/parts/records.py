@@ -30,8 +30,23 @@ class Records(ABC):
     """
 
     @abstractmethod
-    async def set_agent(self, session: str, agent: str, fields: Mapping[str, str]) -> None:
-        """Merge fields into the agent's state record (status, worker, checkpoint...)."""
+    async def set_agent(
+        self,
+        session: str,
+        agent: str,
+        fields: Mapping[str, str],
+        *,
+        if_owner: str | None = None,
+    ) -> bool:
+        """Merge fields into the agent's state record (status, worker, checkpoint...); True
+        when written.
+
+        ``if_owner``: only while the record's ``owner`` is that worker, in one step (False: the
+        record names another owner, or none, and nothing was written). A worker whose lease
+        lapsed and whose agent another took over must not write over the new owner's
+        checkpoint; a look, then a write, leaves a window between them and costs a second round
+        trip on every round of every agent.
+        """
 
     @abstractmethod
     async def agent(self, session: str, agent: str) -> dict[str, str]:

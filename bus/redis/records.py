@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from baton.bus.parts.records import LeadLease, Records
 from baton.bus.redis.core import RedisCore, entry_fields, flat_fields
 from baton.bus.redis.keys import INBOX_GROUP
-from baton.bus.redis.scripts import HOLD_LEAD
+from baton.bus.redis.scripts import HOLD_LEAD, SET_IF_OWNER
 
 
 class RedisRecords(Records):
@@ -21,11 +21,21 @@ class RedisRecords(Records):
     def __init__(self, core: RedisCore) -> None:
         self._core = core
 
-    async def set_agent(self, session: str, agent: str, fields: Mapping[str, str]) -> None:
+    async def set_agent(
+        self,
+        session: str,
+        agent: str,
+        fields: Mapping[str, str],
+        *,
+        if_owner: str | None = None,
+    ) -> bool:
+        key = self._core.keys.agent(session, agent)
+        if if_owner is not None:
+            command = SET_IF_OWNER.call_keys([key], if_owner, *flat_fields(fields))
+            return bool(int(await self._core.one(*command)))
         if fields:
-            await self._core.one(
-                "HSET", self._core.keys.agent(session, agent), *flat_fields(fields)
-            )
+            await self._core.one("HSET", key, *flat_fields(fields))
+        return True
 
     async def agent(self, session: str, agent: str) -> dict[str, str]:
         reply = await self._core.one("HGETALL", self._core.keys.agent(session, agent))

@@ -58,6 +58,7 @@ CLAIM_SPAWN = Script("claim_spawn")
 WITHDRAW_SPAWN = Script("withdraw_spawn")
 SPEND = Script("spend")
 HOLD_LEAD = Script("hold_lead")
+SET_IF_OWNER = Script("set_if_owner")
 RETIRE_SESSION = Script("retire_session")
 DROP_CONSUMERS = Script("drop_consumers")
 SPAWN_STATES = Script("spawn_states")
@@ -75,6 +76,7 @@ SCRIPTS = (
     WITHDRAW_SPAWN,
     SPEND,
     HOLD_LEAD,
+    SET_IF_OWNER,
     RETIRE_SESSION,
     DROP_CONSUMERS,
     SPAWN_STATES,

@@ -44,8 +44,15 @@ class PostsBefore(Records):
             await post()
         return await self._records.hold_lead(session, holder, lease_s, fields, if_read=if_read)
 
-    async def set_agent(self, session: str, agent: str, fields: Mapping[str, str]) -> None:
-        await self._records.set_agent(session, agent, fields)
+    async def set_agent(
+        self,
+        session: str,
+        agent: str,
+        fields: Mapping[str, str],
+        *,
+        if_owner: str | None = None,
+    ) -> bool:
+        return await self._records.set_agent(session, agent, fields, if_owner=if_owner)
 
     async def agent(self, session: str, agent: str) -> dict[str, str]:
         return await self._records.agent(session, agent)

@@ -51,7 +51,9 @@ class Dying(RedisBus):
         before(self.records, "set_agent", self._record)
         before(self.inboxes, "send", self._send)
 
-    async def _record(self, session: str, agent: str, fields: Mapping[str, str]) -> None:
+    async def _record(
+        self, session: str, agent: str, fields: Mapping[str, str], **_: object
+    ) -> None:
         if self.at == "record" and fields.get("status") == "finishing":
             raise Killed
 

@@ -31,6 +31,27 @@ async def test_records_are_shared_between_processes_and_kept_apart_per_agent(
         assert await one.records.agent("s2", "a") == {"status": "done"}
 
 
+async def test_a_write_on_condition_of_its_owner_is_made_only_by_that_owner(
+    make_bus: BusFactory,
+) -> None:
+    """A worker's checkpoint is written only while the record names it the owner: once another
+    worker took the agent over, the old one's write changes nothing and says so; a record with
+    no owner (never claimed) takes no conditional write either."""
+    async with make_bus(consumer="one") as one, make_bus(consumer="two") as two:
+        assert not await one.records.set_agent("s1", "a", {"step": "1"}, if_owner="w1")
+        assert await one.records.agent("s1", "a") == {}  # nothing was created
+        await one.records.set_agent("s1", "a", {"owner": "w1", "status": "running"})
+        assert await one.records.set_agent("s1", "a", {"step": "1"}, if_owner="w1")
+        await two.records.set_agent("s1", "a", {"owner": "w2"})  # taken over
+        assert not await one.records.set_agent("s1", "a", {"step": "9"}, if_owner="w1")
+        assert await two.records.set_agent("s1", "a", {"step": "2"}, if_owner="w2")
+        assert await one.records.agent("s1", "a") == {
+            "owner": "w2",
+            "status": "running",
+            "step": "2",
+        }
+
+
 async def test_the_lead_lease_has_one_holder_and_fences_the_record(make_bus: BusFactory) -> None:
     async with make_bus() as bus:
         assert await bus.records.lead_lease("s1") is None and await bus.records.lead("s1") == {}
