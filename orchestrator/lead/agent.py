@@ -51,7 +51,7 @@ from baton.bus.messages import Envelope
 from baton.engine import AgentLoop, LoopLimits, StopReason, ToolRegistry, TurnResult
 from baton.lead import delegation as delegating
 from baton.lead import prompt
-from baton.lead.answer import Answer, AnswerOffer, answer_tool
+from baton.lead.answer import Answer, answer_tool
 from baton.lead.checkpoint import LastTurn, LeadCheckpoint
 from baton.lead.delegation import Waves, delegation_rewriter
 from baton.lead.dispatch import Delegating
@@ -120,7 +120,6 @@ class Lead:
         answer = answer_tool(registry.names) if options.tool_choice != "none" else None
         if answer is not None:
             registry.add(answer)
-        self._answers = None if answer is None else AnswerOffer(registry, self.state)
         if options.profile_tools:
             delegate = partial(self.team.delegate, news_first=True)
             for made in delegating.profile_tools(profiles, delegate, registry.names):
@@ -167,8 +166,6 @@ class Lead:
         are one decision: news first holds all of them or none), and each goes on to the views."""
         if isinstance(event, RoundStarted):
             self.team.new_round()
-            if self._answers is not None:
-                self._answers.refresh()
         if self._shown is not None:
             await self._shown(event)
 

@@ -20,16 +20,14 @@ the URLs its text cites. docs/lead.md says why this shape was chosen over the al
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field
 
-from baton.engine import Tool, ToolRegistry
+from baton.engine import Tool
 from baton.engine.textcalls import parse_text_calls
-from baton.lead.outcome import presentable_media
-from baton.lead.state import LeadState
 from baton.llm.types import ToolCall
 
 ANSWER = "answer"
@@ -55,18 +53,9 @@ class Answer:
         return not self.text.strip()
 
 
-def answer_tool(taken: Collection[str], presentable: Sequence[str] = ()) -> Tool | None:
+def answer_tool(taken: Collection[str]) -> Tool | None:
     """``answer(text, status, media)`` (terminal; ``text`` shown as it streams); None when another
-    tool already has the name.
-
-    ``presentable``: the URLs the answer may present, those a tool produced or a person gave
-    (:func:`baton.lead.outcome.presentable_media`). The schema offers exactly them as ``media``'s
-    ``enum``, and no ``media`` at all while there are none, so a server that decodes tool calls
-    under their schema (llama.cpp, vLLM, OpenAI's strict mode) cannot present a URL nobody made:
-    a 1.5B lead answered a question with ``media: ["https://example.com/note.png"]``. The rule
-    is the runtime's own invented-media check, moved before the model speaks; arguments are
-    still validated leniently (any string), so a model that ignores the schema is judged by that
-    check as before. The lead swaps the tool when the set changes, as it does ``send_message``."""
+    tool already has the name."""
     if ANSWER in taken:
         return None
 
@@ -98,7 +87,7 @@ def answer_tool(taken: Collection[str], presentable: Sequence[str] = ()) -> Tool
         ],
         "return": str,
     }
-    made = Tool(
+    return Tool(
         answer,
         name=ANSWER,
         terminal=True,
@@ -108,25 +97,6 @@ def answer_tool(taken: Collection[str], presentable: Sequence[str] = ()) -> Tool
             "under way. Only `text` is shown to the user."
         ),
     )
-    offer_media(made, presentable)
-    return made
-
-
-def offer_media(tool: Tool, presentable: Sequence[str]) -> None:
-    """Narrow ``tool``'s advertised ``media`` to ``presentable`` (see :func:`answer_tool`): the
-    advertised schema only, never the validation."""
-    parameters = cast(dict[str, Any], tool.schema["function"]).get("parameters", {})
-    properties = cast(dict[str, Any], parameters.get("properties", {}))
-    if not presentable:
-        properties.pop("media", None)
-        return
-    urls = list[JsonValue](dict.fromkeys(presentable))
-    properties["media"] = {
-        "type": "array",
-        "items": {"type": "string", "enum": urls},
-        "uniqueItems": True,
-        "description": properties["media"]["description"],
-    }
 
 
 def answer_of(call: ToolCall | None) -> Answer | None:
@@ -165,23 +135,3 @@ def written_answer(text: str) -> Answer:
     )
     media = tuple(dict.fromkeys(url for answer in answers for url in answer.media))
     return Answer(said, status, media, typed=bool(answers))
-
-
-class AnswerOffer:
-    """Keeps the registered ``answer`` tool's ``media`` to what the lead may present now: read
-    at each round's start, swapped only when the set changed (the schemas are read per request)."""
-
-    __slots__ = ("_offered", "_registry", "_state")
-
-    def __init__(self, registry: ToolRegistry, state: LeadState) -> None:
-        self._registry = registry
-        self._state = state
-        self._offered: tuple[str, ...] = ()
-
-    def refresh(self) -> None:
-        presentable = tuple(presentable_media(self._state.roster, self._state.history))
-        if presentable != self._offered:
-            self._offered = presentable
-            made = answer_tool((), presentable)
-            assert made is not None  # nothing is taken
-            self._registry.replace(made)

@@ -117,14 +117,6 @@ def _from_agents(text: str, agents: Collection[str]) -> bool:
     return bool(senders) and text.startswith("[") and all(s in agents for s in senders)
 
 
-def presentable_media(roster: Roster, history: Sequence[Message]) -> list[str]:
-    """The URLs an answer may present as media: every sub-agent's media, then the URLs a person
-    or a tool gave the lead (:func:`known_text`): those :func:`check_answer` does not call
-    invented. The answer tool offers exactly these (lead/answer.py)."""
-    given = urls_in(known_text(history, roster.agents))
-    return list(dict.fromkeys([*roster.media_urls, *given]))
-
-
 def check_answer(
     answer: str,
     roster: Roster,

@@ -66,37 +66,6 @@ async def test_media_the_answer_left_out_is_appended() -> None:
     assert (checked(s).missing_media, checked(s).invented_urls) == ([HERON], [])
 
 
-def offered_media(s: Scenario, request: int) -> list[str] | None:
-    """The ``answer`` tool's ``media`` enum in the model's ``request``-th request (None: the
-    tool offers no ``media`` at all)."""
-    tools = s.server.requests[request].body["tools"]
-    answer = next(t for t in tools if t["function"]["name"] == "answer")
-    media = answer["function"]["parameters"]["properties"].get("media")
-    return None if media is None else list(media["items"]["enum"])
-
-
-async def test_the_answer_tool_offers_as_media_only_what_was_produced_or_given() -> None:
-    """What the runtime would call invented is never on offer: no ``media`` before anything is
-    produced (a server decoding under the schema cannot present a URL then), and then exactly
-    the URLs the sub-agents reported and the person gave, so the check runs before the model
-    speaks as well as after."""
-    given = "https://docs.example/style.png"
-    s, outcome = await run_lead(
-        [
-            Reply(calls=[*send("painter", "a fox").calls, *send("writer", "a heron", "c2").calls]),
-            Reply(text="Both are on it."),
-            Reply(text=f"Here they are: {FOX}, {HERON}."),
-        ],
-        after_the_send(("painter", [FOX], "finished"), ("writer", [HERON], "finished")),
-        task=f"paint a fox and a heron in the style of {given}",
-    )
-    assert outcome.status == "completed"
-    assert offered_media(s, 0) == [given]  # the person's URL only: nothing produced yet
-    assert offered_media(s, 2) == [FOX, HERON, given]
-    s, _ = await run_lead([Reply(text="Hello!")], task="hi")
-    assert offered_media(s, 0) is None
-
-
 async def test_media_nobody_produced_is_sent_back_once_then_judged_incomplete() -> None:
     """An answer presenting a picture no tool made is sent back once with the fact; presented
     again, the session is incomplete. A link the person gave is no invention."""
