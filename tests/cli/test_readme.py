@@ -27,7 +27,8 @@ def section(title: str) -> str:
 
 ACTIVATE = "python3 -m venv .venv && . .venv/bin/activate"
 CI_TEST_COMMAND = (
-    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/pytest -n 6"
+    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' "
+    "&& .venv/bin/pytest -n 8 --dist worksteal"
 )
 
 
