@@ -20,12 +20,10 @@ from baton.llm.types import ChatModel
 from baton.subagents.mcp_config import McpServerConfig
 from baton.subagents.profiles import (
     Profile,
-    ProfileModel,
     builtin_profiles,
     load_lead_servers,
     load_profiles,
 )
-from baton.subagents.tools import SEND_MESSAGE
 
 log = logging.getLogger(__name__)
 
@@ -64,30 +62,6 @@ def media_profiles(profiles: Mapping[str, Profile]) -> frozenset[str]:
     return frozenset(
         name for name, profile in profiles.items() if any(t.media for t in profile.tools)
     )
-
-
-def plain_profiles(profiles: Mapping[str, Profile]) -> frozenset[str]:
-    """The profiles whose agents can do nothing the lead cannot: no tools (but the
-    ``send_message`` every agent has), no MCP servers, no model of their own, not a remote (A2A)
-    agent. Handing a request the lead answered to one of them adds no capability, only a second
-    answer by the same model (lead/guided.py)."""
-    return frozenset(
-        name
-        for name, profile in profiles.items()
-        if {t.name for t in profile.tools} <= {SEND_MESSAGE}
-        and not profile.mcp
-        and not _own_model(profile)
-        and profile.a2a is None
-    )
-
-
-def _own_model(profile: Profile) -> bool:
-    """Whether ``profile`` names a model or endpoint of its own (sampling settings alone, such
-    as a temperature, leave it the session's model)."""
-    model = profile.model
-    if isinstance(model, ProfileModel):
-        return model.name is not None or model.base_url is not None
-    return model is not None  # a model name of its own
 
 
 def lead_model(settings: ModelSettings | None) -> ChatModel:

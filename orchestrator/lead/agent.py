@@ -307,13 +307,11 @@ class Lead:
                 log.info("session %s: the answer is no answer; asking again", self.session)
                 await self._retract_shown(RETRACTED_SENT_BACK)
                 return LastTurn(reply="", wants_final=True)
-            case Route(choices=choices, each=each, keep=keep):
+            case Route(choices=choices, each=each):
                 if not self._routes:
                     return last
                 retract = partial(self._retract_shown, RETRACTED_SENT_BACK)
-                routed = await self._router.route(
-                    choices, deadline, each=each, keep=keep, before_send=retract
-                )
+                routed = await self._router.route(choices, deadline, each=each, before_send=retract)
                 await self._save()
                 return None if routed else last
 
@@ -323,7 +321,6 @@ class Lead:
             request=state.progress.request,
             profiles=self._profiles,
             media_profiles=self.options.media_profiles,
-            plain_profiles=self.options.plain_profiles,
             roster=state.roster,
             delegated=state.delegated,
             refused=tuple(state.refused),

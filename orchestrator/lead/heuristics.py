@@ -76,48 +76,6 @@ def declines(answer: str) -> bool:
     return match is not None and not re.search(r"\bbut\b", match.group("rest"), re.IGNORECASE)
 
 
-_WORD = re.compile(r"[^\W_][\w'-]*", re.UNICODE)
-"""A word or a number: "366" in "There are 366 days in a leap year" is what the answer adds."""
-_FILLER = frozenset(
-    """a an the and or but of to in on at by for with from into as is are was were be been being
-    it its it's this that these those there here you your yours i me my we our they them their
-    he she his her have has had do does did will would can could shall should may might must
-    so such very just also too some any all each both one which what who whom whose when where
-    how why not no yes please thank thanks ok okay sure now then than only""".split()
-)
-"""Words that carry no content of their own: what is left is what an answer *says*."""
-
-RESTATES_MIN_WORDS = 3
-"""Fewer content words than this ("Yes.", "4") is too little to call a restatement."""
-
-
-def _content(text: str) -> list[str]:
-    words = (word.casefold().strip("'-") for word in _WORD.findall(text))
-    return [_stem(word) for word in words if len(word) > 1 and word not in _FILLER]
-
-
-def _stem(word: str) -> str:
-    """Plural and possessive endings off, so "pictures" is "picture" and "fox's" is "fox"."""
-    for ending in ("'s", "es", "s"):
-        if word.endswith(ending) and len(word) - len(ending) >= 3:
-            return word[: -len(ending)]
-    return word
-
-
-def restates(answer: str, request: str) -> bool:
-    """Whether ``answer`` only says back what ``request`` asked (every content word and number of
-    it is the request's): no answer, and no work done. One new word or number is enough to be an
-    answer: "La capital de Japón es Tokio" and "There are 366 days in a leap year" add one each
-    (a 1.5B lead's right answers, routed as restatements while a share of new words decided and
-    the filler words were English only); a restatement a small model gives adds none ("Here is a
-    mountain lake at sunrise" to "Create an image of a mountain lake at sunrise")."""
-    said = _content(answer)
-    if len(said) < RESTATES_MIN_WORDS:
-        return False
-    asked = set(_content(request))
-    return all(word in asked for word in said)
-
-
 _DISCLAIMS = re.compile(
     r"\bas an? (?:ai|artificial intelligence|language model|text-based)\b"
     r"|\bI (?:do not|don't|cannot|can't|can not|am unable to|am not able to|have no way to)"
@@ -141,23 +99,6 @@ def refuses(answer: str) -> bool:
     sub-agents delivered, such a final answer is none (a 1.5B lead answered "I'm sorry, but I
     can't assist with that request" with the results in its context): it is asked for again."""
     return declines(answer) or disclaims(answer)
-
-
-def evades(answer: str, request: str) -> bool:
-    """Whether ``answer`` to ``request`` left the work undone while saying so, or said nothing
-    new: it declines, disclaims or restates the request. A silent turn is not one: the lead is
-    asked for its answer without tools then (lead/ending.py)."""
-    return refuses(answer) or restates(answer, request)
-
-
-def evades_work(answer: str, request: str) -> bool:
-    """Whether ``answer`` evades ``request`` (:func:`evades`), or says nothing at all to a request
-    for a picture (:func:`asks_for_media`): a 1.5B lead "answered" a
-    lighthouse painting with its own rules, which is no reply. A silent answer to anything else
-    is asked for again instead (lead/ending.py)."""
-    if not answer.strip():
-        return asks_for_media(request)
-    return evades(answer, request)
 
 
 QUOTE_CHARS = 40

@@ -34,8 +34,6 @@ class LeadOptions:
     one turn and the delegating turns (waves) of one request; ``failure_grace_s`` bounds the wait
     for the sub-agents once the model has failed for good; ``profile_tools`` also offers one
     delegation tool per profile; ``media_profiles`` are the profiles whose tools make media;
-    ``plain_profiles`` those that add no capability to the lead's (compose.py
-    ``plain_profiles``; empty: none known to be plain);
     ``late_answer_s`` bounds the one turn past the session deadline; ``spawn_pool`` is where its
     spawn requests go (``local``: the session's own worker; else a pool of workers);
     ``spawn_approve`` is the session's approval policy, which every spawn request carries to its
@@ -52,7 +50,6 @@ class LeadOptions:
     failure_grace_s: float = 120.0
     profile_tools: bool = False
     media_profiles: frozenset[str] = frozenset()
-    plain_profiles: frozenset[str] = frozenset()
     late_answer_s: float = LATE_ANSWER_S
     spawn_pool: str = DEFAULT_POOL
     spawn_approve: ApproveMode = "ask"

@@ -69,9 +69,6 @@ class Facts:
     news_waiting: bool = False
     """Messages were read that are not in the lead's context yet (a result that came in during
     the turn): the roster may say an agent is done before the model has seen its result."""
-    plain_profiles: frozenset[str] = frozenset()
-    """The profiles that add no capability to the lead's (no tools, MCP servers, model of their
-    own or remote agent): a second answer by the same model, not work it cannot do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +87,10 @@ class SendBack:
 class Route:
     """Hand the request, as written, to one of ``choices`` (profile -> description), chosen in
     one constrained call (``route(to)``, lead/routing.py); with one choice, no call. ``each``:
-    to every one of them, no call (the request named them all). ``keep``: the call may also
-    choose to keep the answer (it is then always made, and the answer is shown until a send)."""
+    to every one of them, no call (the request named them all)."""
 
     choices: Mapping[str, str]
     each: bool = False
-    keep: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,21 +1,18 @@
 """Routing a request: one forced choice of a profile, the request as written as its task.
 
 A policy that judges an answer to be no answer to the request may route it instead
-(:class:`~baton.lead.policy.Route`; the guided policy does, lead/guided.py). Small models answer
-work they cannot do without doing it, and asked to *write* a delegation they run away in the task
-text or invent a picture; what they do reliably is pick one name from an enum when a tool call is
-required (the server then constrains the output to the schema). So routing is one request offering
-only ``route(to)``, ``to`` one of the profiles, with ``tool_choice="required"``; with one profile
-to choose from, it goes there with no request. The chosen profile gets the person's request,
-exactly as written, as its task (a second profile chosen for the same request is refused as a
-repeat, like any task sent twice: one agent does the whole request). The request is
-self-contained by construction (a person wrote it to the lead), so no model has to restate it.
-
-A route may **keep** the answer (``Route(keep=True)``): the enum then also offers ``none`` ("the
-answer already gives the user what they asked for"), first, so the model's second look at its
-own answer is a typed choice the runtime reads in any language, not a second answer to compare
-with the first. The note asks what the answer cannot give, not which profile's description the
-request resembles: a profile that "answers questions" resembles every question.
+(:class:`~baton.lead.policy.Route`; the guided policy does, lead/guided.py, where the request's
+words say where: the profiles it names, or for a picture the profiles that make media). Small
+models answer work they cannot do without doing it, and asked to *write* a delegation they run
+away in the task text or invent a picture; so the runtime sends the person's request, exactly as
+written, as the task (it is self-contained by construction: a person wrote it to the lead, so no
+model has to restate it). With one profile to go to, or ``each`` (the request named them all),
+no model is asked. With several, one request offers only ``route(to)``, ``to`` one of them, with
+``tool_choice="required"`` (a server that decodes under the schema keeps the output to the
+enum); a second profile chosen for the same request is refused as a repeat, like any task sent
+twice: one agent does the whole request. The model is never asked to choose where the request's
+words did not narrow the choice: at 1.5B parameters that choice was no better than chance
+(docs/small-models.md).
 """
 
 from __future__ import annotations
@@ -48,28 +45,6 @@ ROUTE_NOTE = (
 )
 """What the routing request adds to the lead's context (in a copy: the real context gets the
 sends as ``send_message`` calls, lead/checkpoint.py ``turn_messages``)."""
-
-KEEP = "none"
-"""The choice that keeps the answer, in a routing call that may (a profile named so is offered
-under its own name; the keep choice then is the first of ``none_``, ``none__``, … that is free)."""
-
-KEEP_NOTE = (
-    "Check your answer against the request. If your answer already gives the user everything "
-    "the request asks for, call route with `to` set to {keep!r}. If the request asks for "
-    "something your answer cannot give (a picture, or other work that only a profile below can "
-    "do), call route with `to` set to the profile that does it: the request is passed on to it "
-    "exactly as the user wrote it."
-)
-"""The note of a routing request that may keep the answer."""
-
-
-def keep_choice(profiles: Mapping[str, str]) -> str:
-    """The name of the keep choice beside ``profiles`` (see :data:`KEEP`)."""
-    name = KEEP
-    while name in profiles:
-        name += "_"
-    return name
-
 
 RouteTo = Callable[[str], Awaitable[str | ToolResult]]
 """``route(profile)`` -> what ``send_message`` answered for the request sent to that profile."""
@@ -112,17 +87,15 @@ class Router:
         deadline: float,
         *,
         each: bool = False,
-        keep: bool = False,
         before_send: Callable[[], Awaitable[None]] | None = None,
     ) -> bool:
         """One request offering only ``route(to)`` among ``choices`` (with one, or ``each``: to
-        every one of them, no request); the chosen profile gets the request as written. ``keep``:
-        the choices also hold :data:`KEEP`, always asked (see the module docstring).
+        every one of them, no request); the chosen profile gets the request as written.
         ``before_send`` runs once, just before the first send (the answer is then not the answer:
         the caller takes back what it showed). What it sent goes into the context as the
         ``send_message`` calls they were (the route tool is not the lead's), and the lead waits
-        for the results (True). Nothing sent (the call failed, was refused, or kept the answer):
-        False, and the answer stands."""
+        for the results (True). Nothing sent (the call failed or was refused): False, and the
+        answer stands."""
         state = self._state
         request = state.progress.request
         if not request.strip() or not choices:
@@ -132,19 +105,12 @@ class Router:
 
         async def route_to(profile: str) -> str | ToolResult:
             nonlocal announced
-            if profile not in choices:  # the keep choice: the answer stands
-                return "The answer stands."
             if not announced and before_send is not None:
                 announced = True
                 await before_send()
             return await self._team.delegate(profile, request)
 
-        if keep:
-            kept = keep_choice(choices)
-            offered = {kept: "nobody: your answer already gives the user what they asked for"}
-            offered.update(choices)  # offered first: the answer is there, read before the rest
-            await self._choose(offered, KEEP_NOTE.format(keep=kept), route_to, deadline)
-        elif len(choices) == 1 or each:  # no model call to choose
+        if len(choices) == 1 or each:  # no model call to choose
             try:
                 if before_send is not None:
                     await before_send()

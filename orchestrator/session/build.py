@@ -21,7 +21,6 @@ from baton.compose import (
     lead_model,
     lead_servers,
     media_profiles,
-    plain_profiles,
     resolve_profiles,
 )
 from baton.engine import InteractionChannel, Tool
@@ -178,7 +177,6 @@ def _lead_options(config: SessionConfig, profiles: dict[str, Profile]) -> LeadOp
         failure_grace_s=config.failure_grace_s,
         profile_tools=config.profile_tools,
         media_profiles=media_profiles(profiles),
-        plain_profiles=plain_profiles(profiles),
         spawn_pool=LOCAL_POOL if config.local_workers else config.pool,
         spawn_approve=config.approve,
         media_dir=config.media_dir,

@@ -1,7 +1,8 @@
-"""A request the lead evaded (declined, disclaimed, restated) is routed: one request offering only
-``route(to)`` with a call required, and each chosen profile gets the request as written.
-Scripted model through the real openai client, real bus; the detectors on the texts real small
-models wrote."""
+"""Routing under the guided policy: a request answered in words while nothing was delegated goes,
+as written, where its words decide (the profiles it names; for a picture, the profile that makes
+media, one ``route(to)`` call only when several do), and nowhere else: the model is never asked
+to choose among profiles where nothing in the request decides it. Scripted model through the real
+openai client, real bus; the detectors on the texts real small models wrote."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from baton.bus.events import (
 from baton.bus.messages import Envelope
 from baton.lead.answer import Answer
 from baton.lead.guided import GuidedPolicy
-from baton.lead.heuristics import asks_for_media, disclaims, evades, named_profiles, restates
+from baton.lead.heuristics import asks_for_media, disclaims, named_profiles
 from baton.lead.outcome import LeadOutcome, check_answer
 from baton.lead.policy import Facts, LeadPolicy, StructuralPolicy
 from baton.lead.roster import Roster
@@ -52,41 +53,6 @@ def tasks_sent(s: Scenario) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize(
-    ("answer", "request_text"),
-    [
-        ("The fox, the heron, and the cat are three pictures.", THREE),
-        ("Here is a mountain lake at sunrise.", "Create an image of a mountain lake at sunrise."),
-        (
-            "A red bicycle leaning against a wall!",
-            "I need a picture of a red bicycle leaning against a wall.",
-        ),
-    ],
-)
-def test_an_answer_that_says_back_the_request_restates_it(answer: str, request_text: str) -> None:
-    assert restates(answer, request_text) and evades(answer, request_text)
-
-
-@pytest.mark.parametrize(
-    ("answer", "request_text"),
-    [
-        ("Paris is the capital of France.", "What is the capital of France?"),
-        ("Yes.", "Is Paris the capital of France? Answer yes or no."),
-        ("The three primary colours are red, yellow and blue.", "Name the three primary colours."),
-        (
-            "Autumn leaves fall / quiet rivers carry gold / the year exhales slow",
-            "Write a haiku about autumn.",
-        ),
-        ("4", "What is 2 + 2?"),
-        # a 1.5B lead's right answers that a share of new words took for restatements
-        ("There are 366 days in a leap year.", "How many days are there in a leap year?"),
-        ("La capital de Japón es Tokyo.", "¿Cuál es la capital de Japón?"),
-    ],
-)
-def test_a_plain_answer_is_no_evasion(answer: str, request_text: str) -> None:
-    assert not evades(answer, request_text)
-
-
-@pytest.mark.parametrize(
     "answer",
     [
         "As an AI language model, I do not have access to the results of the delegated work. "
@@ -97,16 +63,18 @@ def test_a_plain_answer_is_no_evasion(answer: str, request_text: str) -> None:
     ],
 )
 def test_an_answer_that_says_it_cannot_make_the_thing_disclaims(answer: str) -> None:
-    assert disclaims(answer) and evades(answer, "Draw an old sailing ship in a storm.")
+    assert disclaims(answer)
 
 
-def test_a_silent_answer_and_a_buried_disclaimer_are_no_evasion() -> None:
-    assert not evades("  ", "paint a fox")
+def test_a_buried_disclaimer_is_none() -> None:
     long_answer = "The heron stands in the shallows. " * 12 + "As an AI, I cannot see it."
     assert not disclaims(long_answer)
 
 
-async def test_a_restated_request_is_routed_and_the_profile_gets_it_as_written() -> None:
+async def test_a_picture_answered_in_words_is_routed_and_the_profile_gets_it_as_written() -> None:
+    """Two profiles make media: one request offering only ``route(to)`` among them picks one,
+    which gets the request exactly as written."""
+
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, ToolResulted) and event.result.call_id == "r1":
             await s.report("painter", "three pictures", media=[FOX, HERON])
@@ -121,6 +89,7 @@ async def test_a_restated_request_is_routed_and_the_profile_gets_it_as_written()
         task=THREE,
         tool_choice="required",
         policy=GUIDED,
+        media_profiles={"painter", "writer"},
     )
     assert (outcome.status, outcome.media_urls) == ("completed", [FOX, HERON])
     assert tasks_sent(s) == {"painter": [THREE]}
@@ -129,26 +98,25 @@ async def test_a_restated_request_is_routed_and_the_profile_gets_it_as_written()
     body = s.server.requests[index].body
     assert body["tool_choice"] == "required"
     [route] = body["tools"]
-    assert route["function"]["parameters"]["properties"]["to"]["enum"] == list(PROFILES)
+    assert route["function"]["parameters"]["properties"]["to"]["enum"] == ["painter", "writer"]
     assert s.server.requests[index].messages[-1]["content"].endswith(ROUTE_NOTE)
     # the lead's own context has the send as a send_message call, not the route tool
     final = s.server.requests[-1].messages
     sent = [m for m in final if m.get("role") == "assistant" and m.get("tool_calls")]
     assert [c["function"]["name"] for m in sent for c in m["tool_calls"]] == [
-        "answer",  # the evasive answer stays in the context, then what routing sent
+        "answer",  # the answer in words stays in the context, then what routing sent
         "send_message",
     ]
     assert json.loads(sent[-1]["tool_calls"][0]["function"]["arguments"])["content"] == THREE
     assert all(ROUTE_NOTE not in str(m.get("content")) for m in final)
-    # the evasive answer was taken back, and no send-back note was needed
+    # the answer in words was taken back, and no send-back note was needed
     retracted = [e.why for e in s.events if isinstance(e, TextRetracted)]
     assert retracted == [RETRACTED_SENT_BACK]
 
 
-async def test_a_check_that_picks_two_profiles_routes_to_the_first_chosen() -> None:
-    """An answer that delegated nothing is checked by a route that may keep it; the model picks
-    two profiles: a second profile for the same request is refused as a repeated task, one agent
-    does the whole request."""
+async def test_a_route_that_picks_two_profiles_goes_to_the_first_chosen() -> None:
+    """The model picks two profiles in its routing call: a second profile for the same request
+    is refused as a repeated task, one agent does the whole request."""
 
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, ToolResulted) and event.result.call_id == "r2":
@@ -170,24 +138,35 @@ async def test_a_check_that_picks_two_profiles_routes_to_the_first_chosen() -> N
         task=task,
         tool_choice="required",
         policy=GUIDED,
+        media_profiles={"painter", "writer"},
     )
     assert outcome.status == "completed" and outcome.media_urls == [FOX]
     assert tasks_sent(s) == {"painter": [task]}
     assert routing_requests(s) == [1] and s.guards() == ["repeated"]
 
 
-async def test_a_plain_answer_is_checked_once_and_kept() -> None:
+@pytest.mark.parametrize(
+    ("task", "answer"),
+    [
+        ("What is the capital of France?", "Paris is the capital of France."),
+        # answers in words to work a profile does, where no word of the request decides a route
+        ("Peins-moi un renard, s'il te plaît.", "Votre renard est prêt."),
+    ],
+)
+async def test_an_answer_no_word_of_the_request_routes_stands_after_one_request(
+    task: str, answer: str
+) -> None:
+    """No model is asked to choose: over 43 such choices a 1.5B lead was right for 1 of 11
+    picture requests in other languages and sent 5 questions to sub-agents (lead/guided.py)."""
     s, outcome = await run_lead(
-        [
-            calls("answer", "c1", text="Paris is the capital of France."),
-            calls("route", "r1", to="none"),
-        ],
-        task="What is the capital of France?",
+        [calls("answer", "c1", text=answer)],
+        task=task,
         tool_choice="required",
         policy=GUIDED,
+        media_profiles={"painter"},
     )
-    assert (outcome.status, outcome.answer) == ("completed", "Paris is the capital of France.")
-    assert routing_requests(s) == [1] and s.spawned == []
+    assert (outcome.status, outcome.answer) == ("completed", answer)
+    assert routing_requests(s) == [] and s.spawned == [] and len(s.server.requests) == 1
 
 
 async def test_a_routing_call_that_sends_nothing_leaves_the_answer_to_be_judged() -> None:
@@ -200,6 +179,7 @@ async def test_a_routing_call_that_sends_nothing_leaves_the_answer_to_be_judged(
         ],
         tool_choice="required",
         policy=GUIDED,
+        media_profiles={"painter", "writer"},
     )
     assert s.spawned == [] and len(routing_requests(s)) == 1
     assert outcome.status == "incomplete"
@@ -208,10 +188,11 @@ async def test_a_routing_call_that_sends_nothing_leaves_the_answer_to_be_judged(
 
 async def test_under_the_structural_policy_words_are_never_routed_or_judged() -> None:
     """A decline in words with ``status`` left ``done`` is the model's answer: the structural
-    policy does not read it (the guided one would route it)."""
+    policy does not read it (the guided one would route this picture request)."""
     s, outcome = await run_lead(
         [calls("answer", "c1", text="I'm sorry, but I can't paint pictures.")],
         tool_choice="required",
+        media_profiles={"painter"},
     )
     assert routing_requests(s) == [] and s.spawned == []
     assert (outcome.status, len(s.server.requests)) == ("completed", 1)
@@ -318,23 +299,21 @@ def test_a_picture_asked_and_none_made_is_incomplete_whoever_was_asked() -> None
 
 
 async def test_a_silent_answer_to_a_picture_request_is_routed() -> None:
-    """The lead parroted its own rules (no reply) to "paint a fox": routed at once."""
+    """The lead parroted its own rules (no reply) to "paint a fox": routed at once to the one
+    profile that makes media, with no model call."""
 
     async def react(s: Scenario, event: Event) -> None:
-        if isinstance(event, ToolResulted) and event.result.call_id == "r1":
+        if isinstance(event, AgentSpawned):
             await s.report("painter", "a fox", media=[FOX])
 
     rules = "You must call a tool in every reply: to reply to the user (your answer, or a short"
     s, outcome = await run_lead(
-        [
-            calls("answer", "c1", text=rules),
-            calls("route", "r1", to="painter"),
-            calls("answer", "c2", text=f"Your fox: {FOX}"),
-        ],
+        [calls("answer", "c1", text=rules), calls("answer", "c2", text=f"Your fox: {FOX}")],
         react,
         task="Paint a fox sleeping in the snow.",
         tool_choice="required",
         policy=GUIDED,
+        media_profiles={"painter"},
     )
     assert (outcome.status, outcome.media_urls) == ("completed", [FOX])
     assert tasks_sent(s) == {"painter": ["Paint a fox sleeping in the snow."]}
@@ -453,48 +432,33 @@ async def test_a_request_naming_two_profiles_goes_to_each_as_written() -> None:
     assert routing_requests(s) == [] and outcome.status == "completed"
 
 
-async def test_a_typed_cannot_is_routed_under_the_guided_policy() -> None:
-    """A small model told its sub-agents can rarely delegates: a typed cannot is routed (one
-    pick of a name); the structural default sends it back instead."""
+async def test_a_typed_cannot_or_delegated_claim_is_sent_back_under_the_guided_policy() -> None:
+    """No model is asked to choose a profile for them: the default's typed send-back note comes
+    instead, and the model's own next move stands (here, a send to the writer)."""
 
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, AgentSpawned):
             await s.report(event.agent, "a note of thanks")
 
-    cannot = Reply(calls=[Call("answer", json.dumps({"text": "I can't.", "status": "cannot"}))])
-    s, outcome = await run_lead(
-        [cannot, calls("route", "r1", to="writer"), calls("answer", "c2", text="Done: thanks.")],
-        react,
-        task="Thank my neighbour nicely for watering my plants.",
-        tool_choice="required",
-        policy=GUIDED,
-    )
-    assert tasks_sent(s) == {"writer": ["Thank my neighbour nicely for watering my plants."]}
-    assert len(routing_requests(s)) == 1 and outcome.status == "completed"
-
-
-async def test_a_typed_delegated_with_nothing_sent_is_routed_under_the_guided_policy() -> None:
-    async def react(s: Scenario, event: Event) -> None:
-        if isinstance(event, AgentSpawned):
-            await s.report(event.agent, "a lighthouse", media=[FOX])
-
-    claim = Reply(
-        calls=[Call("answer", json.dumps({"text": "Bitte warten.", "status": "delegated"}))]
-    )
-    task = "Male ein Bild von einem Leuchtturm bei Nacht."
-    s, outcome = await run_lead(
-        [claim, calls("route", "r1", to="painter"), calls("answer", "c2", text=f"Da: {FOX}")],
-        react,
-        task=task,
-        tool_choice="required",
-        policy=GUIDED,
-    )
-    assert tasks_sent(s) == {"painter": [task]}
-    (routing,) = routing_requests(s)
-    (route,) = s.server.requests[routing].body["tools"]
-    enum = route["function"]["parameters"]["properties"]["to"]["enum"]
-    assert "none" not in enum  # a claim to have sent work is no answer to keep
-    assert outcome.status == "completed"
+    task = "Thank my neighbour nicely for watering my plants."
+    for status in ("cannot", "delegated"):
+        typed = Reply(calls=[Call("answer", json.dumps({"text": "One moment.", "status": status}))])
+        s, outcome = await run_lead(
+            [
+                typed,
+                calls("send_message", "s1", to="writer", content=task, type="task"),
+                calls("answer", "c2", text="Sent to the writer."),
+                calls("answer", "c3", text="Done: thanks."),
+            ],
+            react,
+            task=task,
+            tool_choice="required",
+            policy=GUIDED,
+        )
+        assert routing_requests(s) == [], status
+        assert tasks_sent(s) == {"writer": [task]} and outcome.status == "completed"
+        note = s.server.requests[1].messages[-1]["content"]
+        assert note.startswith("[check from session]"), status
 
 
 LIGHTHOUSE = "Paint a lighthouse at night and have the writer write a two-line poem about it."
