@@ -34,8 +34,9 @@ default):
   server, every later session waiting at its first wake-up while ``/healthz`` said ok);
 - ``sigint``: SIGINT to ``baton run`` while every remote sub-agent is inside a long tool
   (``--busy-tool-s``, 15 s);
-- ``kill-lead``: kill -9 the ``baton run`` process mid-session, then ``baton resume SESSION``;
-  reported as ``{"available": false}`` while there is no ``baton resume`` command.
+- ``kill-lead``: kill -9 the ``baton run`` process mid-session, then ``baton resume SESSION``
+  (which waits out the killed lead's lease: 3 s here, ``BATON_LEAD_LEASE``); reported as
+  ``{"available": false}`` while there is no ``baton resume`` command.
 
 ``--on-cluster`` runs every case on a Redis Cluster instead (3 masters, a replica each): the
 fleet's ``--bus`` is ``redis+cluster://``, ``pubsub-kill`` kills on every master, the poisoned
@@ -120,6 +121,7 @@ REPO = Path(__file__).resolve().parents[1]
 BATON = str(Path(sys.executable).parent / "baton")
 PREFIX = "baton"
 LEASE_S = 2.0  # workers' lease: a killed worker's agents are taken over after it
+LEAD_LEASE_S = 3.0  # kill-lead's lead lease: a resume takes the session over after it
 CANCEL_TARGET_S = 2.0
 SMOKE_SLACK_S = 1.0  # what the smoke run allows on top of a time target, on a loaded CI machine
 IDLE_TIMEOUT_S = 15.0
@@ -1178,6 +1180,9 @@ def case_kill_lead(args: argparse.Namespace) -> Figures:
         return {"available": False, "reason": "there is no `baton resume` command"}
     agents = min(args.agents, 4)
     with cluster("kill-lead", tool_s=3.0 * args.tool_scale, profiles=agents) as c:
+        # The resume waits out the killed lead's lease: short here, as the workers' (LEASE_S),
+        # so the case measures the recovery rather than the default lease (10 s).
+        c.env["BATON_LEAD_LEASE"] = str(LEAD_LEASE_S)
         c.start_workers(2)
         session = "kill-lead-0"
         run = c.run(session, task_text(agents, "k"), agent_profiles(agents), timeout=120)
