@@ -77,7 +77,7 @@ class GuidedPolicy(StructuralPolicy):
         if roster.delivered and heuristics.refuses(answer.text):
             return AskAgain()  # bounded: asked again once, the answer is composed (ending.py)
         if invented := self.invented_sent_back(answer, facts, memo):
-            return invented  # before routing: a confirm kept "366 days" with its made-up picture
+            return invented  # before routing: the URL is the fact the model is shown
         if (
             facts.delegated
             or roster.agents
