@@ -159,9 +159,13 @@ async def test_a_baton_serve_delegates_twice_to_another_in_two_lead_turns(
             # A second lead turn of the same front session: the far painter again.
             follow = client.send_message(message("paint a heron", task=task))
             second = await until_picture(follow, far, 0)
-            release.touch()
             with anyio.fail_after(WAIT_S):
-                rest = await collect(client.subscribe(SubscribeToTaskRequest(id=task)))
+                # Subscribed (the task as it stands comes first) before the session may end: a
+                # task that ended is no longer subscribed to (GetTask gives its final state).
+                subscription = client.subscribe(SubscribeToTaskRequest(id=task))
+                rest = [await anext(subscription)]
+                release.touch()
+                rest += await collect(subscription)
             await client.close()
             far_client = await create_client(far, client_config=ClientConfig(httpx_client=http))
             fox, heron = far_pictures(first, far)[0], far_pictures(second, far)[0]
