@@ -28,7 +28,7 @@ def section(title: str) -> str:
 ACTIVATE = "python3 -m venv .venv && . .venv/bin/activate"
 CI_TEST_COMMAND = (
     "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' "
-    "&& .venv/bin/pytest -n 8 --dist worksteal"
+    "&& .venv/bin/pytest -n 6 --dist worksteal"
 )
 
 

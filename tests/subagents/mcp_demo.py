@@ -1,5 +1,6 @@
 """An MCP server for the tests, written with the ``mcp`` package's own server API (``MCPServer``,
-the SDK's FastMCP): ``python -m tests.subagents.mcp_demo stdio`` or ``... http PORT``.
+the SDK's FastMCP): ``python -m tests.subagents.mcp_demo stdio`` or ``... http PORT`` (0: any free
+port; ``MCP_DEMO_PORT_FILE`` receives the one it listens on).
 
 Its tools are the cases baton must govern: a quick one (``echo``), a slow one, one that answers
 with an image, one with an embedded resource, one a person must approve (``set_volume``, gated by
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -69,6 +71,27 @@ def crash(text: str) -> str:
     return f"survived: {text}"
 
 
+async def serve_http(port: int, port_file: str | None) -> None:
+    """Streamable HTTP on loopback, ``port`` 0 for one the system picks. The socket is bound and
+    listening before the port goes into ``port_file`` (written whole, then renamed into place),
+    so a client that reads it connects at once: a port the test picked and this process bound
+    later could be taken meanwhile by another test's server, which the test would then take for
+    this one."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the same port again, at once
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)
+    if port_file:
+        written = anyio.Path(f"{port_file}.part")
+        await written.write_text(str(sock.getsockname()[1]))
+        await written.replace(port_file)
+    app = server.streamable_http_app(host="127.0.0.1")
+    web = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    await web.serve(sockets=[sock])
+
+
 def main(argv: list[str]) -> None:
     stubborn = bool(os.environ.get("MCP_DEMO_STUBBORN"))
     if stubborn:
@@ -78,8 +101,7 @@ def main(argv: list[str]) -> None:
     if pid_file:
         Path(pid_file).write_text(str(os.getpid()))
     if argv[:1] == ["http"]:
-        port = int(argv[1])
-        anyio.run(lambda: server.run_streamable_http_async(host="127.0.0.1", port=port))
+        anyio.run(serve_http, int(argv[1]), os.environ.get("MCP_DEMO_PORT_FILE"))
     else:
         anyio.run(server.run_stdio_async)
     while stubborn:  # its input ended: it stays anyway

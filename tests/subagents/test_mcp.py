@@ -9,9 +9,9 @@ one tool a test is about.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -60,19 +60,14 @@ async def never_media(data: bytes, content_type: str) -> str:
     raise AssertionError("no media expected")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @asynccontextmanager
-async def http_demo(tmp_path: Path, port: int | None = None) -> AsyncIterator[str]:
-    """The demo server over streamable HTTP on loopback; yields its URL once it accepts."""
-    port = port or free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MCP_DEMO_CRASH_ONCE": str(tmp_path / "c")}
-    log = tmp_path / f"http-{port}.log"
+async def http_demo(tmp_path: Path, port: int = 0) -> AsyncIterator[str]:
+    """The demo server over streamable HTTP on loopback (``port`` 0: one it picks); yields its
+    URL once it listens (it writes the port it has into a file then)."""
+    port_file = tmp_path / f"http-port-{next(_demos)}"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MCP_DEMO_CRASH_ONCE": str(tmp_path / "c"),
+           "MCP_DEMO_PORT_FILE": str(port_file)}  # fmt: skip
+    log = tmp_path / f"http-{port_file.name}.log"
     with log.open("ab") as output:
         proc = await anyio.open_process(
             [PYTHON, "-m", "tests.subagents.mcp_demo", "http", str(port)],
@@ -83,23 +78,17 @@ async def http_demo(tmp_path: Path, port: int | None = None) -> AsyncIterator[st
         )
     try:
         with anyio.fail_after(30):
-            while not await accepts(port):
+            while not port_file.exists():
                 assert proc.returncode is None, log.read_text()
-                await anyio.sleep(0.05)  # a poll of a port: the process says nothing when ready
-        yield f"http://127.0.0.1:{port}/mcp"
+                await anyio.sleep(0.05)  # another process's file: there is no event to wait on
+        yield f"http://127.0.0.1:{int(port_file.read_text())}/mcp"
     finally:
         proc.kill()
         with anyio.fail_after(10, shield=True):
             await proc.wait()
 
 
-async def accepts(port: int) -> bool:
-    try:
-        stream = await anyio.connect_tcp("127.0.0.1", port)
-    except OSError:
-        return False
-    await stream.aclose()
-    return True
+_demos = itertools.count()
 
 
 @asynccontextmanager
@@ -347,9 +336,10 @@ async def test_an_approval_gated_tool_waits_for_an_answer_over_the_bus(tmp_path:
 async def test_an_http_server_that_went_away_is_reached_again_once_it_is_back(
     tmp_path: Path,
 ) -> None:
-    port = free_port()
     async with McpServers() as servers:
-        async with http_demo(tmp_path, port) as url:
+        async with http_demo(tmp_path) as url:
+            port = urlsplit(url).port
+            assert port is not None
             config = McpServerConfig(url=url, allow=("echo",))
             (echo,) = await servers.tools_for("profile 'tester'", {"demo": config}, never_media)
             assert (await echo.invoke({"text": "one"})).content == "echo: one"
