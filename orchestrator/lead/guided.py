@@ -86,12 +86,9 @@ class GuidedPolicy(StructuralPolicy):
             or not facts.can_delegate
         ):
             return super().after_turn(answer, facts, memo)
-        if not memo.get("routed"):
-            named = heuristics.named_profiles(facts.request, facts.profiles)
-            choices = self._route_choices(facts)
-            if choices:
-                memo["routed"] = True
-                return Route(choices, each=bool(named))
+        if not memo.get("routed") and (route := self._route(facts)) is not None:
+            memo["routed"] = True
+            return route
         return super().after_turn(answer, facts, memo)
 
     def judge(self, answer: Answer, check: AnswerCheck, facts: Facts) -> list[str]:
@@ -109,18 +106,17 @@ class GuidedPolicy(StructuralPolicy):
             reasons.append("the lead declined the request without asking any sub-agent")
         return reasons
 
-    def _route_choices(self, facts: Facts) -> dict[str, str]:
-        """Where an answer that delegated nothing is routed (empty: it is not): to the profiles
-        the request names ("have the writer write …"), else for a picture to those that make
+    def _route(self, facts: Facts) -> Route | None:
+        """Where an answer that delegated nothing is routed (None: it is not): to each profile
+        the request names ("have the writer write …"), else for a picture among those that make
         media. Nothing else: where the request's words decide nothing, the model's choice among
         profiles was no better than chance (the module docstring)."""
         profiles = dict(facts.profiles)
         named = heuristics.named_profiles(facts.request, profiles)
         if named:
-            return {p: profiles[p] for p in named}
-        if self._picture_asked(facts):
-            return self._media_makers(facts)
-        return {}
+            return Route({p: profiles[p] for p in named}, each=True)
+        makers = self._media_makers(facts) if self._picture_asked(facts) else {}
+        return Route(makers) if makers else None
 
     def _not_asked(self, facts: Facts) -> Route | None:
         """The route for the part of the request that no sub-agent of the session runs, after
