@@ -20,9 +20,15 @@ _MEDIA_NOUN = (
     r"(?:pictures?|images?|photos?|photographs?|drawings?|paintings?|illustrations?|sketch(?:es)?"
     r"|portraits?|posters?|logos?|icons?|diagrams?|renderings?|artworks?|videos?|animations?)"
 )
+_OBJECT = (
+    r"(?:an?|the|me|us|him|her|them|it|my|our|your|his|their|this|that|these|those|some|several"
+    r"|one|two|three|four|five|six|seven|eight|nine|ten|\d+)"
+)
+"""What follows the verb of a picture asked for by the verb alone ("paint *a* fox", "draw *me* a
+cat", "sketch *the* lighthouse"); "draw conclusions", "draw attention to" take no such word."""
 _ASKS_FOR_MEDIA = re.compile(
     r"(?:^|[.!?;:,]\s*|\b(?:please|can you|could you|would you|will you|you to|and|then)\s+)"
-    r"(?:paint|draw|sketch|illustrate)\b"
+    r"(?:paint|draw|sketch|illustrate)\s+" + _OBJECT + r"\b"
     r"|\b(?:paint|draw|sketch|illustrate|render|generate|create|make|produce|design|get me|give me"
     r"|send me|show me|need|want|like)\b[^.?!\n]{0,40}?\b" + _MEDIA_NOUN + r"\b",
     re.IGNORECASE,
@@ -32,7 +38,9 @@ _ASKS_FOR_MEDIA = re.compile(
 def asks_for_media(request: str) -> bool:
     """Whether ``request`` asks for a picture (or another medium) to be made: "paint a fox",
     "I need a picture of...", "create an image of...", "make three pictures". A question *about*
-    pictures ("which image format is best?") is not. English only: a heuristic that errs towards
+    pictures ("which image format is best?") is not, nor is another sense of the verb ("draw
+    conclusions from this": the verb alone counts only before an object such as "a", "the",
+    "me"). English only: a heuristic that errs towards
     "not asked", so a plain answer is never judged incomplete by it; what it misses is judged by
     the other rules."""
     return _ASKS_FOR_MEDIA.search(request.strip()) is not None

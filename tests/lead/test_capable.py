@@ -64,6 +64,20 @@ async def test_a_good_direct_answer_costs_one_request_and_stands(
     assert (checked.policy, checked.reasons) == ("structural", [])
 
 
+async def test_the_guided_policy_does_not_send_draw_conclusions_to_the_painter(
+    tmp_path: Path,
+) -> None:
+    """The small-model aids read "draw" as a picture asked only before an object ("draw a fox"),
+    so a direct answer to "Draw conclusions…" stands under them too: no route, no painter."""
+    reply = "Margins widened: revenue grew faster than costs, so profit rose."
+    task = "Draw conclusions from this: revenue rose 5% while costs fell 2%."
+    result, log, requests = await run(tmp_path, task, answer(reply), lead_policy="guided")
+    assert (result.status, result.answer, requests) == ("completed", reply, 1)
+    assert not [e for e in log if isinstance(e, AgentSpawned)]
+    [checked] = [e for e in log if isinstance(e, AnswerChecked)]
+    assert (checked.policy, checked.reasons) == ("guided", [])
+
+
 @pytest.mark.process
 async def test_an_answer_quoting_the_leads_own_tool_result_stands(tmp_path: Path) -> None:
     """The lead calls its own MCP clock, then answers quoting what it returned: one request per

@@ -248,6 +248,8 @@ async def test_a_refusal_given_twice_is_no_answer_and_the_answer_is_composed() -
         "Write a two-line poem, then draw the lighthouse it is about.",
         "could you sketch a cat",
         "I'd like a few photos of old trains.",
+        "Paint me a sunset over the sea.",
+        "Please draw two cats on a sofa.",
     ],
 )
 def test_a_request_for_a_picture_asks_for_media(request_text: str) -> None:
@@ -262,6 +264,8 @@ def test_a_request_for_a_picture_asks_for_media(request_text: str) -> None:
         "Describe the painting style of Monet in one sentence.",
         "Write a haiku about autumn.",
         "The paint on my wall is peeling; what should I do?",
+        "Draw conclusions from this: revenue rose 5% while costs fell 2%.",
+        "Draw attention to the risks in this plan.",
     ],
 )
 def test_a_question_about_pictures_asks_for_none(request_text: str) -> None:
