@@ -29,7 +29,7 @@ from baton.compose import media_profiles
 from baton.lead.delegation import DelegationLimits, Waves
 from baton.lead.guided import GuidedPolicy
 from baton.lead.heuristics import quotes_what_it_was_told
-from baton.lead.prompt import OWN_FINAL_NOTE, system_prompt
+from baton.lead.prompt import OWN_FINAL_NOTE, note_block, system_prompt, waves_note
 from baton.llm.script import Call, HttpError, Reply
 from baton.llm.types import Message
 from baton.settings import load_settings
@@ -443,6 +443,18 @@ def test_a_reply_quoting_a_tool_result_or_the_rules_of_the_lead_is_no_answer() -
     said = "Here it is: I painted a red fox asleep in deep snow."
     assert not quotes_what_it_was_told(said, history)
     assert not quotes_what_it_was_told("It did not run: already called 3 times today.", history)
+
+
+def test_a_reply_quoting_a_note_from_the_session_is_no_answer() -> None:
+    """A 0.5B lead answered with the note that its delegation waves were spent; the note is the
+    session's by its block, whatever its words. A result block quoted stays an answer."""
+    note = note_block("note", waves_note([], []))
+    report = "[result from writer] Soft rain on the roof, the gutters hum their one note all night."
+    history: list[Message] = [{"role": "user", "content": report}, note]
+    parrot = "You have delegated enough for this request. All delegated work is in."
+    assert quotes_what_it_was_told(parrot, history)
+    assert not quotes_what_it_was_told("Soft rain on the roof, the gutters hum their one note.",
+                                       history)  # fmt: skip
 
 
 async def test_a_last_reply_that_only_writes_out_a_send_is_no_answer() -> None:
