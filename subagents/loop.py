@@ -653,7 +653,10 @@ class SubAgent:
         )
 
     async def _report(self, content: str) -> None:
-        """A progress message to the lead and an ``agent.progress`` event for observers."""
+        """A progress message to the lead and an ``agent.progress`` event for observers, written
+        at the same time: neither waits for the other (on Redis their round trips overlap, where
+        they were two in a row at the start of every round), and the round starts once both are
+        down."""
         envelope = Envelope(
             session=self.session,
             sender=self.name,
@@ -662,9 +665,10 @@ class SubAgent:
             content=content,
             meta=ProgressReport(owner=self._books.owner).to_meta(),
         )
-        await persist(lambda: self.bus.inboxes.send(envelope), "progress")
         event = AgentProgress(session=self.session, agent=self.name, content=content)
-        await persist(lambda: self.bus.log.emit(event), "progress event")
+        async with anyio.create_task_group() as writes:  # the lead's message goes out first
+            writes.start_soon(persist, partial(self.bus.log.emit, event), "progress event")
+            await persist(partial(self.bus.inboxes.send, envelope), "progress")
 
     async def _forward(self, event: Event) -> None:
         """Engine events go to the session log, except text deltas (progress says enough)."""
