@@ -109,6 +109,25 @@ async def test_a_renewal_of_more_than_one_chunk_answers_for_each_receipt(
         assert sorted(held) == sorted(claims)
 
 
+async def test_a_renewal_answers_for_receipts_in_any_order_among_anothers(
+    make_bus: BusFactory,
+) -> None:
+    """Two workers' claims interleave in the stream; asked in reverse order, with the other's
+    mixed in, a renewal answers for each of its own and none of the other's (Redis reads our
+    entries between the lowest and highest id asked: whatever the order they come in)."""
+    async with make_bus(consumer="mine") as mine, make_bus(consumer="other") as other:
+        for n in range(40):
+            await mine.spawns.submit(SpawnRequest(session="s1", agent=f"a{n}", profile="p"))
+        ours, theirs = [], []
+        for n in range(40):
+            claim = await (mine if n % 2 else other).claims.claim(P, timeout=5)
+            assert claim is not None
+            (ours if n % 2 else theirs).append(claim.receipt)
+        asked = [*reversed(ours[5:]), *theirs, *ours[:5]]
+        assert sorted(await mine.claims.renew(asked)) == sorted(ours)
+        assert sorted(await other.claims.renew(asked)) == sorted(theirs)
+
+
 async def test_an_acked_request_is_never_claimed_again(make_bus: BusFactory) -> None:
     async with make_bus(lease_s=0.3, consumer="w1") as w1, make_bus(lease_s=0.3) as w2:
         receipt = await w1.spawns.submit(SpawnRequest(session="s1", agent="a", profile="p"))
