@@ -118,7 +118,8 @@ async def test_a_renewal_answers_for_receipts_in_any_order_among_anothers(
     async with make_bus(consumer="mine") as mine, make_bus(consumer="other") as other:
         for n in range(40):
             await mine.spawns.submit(SpawnRequest(session="s1", agent=f"a{n}", profile="p"))
-        ours, theirs = [], []
+        ours: list[str] = []
+        theirs: list[str] = []
         for n in range(40):
             claim = await (mine if n % 2 else other).claims.claim(P, timeout=5)
             assert claim is not None
