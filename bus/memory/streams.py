@@ -49,10 +49,13 @@ class Stream:
             self.seen_by.add(consumer)
             chosen.update((i, None) for i, (owner, _) in self.pending.items() if owner == consumer)
         if now - self.expiry_checked_at >= lease_s / 4:
-            self.expiry_checked_at = now
             for entry_id, (_, since) in self.pending.items():
                 if now - since >= lease_s:
                     chosen[entry_id] = None
+            # Found more than this take returns (a worker released many): the next take looks
+            # again at once, or the rest would wait a quarter lease (Redis's XAUTOCLAIM goes on
+            # from its cursor).
+            self.expiry_checked_at = now if len(chosen) <= count else float("-inf")
         while self.undelivered and len(chosen) < count:
             chosen[self.undelivered.popleft()] = None
         taken = []
