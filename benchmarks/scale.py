@@ -26,7 +26,10 @@ Prints one JSON object:
 - ``delivery_p50_ms`` / ``delivery_p99_ms``: task sent → the agent's first word in the lead's
   inbox (the progress message it sends once it has read the task, before its model is asked):
   the wake-up, the read and one write, which is what a sub-agent's work waits for whatever its
-  model; ``spawn_s``: the spawns submitted → every agent idle.
+  model; ``spawn_s``: the spawns submitted → every agent idle;
+- ``stop_s``: ``SIGTERM`` to every worker → the last one exited (each gives its agents back);
+  ``stop_unreleased``: the spawn requests still held by a stopped worker then, which another
+  worker can resume only once their leases lapse (the rest were handed back at once).
 
 The issue's figure: ``--agents 100000 --workers 8`` on a quiet machine (targets: ≤ 10 KiB per idle
 sub-agent, p99 ≤ 10 ms). ``--smoke``: 2 workers, 400 agents, 20 samples.
@@ -47,10 +50,12 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import anyio
+import redis
 
 from baton.bus.base import BusOptions
 from baton.bus.connect import open_bus
 from baton.bus.messages import Envelope, SpawnRequest
+from baton.bus.redis.keys import SPAWN_GROUP
 from baton.testing.redis_cluster import RedisCluster, RedisNodes
 
 BATON = str(Path(sys.executable).parent / "baton")
@@ -158,6 +163,33 @@ async def run(
     return out
 
 
+def stop_workers(workers: list[subprocess.Popen[str]]) -> float:
+    """``SIGTERM`` every worker; seconds until the last one exited (a minute at most each)."""
+    started = time.perf_counter()
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.wait(60)
+    return round(time.perf_counter() - started, 1)
+
+
+def unreleased(nodes: RedisNodes) -> int:
+    """Spawn requests pending for a consumer that did not hand them back: a handed-back entry
+    is claimed "idle for years" (``RELEASED_IDLE_MS``), so it is pending but idle a day or more."""
+    stream, day_ms = f"{PREFIX}:spawn:{{{POOL}}}:idler", 24 * 3600 * 1000
+    for client in nodes.clients:  # the pool's streams live on one node: the others say MOVED
+        try:
+            if not client.exists(stream):
+                continue
+        except redis.ResponseError:
+            continue
+        every = ("-", "+", 10**7)
+        pending = client.xpending_range(stream, SPAWN_GROUP, *every)
+        handed = client.xpending_range(stream, SPAWN_GROUP, *every, idle=day_ms)
+        return len(pending) - len(handed)
+    return 0
+
+
 def p50_p99(samples: list[float]) -> tuple[float, float]:
     ordered = sorted(samples)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -204,6 +236,8 @@ def main() -> None:
 
         stack.callback(stop)
         result = anyio.run(run, url, nodes, args, [w.pid for w in workers])
+        result["stop_s"] = stop_workers(workers)
+        result["stop_unreleased"] = unreleased(nodes)
     result["workers"] = args.workers
     print(json.dumps(result))
 

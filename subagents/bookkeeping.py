@@ -290,8 +290,12 @@ class Bookkeeper:
         return Delivery.UNFINISHED
 
 
+def watched_inboxes(session: str, name: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """The inboxes an agent may watch: its own and its approvals' (once it asked one)."""
+    return (session, name), (session, approvals_inbox(name))
+
+
 async def _release_inboxes(inboxes: Inboxes, session: str, name: str) -> None:
-    """Stop watching the agent's inboxes, its own and its approvals' (once it asked one): a worker
-    hosting agent after agent would otherwise stay subscribed to every one's wake-up channel."""
-    for inbox in (name, approvals_inbox(name)):
-        await persist(partial(inboxes.forget, session, inbox), "release inbox")
+    """Stop watching the agent's inboxes: a worker hosting agent after agent would otherwise stay
+    subscribed to every one's wake-up channel."""
+    await persist(partial(inboxes.forget_all, watched_inboxes(session, name)), "release inbox")

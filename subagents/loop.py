@@ -326,6 +326,16 @@ class SubAgent:
         if self._move(AgentPhase.GIVING_BACK):
             self._stop_now()
 
+    def give_back_parked(self) -> bool:
+        """Stop an agent parked between rounds without resuming it, as a resumed one would stop
+        (no more reads, no round, no report), leaving to its host what it would do on the bus:
+        a stopping worker hands back the inboxes and requests of all its idle agents at once.
+        False, with nothing changed, when it must be resumed to stop: its lease was lost, or a
+        cancel asked while parked owes the lead a report."""
+        if self._cancel_asked or self._ahead:
+            return False
+        return self._move(AgentPhase.GIVEN_BACK)
+
     def lose_lease(self) -> None:
         """Another worker took the agent over (our lease lapsed): stop now, report nothing."""
         if self._move(AgentPhase.LOST):

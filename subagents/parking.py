@@ -53,9 +53,9 @@ class _Spot(Generic[T]):
 
 class Parking(Generic[T]):
     """Parked agents by key; each leaves exactly once, when woken, at its idle deadline, when a
-    minute look finds its inbox holding a message, or when :meth:`release` (or
-    :meth:`release_all`) asks for it: :meth:`run` then hands its ``ticket`` (what the host needs
-    to resume it, its agent among the rest) to ``resume``."""
+    minute look finds its inbox holding a message, or when :meth:`release` asks for it:
+    :meth:`run` then hands its ``ticket`` (what the host needs to resume it, its agent among the
+    rest) to ``resume``; or when :meth:`take_all` empties the lot."""
 
     __slots__ = ("_bus", "_due", "_leaving", "_looks", "_spots", "_woken")
 
@@ -90,11 +90,16 @@ class Parking(Generic[T]):
         self._leaving.append(spot.ticket)
         _set(self._woken)
 
-    def release_all(self) -> None:
-        """Release every parked agent (a stopping worker: each then stops as a waiting one
-        would)."""
-        for key in list(self._spots):
-            self.release(key)
+    def take_all(self) -> list[T]:
+        """Empty the lot and return every parked agent's ticket, without handing any to
+        ``resume``: a stopping worker gives idle agents back together (each resumed on its own
+        would cost a task and a few round trips, and at 12,500 agents a worker, half of them
+        missed the stop's bound)."""
+        spots, self._spots = self._spots, {}
+        for spot in spots.values():
+            spot.unpark()
+            spot.timer.cancel()
+        return [spot.ticket for spot in spots.values()]
 
     def _timed(self, key: str) -> None:
         """A parked agent's timer: its idle deadline releases it; a minute look is batched."""

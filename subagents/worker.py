@@ -73,6 +73,7 @@ from baton.bus.retry import persist
 from baton.bus.signing import key_mismatch
 from baton.engine import Telemetry, ToolRegistry
 from baton.subagents.a2a_worker import WorkerA2A
+from baton.subagents.bookkeeping import watched_inboxes
 from baton.subagents.loop import NO_PARTS, PARKED, AgentParts, Parked, Seat, SubAgent, TurnMaker
 from baton.subagents.mcp_worker import WorkerMcp
 from baton.subagents.models import EnvModels, ModelFactory, offline_models
@@ -289,7 +290,7 @@ class Worker(Service):
         self._serving = Serving.GIVING_BACK
         for agent in list(self._hosted.values()):
             agent.give_back_now()
-        self._parking.release_all()  # each stops once resumed
+        self._give_back_parked()
         self._stop_claiming()
         self._clock.set(give_back_in=0.0, cut_in=GIVE_BACK_GRACE_S)
 
@@ -359,7 +360,7 @@ class Worker(Service):
             self.give_back_now()
         for agent in list(self._hosted.values()):
             agent.drain()
-        self._parking.release_all()
+        self._give_back_parked()
         # The stop clock gives back what still runs, then cuts what is left (see drain()).
         while self._hosted and not self._shields.is_cut:
             await self._changed().wait()
@@ -379,7 +380,7 @@ class Worker(Service):
         and another worker resumes each agent once its lease lapses."""
         left = [f"{agent.session}/{agent.name}" for agent in self._hosted.values()]
         if left:
-            named = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if left[10:] else "")
+            named = _named(left)
             log.warning(
                 "worker %s: stop deadline reached; left for another worker, which resumes them "
                 "once their leases lapse (within %.0f s): %s",
@@ -536,6 +537,41 @@ class Worker(Service):
             del self._by_agent[key]
         self._limiter.release_on_behalf_of(token)
         self._notify()
+
+    def _give_back_parked(self) -> None:
+        """A stop gives every parked (idle) agent back without resuming it: nothing is in
+        flight, so all that is left is on the bus, done for all of them together
+        (:meth:`_hand_back_parked`). One the agent says must be resumed to stop is resumed."""
+        together: list[_Ticket] = []
+        for ticket in self._parking.take_all():
+            if ticket.agent.give_back_parked():
+                together.append(ticket)
+            else:
+                self._unpark(ticket)
+        if together:
+            assert self._agents is not None
+            self._agents.start_soon(self._hand_back_parked, together)
+
+    async def _hand_back_parked(self, tickets: list[_Ticket]) -> None:
+        """What each given-back agent and its host would do, as a few operations for all: stop
+        watching their inboxes, hand back what they hold for us, release their requests (so
+        another worker resumes each at once, not a lease later)."""
+        inboxes = [(ticket.hosting.session, ticket.hosting.agent) for ticket in tickets]
+        watched = [inbox for s, a in inboxes for inbox in watched_inboxes(s, a)]
+        try:
+            done = await self._settle(
+                None,
+                f"give back of {len(tickets)} idle agents",
+                partial(self.bus.inboxes.forget_all, watched),
+                partial(self.bus.inboxes.hand_back_all, inboxes),
+                partial(self.bus.claims.release, [ticket.hosting.receipt for ticket in tickets]),
+            )
+        finally:
+            for ticket in tickets:
+                self._unhost(ticket.hosting, ticket.token)
+        if done:
+            named = _named([f"{s}/{a}" for s, a in inboxes])
+            log.info("%s given back unfinished (idle: %d at once)", named, len(inboxes))
 
     def _unpark(self, ticket: _Ticket) -> None:
         """A parked agent was woken (or its time came, or it must stop): resume it in a task of
@@ -724,6 +760,11 @@ class Worker(Service):
             await self._settle(whose, "dead letter", dead, ack)
         except Exception:
             log.exception("could not set %s/%s aside", request.session, request.agent)
+
+
+def _named(agents: list[str]) -> str:
+    """Agents named in a log line: the first ten, then how many more."""
+    return ", ".join(agents[:10]) + (f" and {len(agents) - 10} more" if agents[10:] else "")
 
 
 def _why(exc: BaseException) -> str:

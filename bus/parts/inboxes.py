@@ -187,6 +187,19 @@ class Inboxes(ABC):
     async def forget(self, session: str, agent: str) -> None:
         """Stop watching an inbox (its agent left this process); frees its wake-up slot."""
 
+    async def hand_back_all(self, inboxes: Sequence[tuple[str, str]]) -> None:
+        """:meth:`hand_back` of each of this consumer's ``(session, agent)`` inboxes, where the
+        backend can as a few operations for all of them: a stopping worker gives back every
+        agent it parked at once, thousands of them, within its stop's bound (issue 24)."""
+        for session, agent in inboxes:
+            await self.hand_back(session, agent)
+
+    async def forget_all(self, inboxes: Sequence[tuple[str, str]]) -> None:
+        """:meth:`forget` of each inbox, where the backend can as one step (see
+        :meth:`hand_back_all`)."""
+        for session, agent in inboxes:
+            await self.forget(session, agent)
+
     # -- what both backends share ----------------------------------------------------------
 
     def signer(self) -> Signer | None:

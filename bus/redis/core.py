@@ -430,5 +430,6 @@ class RedisCore(Service):
         self.check_open()
         raise BusUnreachable(self.url, f"no wake-up round trip within {timeout_s:g} s: {step}")
 
-    async def unwatch(self, channel: str) -> None:
-        await self._dispatcher.unwatch(channel)
+    async def unwatch(self, *channels: str) -> None:
+        """Stop watching the channels (many at once as cheaply as one)."""
+        await self._dispatcher.unwatch(*channels)

@@ -25,6 +25,8 @@ from baton.bus.wake import RELEASED, wake_soon
 
 # "Idle for years": whoever looks for expired leases next takes an entry claimed with this now.
 RELEASED_IDLE_MS = 10 * 365 * 24 * 3600 * 1000
+HAND_BACK_BATCH = 1000
+"""At most this many inboxes per step of ``hand_back_all`` (one operation's commands, replies)."""
 
 
 class RedisInboxes(Inboxes):
@@ -223,6 +225,36 @@ class RedisInboxes(Inboxes):
             idle = ("IDLE", RELEASED_IDLE_MS, "JUSTID")
             await core.one("XCLAIM", key, INBOX_GROUP, f"{me}:released", 0, *ids, *idle)
 
+    async def hand_back_all(self, inboxes: Sequence[tuple[str, str]]) -> None:
+        """Each step one operation for a batch of inboxes (a pipeline per node): which hold
+        entries pending for us (an idle agent's hold none), then the wake-ups. Only an inbox
+        that holds some is handed back on its own, as :meth:`hand_back` does. A batch meeting an
+        inbox without a group (deleted meanwhile) goes one inbox at a time: :meth:`hand_back`
+        knows what to do with one."""
+        core = self._core
+        for start in range(0, len(inboxes), HAND_BACK_BATCH):
+            batch = inboxes[start : start + HAND_BACK_BATCH]
+            keys = [core.keys.inbox(s, a) for s, a in batch]
+            try:
+                asked = (("XPENDING", key, INBOX_GROUP, "-", "+", 1, core.consumer) for key in keys)
+                pending = await core.call(*asked)
+                for key, rows in zip(keys, pending, strict=True):
+                    if rows:
+                        await self._hand_back_pending(key, core.consumer)
+            except NoGroup:
+                for session, agent in batch:
+                    await self.hand_back(session, agent)
+                continue
+            for session, agent in batch:
+                self.forget_ledgers(session, agent)
+            await core.call(*(("PUBLISH", core.keys.wake(s, a), RELEASED) for s, a in batch))
+
     async def forget(self, session: str, agent: str) -> None:
         self.forget_ledgers(session, agent)
         await self._core.unwatch(self._core.keys.wake(session, agent))
+
+    async def forget_all(self, inboxes: Sequence[tuple[str, str]]) -> None:
+        """One unwatch of every inbox's channel: their ``UNSUBSCRIBE`` goes as one command."""
+        for session, agent in inboxes:
+            self.forget_ledgers(session, agent)
+        await self._core.unwatch(*(self._core.keys.wake(s, a) for s, a in inboxes))

@@ -169,13 +169,17 @@ class ShardedWake:
         home.members.add(channel)
         return await dispatcher.watch(channel)
 
-    async def unwatch(self, channel: str) -> None:
-        address = self._where.pop(channel, None)
-        if address is None:
-            return
-        dispatcher, home, _ = self._shard(address)
-        home.members.discard(channel)
-        await dispatcher.unwatch(channel)
+    async def unwatch(self, *channels: str) -> None:
+        """Stop watching the channels: one ``SUNSUBSCRIBE`` wait per master they are on."""
+        by_master: dict[Address, list[str]] = {}
+        for channel in channels:
+            address = self._where.pop(channel, None)
+            if address is not None:
+                by_master.setdefault(address, []).append(channel)
+        for address, theirs in by_master.items():
+            dispatcher, home, _ = self._shard(address)
+            home.members.difference_update(theirs)
+            await dispatcher.unwatch(*theirs)
 
     async def aclose(self) -> None:
         shards, self._shards = self._shards, {}

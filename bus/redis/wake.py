@@ -208,12 +208,16 @@ class WakeDispatcher:
             raise watch.refused
         return watch
 
-    async def unwatch(self, channel: str) -> None:
-        """Stop watching ``channel``, and wait (briefly) until its UNSUBSCRIBE was sent. The
-        dispatcher sends it whether or not this waits: cancelling the wait loses nothing."""
-        if self._hub.remove(channel) is None:
+    async def unwatch(self, *channels: str) -> None:
+        """Stop watching the channels, and wait (briefly) until their UNSUBSCRIBE was sent: one
+        wait for all of them, since the dispatcher sends every change of a moment in one command.
+        It sends them whether or not this waits: cancelling the wait loses nothing."""
+        mark = 0
+        for channel in channels:
+            if self._hub.remove(channel) is not None:
+                mark = self._note(channel, subscribe=False)
+        if not mark:
             return
-        mark = self._note(channel, subscribe=False)
         with anyio.move_on_after(_UNWATCH_WAIT_S):
             while self._sent < mark and self._pubsub is not None:
                 await self._sent_event.wait()

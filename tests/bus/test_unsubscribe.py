@@ -142,3 +142,17 @@ async def test_baton_serve_keeps_subscriptions_only_for_the_sessions_it_runs(
             assert decided.status_code == 200, decided.text
             assert (await read_all(http, waiting))[-1].json()["status"] == "completed"
             await until(no_subscription(bus, waiting), f"{waiting} unsubscribed")
+
+
+async def test_many_inboxes_forgotten_at_once_leave_only_the_others_subscribed(
+    make_bus: BusFactory,
+) -> None:
+    """A stopping worker stops watching all its idle agents' inboxes in one step
+    (``forget_all``: one UNSUBSCRIBE for all of them); only those are let go."""
+    async with make_bus() as bus:
+        agents = [f"a{n}" for n in range(30)]
+        for agent in agents:
+            assert await bus.inboxes.read("forgetful", agent) == []  # now watched
+        assert await subscribed(bus, "forgetful") == set(agents)
+        await bus.inboxes.forget_all([("forgetful", agent) for agent in agents[:25]])
+        assert await subscribed(bus, "forgetful") == set(agents[25:])

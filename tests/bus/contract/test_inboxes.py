@@ -275,3 +275,33 @@ async def test_release_inbox_hands_unacked_messages_over_at_once(make_bus: BusFa
         await draining.inboxes.hand_back("s1", "a")
         assert await resuming.inboxes.wait("s1", "a", timeout=10)  # the hand-back wakes the reader
         assert await resuming.inboxes.read("s1", "a") == sent  # no lease to wait out
+
+
+async def test_many_inboxes_are_handed_back_together_whatever_each_holds(
+    make_bus: BusFactory,
+) -> None:
+    """A stopping worker hands back all its idle agents' inboxes at once: the one holding our
+    un-acked messages goes over to the next reader without a lease to wait out, an empty one
+    and one never read (no consumer group on Redis) are simply done, and a deleted one too."""
+    async with (
+        make_bus(lease_s=60, consumer="draining") as draining,
+        make_bus(lease_s=60, consumer="resuming") as resuming,
+    ):
+        held = [task("s1", "held", f"job {i}") for i in range(3)]
+        for envelope in held:
+            await draining.inboxes.send(envelope)
+        assert await draining.inboxes.read("s1", "held") == held
+        empty = task("s1", "empty", "done")
+        await draining.inboxes.send(empty)
+        assert await draining.inboxes.read("s1", "empty") == [empty]
+        await draining.inboxes.ack("s1", "empty", [empty.id])
+        await draining.inboxes.send(task("s1", "unread", "nobody read me"))
+        inboxes = [("s1", "empty"), ("s1", "held"), ("s1", "never"), ("s1", "unread")]
+        inboxes += [(f"s{n}", "idle") for n in range(2, 40)]  # most of a worker's: nothing held
+        await draining.inboxes.hand_back_all(inboxes)
+        assert await resuming.inboxes.read("s1", "held") == held  # no lease to wait out
+        assert await resuming.inboxes.read("s1", "empty") == []
+        (unread,) = await resuming.inboxes.read("s1", "unread")
+        assert unread.content == "nobody read me"
+        await draining.inboxes.forget_all(inboxes)
+        await draining.inboxes.hand_back_all([])  # nothing asked: nothing done
