@@ -85,8 +85,11 @@ class MemoryClaims(Claims):
             stream.done(entry_ids)
 
     async def release(self, receipts: Sequence[str]) -> None:
+        """As on Redis: only what is still ours, to ``<us>:released``."""
+        me = self._core.consumer
         for name, stream, entry_ids in self._entries(receipts):
-            stream.release(entry_ids)
+            mine = [i for i in entry_ids if (stream.pending.get(i) or ("",))[0] == me]
+            stream.release(mine, to=f"{me}:released")
             self._broker.hub.wake(spawn_channel(name))
 
     async def leave(self, queue: SpawnQueue) -> None:

@@ -68,12 +68,13 @@ class Stream:
             taken.append((entry_id, raw))
         return taken
 
-    def release(self, entry_ids: Sequence[int]) -> None:
-        """Make pending entries claimable by anyone right now."""
+    def release(self, entry_ids: Sequence[int], *, to: str | None = None) -> None:
+        """Make pending entries claimable by anyone right now (held by ``to`` meanwhile, if
+        given: a name nobody reads with, so no renewal of their old owner takes them back)."""
         for entry_id in entry_ids:
             held = self.pending.get(entry_id)
             if held is not None:
-                self.pending[entry_id] = (held[0], float("-inf"))
+                self.pending[entry_id] = (to or held[0], float("-inf"))
         self.expiry_checked_at = float("-inf")
 
     def done(self, entry_ids: Sequence[int]) -> None:

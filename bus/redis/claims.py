@@ -4,8 +4,10 @@ A claim is one script (:file:`scripts/claim_spawn.lua`) over the worker's stream
 rotating one; it also makes any missing consumer group, so a Redis that came back empty never
 stops a worker (the loss is reported once, by the core). A claim is a delivery to this worker; its
 lease is renewed while the agent runs (only where it is still ours:
-:file:`scripts/renew_if_mine.lua`), acked when the agent is done for good, and handed back at once
-on a graceful drain. A receipt is ``<entry id>@<stream>``: it alone says where to do each.
+:file:`scripts/claim_if_mine.lua`), acked when the agent is done for good, and handed back at once
+on a graceful drain (the same script: only where still ours, to another consumer name, so a
+renewal racing the hand-back cannot make it ours again). A receipt is ``<entry id>@<stream>``: it
+alone says where to do each.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from baton.bus.redis.consumers import ConsumerSweeper
 from baton.bus.redis.core import RedisCore, entry_fields
 from baton.bus.redis.inboxes import RELEASED_IDLE_MS
 from baton.bus.redis.keys import SPAWN_GROUP
-from baton.bus.redis.scripts import ACK_AND_DELETE, CLAIM_SPAWN, RENEW_IF_MINE
+from baton.bus.redis.scripts import ACK_AND_DELETE, CLAIM_IF_MINE, CLAIM_SPAWN
 from baton.bus.redis.spawns import per_stream
 from baton.bus.utf8 import printable
 from baton.bus.wake import RELEASED
@@ -35,11 +37,11 @@ from baton.bus.wake import RELEASED
 log = logging.getLogger(__name__)
 
 RENEW_CHUNK = 250
-"""The most entries one renewal operation holds. A script runs alone on its node: a worker of
-12,500 agents renewing all at once held its master for 130 ms each heartbeat, and every command of
-every client there waited (the dispatch p99 at 100,000 agents). A chunk holds it for about 1 ms
-(``renew_if_mine.lua``: some 4-5 µs an entry, the chunk's ids in ascending order); between chunks
-the node serves the others."""
+"""The most entries one renewal (or hand-back) operation holds. A script runs alone on its node:
+a worker of 12,500 agents renewing all at once held its master for 130 ms each heartbeat, and every
+command of every client there waited (the dispatch p99 at 100,000 agents). A chunk holds it for
+about 1 ms (``claim_if_mine.lua``: some 4-5 µs an entry, the chunk's ids in ascending order);
+between chunks the node serves the others."""
 
 _Found = tuple[str, str, dict[str, str] | None]
 """A delivered entry: its stream, its id and its fields (None: deleted meanwhile)."""
@@ -211,6 +213,15 @@ class RedisClaims(Claims):
     async def renew(self, receipts: Sequence[str]) -> list[str]:
         """In operations of at most :data:`RENEW_CHUNK` entries, one after the other (a few
         receipts over many streams still go in one round trip)."""
+        core = self._core
+        held = await self._move_mine(receipts, core.consumer, 0)
+        self._held.difference_update(set(receipts) - set(held))
+        return held
+
+    async def _move_mine(self, receipts: Sequence[str], to: str, idle_ms: int) -> list[str]:
+        """Move the entries of ``receipts`` still pending for us to consumer ``to``, idle
+        ``idle_ms`` (``claim_if_mine.lua``), in chunks; the receipts moved. A stream whose group
+        is gone holds none of them."""
         if not receipts:
             return []
         core = self._core
@@ -220,7 +231,7 @@ class RedisClaims(Claims):
         for ids in by_stream.values():
             ids.sort(key=_entry_order)  # each chunk one narrow range of the stream (the script)
         for grouped in _chunks(by_stream, RENEW_CHUNK):
-            replies = await per_stream(core, RENEW_IF_MINE, grouped, core.consumer)
+            replies = await per_stream(core, CLAIM_IF_MINE, grouped, core.consumer, to, idle_ms)
             for stream, reply in zip(grouped, replies, strict=True):
                 if reply is None:  # the group is gone: so is the request, nobody can take it
                     gone.add(stream)  # over
@@ -228,7 +239,6 @@ class RedisClaims(Claims):
                 held.extend(spawn_receipt(stream, str(entry_id)) for entry_id in reply)
         for stream in gone:
             core.forget_group(stream)
-        self._held.difference_update(set(receipts) - set(held))
         return held
 
     async def ack(self, receipts: Sequence[str]) -> None:
@@ -243,19 +253,17 @@ class RedisClaims(Claims):
             self._held.difference_update(receipts)
 
     async def release(self, receipts: Sequence[str]) -> None:
+        """Hand back what is still ours, to ``<us>:released`` idle for years (the next claim
+        takes it at once), then wake the pool's workers."""
         if not receipts:
             return
         core = self._core
-        idle = ("IDLE", RELEASED_IDLE_MS, "JUSTID")
         try:
-            for stream, ids in spawn_receipts_by_stream(receipts).items():
-                try:
-                    await core.call(
-                        ("XCLAIM", stream, SPAWN_GROUP, core.consumer, 0, *ids, *idle),
-                        ("PUBLISH", core.keys.spawn_channel(stream), RELEASED),
-                    )
-                except NoGroup:  # the requests went with their group: nothing to hand back
-                    core.forget_group(stream)
+            to = f"{core.consumer}:released"
+            released = await self._move_mine(receipts, to, RELEASED_IDLE_MS)
+            if streams := spawn_receipts_by_stream(released):
+                wake = core.keys.spawn_channel
+                await core.call(*(("PUBLISH", wake(stream), RELEASED) for stream in streams))
         finally:  # not ours to run any more, handed back or not (as after ack)
             self._held.difference_update(receipts)
         for state in self._queues.values():

@@ -53,7 +53,7 @@ class Script:
 APPEND_AND_WAKE = Script("append_and_wake")
 APPEND_ONCE = Script("append_once")
 ACK_AND_DELETE = Script("ack_and_delete")
-RENEW_IF_MINE = Script("renew_if_mine")
+CLAIM_IF_MINE = Script("claim_if_mine")
 CLAIM_SPAWN = Script("claim_spawn")
 WITHDRAW_SPAWN = Script("withdraw_spawn")
 SPEND = Script("spend")
@@ -71,7 +71,7 @@ SCRIPTS = (
     APPEND_AND_WAKE,
     APPEND_ONCE,
     ACK_AND_DELETE,
-    RENEW_IF_MINE,
+    CLAIM_IF_MINE,
     CLAIM_SPAWN,
     WITHDRAW_SPAWN,
     SPEND,

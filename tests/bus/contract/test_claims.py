@@ -86,6 +86,38 @@ async def test_renewal_never_takes_a_request_back(make_bus: BusFactory) -> None:
         assert await heir.claims.renew([taken.receipt]) == [taken.receipt]
 
 
+async def test_a_renewal_racing_a_hand_back_does_not_take_it_back(make_bus: BusFactory) -> None:
+    """A stopping worker's heartbeat may still renew receipts it is handing back: were they
+    still its own by name, the renewal made them leased again, and another worker waited a lease
+    for each (benchmarks/scale.py: 250-750 of 12,500 after a stop)."""
+    async with (
+        make_bus(lease_s=60, consumer="leaving") as leaving,
+        make_bus(lease_s=60, consumer="staying") as staying,
+    ):
+        for agent in ("a", "b"):
+            await leaving.spawns.submit(SpawnRequest(session="s1", agent=agent, profile="p"))
+        claims = [await leaving.claims.claim(P, timeout=5) for _ in range(2)]
+        receipts = [claim.receipt for claim in claims if claim is not None]
+        await leaving.claims.release(receipts)
+        assert await leaving.claims.renew(receipts) == []  # handed back: no longer ours
+        taken = [await staying.claims.claim(P, timeout=5) for _ in range(2)]
+        assert sorted(claim.request.agent for claim in taken if claim is not None) == ["a", "b"]
+
+
+async def test_a_hand_back_never_takes_a_request_from_its_new_owner(make_bus: BusFactory) -> None:
+    async with (
+        make_bus(lease_s=0.3, consumer="stalled") as stalled,
+        make_bus(lease_s=0.3, consumer="heir") as heir,
+    ):
+        await stalled.spawns.submit(SpawnRequest(session="s1", agent="a", profile="p"))
+        mine = await stalled.claims.claim(P, timeout=5)
+        assert mine is not None
+        taken = await heir.claims.claim(P, timeout=10)  # the stalled worker's lease lapses
+        assert taken is not None and taken.receipt == mine.receipt
+        await stalled.claims.release([mine.receipt])  # too late: it is the heir's
+        assert await heir.claims.renew([taken.receipt]) == [taken.receipt]
+
+
 async def test_a_renewal_of_more_than_one_chunk_answers_for_each_receipt(
     make_bus: BusFactory,
 ) -> None:

@@ -1,16 +1,19 @@
--- Renew the lease of entries only where we still hold them: XCLAIM alone would take an entry
--- back from the worker that took it over after our lease lapsed.
--- KEYS[1] the stream; ARGV: the group, our consumer name, then the entry ids (any order; in
--- ascending order the range read below is no wider than they are). Returns the ids still ours,
--- or nil when the stream's group is gone (a Redis that came back empty): then none is held, and
--- nobody else can claim them either.
+-- Move entries only where we still hold them, to a consumer with an idle time: a renewal (to
+-- us, idle 0: the lease starts again) or a hand-back (to `<us>:released`, idle for years: the
+-- next claim takes it at once). XCLAIM alone would take an entry back from the worker that took
+-- it over after our lease lapsed; and a renewal racing a hand-back would renew the handed-back
+-- entries, were they still ours by name, so another worker waited a lease for each.
+-- KEYS[1] the stream; ARGV: the group, our consumer name, the consumer to move them to, the idle
+-- time to give them (ms), then the entry ids (any order; in ascending order the range read
+-- below is no wider than they are). Returns the ids moved, or nil when the stream's group is
+-- gone (a Redis that came back empty): then none is held, and nobody else can claim them either.
 --
 -- Our pending entries between the lowest and the highest id asked are read in one XPENDING
--- range (filtered to our consumer, paged), and the asked ones among them renewed in one XCLAIM:
+-- range (filtered to our consumer, paged), and the asked ones among them moved in one XCLAIM:
 -- about 4 µs an entry, where an XPENDING and an XCLAIM for each entry cost about 10.
 local asked = {}
 local low_ms, low_seq, high_ms, high_seq
-for i = 3, #ARGV do
+for i = 5, #ARGV do
   local id = ARGV[i]
   asked[id] = true
   local dash = string.find(id, '-', 1, true)
@@ -28,7 +31,7 @@ end
 local held = {}
 local start = string.format('%.0f-%.0f', low_ms, low_seq)
 local last = string.format('%.0f-%.0f', high_ms, high_seq)
-local page = #ARGV - 2
+local page = #ARGV - 4
 while true do
   local p = redis.pcall('XPENDING', KEYS[1], ARGV[1], start, last, page, ARGV[2])
   if type(p) == 'table' and p.err then
@@ -48,10 +51,12 @@ while true do
   start = '(' .. p[#p][1]
 end
 if #held > 0 then
-  local claim = {KEYS[1], ARGV[1], ARGV[2], 0}
+  local claim = {KEYS[1], ARGV[1], ARGV[3], 0}
   for _, id in ipairs(held) do
     claim[#claim + 1] = id
   end
+  claim[#claim + 1] = 'IDLE'
+  claim[#claim + 1] = ARGV[4]
   claim[#claim + 1] = 'JUSTID'
   redis.call('XCLAIM', unpack(claim))
 end
