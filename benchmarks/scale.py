@@ -29,7 +29,8 @@ Prints one JSON object:
   model; ``spawn_s``: the spawns submitted → every agent idle;
 - ``stop_s``: ``SIGTERM`` to every worker → the last one exited (each gives its agents back);
   ``stop_unreleased``: the spawn requests still held by a stopped worker then, which another
-  worker can resume only once their leases lapse (the rest were handed back at once).
+  worker can resume only once their leases lapse (the rest were handed back at once);
+  ``stop_killed``: workers still running a minute after ``SIGTERM`` (then killed).
 
 The issue's figure: ``--agents 100000 --workers 8`` on a quiet machine (targets: ≤ 10 KiB per idle
 sub-agent, p99 ≤ 10 ms). ``--smoke``: 2 workers, 400 agents, 20 samples.
@@ -163,14 +164,21 @@ async def run(
     return out
 
 
-def stop_workers(workers: list[subprocess.Popen[str]]) -> float:
-    """``SIGTERM`` every worker; seconds until the last one exited (a minute at most each)."""
+def stop_workers(workers: list[subprocess.Popen[str]]) -> tuple[float, int]:
+    """``SIGTERM`` every worker: seconds until the last one exited, and how many were still
+    running a minute later (then killed)."""
     started = time.perf_counter()
     for worker in workers:
         worker.terminate()
+    killed = 0
     for worker in workers:
-        worker.wait(60)
-    return round(time.perf_counter() - started, 1)
+        try:
+            worker.wait(max(0.0, started + 60 - time.perf_counter()))
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+            killed += 1
+    return round(time.perf_counter() - started, 1), killed
 
 
 def unreleased(nodes: RedisNodes) -> int:
@@ -236,7 +244,7 @@ def main() -> None:
 
         stack.callback(stop)
         result = anyio.run(run, url, nodes, args, [w.pid for w in workers])
-        result["stop_s"] = stop_workers(workers)
+        result["stop_s"], result["stop_killed"] = stop_workers(workers)
         result["stop_unreleased"] = unreleased(nodes)
     result["workers"] = args.workers
     print(json.dumps(result))
