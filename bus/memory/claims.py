@@ -85,11 +85,8 @@ class MemoryClaims(Claims):
             stream.done(entry_ids)
 
     async def release(self, receipts: Sequence[str]) -> None:
-        """As on Redis: only what is still ours, to ``<us>:released``."""
-        me = self._core.consumer
         for name, stream, entry_ids in self._entries(receipts):
-            mine = [i for i in entry_ids if (stream.pending.get(i) or ("",))[0] == me]
-            stream.release(mine, to=f"{me}:released")
+            stream.release(entry_ids, owner=self._core.consumer)
             self._broker.hub.wake(spawn_channel(name))
 
     async def leave(self, queue: SpawnQueue) -> None:

@@ -88,7 +88,7 @@ class MemoryInboxes(Inboxes):
         me = consumer or self.consumer
         stream = self._broker.inboxes.get((session, agent))
         if stream is not None:  # an inbox never written nor read has nothing to hand back
-            stream.release([i for i, (owner, _) in stream.pending.items() if owner == me])
+            stream.release(list(stream.pending), owner=me)
         self.forget_ledgers(session, agent)
         self._broker.hub.wake(inbox_channel(session, agent))
 

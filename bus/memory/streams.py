@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -68,13 +68,14 @@ class Stream:
             taken.append((entry_id, raw))
         return taken
 
-    def release(self, entry_ids: Sequence[int], *, to: str | None = None) -> None:
-        """Make pending entries claimable by anyone right now (held by ``to`` meanwhile, if
-        given: a name nobody reads with, so no renewal of their old owner takes them back)."""
+    def release(self, entry_ids: Iterable[int], *, owner: str) -> None:
+        """Make those of the entries still pending for ``owner`` claimable by anyone right now,
+        held meanwhile by ``<owner>:released`` (as on Redis: a name nobody reads with, so no
+        renewal of their old owner takes them back, and none is taken from a new owner)."""
         for entry_id in entry_ids:
             held = self.pending.get(entry_id)
-            if held is not None:
-                self.pending[entry_id] = (to or held[0], float("-inf"))
+            if held is not None and held[0] == owner:
+                self.pending[entry_id] = (f"{owner}:released", float("-inf"))
         self.expiry_checked_at = float("-inf")
 
     def done(self, entry_ids: Sequence[int]) -> None:
