@@ -42,8 +42,9 @@ question at once; otherwise the delegations and a short note in one reply, then 
 every media URL), its sub-agents the offline model's; it shows what the runtime costs and decides
 around a model that is right. Per-session records go to stderr as JSON lines with ``--verbose``
 (each with a ``trail``: the lead's calls, guards and sub-agents' exits, seconds into the session).
-``--shape question`` (repeatable) runs only the requests of that shape; ``--dump DIR`` keeps every
-request body and raw reply the server sent.
+``--shape question`` (repeatable) runs only the requests of that shape; ``--held-out`` runs
+:data:`HELD_OUT`, requests no change was fitted to, instead of :data:`ASKS`; ``--dump DIR``
+keeps every request body and raw reply the server sent.
 """
 
 from __future__ import annotations
@@ -137,7 +138,57 @@ ASKS = (
 """Requests of many shapes (pictures, several items, two profiles, writing, plain questions,
 other languages): a session per request, in order, wrapping around."""
 
-ASKS_BY_PROMPT = {ask.prompt: ask for ask in ASKS}
+HELD_OUT = (
+    Ask("Sketch a mountain cabin with smoke rising from the chimney.", "picture", pictures=1,
+        agents=1, plan=((P, "Paint a mountain cabin with smoke rising from the chimney."),)),
+    Ask("Who wrote the novel 'Pride and Prejudice'?", "question", answer_any=("austen",),
+        plan="Jane Austen wrote 'Pride and Prejudice'."),
+    Ask("Create two images: a sunflower field and a snowy owl.", "several", pictures=2, agents=2,
+        plan=((P, "Paint a sunflower field."), (P, "Paint a snowy owl."))),
+    Ask("Ask the writer to compose a four-line poem about autumn leaves.", "writing", agents=1,
+        needs=("writer",), plan=((W, "Compose a four-line poem about autumn leaves."),)),
+    Ask("Have the painter paint a red kite in the sky and the writer write a slogan for a kite "
+        "shop.", "two-profiles", pictures=1, agents=2, needs=("painter", "writer"),
+        plan=((P, "Paint a red kite in the sky."), (W, "Write a slogan for a kite shop."))),
+    Ask("What is 12 times 12?", "question", answer_any=("144",), plan="12 times 12 is 144."),
+    Ask("Dipingi un gatto che dorme su una sedia.", "other-language", pictures=1, agents=1,
+        plan=((P, "Paint a cat sleeping on a chair."),)),
+    Ask("I'd love an illustration of a robot watering plants.", "picture", pictures=1, agents=1,
+        plan=((P, "Paint a robot watering plants."),)),
+    Ask("Quelle est la capitale du Canada ?", "other-language", answer_any=("ottawa",),
+        plan="La capitale du Canada est Ottawa."),
+    Ask("Which planet is closest to the sun?", "question", answer_any=("mercury",),
+        plan="Mercury is the planet closest to the sun."),
+    Ask("Make four pictures: a moon, a star, a comet and a planet.", "several", pictures=4,
+        agents=4, plan=((P, "Paint a moon."), (P, "Paint a star."), (P, "Paint a comet."),
+                        (P, "Paint a planet."))),
+    Ask("Write me a short product description for a bamboo toothbrush.", "writing", agents=1,
+        answer_any=("bamboo",),
+        plan=((W, "Write a short product description for a bamboo toothbrush."),)),
+    Ask("Paint a penguin, and tell me in one sentence where penguins live.", "picture",
+        pictures=1, agents=2, plan=((P, "Paint a penguin."),)),
+    Ask("What is the boiling point of water in Celsius at sea level?", "question",
+        answer_any=("100",), plan="Water boils at 100 °C at sea level."),
+    Ask("「ありがとう」は英語で何と言いますか？", "other-language", answer_any=("thank",),
+        plan="「ありがとう」は英語で \"thank you\" です。"),
+    Ask("Could the painter make a picture of a teapot shaped like a whale?", "picture",
+        pictures=1, agents=1, plan=((P, "Paint a teapot shaped like a whale."),)),
+    Ask("Name the largest ocean on Earth.", "question", answer_any=("pacific",),
+        plan="The Pacific Ocean."),
+    Ask("Get the writer to write a riddle and the painter to paint its answer: a clock.",
+        "two-profiles", pictures=1, agents=2, needs=("painter", "writer"),
+        plan=((W, "Write a riddle whose answer is a clock."), (P, "Paint a clock."))),
+    Ask("Schilder een windmolen bij zonsondergang.", "other-language", pictures=1, agents=1,
+        plan=((P, "Paint a windmill at sunset."),)),
+    Ask("Summarise in one sentence: the meeting moved to Friday because the room was booked.",
+        "question", answer_any=("friday",),
+        plan="The meeting moved to Friday because the room was booked."),
+)  # fmt: skip
+"""Requests that no change to the lead was ever tried against (``--held-out``): written once,
+before any run, to show whether what improves :data:`ASKS` generalises. Keep them unseen: a
+change fitted to these is measured by nothing."""
+
+ASKS_BY_PROMPT = {ask.prompt: ask for ask in (*ASKS, *HELD_OUT)}
 SHAPES = {ask.shape for ask in ASKS}
 URL = re.compile(r"(?:https?|file)://[^\s)\]>\"'`]+")
 
@@ -539,6 +590,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--first", type=int, default=0, help="start at this prompt")
     parser.add_argument("--dump", type=Path, default=None, metavar="DIR",
                         help="write every request body and raw reply into DIR")  # fmt: skip
+    parser.add_argument("--held-out", action="store_true",
+                        help="the held-out requests (HELD_OUT) instead of ASKS")  # fmt: skip
     parser.add_argument("--shape", action="append", default=[], choices=sorted(SHAPES),
                         help="only requests of this shape (repeatable)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -584,7 +637,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
         def make_model(counts: Counts) -> Any:
             return OpenAIChatModel(settings, transport=CountingTransport(counts, args.dump))
 
-    asks = [ask for ask in ASKS if not args.shape or ask.shape in args.shape]
+    pool = HELD_OUT if args.held_out else ASKS
+    asks = [ask for ask in pool if not args.shape or ask.shape in args.shape]
     records = []
     with tempfile.TemporaryDirectory(prefix="baton-real-") as media:
         for index in range(sessions):
