@@ -26,7 +26,10 @@ Prints one JSON object:
 - ``delivery_p50_ms`` / ``delivery_p99_ms``: task sent → the agent's first word in the lead's
   inbox (the progress message it sends once it has read the task, before its model is asked):
   the wake-up, the read and one write, which is what a sub-agent's work waits for whatever its
-  model; ``spawn_s``: the spawns submitted → every agent idle;
+  model. This is the cross-process counterpart of ``benchmarks/subagents.py``'s
+  ``dispatch`` (sent → the agent's round starts, seen in-process), and an upper bound of it:
+  the first thing another process can see of an agent that got its task is its first word;
+  ``spawn_s``: the spawns submitted → every agent idle;
 - ``stop_s``: ``SIGTERM`` to every worker → the last one exited (each gives its agents back);
   ``stop_unreleased``: the spawn requests still held by a stopped worker then, which another
   worker can resume only once their leases lapse (the rest were handed back at once);

@@ -5,7 +5,8 @@ profile starts a new agent, anything to an agent reaches it or its one successor
 :mod:`baton.lead.roster`), refuses sends past the turn's caps (:mod:`baton.lead.delegation`),
 refuses a task already sent for the same request (still running, or done: its result is in the
 context) or a sub-agent's result passed on as a task (a message that starts an agent is its task,
-whatever its ``type``), starts agents, and hands a departed agent's unseen messages over.
+whatever its ``type``), refuses a ``shutdown`` of an agent the same turn gave work (nothing came
+back to decide it on), starts agents, and hands a departed agent's unseen messages over.
 
 Its caller, the lead's delegation unit (lead/team.py), reads the inbox without waiting before each
 send, so a send never goes to an agent whose final result already sits in the inbox unread, and
@@ -182,6 +183,18 @@ class Dispatcher:
         name = self.roster.current(to) if to in self.roster.agents else to
         if not self.roster.is_running(name):
             return Delivered(f"{to} is not running; nothing to shut down.")
+        if self.sends.to_agent[name]:
+            # The same turn gave it work: nothing came back since that the model could have
+            # acted on, so the shutdown contradicts the send (a 1.5B lead sent "paint a moon, a
+            # star, a comet and a planet" and "Finish." to one painter in one reply, and the
+            # painter left without painting). The work stands; the model is told why.
+            return Delivered(
+                ToolResult(
+                    f"Did not shut down {name}: you sent it work in this same turn, and it has "
+                    "not reported yet. Its result will arrive in your inbox; do not stop it now.",
+                    blocked=True,
+                )
+            )
         why = "the lead asked you to stop"
         await self.send(name, "shutdown", why)
         self.roster.stopping(name)

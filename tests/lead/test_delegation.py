@@ -150,6 +150,35 @@ async def test_sends_past_the_turn_caps_are_refused_and_blocked_rounds_end_the_t
     assert outcome.error.startswith("4 send(s) to sub-agents were refused by the delegation caps")
 
 
+async def test_a_shutdown_of_an_agent_given_work_in_the_same_turn_is_refused() -> None:
+    """A 1.5B lead sent a painter its task and "Finish." in one reply, and the painter left
+    without painting: the shutdown is refused (the task stands, the painter delivers), and being
+    no refused work, it leaves the session ``completed``."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "b":
+            await s.report("painter", "a moon", media=["https://cdn.example/moon.png"])
+
+    s, outcome = await run_lead(
+        [
+            Reply(
+                calls=[
+                    send("painter", "paint a moon", "a"),
+                    send("painter", "Finish.", "b", "shutdown"),
+                ]
+            ),
+            Reply(text="Working on it."),
+            Reply(text="The moon: https://cdn.example/moon.png"),
+        ],
+        react,
+    )
+    results = s.tool_results()
+    assert results["b"].startswith("Did not shut down painter: you sent it work in this same turn")
+    assert s.lead.roster.agents["painter"].results == ["a moon"]
+    assert s.guards() == []
+    assert (outcome.status, outcome.error) == ("completed", "")
+
+
 async def test_the_same_task_cycled_over_targets_is_refused_until_a_new_request() -> None:
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, RoundEnded) and event.round == 1 and event.tool_calls:
