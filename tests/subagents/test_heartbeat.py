@@ -123,6 +123,34 @@ async def test_failed_renewals_keep_every_agent(
         assert worker.claimed == 2 and worker.finished == 2
 
 
+async def test_a_beat_renews_in_slices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A beat renews its leases ``RENEW_SLICE`` at a time, one call after the other, so grouping
+    and sorting 50,000 receipts never holds the worker's event loop at once (the dispatch p99)."""
+    monkeypatch.setattr("baton.subagents.worker.RENEW_SLICE", 2)
+    _, model = scripted()
+    bus = FlakyRenewals(BusOptions(lease_s=60))
+    lead_bus = bus.peer("lead")
+    async with bus, lead_bus, model:
+        worker = Worker(
+            bus,
+            PROFILES,
+            lambda p: model,
+            parts=AgentParts(media_dir=tmp_path),
+            limits=WorkerLimits(heartbeat_s=0.02),
+        )
+        async with worker:
+            for agent in ("a1", "b1", "c1"):
+                await lead_bus.spawns.submit(spawn(agent))
+            with anyio.fail_after(10):
+                while worker.hosted < 3:
+                    await bus.until_renewal(covering=1, failed=False)
+            seen = len(bus.renewals)
+            await bus.until_renewal(covering=1, failed=False)  # a whole beat of the three
+            beat = bus.renewals[seen:]
+        assert beat[-2:] == [(2, False), (1, False)]
+        assert all(covered <= 2 for covered, _ in bus.renewals)
+
+
 class _Records(logging.Handler):
     """Sets an event when a log record's message contains a text."""
 
