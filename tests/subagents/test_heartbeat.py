@@ -28,6 +28,7 @@ from baton.bus.events import AgentClaimed
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import SpawnRequest
 from baton.bus.redis.adapter import RedisRefused
+from baton.llm.types import ChatModel
 from baton.subagents.loop import AgentParts
 from baton.subagents.worker import Worker, WorkerLimits
 from baton.testing import RedisServer
@@ -86,6 +87,17 @@ class FlakyRenewals(MemoryBus):
                 await self._renewed.wait()
 
 
+def beating_worker(bus: MemoryBus, model: ChatModel, media: Path) -> Worker:
+    """A worker of the painter profile whose heartbeat beats every 20 ms."""
+    return Worker(
+        bus,
+        PROFILES,
+        lambda p: model,
+        parts=AgentParts(media_dir=media),
+        limits=WorkerLimits(heartbeat_s=0.02),
+    )
+
+
 @pytest.mark.parametrize("failure", [unreachable, read_only])
 async def test_failed_renewals_keep_every_agent(
     tmp_path: Path, failure: Callable[[str], BusError]
@@ -95,13 +107,7 @@ async def test_failed_renewals_keep_every_agent(
     lead_bus = bus.peer("lead")
     lead = Lead(lead_bus)
     async with bus, lead_bus, model:
-        worker = Worker(
-            bus,
-            PROFILES,
-            lambda p: model,
-            parts=AgentParts(media_dir=tmp_path),
-            limits=WorkerLimits(heartbeat_s=0.02),
-        )
+        worker = beating_worker(bus, model, tmp_path)
         async with worker:
             bus.down = True  # the very first renewal fails
             await lead_bus.spawns.submit(spawn("a1"))
@@ -131,13 +137,7 @@ async def test_a_beat_renews_in_slices(tmp_path: Path, monkeypatch: pytest.Monke
     bus = FlakyRenewals(BusOptions(lease_s=60))
     lead_bus = bus.peer("lead")
     async with bus, lead_bus, model:
-        worker = Worker(
-            bus,
-            PROFILES,
-            lambda p: model,
-            parts=AgentParts(media_dir=tmp_path),
-            limits=WorkerLimits(heartbeat_s=0.02),
-        )
+        worker = beating_worker(bus, model, tmp_path)
         async with worker:
             for agent in ("a1", "b1", "c1"):
                 await lead_bus.spawns.submit(spawn(agent))
