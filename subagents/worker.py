@@ -150,16 +150,20 @@ class WorkerLimits:
     """How much a worker hosts and how long it waits: at most ``concurrency`` agents at once; a
     stop gives them ``shutdown_timeout_s`` to finish their rounds; one claim blocks at most
     ``claim_timeout_s`` (a stop is noticed by then); it renews its leases and says it serves its
-    pool every ``heartbeat_s`` (None: a third of the bus's lease)."""
+    pool every ``heartbeat_s`` (None: a third of the bus's lease), ``renew_slice`` leases a call
+    (:data:`RENEW_SLICE`)."""
 
     concurrency: int = 100
     shutdown_timeout_s: float = 30.0
     claim_timeout_s: float = 5.0
     heartbeat_s: float | None = None
+    renew_slice: int = RENEW_SLICE
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
+        if self.renew_slice < 1:
+            raise ValueError(f"renew_slice must be at least 1, not {self.renew_slice}")
 
 
 DEFAULT_LIMITS = WorkerLimits()
@@ -218,6 +222,7 @@ class Worker(Service):
         self.shutdown_timeout_s = limits.shutdown_timeout_s
         self.claim_timeout_s = limits.claim_timeout_s
         self.heartbeat_s = limits.heartbeat_s or bus.options.lease_s / 3
+        self.renew_slice = limits.renew_slice
         self.on_round = parts.on_round
         self.telemetry = parts.telemetry or Telemetry()
         self.telemetry.watch_agents(self)
@@ -463,8 +468,8 @@ class Worker(Service):
                 await self._announce()
             receipts = list(self._hosted)
             try:
-                for first in range(0, len(receipts), RENEW_SLICE):
-                    await self._renew(receipts[first : first + RENEW_SLICE])
+                for first in range(0, len(receipts), self.renew_slice):
+                    await self._renew(receipts[first : first + self.renew_slice])
             except BusClosed:
                 return
             except BusError as exc:

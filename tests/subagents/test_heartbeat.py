@@ -30,7 +30,7 @@ from baton.bus.messages import SpawnRequest
 from baton.bus.redis.adapter import RedisRefused
 from baton.llm.types import ChatModel
 from baton.subagents.loop import AgentParts
-from baton.subagents.worker import Worker, WorkerLimits
+from baton.subagents.worker import RENEW_SLICE, Worker, WorkerLimits
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
 from tests.subagents.helpers import SESSION, Lead, profile, task
@@ -87,14 +87,16 @@ class FlakyRenewals(MemoryBus):
                 await self._renewed.wait()
 
 
-def beating_worker(bus: MemoryBus, model: ChatModel, media: Path) -> Worker:
+def beating_worker(
+    bus: MemoryBus, model: ChatModel, media: Path, *, renew_slice: int = RENEW_SLICE
+) -> Worker:
     """A worker of the painter profile whose heartbeat beats every 20 ms."""
     return Worker(
         bus,
         PROFILES,
         lambda p: model,
         parts=AgentParts(media_dir=media),
-        limits=WorkerLimits(heartbeat_s=0.02),
+        limits=WorkerLimits(heartbeat_s=0.02, renew_slice=renew_slice),
     )
 
 
@@ -129,15 +131,14 @@ async def test_failed_renewals_keep_every_agent(
         assert worker.claimed == 2 and worker.finished == 2
 
 
-async def test_a_beat_renews_in_slices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A beat renews its leases ``RENEW_SLICE`` at a time, one call after the other, so grouping
+async def test_a_beat_renews_in_slices(tmp_path: Path) -> None:
+    """A beat renews its leases ``renew_slice`` at a time, one call after the other, so grouping
     and sorting 50,000 receipts never holds the worker's event loop at once (the dispatch p99)."""
-    monkeypatch.setattr("baton.subagents.worker.RENEW_SLICE", 2)
     _, model = scripted()
     bus = FlakyRenewals(BusOptions(lease_s=60))
     lead_bus = bus.peer("lead")
     async with bus, lead_bus, model:
-        worker = beating_worker(bus, model, tmp_path)
+        worker = beating_worker(bus, model, tmp_path, renew_slice=2)
         async with worker:
             for agent in ("a1", "b1", "c1"):
                 await lead_bus.spawns.submit(spawn(agent))
