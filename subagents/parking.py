@@ -1,9 +1,9 @@
-"""A worker's parked agents: idle sub-agents kept as a callback and a timer, not as tasks.
+"""A worker's parked agents: idle sub-agents kept as a callback and a time, not as tasks.
 
 An idle agent waiting in a task holds the task, anyio's handle of it (a cancel scope and an
 event), the coroutine frames of its loop down to the wait and the wait's own cancel scope: 7 of
 the 12 KiB an idle agent cost (issue 24; tracemalloc, 2,000 agents). Parked, it holds its state,
-one callback on its inbox's wake-up (``Inboxes.park``) and one timer for its next look at the
+one callback on its inbox's wake-up (``Inboxes.park``) and the time of its next look at the
 inbox (at most a minute away, or its idle deadline). A wake-up takes it out of the lot and hands
 it to the worker, which resumes it in a new task: what it finds in its inbox is the same as a
 waiting agent's, so parking changes when memory is held, not what an agent does.
@@ -16,11 +16,23 @@ whose look is due are asked about together (:meth:`~baton.bus.parts.inboxes.Inbo
 ``XLEN`` each, a pipeline per node): only an inbox that holds a message resumes its agent, which
 then reads it as a woken one would; the others stay parked, their next look a minute on. Its idle
 deadline always resumes an agent (it then leaves ``idle`` as a waiting one would).
+
+**The timers are one queue.** Each parked agent's next look is an entry of one heap of ``(when,
+key)`` under a single event-loop timer for the earliest, not a timer of its own. A timer per agent
+was an ``asyncio.TimerHandle`` and its arguments made anew at every minute look: objects the
+garbage collector tracks, which live a minute, so they outlive its young generations, and 50,000
+agents a worker left some 100,000 of them in the old generation each minute, past the heap that
+:mod:`baton.subagents.heap` freezes. Every full pass walked them: 140-260 ms a pass, a few a
+minute, and a task sent meanwhile waited (``benchmarks/scale.py``, 100,000 agents). A tuple of a
+float and a string is untracked once the collector has seen it, so a look now leaves nothing
+behind for the old generation. An entry whose agent left, or looks at another time now, is
+skipped when it comes up (and the heap is rebuilt once such entries outnumber the live ones).
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -48,7 +60,8 @@ class _Spot(Generic[T]):
     ticket: T
     agent: SubAgent
     unpark: Callable[[], None]
-    timer: asyncio.TimerHandle
+    due: float | None
+    """When its timer entry comes up (None: it came up, and its look is under way)."""
 
 
 class Parking(Generic[T]):
@@ -57,7 +70,7 @@ class Parking(Generic[T]):
     :meth:`run` then hands its ``ticket`` (what the host needs to resume it, its agent among the
     rest) to ``resume``; or when :meth:`take_all` empties the lot."""
 
-    __slots__ = ("_bus", "_due", "_leaving", "_looks", "_spots", "_woken")
+    __slots__ = ("_alarm", "_bus", "_due", "_leaving", "_looks", "_spots", "_timers", "_woken")
 
     def __init__(self, bus: Bus) -> None:
         self._bus = bus
@@ -66,6 +79,11 @@ class Parking(Generic[T]):
         self._woken: asyncio.Future[None] | None = None
         self._due: list[tuple[str, _Spot[T]]] = []
         self._looks: asyncio.Future[None] | None = None
+        self._timers: list[tuple[float, str]] = []
+        """A heap of ``(when, key)``: each parked agent's next look or idle deadline, and stale
+        entries (see the module docstring)."""
+        self._alarm: asyncio.TimerHandle | None = None
+        """The event loop's one timer, for the earliest entry of :attr:`_timers`."""
 
     def __len__(self) -> int:
         return len(self._spots)
@@ -75,10 +93,10 @@ class Parking(Generic[T]):
         ``PARKED``) under ``key`` until its inbox is woken past its last read, its minute look
         finds a message, or its idle deadline (``agent.wake_at`` is the first of the last two,
         on the event loop's clock, which is anyio's on asyncio)."""
-        loop = asyncio.get_running_loop()
-        timer = loop.call_at(agent.wake_at, self._timed, key)
         unpark = self._bus.inboxes.park(agent.session, agent.name, partial(self.release, key))
-        self._spots[key] = _Spot(ticket, agent, unpark, timer)
+        self._spots[key] = _Spot(ticket, agent, unpark, None)
+        self._set_timer(key, self._spots[key], agent.wake_at)
+        self._arm()
 
     def release(self, key: str) -> None:
         """Take ``key`` out of the lot and hand its ticket to ``leave``; nothing if not parked."""
@@ -86,7 +104,7 @@ class Parking(Generic[T]):
         if spot is None:
             return
         spot.unpark()
-        spot.timer.cancel()
+        spot.due = None  # its entry in the heap is stale now
         self._leaving.append(spot.ticket)
         _set(self._woken)
 
@@ -98,19 +116,50 @@ class Parking(Generic[T]):
         spots, self._spots = self._spots, {}
         for spot in spots.values():
             spot.unpark()
-            spot.timer.cancel()
+        self._timers = []
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm = None
         return [spot.ticket for spot in spots.values()]
 
-    def _timed(self, key: str) -> None:
-        """A parked agent's timer: its idle deadline releases it; a minute look is batched."""
-        spot = self._spots.get(key)
-        if spot is None:
+    def _set_timer(self, key: str, spot: _Spot[T], when: float) -> None:
+        """Time ``spot``'s next look (or idle deadline) for ``when``; call :meth:`_arm` after."""
+        spot.due = when
+        heapq.heappush(self._timers, (when, key))
+        if len(self._timers) > 2 * len(self._spots) + 64:  # mostly stale: rebuilt from the lot
+            self._timers = [(s.due, k) for k, s in self._spots.items() if s.due is not None]
+            heapq.heapify(self._timers)
+
+    def _arm(self) -> None:
+        """Set the event loop's one timer for the earliest entry, unless it is set for it."""
+        if not self._timers:
             return
-        if asyncio.get_running_loop().time() + EARLY_S >= spot.agent.idle_deadline:
-            self.release(key)
-            return
-        self._due.append((key, spot))
-        _set(self._looks)
+        first = self._timers[0][0]
+        alarm = self._alarm
+        if alarm is not None and alarm.when() <= first:
+            return  # it rings first; what is due then is handled, and the timer set again
+        if alarm is not None:
+            alarm.cancel()
+        self._alarm = asyncio.get_running_loop().call_at(first, self._ring)
+
+    def _ring(self) -> None:
+        """The earliest entries came up: each live one's idle deadline releases its agent,
+        a minute look is batched; then the timer is set for what is left."""
+        self._alarm = None
+        now = asyncio.get_running_loop().time() + EARLY_S  # a timer may ring that much early
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            when, key = heapq.heappop(timers)
+            spot = self._spots.get(key)
+            if spot is None or spot.due != when:
+                continue  # the agent left, or looks at another time now
+            spot.due = None
+            if now >= spot.agent.idle_deadline:
+                self.release(key)
+                continue
+            self._due.append((key, spot))
+            _set(self._looks)
+        self._arm()
 
     async def run(self, resume: Callable[[T], None]) -> None:
         """Hand each agent that leaves the lot to ``resume``, and make the minute looks, from
@@ -159,16 +208,15 @@ class Parking(Generic[T]):
         except Exception as exc:  # BusError, or anything else: never lose an agent to a look
             log.debug("a look at %d parked agents' inboxes failed: %s", len(parked), exc)
             holding = [True] * len(parked)
-        loop = asyncio.get_running_loop()
+        now = asyncio.get_running_loop().time()
         for (key, spot), holds in zip(parked, holding, strict=True):
             if self._spots.get(key) is not spot:
                 continue  # woken (or released) meanwhile
             if holds:
                 self.release(key)
                 continue
-            next_look = min(spot.agent.idle_deadline, loop.time() + spot.agent.look_s)
-            spot.timer.cancel()  # fired already; cancelled, it is gone for good
-            spot.timer = loop.call_at(next_look, self._timed, key)
+            self._set_timer(key, spot, min(spot.agent.idle_deadline, now + spot.agent.look_s))
+        self._arm()
 
 
 def _set(future: asyncio.Future[None] | None) -> None:

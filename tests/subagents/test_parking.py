@@ -7,6 +7,7 @@ stopping worker."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -259,3 +260,63 @@ async def test_the_minute_looks_are_one_question_for_many_and_resume_only_who_ho
                 await came.wait()
             group.cancel_scope.cancel()
         assert resumed == ["a7", "a3", "a29", "b"]
+
+
+async def test_parked_agents_share_one_event_loop_timer_and_a_stale_time_looks_at_nobody(
+    make_bus: BusFactory,
+) -> None:
+    """A timer per parked agent was an ``asyncio.TimerHandle`` made anew at every minute look,
+    which the garbage collector tracks and which outlived its young generations: 50,000 agents
+    a worker left some 100,000 such objects in the old generation a minute, and its full passes
+    walked them (140-260 ms each, at 100,000 agents). Their times are one heap under one timer
+    now. An agent woken and parked again looks at its new time, never at the old one's."""
+    async with make_bus() as bus:
+        parking: Parking[str] = Parking(bus)
+        asked: list[str] = []
+        answered = anyio.Event()
+        holding = bus.inboxes.holding
+
+        async def counted(inboxes: Sequence[tuple[str, str]]) -> list[bool]:
+            nonlocal answered
+            held = await holding(inboxes)
+            asked.extend(name for _, name in inboxes)
+            answered.set()
+            answered = anyio.Event()
+            return held
+
+        bus.inboxes.holding = counted  # type: ignore[method-assign]  # a spy: it only counts
+        resumed: list[str] = []
+
+        async def park(name: str, look_s: float) -> None:
+            agent = StandIn(name, look_s=look_s, idle_s=60.0)
+            assert await bus.inboxes.read(SESSION, agent.name) == []  # as an agent, then
+            parking.park(agent.name, cast(SubAgent, agent), agent.name)
+
+        async def looks(at: str, times: int) -> None:
+            with anyio.fail_after(20):
+                while asked.count(at) < times:
+                    await answered.wait()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(parking.run, resumed.append)
+            for n in range(200):
+                await park(f"a{n}", look_s=0.05)
+            await park("late", look_s=0.05)
+            await looks("a0", 2)
+            loop = asyncio.get_running_loop()
+            timers = [
+                handle
+                for handle in gc.get_objects()
+                if isinstance(handle, asyncio.TimerHandle)
+                and not handle.cancelled()
+                and getattr(handle._callback, "__self__", None) is parking
+                and handle.when() >= loop.time() - 1
+            ]
+            assert len(timers) <= 1, len(timers)
+            parking.release("late")  # woken; its time in the heap is stale from now on
+            await park("late", look_s=60.0)  # parked again, to look a minute on
+            looked_late = asked.count("late")
+            await looks("a0", asked.count("a0") + 3)  # its old time came and went
+            assert asked.count("late") == looked_late
+            assert resumed == ["late"]
+            group.cancel_scope.cancel()
