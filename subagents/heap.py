@@ -1,12 +1,13 @@
 """A worker process's heap of idle agents, kept out of the garbage collector's full passes.
 
 CPython's collector is generational, and a full pass walks every object it tracks. A worker that
-hosts thousands of idle agents holds a large heap that lives long and changes little; yet the
-look each agent takes at its inbox every minute leaves a few objects that outlive the young
-generations, and once they add up to a quarter of the old ones a full pass starts. With 12,500
-idle agents in one process (524,000 tracked objects) a full pass took 267 ms on the 2-core
-machine, and a task sent to an agent meanwhile waits for it: ``benchmarks/scale.py`` at 30,000
-agents over 8 workers measured dispatch p99 74 ms with the collector as it is, 16 ms with it off.
+hosts thousands of idle agents holds a large heap that lives long and changes little; yet what
+the agents' rounds leave behind outlives the young generations (and each one's minute look did
+too, while a parked agent had a timer of its own: subagents/parking.py), and once it adds up to a
+quarter of the old generation a full pass starts. With 12,500 idle agents in one process
+(524,000 tracked objects) a full pass took 267 ms on the 2-core machine, and a task sent to an
+agent meanwhile waits for it: ``benchmarks/scale.py`` at 30,000 agents over 8 workers measured
+dispatch p99 74 ms with the collector as it is, 16 ms with it off.
 
 So a worker *process* (``baton worker``; a library class never changes a process's collector)
 moves its settled heap to the permanent generation (:func:`gc.freeze`) each time its agents grew
