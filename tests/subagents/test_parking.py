@@ -309,7 +309,7 @@ async def test_parked_agents_share_one_event_loop_timer_and_a_stale_time_looks_a
                 for handle in gc.get_objects()
                 if isinstance(handle, asyncio.TimerHandle)
                 and not handle.cancelled()
-                and getattr(handle._callback, "__self__", None) is parking
+                and getattr(getattr(handle, "_callback", None), "__self__", None) is parking
                 and handle.when() >= loop.time() - 1
             ]
             assert len(timers) <= 1, len(timers)
