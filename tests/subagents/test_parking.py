@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import anyio
 import pytest
 
-from baton.bus.base import SpawnQueue
+from baton.bus.base import Bus, SpawnQueue
 from baton.bus.events import AgentExited
 from baton.bus.messages import DEFAULT_POOL, SpawnRequest
 from baton.bus.redis import RedisBus
@@ -133,6 +133,33 @@ async def test_a_message_whose_wake_up_was_lost_is_found_at_the_next_look(
             assert result.sender == "a1" and result.meta["reason"] == "finished"
 
 
+class Looks:
+    """A spy on ``bus.inboxes.holding`` (it only counts): the inboxes each minute look asked
+    about, by agent name."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.batches: list[list[str]] = []
+        self._answered = anyio.Event()
+        self._holding = bus.inboxes.holding
+        bus.inboxes.holding = self._counted  # type: ignore[method-assign]
+
+    async def _counted(self, inboxes: Sequence[tuple[str, str]]) -> list[bool]:
+        held = await self._holding(inboxes)
+        self.batches.append([name for _, name in inboxes])
+        self._answered.set()
+        self._answered = anyio.Event()
+        return held
+
+    def of(self, name: str) -> int:
+        """How many looks asked about ``name``'s inbox."""
+        return sum(batch.count(name) for batch in self.batches)
+
+    async def until(self, done: Callable[[], bool]) -> None:
+        with anyio.fail_after(20):
+            while not done():
+                await self._answered.wait()
+
+
 class StandIn:
     """What the lot reads of a parked agent: whose inbox, when to look, when it leaves idle."""
 
@@ -205,24 +232,10 @@ async def test_the_minute_looks_are_one_question_for_many_and_resume_only_who_ho
             resumed.append(name)
             came.set()
 
-        asked: list[int] = []
-        answered = anyio.Event()
-        holding = bus.inboxes.holding
-
-        async def counted(inboxes: Sequence[tuple[str, str]]) -> list[bool]:
-            nonlocal answered
-            held = await holding(inboxes)
-            asked.append(len(inboxes))
-            answered.set()
-            answered = anyio.Event()
-            return held
-
-        bus.inboxes.holding = counted  # type: ignore[method-assign]  # a spy: it only counts
+        spy = Looks(bus)
 
         async def looks(at_least: int) -> None:
-            with anyio.fail_after(20):
-                while sum(asked) < at_least:
-                    await answered.wait()
+            await spy.until(lambda: sum(map(len, spy.batches)) >= at_least)
 
         async with anyio.create_task_group() as group:
             group.start_soon(parking.run, resume)
@@ -232,7 +245,7 @@ async def test_the_minute_looks_are_one_question_for_many_and_resume_only_who_ho
                 parking.park(agent.name, cast(SubAgent, agent), agent.name)
             await looks(30 * 3)  # three rounds of looks at thirty empty inboxes
             assert resumed == [] and len(parking) == 30
-            assert max(asked) > 1  # due together, asked together
+            assert max(map(len, spy.batches)) > 1  # due together, asked together
             silent = task("a7", "paint an apple").to_json()  # added with no wake-up
             await lead_bus._core.one("XADD", lead_bus.keys.inbox(SESSION, "a7"), "*", "msg", silent)
             with anyio.fail_after(10):
@@ -272,19 +285,7 @@ async def test_parked_agents_share_one_event_loop_timer_and_a_stale_time_looks_a
     now. An agent woken and parked again looks at its new time, never at the old one's."""
     async with make_bus() as bus:
         parking: Parking[str] = Parking(bus)
-        asked: list[str] = []
-        answered = anyio.Event()
-        holding = bus.inboxes.holding
-
-        async def counted(inboxes: Sequence[tuple[str, str]]) -> list[bool]:
-            nonlocal answered
-            held = await holding(inboxes)
-            asked.extend(name for _, name in inboxes)
-            answered.set()
-            answered = anyio.Event()
-            return held
-
-        bus.inboxes.holding = counted  # type: ignore[method-assign]  # a spy: it only counts
+        spy = Looks(bus)
         resumed: list[str] = []
 
         async def park(name: str, look_s: float) -> None:
@@ -293,9 +294,7 @@ async def test_parked_agents_share_one_event_loop_timer_and_a_stale_time_looks_a
             parking.park(agent.name, cast(SubAgent, agent), agent.name)
 
         async def looks(at: str, times: int) -> None:
-            with anyio.fail_after(20):
-                while asked.count(at) < times:
-                    await answered.wait()
+            await spy.until(lambda: spy.of(at) >= times)
 
         async with anyio.create_task_group() as group:
             group.start_soon(parking.run, resumed.append)
@@ -315,8 +314,8 @@ async def test_parked_agents_share_one_event_loop_timer_and_a_stale_time_looks_a
             assert len(timers) <= 1, len(timers)
             parking.release("late")  # woken; its time in the heap is stale from now on
             await park("late", look_s=60.0)  # parked again, to look a minute on
-            looked_late = asked.count("late")
-            await looks("a0", asked.count("a0") + 3)  # its old time came and went
-            assert asked.count("late") == looked_late
+            looked_late = spy.of("late")
+            await looks("a0", spy.of("a0") + 3)  # its old time came and went
+            assert spy.of("late") == looked_late
             assert resumed == ["late"]
             group.cancel_scope.cancel()
