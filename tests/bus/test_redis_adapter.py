@@ -176,7 +176,7 @@ async def test_the_pubsub_client_is_named(redis_server: RedisServer) -> None:
 def declared_floor() -> str:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     dependencies: Sequence[str] = pyproject["project"]["dependencies"]
-    (floor,) = (m[1] for d in dependencies if (m := re.fullmatch(r"redis\[hiredis\]>=(\S+)", d)))
+    (floor,) = (m[1] for d in dependencies if (m := re.match(r"redis\[hiredis\]>=([^,\s]+)", d)))
     return floor
 
 
