@@ -94,8 +94,8 @@ class Parking(Generic[T]):
         finds a message, or its idle deadline (``agent.wake_at`` is the first of the last two,
         on the event loop's clock, which is anyio's on asyncio)."""
         unpark = self._bus.inboxes.park(agent.session, agent.name, partial(self.release, key))
-        self._spots[key] = _Spot(ticket, agent, unpark, None)
-        self._set_timer(key, self._spots[key], agent.wake_at)
+        spot = self._spots[key] = _Spot(ticket, agent, unpark, None)
+        self._set_timer(key, spot, agent.wake_at)
         self._arm()
 
     def release(self, key: str) -> None:
@@ -103,8 +103,7 @@ class Parking(Generic[T]):
         spot = self._spots.pop(key, None)
         if spot is None:
             return
-        spot.unpark()
-        spot.due = None  # its entry in the heap is stale now
+        spot.unpark()  # its entry in the heap is stale now: the lot no longer holds it
         self._leaving.append(spot.ticket)
         _set(self._woken)
 
