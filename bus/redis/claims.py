@@ -2,12 +2,19 @@
 
 A claim is one script (:file:`scripts/claim_spawn.lua`) over the worker's streams, starting at a
 rotating one; it also makes any missing consumer group, so a Redis that came back empty never
-stops a worker (the loss is reported once, by the core). A claim is a delivery to this worker; its
-lease is renewed while the agent runs (only where it is still ours:
-:file:`scripts/claim_if_mine.lua`), acked when the agent is done for good, and handed back at once
-on a graceful drain (the same script: only where still ours, to another consumer name, so a
-renewal racing the hand-back cannot make it ours again). A receipt is ``<entry id>@<stream>``: it
-alone says where to do each.
+stops a worker (the loss is reported once, by the core). A claim is a delivery to this worker,
+acked when the agent is done for good, and handed back at once on a graceful drain (only where
+still ours, to another consumer name: :file:`scripts/claim_if_mine.lua`). A receipt is
+``<entry id>@<stream>``: it alone says where to do each.
+
+**The lease is the worker's, not each entry's**: one key per worker and hash tag
+(``spawn_leases``; :file:`scripts/keep_lease.lua`), which a renewal sets again, and a claimant
+takes an entry only from a consumer whose key is gone. A beat of 50,000 agents is one command,
+where renewing each entry's idle time was 50,000 ``XCLAIM`` calls every beat on one master, and a
+second of the worker's own loop. What the per-entry renewal also did, tell a worker which of its
+entries another took over, is now done only when that can have happened: when the key had lapsed
+(a reply of ours says so, or was lost) or after a fault (a failover may lose a delivery), every
+entry under the key is checked once with :file:`scripts/claim_if_mine.lua`.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 
@@ -29,7 +36,7 @@ from baton.bus.redis.consumers import ConsumerSweeper
 from baton.bus.redis.core import RedisCore, entry_fields
 from baton.bus.redis.inboxes import RELEASED_IDLE_MS
 from baton.bus.redis.keys import SPAWN_GROUP
-from baton.bus.redis.scripts import ACK_AND_DELETE, CLAIM_IF_MINE, CLAIM_SPAWN
+from baton.bus.redis.scripts import ACK_AND_DELETE, CLAIM_IF_MINE, CLAIM_SPAWN, KEEP_LEASE
 from baton.bus.redis.spawns import per_stream
 from baton.bus.utf8 import printable
 from baton.bus.wake import RELEASED
@@ -37,14 +44,34 @@ from baton.bus.wake import RELEASED
 log = logging.getLogger(__name__)
 
 RENEW_CHUNK = 250
-"""The most entries one renewal (or hand-back) operation holds. A script runs alone on its node:
+"""The most entries one check (or hand-back) operation holds. A script runs alone on its node:
 a worker of 12,500 agents renewing all at once held its master for 130 ms each heartbeat, and every
 command of every client there waited (the dispatch p99 at 100,000 agents). A chunk holds it for
 about 1 ms (``claim_if_mine.lua``: some 4-5 µs an entry, the chunk's ids in ascending order);
 between chunks the node serves the others."""
 
+CHECK_SLICE = 2000
+"""Receipts one full check of a lease prepares at a time (grouped and sorted before their first
+round trip, while the event loop serves nothing else): a few milliseconds each."""
+
 _Found = tuple[str, str, dict[str, str] | None]
 """A delivered entry: its stream, its id and its fields (None: deleted meanwhile)."""
+
+
+@dataclass(slots=True, eq=False)
+class _Lease:
+    """This worker's lease on its entries of the streams one channel wakes: one key."""
+
+    key: str
+    epoch: int
+    """The fault epoch of the last full check (or of the lease's first use): after a fault, a
+    failover may have lost a delivery of ours that another worker has since been given."""
+    held: set[str] = field(default_factory=set)
+    """The receipts handed out under it and not yet acked, released or reported lost."""
+    lapses: int = 0
+    """How often a reply said the key had lapsed, or was lost (it may have)."""
+    checked: int = 0
+    """How many of ``lapses`` a full check has answered for."""
 
 
 @dataclass(slots=True)
@@ -53,6 +80,7 @@ class _Claiming:
 
     streams: tuple[str, ...]
     channel: str
+    lease: _Lease
     epoch: int = -1  # the fault epoch in which we last re-read our own pending claims
     expiry_checked_at: float = float("-inf")
     releases_seen: int = 0
@@ -66,7 +94,11 @@ class RedisClaims(Claims):
         self._core = core
         self._quarantine = quarantine
         self._queues: dict[SpawnQueue, _Claiming] = {}
-        self._held: set[str] = set()
+        self._leases: dict[str, _Lease] = {}
+        """Stream -> our lease on it (streams woken by one channel share one)."""
+        self._by_key: dict[str, _Lease] = {}
+        self._lost: set[str] = set()
+        """Receipts a full check found no longer ours, until a renewal reports them."""
         self._broken: set[str] = set()
         """Streams a claim skips because they refuse to be read (reported once each)."""
         self._sweeper = ConsumerSweeper(core)
@@ -75,8 +107,35 @@ class RedisClaims(Claims):
         state = self._queues.get(queue)
         if state is None:
             streams, channel = self._core.keys.spawn_queue(queue)
-            state = self._queues[queue] = _Claiming(streams, channel)
+            lease = self._lease(streams[0]) if streams else self._new_lease(channel)
+            state = self._queues[queue] = _Claiming(streams, channel, lease)
         return state
+
+    def _lease(self, stream: str) -> _Lease:
+        """Our lease on ``stream``'s entries, shared by every stream its channel wakes."""
+        lease = self._leases.get(stream)
+        if lease is None:
+            lease = self._leases[stream] = self._new_lease(self._core.keys.spawn_channel(stream))
+        return lease
+
+    def _new_lease(self, channel: str) -> _Lease:
+        key = self._core.keys.spawn_leases(channel) + self._core.consumer
+        lease = self._by_key.get(key)
+        if lease is None:
+            lease = self._by_key[key] = _Lease(key, self._core.epoch)
+        return lease
+
+    def _holds(self, receipt: str) -> bool:
+        lease = self._leases.get(_stream_of(receipt))
+        return lease is not None and receipt in lease.held
+
+    def _forget(self, receipts: Sequence[str]) -> None:
+        """No longer ours to renew, ack or hand back: done with, handed back, or lost."""
+        for receipt in receipts:
+            lease = self._leases.get(_stream_of(receipt))
+            if lease is not None:
+                lease.held.discard(receipt)
+            self._lost.discard(receipt)
 
     async def claim(self, queue: SpawnQueue, *, timeout: float = 0.0) -> SpawnClaim | None:
         core = self._core
@@ -135,17 +194,18 @@ class RedisClaims(Claims):
             found.extend(
                 (stream, entry_id, fields)
                 for entry_id, fields in mine
-                if spawn_receipt(stream, entry_id) not in self._held
+                if not self._holds(spawn_receipt(stream, entry_id))
             )
         return found
 
     async def _take(self, state: _Claiming) -> list[_Found]:
         """One request whose claimant's lease expired, else one nobody has claimed yet.
 
-        The pending list holds a claim for every agent running anywhere, so a walk of it per
-        claim would make starting n agents cost n². The script looks for an expired one
-        (XPENDING ... IDLE) only when asked: at most every quarter lease while none turns up,
-        and at once after a hand-back.
+        The pending list holds a claim for every agent running anywhere, and those of a live
+        worker are idle past the lease too (nobody renews them one by one), so the script walks
+        the consumers instead (``XINFO CONSUMERS``: one row a worker) and only those whose lease
+        key is gone (``XPENDING ... IDLE ... <consumer>``). Even that only when asked: at most
+        every quarter lease while none turns up, and at once after a hand-back.
         """
         core = self._core
         lease_s = core.options.lease_s
@@ -155,8 +215,19 @@ class RedisClaims(Claims):
         state.turn = first + 1
         order = state.streams[first:] + state.streams[:first]
         flag = "1" if look else "0"
-        script = CLAIM_SPAWN.call_keys(order, SPAWN_GROUP, core.consumer, int(lease_s * 1000), flag)
-        created, looked, stream, entry_id, flat, how, failed = await core.one(*script)
+        lease = state.lease
+        script = CLAIM_SPAWN.call_keys(
+            order, SPAWN_GROUP, core.consumer, int(lease_s * 1000), flag,
+            lease.key.removesuffix(core.consumer),
+        )  # fmt: skip
+        try:
+            reply = await core.one(*script)
+        except BaseException:
+            lease.lapses += 1  # the reply may have said our key had lapsed
+            raise
+        created, looked, stream, entry_id, flat, how, failed, kept = reply
+        if not int(kept) and lease.held:
+            lease.lapses += 1  # set again with this claim: what we held before may be gone
         skipped = dict(zip(failed[::2], failed[1::2], strict=True)) if failed else {}
         seen = [key for key in order[: int(looked)] if key not in skipped]
         core.groups_made(seen, [str(key) for key in created or ()])
@@ -206,17 +277,61 @@ class RedisClaims(Claims):
                 await core.ack(stream, SPAWN_GROUP, [entry_id])
                 continue
             receipt = spawn_receipt(stream, entry_id)
-            self._held.add(receipt)
+            self._lease(stream).held.add(receipt)
             return SpawnClaim(receipt, request)
         return None
 
     async def renew(self, receipts: Sequence[str]) -> list[str]:
-        """In operations of at most :data:`RENEW_CHUNK` entries, one after the other (a few
-        receipts over many streams still go in one round trip)."""
-        core = self._core
-        held = await self._move_mine(receipts, core.consumer, 0)
-        self._held.difference_update(set(receipts) - set(held))
+        """One :file:`keep_lease.lua` per lease the receipts are under, in one round trip; a
+        full check of a lease's entries where it had lapsed or a fault came between (see the
+        module's docstring). A receipt this bus never handed out (or has forgotten) is checked
+        on its own, as every receipt once was."""
+        if not receipts:
+            return []
+        leases = {self._lease(stream) for stream in {_stream_of(r) for r in receipts}}
+        await self._keep([lease for lease in leases if lease.held])
+        held = [r for r in receipts if self._holds(r)]
+        if len(held) < len(receipts) and (
+            unknown := [r for r in receipts if not self._holds(r) and r not in self._lost]
+        ):
+            held.extend(await self._move_mine(unknown, self._core.consumer, 0))
+        if self._lost:
+            self._forget([r for r in receipts if r in self._lost])
         return held
+
+    async def _keep(self, leases: list[_Lease]) -> None:
+        core = self._core
+        lease_ms = int(core.options.lease_s * 1000)
+        try:
+            kept = await core.call(*(KEEP_LEASE.call(lease.key, lease_ms) for lease in leases))
+        except BaseException:
+            for lease in leases:
+                lease.lapses += 1  # the key may have lapsed, and been set again by this call
+            raise
+        for lease, was_there in zip(leases, kept, strict=True):
+            if not int(was_there):
+                lease.lapses += 1
+        for lease in leases:
+            if lease.lapses != lease.checked or lease.epoch != core.epoch:
+                await self._check(lease)
+
+    async def _check(self, lease: _Lease) -> None:
+        """Find which of the entries under ``lease`` are still ours; the rest are lost (another
+        worker took them over while the key was gone), reported by the renewals that ask."""
+        lapses, epoch = lease.lapses, self._core.epoch
+        receipts = list(lease.held)
+        still: set[str] = set()
+        for first in range(0, len(receipts), CHECK_SLICE):
+            part = receipts[first : first + CHECK_SLICE]
+            still.update(await self._move_mine(part, self._core.consumer, 0))
+        # One acked or handed back meanwhile is no longer held, so not lost either.
+        lost = {r for r in receipts if r not in still and r in lease.held}
+        lease.held -= lost
+        self._lost |= lost
+        lease.checked, lease.epoch = lapses, epoch
+        if lost:
+            log.warning("%d spawn requests were taken over while our lease %s had lapsed",
+                        len(lost), lease.key)  # fmt: skip
 
     async def _move_mine(self, receipts: Sequence[str], to: str, idle_ms: int) -> list[str]:
         """Move the entries of ``receipts`` still pending for us to consumer ``to``, idle
@@ -250,7 +365,7 @@ class RedisClaims(Claims):
             # Forgotten whatever the bus said: the worker is done with them either way. One
             # still pending to us after a failed ack comes back with our own pending, and its
             # next host finds the agent exited and only acks it.
-            self._held.difference_update(receipts)
+            self._forget(receipts)
 
     async def release(self, receipts: Sequence[str]) -> None:
         """Hand back what is still ours, to ``<us>:released`` idle for years (the next claim
@@ -265,7 +380,7 @@ class RedisClaims(Claims):
                 wake = core.keys.spawn_channel
                 await core.call(*(("PUBLISH", wake(stream), RELEASED) for stream in streams))
         finally:  # not ours to run any more, handed back or not (as after ack)
-            self._held.difference_update(receipts)
+            self._forget(receipts)
         for state in self._queues.values():
             state.expiry_checked_at = float("-inf")
 
@@ -273,8 +388,17 @@ class RedisClaims(Claims):
         if queue.session is None:
             return  # a pool's channel may serve other workers of this process
         state = self._queues.pop(queue, None)
-        if state is not None:
-            await self._core.unwatch(state.channel)
+        if state is None:
+            return
+        await self._core.unwatch(state.channel)
+        if not state.lease.held:  # its key lapses by itself within a lease
+            self._by_key.pop(state.lease.key, None)
+            for stream in state.streams:
+                self._leases.pop(stream, None)
+
+
+def _stream_of(receipt: str) -> str:
+    return receipt.partition("@")[2]
 
 
 def _entry_order(entry_id: str) -> tuple[int, int]:

@@ -55,6 +55,7 @@ APPEND_ONCE = Script("append_once")
 ACK_AND_DELETE = Script("ack_and_delete")
 CLAIM_IF_MINE = Script("claim_if_mine")
 CLAIM_SPAWN = Script("claim_spawn")
+KEEP_LEASE = Script("keep_lease")
 WITHDRAW_SPAWN = Script("withdraw_spawn")
 SPEND = Script("spend")
 HOLD_LEAD = Script("hold_lead")
@@ -73,6 +74,7 @@ SCRIPTS = (
     ACK_AND_DELETE,
     CLAIM_IF_MINE,
     CLAIM_SPAWN,
+    KEEP_LEASE,
     WITHDRAW_SPAWN,
     SPEND,
     HOLD_LEAD,

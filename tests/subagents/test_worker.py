@@ -111,7 +111,9 @@ async def spawn_entries(bus: Bus, request: SpawnRequest) -> int:
 
 def held(bus: Bus) -> set[str]:
     """The receipts a Redis bus still counts as handed out to its worker."""
-    return set(bus.claims._held) if isinstance(bus, RedisBus) else set()
+    if not isinstance(bus, RedisBus):
+        return set()
+    return set().union(*(lease.held for lease in bus.claims._by_key.values()))
 
 
 async def test_an_agent_that_cannot_be_set_up_gets_one_error_result(

@@ -1,8 +1,8 @@
--- Move entries only where we still hold them, to a consumer with an idle time: a renewal (to
--- us, idle 0: the lease starts again) or a hand-back (to `<us>:released`, idle for years: the
--- next claim takes it at once). XCLAIM alone would take an entry back from the worker that took
--- it over after our lease lapsed; and a renewal racing a hand-back would renew the handed-back
--- entries, were they still ours by name, so another worker waited a lease for each.
+-- Move entries only where we still hold them, to a consumer with an idle time: a check of
+-- which are still ours after our lease key lapsed (to us, idle 0) or a hand-back (to
+-- `<us>:released`, idle for years: the next claim takes it at once). XCLAIM alone would take an
+-- entry back from the worker that took it over after our lease lapsed; and a check racing a
+-- hand-back would make the handed-back entries ours again, were they still ours by name.
 -- KEYS[1] the stream; ARGV: the group, our consumer name, the consumer to move them to, the idle
 -- time to give them (ms), then the entry ids (any order; in ascending order the range read
 -- below is no wider than they are). Returns the ids moved, or nil when the stream's group is

@@ -2,21 +2,30 @@
 -- the streams of its own queue (its session's, or its pool's for the profiles it knows), so a
 -- request it cannot serve is never delivered to it.
 -- KEYS: the streams, in the order to look (the caller rotates it so no stream starves).
--- ARGV: the group, our consumer name, the lease in ms, '1' to look for expired leases first.
+-- ARGV: the group, our consumer name, the lease in ms, '1' to look for expired leases first,
+-- the prefix of the streams' lease keys (`<wake channel>:lease:`; a consumer's key is the prefix
+-- and its name: keep_lease.lua). The lease keys share the streams' hash tag.
+-- An entry is expired when its consumer's lease key is gone and it has been idle a lease: the
+-- consumers are listed (XINFO CONSUMERS, one row a worker), not the entries (one a running agent).
 -- A stream whose group is missing (first use, or a Redis that came back empty) gets it here,
 -- at id 0 so nothing already queued is skipped. A key that refuses (WRONGTYPE: someone SET it)
 -- is skipped, so one broken profile never stops the claims of the others.
 -- Returns {created, looked, stream, id, fields, how, broken}: the streams whose group was
 -- created, how many streams were looked at (their groups now exist, unless broken), then the
 -- entry found ('' and {} for none) and how it was found ('expired', 'new' or ''), and the
--- streams skipped with their error, flat: {key, error, key, error, ...}.
+-- streams skipped with their error, flat: {key, error, key, error, ...}, and whether our own
+-- lease key was there when an entry was found (1 or 0: it is set, or set again, with the
+-- entry; 1 when none was found and it was not touched). 0 means our lease had lapsed: what we
+-- held may have been taken meanwhile.
 local group, consumer, lease = ARGV[1], ARGV[2], ARGV[3]
 local look_for_expired = ARGV[4] == '1'
+local lease_prefix = ARGV[5]
 local created, broken = {}, {}
 
+-- No group on the key, or no key at all (XINFO's answer where XPENDING says NOGROUP).
 local function nogroup(reply)
   return type(reply) == 'table' and type(reply.err) == 'string'
-    and string.sub(reply.err, 1, 7) == 'NOGROUP'
+    and (string.sub(reply.err, 1, 7) == 'NOGROUP' or reply.err == 'ERR no such key')
 end
 
 local function failed(reply)
@@ -38,11 +47,20 @@ local function group_call(key, ...)
   return reply
 end
 
--- An entry whose claimant's lease expired, nil for none, or an error reply.
-local function expired(key)
+local function field(row, name)
+  for i = 1, #row, 2 do
+    if row[i] == name then
+      return row[i + 1]
+    end
+  end
+  return nil
+end
+
+-- An entry of `name`, idle a lease, that we now hold; nil for none, or an error reply.
+local function take_from(key, name)
   -- At most a few rounds: an expired entry deleted meanwhile leaves the pending list on XCLAIM.
   for _ = 1, 8 do
-    local idle = group_call(key, 'XPENDING', key, group, 'IDLE', lease, '-', '+', 1)
+    local idle = redis.pcall('XPENDING', key, group, 'IDLE', lease, '-', '+', 1, name)
     if failed(idle) then
       return idle
     end
@@ -58,6 +76,36 @@ local function expired(key)
     end
   end
   return nil
+end
+
+-- An entry whose claimant's lease expired, nil for none, or an error reply. Our own entries
+-- are never taken here: a worker whose lease lapsed finds out at its next beat.
+local function expired(key)
+  local rows = group_call(key, 'XINFO', 'CONSUMERS', key, group)
+  if failed(rows) then
+    return rows
+  end
+  for _, row in ipairs(rows) do
+    local name = field(row, 'name')
+    if name ~= consumer and (field(row, 'pending') or 0) > 0
+        and redis.call('EXISTS', lease_prefix .. name) == 0 then
+      local entry = take_from(key, name)
+      if entry then
+        return entry
+      end
+    end
+  end
+  return nil
+end
+
+-- Whether our lease key was there; it is set (again) for a lease either way.
+local function keep_own_lease()
+  local own = lease_prefix .. consumer
+  if redis.call('PEXPIRE', own, lease) == 1 then
+    return 1
+  end
+  redis.call('SET', own, '1', 'PX', lease)
+  return 0
 end
 
 for i, key in ipairs(KEYS) do
@@ -78,7 +126,7 @@ for i, key in ipairs(KEYS) do
     broken[#broken + 1] = key
     broken[#broken + 1] = entry.err
   elseif entry then
-    return {created, i, key, entry[1], entry[2], how, broken}
+    return {created, i, key, entry[1], entry[2], how, broken, keep_own_lease()}
   end
 end
-return {created, #KEYS, '', '', {}, '', broken}
+return {created, #KEYS, '', '', {}, '', broken, 1}

@@ -121,9 +121,11 @@ async def test_a_hand_back_never_takes_a_request_from_its_new_owner(make_bus: Bu
 async def test_a_renewal_of_more_than_one_chunk_answers_for_each_receipt(
     make_bus: BusFactory,
 ) -> None:
-    """A worker of thousands of agents renews in chunks (Redis: ``RENEW_CHUNK`` entries an
-    operation, so one script never holds a node for long); what comes back is the same: every
-    receipt still ours, across streams and chunks, and none that is another's."""
+    """Where a renewal must ask about each receipt (Redis: one it never handed out, as the
+    other's here, or each after a lapse: tests/bus/test_spawn_leases.py), it asks in chunks
+    (``RENEW_CHUNK`` entries an operation, so one script never holds a node for long); what
+    comes back is the same: every receipt still ours, across streams and chunks, and none that
+    is another's."""
     async with make_bus(consumer="mine") as mine, make_bus(consumer="other") as other:
         for n in range(320):  # two sessions' streams: the chunks cut across them
             await mine.spawns.submit(SpawnRequest(session=f"s{n % 2}", agent=f"a{n}", profile="p"))

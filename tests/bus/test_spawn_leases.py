@@ -1,0 +1,201 @@
+"""A worker's lease on its spawn requests is one key per hash tag, not each entry's idle time
+(``bus/redis/claims.py``, ``scripts/keep_lease.lua``), on one node and on a cluster.
+
+A beat must touch no entry (that was 50,000 ``XCLAIM`` calls every beat at 100,000 agents); a
+claimant must take nothing from a worker whose key lives, however long its entries sat; and a
+worker must still learn of every entry taken over while its key was gone, whichever reply of its
+own said so: its beat's, or a claim's that set the key again first.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from baton.bus.base import Bus
+from baton.bus.messages import DEFAULT_POOL, SpawnRequest
+from baton.bus.parts.claims import SpawnQueue
+from baton.bus.redis import RedisBus
+from baton.bus.redis.keys import SPAWN_GROUP
+from tests.conftest import BusFactory
+
+P = SpawnQueue.of_pool(DEFAULT_POOL, ["p"])
+TEN_MINUTES_MS = 600_000
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def redis(bus: Bus) -> RedisBus:
+    assert isinstance(bus, RedisBus)
+    return bus
+
+
+def lease_key(bus: Bus) -> str:
+    keys = redis(bus).keys
+    return keys.spawn_leases(keys.spawn_wake(DEFAULT_POOL)) + bus.consumer
+
+
+async def one(bus: Bus, *command: str | int) -> Any:
+    return await redis(bus)._core.one(*command)
+
+
+async def claim(bus: Bus, agent: str) -> str:
+    await bus.spawns.submit(SpawnRequest(session="s1", agent=agent, profile="p"))
+    got = await bus.claims.claim(P, timeout=5)
+    assert got is not None and got.request.agent == agent
+    return got.receipt
+
+
+async def age(bus: Bus, receipt: str, idle_ms: int = TEN_MINUTES_MS) -> None:
+    """Make the entry look untouched for ``idle_ms``, its consumer unchanged (as a worker whose
+    entries are never renewed one by one would leave it)."""
+    entry_id, _, stream = receipt.partition("@")
+    owner = await one(bus, "XPENDING", stream, SPAWN_GROUP, entry_id, entry_id, 1)
+    await one(bus, "XCLAIM", stream, SPAWN_GROUP, owner[0][1], 0, entry_id, "IDLE", idle_ms,
+              "JUSTID")  # fmt: skip
+
+
+async def idle_ms(bus: Bus, receipt: str) -> int:
+    entry_id, _, stream = receipt.partition("@")
+    pending = await one(bus, "XPENDING", stream, SPAWN_GROUP, entry_id, entry_id, 1)
+    return int(pending[0][2])
+
+
+async def test_a_beat_sets_one_key_again_and_touches_no_entry(make_bus: BusFactory) -> None:
+    async with make_bus(lease_s=60, consumer="mine") as mine:
+        receipts = [await claim(mine, f"a{n}") for n in range(30)]
+        for receipt in receipts:
+            await age(mine, receipt)
+        await one(mine, "PEXPIRE", lease_key(mine), 5_000)  # most of a lease gone by
+        assert sorted(await mine.claims.renew(receipts)) == sorted(receipts)
+        assert await one(mine, "PTTL", lease_key(mine)) > 50_000  # a whole lease again
+        assert min([await idle_ms(mine, r) for r in receipts]) >= TEN_MINUTES_MS  # untouched
+
+
+async def test_a_live_key_keeps_entries_idle_past_the_lease(make_bus: BusFactory) -> None:
+    async with (
+        make_bus(lease_s=60, consumer="mine") as mine,
+        make_bus(lease_s=60, consumer="heir") as heir,
+    ):
+        receipt = await claim(mine, "a")
+        await age(mine, receipt)
+        assert await heir.claims.claim(P, timeout=0) is None  # the key lives: still mine
+        await one(mine, "DEL", lease_key(mine))  # the lease lapses (a stalled worker)
+        async with make_bus(lease_s=60, consumer="heir2") as heir2:  # its first claim looks
+            taken = await heir2.claims.claim(P, timeout=0)
+        assert taken is not None and taken.receipt == receipt
+
+
+async def test_a_beat_that_finds_its_key_gone_learns_what_was_taken(
+    make_bus: BusFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    async with (
+        make_bus(lease_s=60, consumer="mine") as mine,
+        make_bus(lease_s=60, consumer="heir") as heir,
+    ):
+        kept, lost = await claim(mine, "kept"), await claim(mine, "lost")
+        await age(mine, lost)
+        await one(mine, "DEL", lease_key(mine))
+        taken = await heir.claims.claim(P, timeout=0)
+        assert taken is not None and taken.receipt == lost
+        assert await mine.claims.renew([kept, lost]) == [kept]
+        assert any("taken over while our lease" in r.getMessage() for r in caplog.records)
+        assert await one(mine, "EXISTS", lease_key(mine)) == 1  # set again: nothing more goes
+        assert await mine.claims.renew([kept, lost]) == [kept]  # and the lost one stays lost
+        assert await heir.claims.renew([taken.receipt]) == [taken.receipt]
+
+
+async def test_a_claim_that_sets_a_lapsed_key_again_has_the_beat_look(
+    make_bus: BusFactory,
+) -> None:
+    """The claim's script sets the key with the entry it hands out. Had it said nothing, the
+    next beat would find the key there and keep running an agent another worker has."""
+    async with (
+        make_bus(lease_s=60, consumer="mine") as mine,
+        make_bus(lease_s=60, consumer="heir") as heir,
+    ):
+        lost = await claim(mine, "lost")
+        await age(mine, lost)
+        await one(mine, "DEL", lease_key(mine))
+        taken = await heir.claims.claim(P, timeout=0)
+        assert taken is not None and taken.receipt == lost
+        new = await claim(mine, "new")  # sets the key again, and says it was gone
+        assert await mine.claims.renew([lost, new]) == [new]
+
+
+async def test_a_lapse_with_nothing_taken_keeps_every_agent(make_bus: BusFactory) -> None:
+    async with make_bus(lease_s=60, consumer="mine") as mine:
+        receipts = [await claim(mine, f"a{n}") for n in range(5)]
+        await one(mine, "DEL", lease_key(mine))
+        assert sorted(await mine.claims.renew(receipts)) == sorted(receipts)
+        assert await one(mine, "EXISTS", lease_key(mine)) == 1
+
+
+@pytest.mark.parametrize("backend", ["redis"], indirect=True)
+async def test_after_a_fault_the_beat_checks_every_entry(make_bus: BusFactory) -> None:
+    """A failover can lose our delivery while the key survives, and the entry goes to another
+    worker: only a check of each entry can tell. Here the delivery is moved by hand (as the
+    new master's state would have it), and the fault is a killed connection."""
+    async with (
+        make_bus(lease_s=60, consumer="mine") as mine,
+        make_bus(lease_s=60, consumer="other") as other,
+    ):
+        kept, moved = await claim(mine, "kept"), await claim(mine, "moved")
+        entry_id, _, stream = moved.partition("@")
+        await one(other, "XCLAIM", stream, SPAWN_GROUP, "other", 0, entry_id, "JUSTID")
+        # With no fault and the key alive nothing can have moved it, and the beat trusts the key.
+        assert sorted(await mine.claims.renew([kept, moved])) == sorted([kept, moved])
+        await one(other, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        assert await mine.claims.renew([kept, moved]) == [kept]
+
+
+async def test_a_first_look_at_streams_that_do_not_exist_yet_makes_them(
+    make_bus: BusFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The look for lapsed leases lists a stream's consumers; on a key that is not there yet
+    Redis answers ``no such key`` (where it says ``NOGROUP`` to a read), which must make the
+    stream and its group like any first read, not mark the stream unreadable."""
+    caplog.set_level(logging.WARNING)
+    queue = SpawnQueue.of_pool(DEFAULT_POOL, ["p", "q", "r"])
+    async with make_bus(lease_s=60, consumer="first") as first:
+        assert await first.claims.claim(queue, timeout=0) is None
+        assert [r.getMessage() for r in caplog.records] == []
+        streams, _ = redis(first).keys.spawn_queue(queue)
+        for stream in streams:
+            assert await one(first, "TYPE", stream) == "stream"
+
+
+async def test_the_check_after_a_lapse_answers_for_every_receipt_across_chunks(
+    make_bus: BusFactory,
+) -> None:
+    """600 requests over two streams: the check runs in chunks (``RENEW_CHUNK``), and finds
+    exactly the 20 that another worker took while the key was gone."""
+    queue = SpawnQueue.of_pool(DEFAULT_POOL, ["p", "q"])
+    async with (
+        make_bus(lease_s=60, consumer="mine") as mine,
+        make_bus(lease_s=60, consumer="heir") as heir,
+    ):
+        for n in range(600):
+            profile = "pq"[n % 2]
+            await mine.spawns.submit(SpawnRequest(session="s1", agent=f"a{n}", profile=profile))
+        receipts = []
+        for _ in range(600):
+            got = await mine.claims.claim(queue, timeout=5)
+            assert got is not None
+            receipts.append(got.receipt)
+        for receipt in receipts[100:600:25]:
+            await age(mine, receipt)
+        await one(mine, "DEL", lease_key(mine))
+        taken = []
+        for _ in range(20):
+            got = await heir.claims.claim(queue, timeout=0)
+            assert got is not None
+            taken.append(got.receipt)
+        assert sorted(taken) == sorted(receipts[100:600:25])
+        assert sorted(await mine.claims.renew(receipts)) == sorted(set(receipts) - set(taken))
