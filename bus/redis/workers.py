@@ -11,8 +11,16 @@ from collections.abc import Collection, Iterable
 from baton.bus.parts.workers import Workers
 from baton.bus.redis.core import RedisCore
 from baton.bus.redis.scripts import ANNOUNCE_WORKER, POOL_WORKERS
+from baton.bus.utf8 import printable
 
 log = logging.getLogger(__name__)
+
+LEASE_RULE = "worker"
+"""How the announcing worker holds its spawn requests: ``worker``, one lease key per worker, which
+a claimant must find gone (``docs/protocol.md``, *Spawn requests and worker pools*). An
+announcement without it is a worker of an earlier release, which takes over any request idle a
+lease, so the live agents of this release's workers too (their requests sit idle under a live
+key): a worker that sees one says so."""
 
 
 class RedisWorkers(Workers):
@@ -20,13 +28,30 @@ class RedisWorkers(Workers):
 
     def __init__(self, core: RedisCore) -> None:
         self._core = core
+        self._warned: set[tuple[str, str]] = set()
 
     async def announce(
         self, pool: str, worker: str, profiles: Collection[str], ttl_s: float
     ) -> None:
         member = announcement(worker, profiles)
-        ttl_ms = max(1, round(ttl_s * 1000)) if ttl_s > 0 else 0
-        await self._core.one(*ANNOUNCE_WORKER.call(self._core.keys.workers(pool), member, ttl_ms))
+        key = self._core.keys.workers(pool)
+        if ttl_s <= 0:  # stopping: nothing to look at any more
+            await self._core.one(*ANNOUNCE_WORKER.call(key, member, 0))
+            return
+        ttl_ms = max(1, round(ttl_s * 1000))
+        _, members = await self._core.call(
+            ANNOUNCE_WORKER.call(key, member, ttl_ms), POOL_WORKERS.call(key)
+        )
+        for name in earlier_release(str(m) for m in members or ()):
+            if (pool, name) not in self._warned:
+                self._warned.add((pool, name))
+                log.warning(
+                    "worker %s of pool %s runs an earlier baton release, which takes a spawn "
+                    "request over once it is idle a lease: it will take over agents that live "
+                    "workers of this release still run, and both will run them. Stop it, or "
+                    "upgrade every worker of the pool (docs/protocol.md, Claiming)",
+                    printable(name)[:100], pool,
+                )  # fmt: skip
 
     async def live(self, pool: str) -> dict[str, frozenset[str]]:
         members = await self._core.one(*POOL_WORKERS.call(self._core.keys.workers(pool)))
@@ -36,7 +61,23 @@ class RedisWorkers(Workers):
 def announcement(worker: str, profiles: Collection[str]) -> str:
     """A worker's announcement that it serves a pool: its name and profiles, as JSON (the same
     text every time, so renewing it replaces its own entry)."""
-    return json.dumps({"worker": worker, "profiles": sorted(profiles)}, ensure_ascii=False)
+    data = {"worker": worker, "profiles": sorted(profiles), "lease": LEASE_RULE}
+    return json.dumps(data, ensure_ascii=False)
+
+
+def earlier_release(members: Iterable[str]) -> list[str]:
+    """The workers whose announcement does not say it holds its requests under
+    :data:`LEASE_RULE` (one that does not parse is not baton's, and skipped)."""
+    names: list[str] = []
+    for member in members:
+        try:
+            data = json.loads(member)
+            name, rule = str(data["worker"]), data.get("lease")
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue
+        if rule != LEASE_RULE:
+            names.append(name)
+    return names
 
 
 def read_announcements(members: Iterable[str]) -> dict[str, frozenset[str]]:

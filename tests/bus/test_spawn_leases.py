@@ -9,6 +9,7 @@ own said so: its beat's, or a claim's that set the key again first.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -19,6 +20,7 @@ from baton.bus.messages import DEFAULT_POOL, SpawnRequest
 from baton.bus.parts.claims import SpawnQueue
 from baton.bus.redis import RedisBus
 from baton.bus.redis.keys import SPAWN_GROUP
+from baton.bus.redis.scripts import ANNOUNCE_WORKER
 from tests.conftest import BusFactory
 
 P = SpawnQueue.of_pool(DEFAULT_POOL, ["p"])
@@ -199,3 +201,22 @@ async def test_the_check_after_a_lapse_answers_for_every_receipt_across_chunks(
             taken.append(got.receipt)
         assert sorted(taken) == sorted(receipts[100:600:25])
         assert sorted(await mine.claims.renew(receipts)) == sorted(set(receipts) - set(taken))
+
+
+async def test_a_worker_of_an_earlier_release_in_the_pool_is_named_once(
+    make_bus: BusFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An earlier release takes over any request idle a lease, so the live agents of this
+    release's workers: the rule cannot be kept by the new workers alone, so they say so."""
+    caplog.set_level(logging.WARNING)
+    async with make_bus(consumer="new") as new:
+        key = redis(new).keys.workers(DEFAULT_POOL)
+        earlier = json.dumps({"worker": "old-1", "profiles": ["p"]})  # as that release wrote it
+        await one(new, *ANNOUNCE_WORKER.call(key, earlier, 60_000))
+        await new.workers.announce(DEFAULT_POOL, "new-2", ["p"], 30)
+        for _ in range(2):
+            await new.workers.announce(DEFAULT_POOL, "new-1", ["p"], 30)
+        named = [m for r in caplog.records if "earlier baton release" in (m := r.getMessage())]
+        assert len(named) == 1 and "worker old-1 " in named[0]
+        live = await new.workers.live(DEFAULT_POOL)
+        assert live == {"old-1": {"p"}, "new-1": {"p"}, "new-2": {"p"}}  # still read alike
