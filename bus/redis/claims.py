@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -290,7 +290,10 @@ class RedisClaims(Claims):
             return []
         leases = {self._lease(stream) for stream in {_stream_of(r) for r in receipts}}
         await self._keep([lease for lease in leases if lease.held])
-        held = [r for r in receipts if self._holds(r)]
+        holds: Callable[[str], bool] = self._holds
+        if len(leases) == 1:  # the usual case: one pool's (or one session's) requests
+            holds = next(iter(leases)).held.__contains__
+        held = [r for r in receipts if holds(r)]
         if len(held) < len(receipts) and (
             unknown := [r for r in receipts if not self._holds(r) and r not in self._lost]
         ):
