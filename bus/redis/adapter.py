@@ -20,17 +20,18 @@ and never on a message's wording.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import PubSub
 from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, NoPermissionError, NoScriptError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 
 from baton.base_errors import ConfigError
 from baton.bus.errors import BusError, redact_url
@@ -161,6 +162,23 @@ def unsettled(refused: RedisRefused) -> ClusterUnsettled | None:
     return None
 
 
+class _Once(Retry):
+    """Each command tried once, and a failure raised as it is: the bus retries itself, knowing
+    which replies may be lost (:mod:`baton.bus.redis.core`).
+
+    ``Retry(NoBackoff(), 0)`` is not that: redis.asyncio's runs its failure handler before it
+    gives up, and the pub/sub one reconnects there (``PubSub._reconnect``). Two commands of one
+    pub/sub connection failing together (the reader's and a subscribe's, when the server drops
+    it) each made a connection, and the second overwrote the first's without closing it (an
+    unclosed ``StreamWriter``, tests/bus/test_cluster.py). redis-py's synchronous ``Retry``,
+    which the bus passed before, never ran the handler here, but 8.2 converts it to this class,
+    handler and all. A ``call_with_retry`` that is a coroutine function is kept as it is.
+    """
+
+    async def call_with_retry(self, do: Callable[[], Awaitable[Any]], *_: Any, **__: Any) -> Any:
+        return await do()
+
+
 def _options(client_name: str, socket_timeout: float | None) -> dict[str, Any]:
     return {
         "decode_responses": True,
@@ -172,7 +190,7 @@ def _options(client_name: str, socket_timeout: float | None) -> dict[str, Any]:
         "protocol": 2,  # the raw replies the bus parses are RESP2-shaped
         "socket_connect_timeout": 2.0,
         "socket_timeout": socket_timeout,
-        "retry": Retry(NoBackoff(), 0),  # the bus retries, knowing which replies may be lost
+        "retry": _Once(NoBackoff(), 0),
         # Named so an operator (and the connection-economy test) can see whose they are.
         "client_name": client_name,
     }
