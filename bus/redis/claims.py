@@ -217,7 +217,7 @@ class RedisClaims(Claims):
         flag = "1" if look else "0"
         lease = state.lease
         script = CLAIM_SPAWN.call_keys(
-            order, SPAWN_GROUP, core.consumer, int(lease_s * 1000), flag,
+            order, SPAWN_GROUP, core.consumer, _lease_ms(lease_s), flag,
             lease.key.removesuffix(core.consumer),
         )  # fmt: skip
         try:
@@ -297,14 +297,28 @@ class RedisClaims(Claims):
         if len(held) < len(receipts) and (
             unknown := [r for r in receipts if not self._holds(r) and r not in self._lost]
         ):
-            held.extend(await self._move_mine(unknown, self._core.consumer, 0))
+            held.extend(await self._adopt(unknown))
         if self._lost:
             self._forget([r for r in receipts if r in self._lost])
         return held
 
+    async def _adopt(self, receipts: list[str]) -> list[str]:
+        """Those of ``receipts`` still ours, now held under our lease like the ones we claimed
+        (a worker renews only what it hosts, which it claimed; this is for other callers)."""
+        ours = await self._move_mine(receipts, self._core.consumer, 0)
+        unkept: set[_Lease] = set()
+        for receipt in ours:
+            lease = self._lease(_stream_of(receipt))
+            if not lease.held:
+                unkept.add(lease)
+            lease.held.add(receipt)
+        if unkept:
+            await self._keep(list(unkept))
+        return ours
+
     async def _keep(self, leases: list[_Lease]) -> None:
         core = self._core
-        lease_ms = int(core.options.lease_s * 1000)
+        lease_ms = _lease_ms(core.options.lease_s)
         try:
             kept = await core.call(*(KEEP_LEASE.call(lease.key, lease_ms) for lease in leases))
         except BaseException:
@@ -402,6 +416,10 @@ class RedisClaims(Claims):
 
 def _stream_of(receipt: str) -> str:
     return receipt.partition("@")[2]
+
+
+def _lease_ms(lease_s: float) -> int:
+    return max(1, int(lease_s * 1000))
 
 
 def _entry_order(entry_id: str) -> tuple[int, int]:

@@ -162,7 +162,7 @@ class WakeDispatcher:
                 await self._subscribe(pubsub, channels[start : start + _SUBSCRIBE_CHUNK])
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
             raise
         self._pubsub = pubsub
         # What changed while we subscribed above (a channel watched, or one dropped, since the
@@ -183,7 +183,7 @@ class WakeDispatcher:
         if pubsub is not None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
                 try:
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
                 except FAULTS:
                     pass
 
@@ -336,6 +336,6 @@ class WakeDispatcher:
         if pubsub is not None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
                 try:
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
                 except FAULTS:
                     pass

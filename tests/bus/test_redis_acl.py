@@ -137,7 +137,7 @@ def test_the_user_cannot_touch_keys_or_channels_outside_the_prefix(
 
 
 def subscribe(client: redis.Redis, channel: str) -> None:
-    pubsub = client.pubsub()  # type: ignore[no-untyped-call]
+    pubsub = client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]
     try:
         pubsub.subscribe(channel)
         pubsub.get_message(timeout=5)  # the confirmation, or the refusal

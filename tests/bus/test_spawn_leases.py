@@ -220,3 +220,20 @@ async def test_a_worker_of_an_earlier_release_in_the_pool_is_named_once(
         assert len(named) == 1 and "worker old-1 " in named[0]
         live = await new.workers.live(DEFAULT_POOL)
         assert live == {"old-1": {"p"}, "new-1": {"p"}, "new-2": {"p"}}  # still read alike
+
+
+async def test_a_receipt_renewed_by_another_bus_of_the_consumer_is_kept_under_its_lease(
+    make_bus: BusFactory,
+) -> None:
+    """A renewal answers for receipts this bus never handed out (a process that took over a
+    consumer's name) by asking about each; one still ours is then held under the lease like a
+    claimed one, so it is not taken once it sits idle a lease."""
+    async with make_bus(lease_s=60, consumer="mine") as mine:
+        receipt = await claim(mine, "a")
+    async with make_bus(lease_s=60, consumer="mine") as twin:
+        await one(twin, "DEL", lease_key(twin))  # the first bus is gone, its key with it
+        assert await twin.claims.renew([receipt]) == [receipt]
+        assert await one(twin, "EXISTS", lease_key(twin)) == 1
+        await age(twin, receipt)
+        async with make_bus(lease_s=60, consumer="heir") as heir:
+            assert await heir.claims.claim(P, timeout=0) is None
