@@ -72,6 +72,10 @@ class _Lease:
     """How often a reply said the key had lapsed, or was lost (it may have)."""
     checked: int = 0
     """How many of ``lapses`` a full check has answered for."""
+    streams: set[str] = field(default_factory=set)
+    """The streams it covers that this bus has met."""
+    left: bool = False
+    """Its session's worker left the queue: forgotten once it holds nothing."""
 
 
 @dataclass(slots=True)
@@ -116,6 +120,7 @@ class RedisClaims(Claims):
         lease = self._leases.get(stream)
         if lease is None:
             lease = self._leases[stream] = self._new_lease(self._core.keys.spawn_channel(stream))
+            lease.streams.add(stream)
         return lease
 
     def _new_lease(self, channel: str) -> _Lease:
@@ -135,7 +140,16 @@ class RedisClaims(Claims):
             lease = self._leases.get(_stream_of(receipt))
             if lease is not None:
                 lease.held.discard(receipt)
+                if lease.left and not lease.held:
+                    self._drop(lease)
             self._lost.discard(receipt)
+
+    def _drop(self, lease: _Lease) -> None:
+        """Forget a lease (its key lapses by itself within a lease): a long-running process
+        meets a new session's stream for every session it hosts."""
+        self._by_key.pop(lease.key, None)
+        for stream in lease.streams:
+            self._leases.pop(stream, None)
 
     async def claim(self, queue: SpawnQueue, *, timeout: float = 0.0) -> SpawnClaim | None:
         core = self._core
@@ -408,10 +422,9 @@ class RedisClaims(Claims):
         if state is None:
             return
         await self._core.unwatch(state.channel)
-        if not state.lease.held:  # its key lapses by itself within a lease
-            self._by_key.pop(state.lease.key, None)
-            for stream in state.streams:
-                self._leases.pop(stream, None)
+        state.lease.left = True
+        if not state.lease.held:  # else once its last receipt is acked, handed back or lost
+            self._drop(state.lease)
 
 
 def _stream_of(receipt: str) -> str:

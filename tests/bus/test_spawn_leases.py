@@ -19,6 +19,7 @@ from baton.bus.base import Bus
 from baton.bus.messages import DEFAULT_POOL, SpawnRequest
 from baton.bus.parts.claims import SpawnQueue
 from baton.bus.redis import RedisBus
+from baton.bus.redis.claims import RedisClaims
 from baton.bus.redis.keys import SPAWN_GROUP
 from baton.bus.redis.scripts import ANNOUNCE_WORKER
 from tests.conftest import BusFactory
@@ -237,3 +238,22 @@ async def test_a_receipt_renewed_by_another_bus_of_the_consumer_is_kept_under_it
         await age(twin, receipt)
         async with make_bus(lease_s=60, consumer="heir") as heir:
             assert await heir.claims.claim(P, timeout=0) is None
+
+
+async def test_a_sessions_lease_is_forgotten_once_its_worker_left_and_holds_nothing(
+    make_bus: BusFactory,
+) -> None:
+    """A long-running process (``baton serve``) meets one session stream per session it hosts:
+    each lease it kept in memory must go once the session's worker is done with it."""
+    own = SpawnQueue.of_session("s1")
+    async with make_bus(lease_s=60, consumer="serve") as serve:
+        claims = serve.claims
+        assert isinstance(claims, RedisClaims)
+        await serve.spawns.submit(SpawnRequest(session="s1", agent="a", profile="p", pool="local"))
+        got = await claims.claim(own, timeout=5)
+        assert got is not None
+        await claims.leave(own)  # the worker stops claiming before its agents are given back
+        assert claims._by_key and claims._leases  # still held: still kept
+        assert await claims.renew([got.receipt]) == [got.receipt]
+        await claims.release([got.receipt])
+        assert not claims._by_key and not claims._leases
