@@ -86,6 +86,9 @@ class _Claiming:
     channel: str
     lease: _Lease
     epoch: int = -1  # the fault epoch in which we last re-read our own pending claims
+    backlog: list[_Found] = field(default_factory=list)
+    """Our own pending requests found after a fault and not handed out yet, one a claim: no
+    other worker takes them while our lease lives, so nothing else would."""
     expiry_checked_at: float = float("-inf")
     releases_seen: int = 0
     turn: int = 0  # which stream the next claim looks at first
@@ -180,7 +183,9 @@ class RedisClaims(Claims):
         """The next valid request; malformed or misrouted ones met on the way are set aside."""
         while True:
             try:
-                found = await self._own_pending(state) or await self._take(state)
+                if not state.backlog:
+                    state.backlog = await self._own_pending(state)
+                found = state.backlog or await self._take(state)
             except BaseException:
                 state.epoch = -1  # the reply may be lost: look at our own pending next time
                 raise
@@ -269,12 +274,13 @@ class RedisClaims(Claims):
             log.info("spawn queue %s can be read again", key)
 
     async def _screen(self, queue: SpawnQueue, found: list[_Found]) -> SpawnClaim | None:
-        """The first usable request of ``found``; the rest of ``found`` stays pending to us and
-        comes back with our own pending after the next fault or lease. What cannot be run (not
-        a request, or one that does not belong in the stream it sits in) goes to the dead
+        """The first usable request of ``found``, which it takes out of ``found`` with what it
+        set aside on the way (the rest is left for the next claim). What cannot be run (not a
+        request, or one that does not belong in the stream it sits in) goes to the dead
         letters."""
         core = self._core
-        for stream, entry_id, fields in found:
+        while found:
+            stream, entry_id, fields = found.pop(0)
             if fields is None:  # delivered, then deleted: nothing left to run
                 await core.ack(stream, SPAWN_GROUP, [entry_id])
                 continue
@@ -298,8 +304,10 @@ class RedisClaims(Claims):
     async def renew(self, receipts: Sequence[str]) -> list[str]:
         """One :file:`keep_lease.lua` per lease the receipts are under, in one round trip; a
         full check of a lease's entries where it had lapsed or a fault came between (see the
-        module's docstring). A receipt this bus never handed out (or has forgotten) is checked
-        on its own, as every receipt once was."""
+        module's docstring). A receipt this bus never handed out (or has forgotten: acked or
+        handed back, even where that failed) is asked about on its own, as every receipt once
+        was, and not taken under the lease: one still pending to us after a failed ack comes
+        back with our own pending after the fault, and is acked by its next host."""
         if not receipts:
             return []
         leases = {self._lease(stream) for stream in {_stream_of(r) for r in receipts}}
@@ -311,24 +319,10 @@ class RedisClaims(Claims):
         if len(held) < len(receipts) and (
             unknown := [r for r in receipts if not self._holds(r) and r not in self._lost]
         ):
-            held.extend(await self._adopt(unknown))
+            held.extend(await self._move_mine(unknown, self._core.consumer, 0))
         if self._lost:
             self._forget([r for r in receipts if r in self._lost])
         return held
-
-    async def _adopt(self, receipts: list[str]) -> list[str]:
-        """Those of ``receipts`` still ours, now held under our lease like the ones we claimed
-        (a worker renews only what it hosts, which it claimed; this is for other callers)."""
-        ours = await self._move_mine(receipts, self._core.consumer, 0)
-        unkept: set[_Lease] = set()
-        for receipt in ours:
-            lease = self._lease(_stream_of(receipt))
-            if not lease.held:
-                unkept.add(lease)
-            lease.held.add(receipt)
-        if unkept:
-            await self._keep(list(unkept))
-        return ours
 
     async def _keep(self, leases: list[_Lease]) -> None:
         core = self._core
