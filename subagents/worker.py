@@ -89,8 +89,8 @@ RENEW_SLICE = 2000
 receipts before its first round trip, and the event loop serves nothing meanwhile: 50,000 at
 once held it for 55-85 ms when each receipt was renewed on its own (a task sent to any of the
 worker's agents waited for it: the dispatch p99 at 100,000 agents). On Redis a call now costs a
-round trip per lease key, not per receipt (bus/redis/claims.py): a slice of 2,000 takes about
-1.2 ms, its round trip included, of which some 0.6 ms hold the loop in one stretch."""
+round trip for its leases (one a pool), not one per receipt (bus/redis/claims.py): a slice of
+2,000 takes about 1.2 ms, its round trip included, some 0.6 ms of it holding the loop."""
 
 GIVE_BACK_S = 10.0
 """Bound on each piece of a worker's own bookkeeping (giving a spawn request back, acking it,

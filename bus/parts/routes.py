@@ -69,14 +69,14 @@ class SpawnRoutes:
         return streams, self.spawn_wake(queue.pool)
 
     def spawn_leases(self, channel: str) -> str:
-        """The prefix of the workers' lease keys on the streams ``channel`` wakes (a worker's
-        key is the prefix and its consumer name: a string with a TTL), in those streams' hash
-        tag: ``<prefix>:leases:{P}:`` for a pool, ``<prefix>:{S}:leases:`` for a session's own
-        stream. Never under ``<prefix>:spawn:{P}:``, where any name may be a profile's stream."""
+        """The workers' leases on the streams ``channel`` wakes (a sorted set: consumer -> when
+        its lease lapses), in those streams' hash tag: ``<prefix>:leases:{P}`` for a pool,
+        ``<prefix>:{S}:leases`` for a session's own stream. Never under ``<prefix>:spawn:{P}:``,
+        where any name may be a profile's stream."""
         pool_part = f"{self.prefix}:spawn:"
         if channel.startswith(pool_part + "{"):
-            return f"{self.prefix}:leases:{channel[len(pool_part) :]}:"
-        return f"{channel.removesuffix(':spawn')}:leases:"
+            return f"{self.prefix}:leases:{channel[len(pool_part) :]}"
+        return f"{channel.removesuffix(':spawn')}:leases"
 
     def spawn_channel(self, stream: str) -> str:
         """The wake-up channel of a spawn stream: a pool's streams share their pool's, a

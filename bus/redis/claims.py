@@ -7,14 +7,17 @@ acked when the agent is done for good, and handed back at once on a graceful dra
 still ours, to another consumer name: :file:`scripts/claim_if_mine.lua`). A receipt is
 ``<entry id>@<stream>``: it alone says where to do each.
 
-**The lease is the worker's, not each entry's**: one key per worker and hash tag
-(``spawn_leases``; :file:`scripts/keep_lease.lua`), which a renewal sets again, and a claimant
-takes an entry only from a consumer whose key is gone. A beat of 50,000 agents is one command,
+**The lease is the worker's, not each entry's**: one member per worker of one sorted set per
+hash tag (``spawn_leases``: consumer -> when its lease lapses; :file:`scripts/keep_lease.lua`),
+which a renewal moves on, and a claimant takes an entry only from a consumer whose lease lapsed.
+The set is one key the scripts declare, so it moves with the streams' slot on a Cluster (a key of
+each worker, read undeclared, did not: during a slot's migration a claimant could find a live
+worker's key missing). A beat of 50,000 agents is one command,
 where renewing each entry's idle time was 50,000 ``XCLAIM`` calls every beat on one master, and a
 second of the worker's own loop. What the per-entry renewal also did, tell a worker which of its
-entries another took over, is now done only when that can have happened: when the key had lapsed
-(a reply of ours says so, or was lost) or after a fault (a failover may lose a delivery), every
-entry under the key is checked once with :file:`scripts/claim_if_mine.lua`.
+entries another took over, is now done only when that can have happened: when the lease had
+lapsed (a reply of ours says so, or was lost) or after a fault (a failover may lose a delivery),
+every entry under it is checked once with :file:`scripts/claim_if_mine.lua`.
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ _Found = tuple[str, str, dict[str, str] | None]
 
 @dataclass(slots=True, eq=False)
 class _Lease:
-    """This worker's lease on its entries of the streams one channel wakes: one key."""
+    """This worker's lease on its entries of the streams one channel wakes: its member of the
+    tag's leases, ``key``."""
 
     key: str
     epoch: int
@@ -69,7 +73,7 @@ class _Lease:
     held: set[str] = field(default_factory=set)
     """The receipts handed out under it and not yet acked, released or reported lost."""
     lapses: int = 0
-    """How often a reply said the key had lapsed, or was lost (it may have)."""
+    """How often a reply said the lease had lapsed, or was lost (it may have)."""
     checked: int = 0
     """How many of ``lapses`` a full check has answered for."""
     streams: set[str] = field(default_factory=set)
@@ -127,7 +131,7 @@ class RedisClaims(Claims):
         return lease
 
     def _new_lease(self, channel: str) -> _Lease:
-        key = self._core.keys.spawn_leases(channel) + self._core.consumer
+        key = self._core.keys.spawn_leases(channel)
         lease = self._by_key.get(key)
         if lease is None:
             lease = self._by_key[key] = _Lease(key, self._core.epoch)
@@ -148,7 +152,7 @@ class RedisClaims(Claims):
             self._lost.discard(receipt)
 
     def _drop(self, lease: _Lease) -> None:
-        """Forget a lease (its key lapses by itself within a lease): a long-running process
+        """Forget a lease (it lapses by itself within a lease): a long-running process
         meets a new session's stream for every session it hosts."""
         self._by_key.pop(lease.key, None)
         for stream in lease.streams:
@@ -223,7 +227,7 @@ class RedisClaims(Claims):
         The pending list holds a claim for every agent running anywhere, and those of a live
         worker are idle past the lease too (nobody renews them one by one), so the script walks
         the consumers instead (``XINFO CONSUMERS``: one row a worker) and only those whose lease
-        key is gone (``XPENDING ... IDLE ... <consumer>``). Even that only when asked: at most
+        lapsed (``XPENDING ... IDLE ... <consumer>``). Even that only when asked: at most
         every quarter lease while none turns up, and at once after a hand-back.
         """
         core = self._core
@@ -236,13 +240,12 @@ class RedisClaims(Claims):
         flag = "1" if look else "0"
         lease = state.lease
         script = CLAIM_SPAWN.call_keys(
-            order, SPAWN_GROUP, core.consumer, _lease_ms(lease_s), flag,
-            lease.key.removesuffix(core.consumer),
-        )  # fmt: skip
+            [*order, lease.key], SPAWN_GROUP, core.consumer, _lease_ms(lease_s), flag
+        )
         try:
             reply = await core.one(*script)
         except BaseException:
-            lease.lapses += 1  # the reply may have said our key had lapsed
+            lease.lapses += 1  # the reply may have said our lease had lapsed
             raise
         created, looked, stream, entry_id, flat, how, failed, kept = reply
         if not int(kept) and lease.held:
@@ -328,10 +331,12 @@ class RedisClaims(Claims):
         core = self._core
         lease_ms = _lease_ms(core.options.lease_s)
         try:
-            kept = await core.call(*(KEEP_LEASE.call(lease.key, lease_ms) for lease in leases))
+            kept = await core.call(
+                *(KEEP_LEASE.call(lease.key, core.consumer, lease_ms) for lease in leases)
+            )
         except BaseException:
             for lease in leases:
-                lease.lapses += 1  # the key may have lapsed, and been set again by this call
+                lease.lapses += 1  # it may have lapsed, and been made live again by this call
             raise
         for lease, was_there in zip(leases, kept, strict=True):
             if not int(was_there):
@@ -342,7 +347,7 @@ class RedisClaims(Claims):
 
     async def _check(self, lease: _Lease) -> None:
         """Find which of the entries under ``lease`` are still ours; the rest are lost (another
-        worker took them over while the key was gone), reported by the renewals that ask."""
+        worker took them over while the lease had lapsed), reported by the renewals that ask."""
         lapses, epoch = lease.lapses, self._core.epoch
         receipts = list(lease.held)
         still: set[str] = set()

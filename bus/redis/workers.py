@@ -16,11 +16,11 @@ from baton.bus.utf8 import printable
 log = logging.getLogger(__name__)
 
 LEASE_RULE = "worker"
-"""How the announcing worker holds its spawn requests: ``worker``, one lease key per worker, which
-a claimant must find gone (``docs/protocol.md``, *Spawn requests and worker pools*). An
-announcement without it is a worker of an earlier release, which takes over any request idle a
-lease, so the live agents of this release's workers too (their requests sit idle under a live
-key): a worker that sees one says so."""
+"""How the announcing worker holds its spawn requests: ``worker``, one lease per worker (its member
+of the tag's leases), which a claimant must find lapsed (``docs/protocol.md``, *Spawn requests
+and worker pools*). An announcement without it is a worker of an earlier release, which takes
+over any request idle a lease, so the live agents of this release's workers too (their requests
+sit idle under a live lease): a worker that sees one says so."""
 
 
 class RedisWorkers(Workers):

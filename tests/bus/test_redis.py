@@ -185,7 +185,11 @@ async def test_event_tails_unsubscribe_when_the_last_one_ends(redis_server: Redi
             await first.aclose()
             assert await subscribers() == 1  # the second tail still needs it
             await second.aclose()
-            assert await subscribers() == 0
+            # The UNSUBSCRIBE goes out from the wake-up connection's own task, after aclose()
+            # returns; Redis has no event for it, so its count is read until it drops.
+            with anyio.fail_after(5):
+                while await subscribers():
+                    await anyio.sleep(0.01)
 
 
 async def test_a_deleted_inbox_starts_again(redis_server: RedisServer) -> None:

@@ -1,10 +1,11 @@
-"""A worker's lease on its spawn requests is one key per hash tag, not each entry's idle time
-(``bus/redis/claims.py``, ``scripts/keep_lease.lua``), on one node and on a cluster.
+"""A worker's lease on its spawn requests is its member of one sorted set per hash tag, not
+each entry's idle time (``bus/redis/claims.py``, ``scripts/keep_lease.lua``), on one node and on
+a cluster.
 
 A beat must touch no entry (that was 50,000 ``XCLAIM`` calls every beat at 100,000 agents); a
-claimant must take nothing from a worker whose key lives, however long its entries sat; and a
-worker must still learn of every entry taken over while its key was gone, whichever reply of its
-own said so: its beat's, or a claim's that set the key again first.
+claimant must take nothing from a worker whose lease lives, however long its entries sat; and a
+worker must still learn of every entry taken over while its lease had lapsed, whichever reply of
+its own said so: its beat's, or a claim's that made it live again first.
 """
 
 from __future__ import annotations
@@ -38,9 +39,22 @@ def redis(bus: Bus) -> RedisBus:
     return bus
 
 
-def lease_key(bus: Bus) -> str:
+def leases(bus: Bus) -> str:
     keys = redis(bus).keys
-    return keys.spawn_leases(keys.spawn_wake(DEFAULT_POOL)) + bus.consumer
+    return keys.spawn_leases(keys.spawn_wake(DEFAULT_POOL))
+
+
+async def lease_left_ms(bus: Bus) -> int | None:
+    """How long the bus's lease has left by the server's clock; None when it has lapsed."""
+    lapses_at = await one(bus, "ZSCORE", leases(bus), bus.consumer)
+    seconds, micros = await one(bus, "TIME")
+    left = round(float(lapses_at) - (int(seconds) * 1000 + int(micros) // 1000)) if lapses_at else 0
+    return left if left > 0 else None
+
+
+async def lapse(bus: Bus) -> None:
+    """The bus's lease lapses (a stalled worker)."""
+    await one(bus, "ZREM", leases(bus), bus.consumer)
 
 
 async def one(bus: Bus, *command: str | int) -> Any:
@@ -69,32 +83,33 @@ async def idle_ms(bus: Bus, receipt: str) -> int:
     return int(pending[0][2])
 
 
-async def test_a_beat_sets_one_key_again_and_touches_no_entry(make_bus: BusFactory) -> None:
+async def test_a_beat_moves_its_lease_on_and_touches_no_entry(make_bus: BusFactory) -> None:
     async with make_bus(lease_s=60, consumer="mine") as mine:
         receipts = [await claim(mine, f"a{n}") for n in range(30)]
         for receipt in receipts:
             await age(mine, receipt)
-        await one(mine, "PEXPIRE", lease_key(mine), 5_000)  # most of a lease gone by
+        await one(mine, "ZINCRBY", leases(mine), -55_000, "mine")  # most of a lease gone by
+        assert (await lease_left_ms(mine) or 0) < 10_000
         assert sorted(await mine.claims.renew(receipts)) == sorted(receipts)
-        assert await one(mine, "PTTL", lease_key(mine)) > 50_000  # a whole lease again
+        assert (await lease_left_ms(mine) or 0) > 50_000  # a whole lease again
         assert min([await idle_ms(mine, r) for r in receipts]) >= TEN_MINUTES_MS  # untouched
 
 
-async def test_a_live_key_keeps_entries_idle_past_the_lease(make_bus: BusFactory) -> None:
+async def test_a_live_lease_keeps_entries_idle_past_it(make_bus: BusFactory) -> None:
     async with (
         make_bus(lease_s=60, consumer="mine") as mine,
         make_bus(lease_s=60, consumer="heir") as heir,
     ):
         receipt = await claim(mine, "a")
         await age(mine, receipt)
-        assert await heir.claims.claim(P, timeout=0) is None  # the key lives: still mine
-        await one(mine, "DEL", lease_key(mine))  # the lease lapses (a stalled worker)
+        assert await heir.claims.claim(P, timeout=0) is None  # the lease lives: still mine
+        await lapse(mine)
         async with make_bus(lease_s=60, consumer="heir2") as heir2:  # its first claim looks
             taken = await heir2.claims.claim(P, timeout=0)
         assert taken is not None and taken.receipt == receipt
 
 
-async def test_a_beat_that_finds_its_key_gone_learns_what_was_taken(
+async def test_a_beat_that_finds_its_lease_lapsed_learns_what_was_taken(
     make_bus: BusFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
@@ -104,45 +119,45 @@ async def test_a_beat_that_finds_its_key_gone_learns_what_was_taken(
     ):
         kept, lost = await claim(mine, "kept"), await claim(mine, "lost")
         await age(mine, lost)
-        await one(mine, "DEL", lease_key(mine))
+        await lapse(mine)
         taken = await heir.claims.claim(P, timeout=0)
         assert taken is not None and taken.receipt == lost
         assert await mine.claims.renew([kept, lost]) == [kept]
         assert any("taken over while our lease" in r.getMessage() for r in caplog.records)
-        assert await one(mine, "EXISTS", lease_key(mine)) == 1  # set again: nothing more goes
+        assert await lease_left_ms(mine)  # live again: nothing more goes
         assert await mine.claims.renew([kept, lost]) == [kept]  # and the lost one stays lost
         assert await heir.claims.renew([taken.receipt]) == [taken.receipt]
 
 
-async def test_a_claim_that_sets_a_lapsed_key_again_has_the_beat_look(
+async def test_a_claim_that_finds_its_lease_lapsed_has_the_beat_look(
     make_bus: BusFactory,
 ) -> None:
-    """The claim's script sets the key with the entry it hands out. Had it said nothing, the
-    next beat would find the key there and keep running an agent another worker has."""
+    """The claim's script makes the lease live with the entry it hands out. Had it said nothing,
+    the next beat would find the lease live and keep running an agent another worker has."""
     async with (
         make_bus(lease_s=60, consumer="mine") as mine,
         make_bus(lease_s=60, consumer="heir") as heir,
     ):
         lost = await claim(mine, "lost")
         await age(mine, lost)
-        await one(mine, "DEL", lease_key(mine))
+        await lapse(mine)
         taken = await heir.claims.claim(P, timeout=0)
         assert taken is not None and taken.receipt == lost
-        new = await claim(mine, "new")  # sets the key again, and says it was gone
+        new = await claim(mine, "new")  # makes the lease live again, and says it had lapsed
         assert await mine.claims.renew([lost, new]) == [new]
 
 
 async def test_a_lapse_with_nothing_taken_keeps_every_agent(make_bus: BusFactory) -> None:
     async with make_bus(lease_s=60, consumer="mine") as mine:
         receipts = [await claim(mine, f"a{n}") for n in range(5)]
-        await one(mine, "DEL", lease_key(mine))
+        await lapse(mine)
         assert sorted(await mine.claims.renew(receipts)) == sorted(receipts)
-        assert await one(mine, "EXISTS", lease_key(mine)) == 1
+        assert await lease_left_ms(mine)
 
 
 @pytest.mark.parametrize("backend", ["redis"], indirect=True)
 async def test_after_a_fault_the_beat_checks_every_entry(make_bus: BusFactory) -> None:
-    """A failover can lose our delivery while the key survives, and the entry goes to another
+    """A failover can lose our delivery while the lease survives, and the entry goes to another
     worker: only a check of each entry can tell. Here the delivery is moved by hand (as the
     new master's state would have it), and the fault is a killed connection."""
     async with (
@@ -152,7 +167,7 @@ async def test_after_a_fault_the_beat_checks_every_entry(make_bus: BusFactory) -
         kept, moved = await claim(mine, "kept"), await claim(mine, "moved")
         entry_id, _, stream = moved.partition("@")
         await one(other, "XCLAIM", stream, SPAWN_GROUP, "other", 0, entry_id, "JUSTID")
-        # With no fault and the key alive nothing can have moved it, and the beat trusts the key.
+        # With no fault and the lease live nothing can have moved it: the beat trusts the lease.
         assert sorted(await mine.claims.renew([kept, moved])) == sorted([kept, moved])
         await one(other, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
         assert await mine.claims.renew([kept, moved]) == [kept]
@@ -178,7 +193,7 @@ async def test_the_check_after_a_lapse_answers_for_every_receipt_across_chunks(
     make_bus: BusFactory,
 ) -> None:
     """600 requests over two streams: the check runs in chunks (``RENEW_CHUNK``), and finds
-    exactly the 20 that another worker took while the key was gone."""
+    exactly the 20 that another worker took while the lease had lapsed."""
     queue = SpawnQueue.of_pool(DEFAULT_POOL, ["p", "q"])
     async with (
         make_bus(lease_s=60, consumer="mine") as mine,
@@ -194,7 +209,7 @@ async def test_the_check_after_a_lapse_answers_for_every_receipt_across_chunks(
             receipts.append(got.receipt)
         for receipt in receipts[100:600:25]:
             await age(mine, receipt)
-        await one(mine, "DEL", lease_key(mine))
+        await lapse(mine)
         taken = []
         for _ in range(20):
             got = await heir.claims.claim(queue, timeout=0)

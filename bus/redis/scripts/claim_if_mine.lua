@@ -1,5 +1,5 @@
 -- Move entries only where we still hold them, to a consumer with an idle time: a check of
--- which are still ours after our lease key lapsed (to us, idle 0) or a hand-back (to
+-- which are still ours after our lease lapsed (to us, idle 0) or a hand-back (to
 -- `<us>:released`, idle for years: the next claim takes it at once). XCLAIM alone would take an
 -- entry back from the worker that took it over after our lease lapsed; and a check racing a
 -- hand-back would make the handed-back entries ours again, were they still ours by name.

@@ -1,25 +1,25 @@
 -- Claim one spawn request from the first of several streams that has one: a worker reads only
 -- the streams of its own queue (its session's, or its pool's for the profiles it knows), so a
 -- request it cannot serve is never delivered to it.
--- KEYS: the streams, in the order to look (the caller rotates it so no stream starves).
--- ARGV: the group, our consumer name, the lease in ms, '1' to look for expired leases first,
--- the prefix of the streams' lease keys (`<wake channel>:lease:`; a consumer's key is the prefix
--- and its name: keep_lease.lua). The lease keys share the streams' hash tag.
--- An entry is expired when its consumer's lease key is gone and it has been idle a lease: the
--- consumers are listed (XINFO CONSUMERS, one row a worker), not the entries (one a running agent).
--- A stream whose group is missing (first use, or a Redis that came back empty) gets it here,
--- at id 0 so nothing already queued is skipped. A key that refuses (WRONGTYPE: someone SET it)
--- is skipped, so one broken profile never stops the claims of the others.
--- Returns {created, looked, stream, id, fields, how, broken}: the streams whose group was
+-- KEYS: the streams, in the order to look (the caller rotates it so no stream starves), then
+-- their tag's leases (a sorted set: consumer -> when its lease lapses, server ms; keep_lease.lua).
+-- ARGV: the group, our consumer name, the lease in ms, '1' to look for expired leases first.
+-- A request has expired when its consumer's lease lapsed and it has been idle a lease: the
+-- consumers are listed (XINFO CONSUMERS, one row a worker), not the requests (one a running
+-- agent). A stream whose group is missing (first use, or a Redis that came back empty) gets it
+-- here, at id 0 so nothing already queued is skipped. A key that refuses (WRONGTYPE: someone SET
+-- it) is skipped, so one broken profile never stops the claims of the others.
+-- Returns {created, looked, stream, id, fields, how, broken, kept}: the streams whose group was
 -- created, how many streams were looked at (their groups now exist, unless broken), then the
--- entry found ('' and {} for none) and how it was found ('expired', 'new' or ''), and the
--- streams skipped with their error, flat: {key, error, key, error, ...}, and whether our own
--- lease key was there when an entry was found (1 or 0: it is set, or set again, with the
--- entry; 1 when none was found and it was not touched). 0 means our lease had lapsed: what we
--- held may have been taken meanwhile.
+-- entry found ('' and {} for none) and how it was found ('expired', 'new' or ''), the streams
+-- skipped with their error, flat: {key, error, key, error, ...}, and whether our own lease was
+-- live when an entry was found (1 or 0; it is made live for a lease with the entry; 1 when none
+-- was found and it was not touched). 0 means our lease had lapsed: what we held may have been
+-- taken meanwhile.
 local group, consumer, lease = ARGV[1], ARGV[2], ARGV[3]
 local look_for_expired = ARGV[4] == '1'
-local lease_prefix = ARGV[5]
+local streams, leases = #KEYS - 1, KEYS[#KEYS]
+local now -- the server's time in ms, read once when first needed
 local created, broken = {}, {}
 
 -- No group on the key, or no key at all (XINFO's answer where XPENDING says NOGROUP).
@@ -78,6 +78,20 @@ local function take_from(key, name)
   return nil
 end
 
+local function server_ms()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
+
+-- Whether `name`'s lease is live.
+local function live(name)
+  local lapses_at = redis.call('ZSCORE', leases, name)
+  return lapses_at and tonumber(lapses_at) > server_ms()
+end
+
 -- An entry whose claimant's lease expired, nil for none, or an error reply. Our own entries
 -- are never taken here: a worker whose lease lapsed finds out at its next beat.
 local function expired(key)
@@ -87,8 +101,7 @@ local function expired(key)
   end
   for _, row in ipairs(rows) do
     local name = field(row, 'name')
-    if name ~= consumer and (field(row, 'pending') or 0) > 0
-        and redis.call('EXISTS', lease_prefix .. name) == 0 then
+    if name ~= consumer and (field(row, 'pending') or 0) > 0 and not live(name) then
       local entry = take_from(key, name)
       if entry then
         return entry
@@ -98,17 +111,19 @@ local function expired(key)
   return nil
 end
 
--- Whether our lease key was there; it is set (again) for a lease either way.
+-- Whether our lease was live; it is made live for a lease either way (as keep_lease.lua).
 local function keep_own_lease()
-  local own = lease_prefix .. consumer
-  if redis.call('PEXPIRE', own, lease) == 1 then
-    return 1
+  local was = live(consumer)
+  redis.call('ZREMRANGEBYSCORE', leases, '-inf', server_ms())
+  redis.call('ZADD', leases, server_ms() + tonumber(lease), consumer)
+  if redis.call('PTTL', leases) < tonumber(lease) then
+    redis.call('PEXPIRE', leases, lease)
   end
-  redis.call('SET', own, '1', 'PX', lease)
-  return 0
+  return was and 1 or 0
 end
 
-for i, key in ipairs(KEYS) do
+for i = 1, streams do
+  local key = KEYS[i]
   local entry, how = nil, ''
   if look_for_expired then
     entry = expired(key)
@@ -129,4 +144,4 @@ for i, key in ipairs(KEYS) do
     return {created, i, key, entry[1], entry[2], how, broken, keep_own_lease()}
   end
 end
-return {created, #KEYS, '', '', {}, '', broken, 1}
+return {created, streams, '', '', {}, '', broken, 1}
