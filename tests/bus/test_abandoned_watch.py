@@ -17,8 +17,9 @@ import pytest
 
 from baton.bus.base import Bus
 from baton.bus.events import SessionStarted
-from tests.bus.test_unsubscribe import no_subscription, until
+from tests.bus.test_unsubscribe import no_subscription
 from tests.conftest import BusFactory
+from tests.support.polling import until
 
 
 async def abandon_tail(bus: Bus, session: str, checkpoints: int) -> None:

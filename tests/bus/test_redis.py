@@ -19,7 +19,7 @@ from baton.bus.events import SessionStarted
 from baton.bus.messages import DEFAULT_POOL, Envelope, SpawnRequest, make_envelope
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer, free_port, redis_cli
-from tests.bus.test_unsubscribe import until
+from tests.support.polling import until
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 

@@ -25,6 +25,7 @@ from baton.testing import RedisServer
 from tests.conftest import BusFactory
 from tests.server.helpers import client, read_all, serving, start_session
 from tests.support.events import wait_for_event
+from tests.support.polling import until
 
 FINISHED = 4
 
@@ -46,17 +47,6 @@ def _tail(channel: str) -> str:
     """``<prefix>:{S}:wake:<agent>`` → ``<agent>``; ``<prefix>:{S}:events`` → ``events``."""
     rest = channel.split("}:", 1)[1]
     return rest.removeprefix("wake:")
-
-
-async def until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 20.0) -> None:
-    """Poll a condition of another process (Redis's own bookkeeping, which no event announces)
-    until it holds; fails naming ``what`` after ``timeout``."""
-    with anyio.move_on_after(timeout):
-        # Redis's own subscription table: no event announces a change there.
-        while not await check():  # noqa: ASYNC110
-            await anyio.sleep(0.02)
-        return
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def no_subscription(bus: Bus, session: str) -> Callable[[], Awaitable[bool]]:
