@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 
 from baton.bus.parts.workers import Workers
 from baton.bus.redis.core import RedisCore
@@ -67,23 +67,21 @@ def announcement(worker: str, profiles: Collection[str]) -> str:
 
 def earlier_release(members: Iterable[str]) -> list[str]:
     """The workers whose announcement does not say it holds its requests under
-    :data:`LEASE_RULE` (one that does not parse is not baton's, and skipped)."""
-    names: list[str] = []
-    for member in members:
-        try:
-            data = json.loads(member)
-            name, rule = str(data["worker"]), data.get("lease")
-        except (ValueError, TypeError, KeyError, AttributeError):
-            continue
-        if rule != LEASE_RULE:
-            names.append(name)
-    return names
+    :data:`LEASE_RULE`."""
+    return [name for name, _, rule in _parsed(members) if rule != LEASE_RULE]
 
 
 def read_announcements(members: Iterable[str]) -> dict[str, frozenset[str]]:
-    """Worker → profiles, from announcements; one that does not parse (not written by baton)
-    is skipped."""
+    """Worker → profiles, from announcements."""
     workers: dict[str, set[str]] = {}
+    for name, profiles, _ in _parsed(members):
+        workers.setdefault(name, set()).update(profiles)
+    return {name: frozenset(profiles) for name, profiles in workers.items()}
+
+
+def _parsed(members: Iterable[str]) -> Iterator[tuple[str, list[str], object]]:
+    """Each announcement's worker, profiles and lease rule; one that does not parse (not
+    written by baton) is skipped."""
     for member in members:
         try:
             data = json.loads(member)
@@ -91,5 +89,4 @@ def read_announcements(members: Iterable[str]) -> dict[str, frozenset[str]]:
         except (ValueError, TypeError, KeyError):
             log.debug("skipping a worker announcement that does not parse: %r", member[:200])
             continue
-        workers.setdefault(name, set()).update(profiles)
-    return {name: frozenset(profiles) for name, profiles in workers.items()}
+        yield name, profiles, data.get("lease")
