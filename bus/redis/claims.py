@@ -118,7 +118,7 @@ class RedisClaims(Claims):
         state = self._queues.get(queue)
         if state is None:
             streams, channel = self._core.keys.spawn_queue(queue)
-            lease = self._lease(streams[0]) if streams else self._new_lease(channel)
+            lease = self._lease(streams[0]) if streams else self._lease_of_channel(channel)
             state = self._queues[queue] = _Claiming(streams, channel, lease)
         return state
 
@@ -126,11 +126,14 @@ class RedisClaims(Claims):
         """Our lease on ``stream``'s entries, shared by every stream its channel wakes."""
         lease = self._leases.get(stream)
         if lease is None:
-            lease = self._leases[stream] = self._new_lease(self._core.keys.spawn_channel(stream))
+            lease = self._leases[stream] = self._lease_of_channel(
+                self._core.keys.spawn_channel(stream)
+            )
             lease.streams.add(stream)
         return lease
 
-    def _new_lease(self, channel: str) -> _Lease:
+    def _lease_of_channel(self, channel: str) -> _Lease:
+        """Our lease on the streams ``channel`` wakes (made on first use)."""
         key = self._core.keys.spawn_leases(channel)
         lease = self._by_key.get(key)
         if lease is None:
