@@ -120,6 +120,9 @@ class GuardFired(_Event):
 class ApprovalRequested(_Event):
     type: Literal["approval.requested"] = "approval.requested"
     calls: list[ToolCallInfo]
+    expires_at: datetime | None = None
+    """When the agent stops waiting and declines what is still undecided (None in logs written
+    before it was recorded)."""
 
 
 class ApprovalDecided(_Event):
@@ -132,6 +135,41 @@ class ApprovalDecided(_Event):
     approved: bool
     reason: str = ""
     policy: Literal["auto", "deny", "nobody"] | None = None
+
+
+QuestionKind = Literal["upload", "image"]
+QuestionOutcome = Literal["provided", "cancelled", "expired", "closed", "failed"]
+
+
+class QuestionAsked(_Event):
+    """An agent asks a person for a file (``request_file_upload``) or an image
+    (``describe_image`` with nothing it could resolve), and waits until ``expires_at``.
+    Answered by an ``answer`` envelope to ``<agent>.approvals`` (docs/protocol.md, *Questions*)."""
+
+    type: Literal["question.asked"] = "question.asked"
+    question_id: str
+    kind: QuestionKind
+    call_id: str
+    prompt: str = ""
+    accept: list[str] = Field(default_factory=list)
+    """Media types (``image/png``, ``image/*``) or extensions (``.csv``) it takes; empty: any."""
+    reference: str = ""
+    """For an image: what the model named and baton could not resolve."""
+    expires_at: datetime
+
+
+class QuestionAnswered(_Event):
+    """How a :class:`QuestionAsked` ended: ``provided`` (``url``, ``name``, ``media_type``),
+    ``cancelled`` by the person, ``expired`` (nobody answered in time), ``closed`` (the turn or
+    the agent ended first) or ``failed`` (the answer could not be used: ``reason``)."""
+
+    type: Literal["question.answered"] = "question.answered"
+    question_id: str
+    outcome: QuestionOutcome
+    url: str = ""
+    name: str = ""
+    media_type: str = ""
+    reason: str = ""
 
 
 class AgentSpawned(_Event):
@@ -263,6 +301,8 @@ Event = Annotated[
     | GuardFired
     | ApprovalRequested
     | ApprovalDecided
+    | QuestionAsked
+    | QuestionAnswered
     | AgentSpawned
     | AgentClaimed
     | AgentUnclaimed

@@ -34,7 +34,9 @@ WIRE_VERSION: Literal[1] = 1
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024
 MEDIA_SCHEMES = frozenset({"http", "https", "data", "file"})
 
-MessageType = Literal["task", "message", "progress", "result", "shutdown", "approval", "error"]
+MessageType = Literal[
+    "task", "message", "progress", "result", "shutdown", "approval", "answer", "error"
+]
 
 
 def _check_media_url(url: str) -> str:

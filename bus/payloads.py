@@ -1,7 +1,8 @@
 """Typed payloads: what ``Envelope.meta`` carries for the envelope types that have one.
 
-Three envelope types carry data the receiver acts on: an ``approval`` answers a tool call
-(``call_id``, ``approved``, ``reason``), a ``result`` says whether it is the sender's last word
+Four envelope types carry data the receiver acts on: an ``approval`` answers a tool call
+(``call_id``, ``approved``, ``reason``), an ``answer`` replies to a question for a file or an image
+(``question_id``, ``outcome``, ``url``), a ``result`` says whether it is the sender's last word
 and why it left (``final``, ``reason``, ``steps``), and both a ``result`` and a ``progress`` say
 which claim of the agent sent them (``owner``). The wire is unchanged (the payload is the
 ``meta`` object, see docs/protocol.md); these models give both ends one definition of it.
@@ -14,7 +15,7 @@ instead of guessing (``"approved": "yes"`` is not an approval). Unknown keys are
 
 from __future__ import annotations
 
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -25,10 +26,15 @@ from pydantic import (
     StrictStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.messages import Envelope, describe_error
+
+MEDIA_URL_MAX = 8192
+"""The longest URL an answer may carry (a presigned bucket URL fits; a data: URL is stored
+first, so none need be longer)."""
 
 
 class Payload(BaseModel):
@@ -60,6 +66,28 @@ class ApprovalAnswer(Payload):
     nobody: StrictBool = False
 
     OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset({"nobody"})
+
+
+class QuestionReply(Payload):
+    """A person's answer to a question for a file or an image (an ``answer`` envelope to
+    ``<agent>.approvals``): ``provided`` with the URL where the file now is (the answering side
+    stored it first), or ``cancelled``. The asking agent checks the media type against what it
+    accepts, so a reply it cannot use is refused there too, not only by the surface."""
+
+    question_id: StrictStr = Field(min_length=1, max_length=200)
+    outcome: Literal["provided", "cancelled"]
+    url: StrictStr = Field(default="", max_length=MEDIA_URL_MAX)
+    name: StrictStr = Field(default="", max_length=300)
+    media_type: StrictStr = Field(default="", max_length=200)
+    reason: StrictStr = Field(default="", max_length=1000)
+
+    OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset({"url", "name", "media_type", "reason"})
+
+    @model_validator(mode="after")
+    def _url_when_provided(self) -> QuestionReply:
+        if self.outcome == "provided" and not self.url:
+            raise ValueError("a provided answer needs its url")
+        return self
 
 
 TOOL_ERRORS_MAX = 20
@@ -111,6 +139,7 @@ class ProgressReport(Payload):
 
 PAYLOADS: dict[str, type[Payload]] = {
     "approval": ApprovalAnswer,
+    "answer": QuestionReply,
     "result": ResultReport,
     "progress": ProgressReport,
 }
@@ -131,6 +160,11 @@ def _parse(model: type[P], envelope: Envelope) -> P:
 def approval_answer(envelope: Envelope) -> ApprovalAnswer:
     """The decision an ``approval`` envelope carries; raises ``InvalidEnvelope`` if malformed."""
     return _parse(ApprovalAnswer, envelope)
+
+
+def question_reply(envelope: Envelope) -> QuestionReply:
+    """The answer an ``answer`` envelope carries; raises ``InvalidEnvelope`` if malformed."""
+    return _parse(QuestionReply, envelope)
 
 
 def result_report(envelope: Envelope) -> ResultReport:

@@ -38,5 +38,6 @@ _HINTS: Final = {
     "result": "an agent's result comes from the agent itself",
     "progress": "an agent's progress comes from the agent itself",
     "approval": "answer an approval with `baton approve`",
+    "answer": "answer a question for a file or an image with `baton upload`",
     "shutdown": "a person stops a session with `baton cancel SESSION`",
 }

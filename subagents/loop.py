@@ -542,11 +542,11 @@ class SubAgent:
         return outcome
 
     def _channel(self) -> InteractionChannel:
-        """The session's policy decides at once; under ``ask``, approvals are asked over the bus,
-        so ``baton approve``, the HTTP API or a Session in another process can answer them."""
-        return policy_channel(self.approve) or BusInteractionChannel(
-            self.bus, self.session, self.name
-        )
+        """The session's policy decides approvals at once; under ``ask`` they are asked over the
+        bus, as questions for files and images always are, so ``baton approve``/``baton
+        upload``, the HTTP API or a Session in another process can answer them."""
+        asks = BusInteractionChannel(self.bus, self.session, self.name)
+        return policy_channel(self.approve, asks) or asks
 
     def _remote_round(self, batch: Sequence[Envelope], trace: TraceContext | None) -> RemoteRound:
         return RemoteRound(

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 
 import anyio
 
-from baton.bus.events import ApprovalDecided, ApprovalRequested, ToolCallInfo
+from baton.bus.events import ApprovalDecided, ApprovalRequested, ToolCallInfo, utc_now
 from baton.engine import messages
 from baton.engine.calls import Answer, PendingCall, RoundContext
 from baton.engine.channels import new_question_id
@@ -54,7 +55,12 @@ class HumanApproval:
         question = ApprovalQuestion(
             id=new_question_id(), session=ctx.session, agent=ctx.agent, calls=infos
         )
-        await ctx.emit(ApprovalRequested(session=ctx.session, agent=ctx.agent, calls=list(infos)))
+        expires_at = utc_now() + timedelta(seconds=ctx.limits.approval_wait_s)
+        await ctx.emit(
+            ApprovalRequested(
+                session=ctx.session, agent=ctx.agent, calls=list(infos), expires_at=expires_at
+            )
+        )
         decisions, failure = await _ask(ctx, question)
         answers: dict[str, Answer] = {}
         for call in gated:

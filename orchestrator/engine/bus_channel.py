@@ -23,7 +23,7 @@ writes ``ApprovalRequested``/``ApprovalDecided`` itself so :func:`answer_approva
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Literal
 
 import anyio
@@ -33,8 +33,8 @@ from baton.bus.base import Bus
 from baton.bus.events import ApprovalDecided, ApprovalRequested
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
-from baton.bus.payloads import ApprovalAnswer, approval_answer
-from baton.engine.errors import InteractionCancelled, InteractionUnavailable
+from baton.bus.payloads import ApprovalAnswer, approval_answer, question_reply
+from baton.engine.errors import InteractionCancelled
 from baton.engine.interaction import (
     ApprovalDecision,
     ApprovalQuestion,
@@ -46,6 +46,8 @@ from baton.engine.interaction import (
 log = logging.getLogger(__name__)
 
 APPROVAL_TYPE: Literal["approval"] = "approval"
+ANSWER_TYPE: Literal["answer"] = "answer"
+"""An answer to a question for a file or an image (:mod:`baton.engine.questions`)."""
 WAIT_SLICE_S = 60.0
 """One inbox wait; the engine's own timeout bounds the whole question."""
 
@@ -94,17 +96,8 @@ class BusInteractionChannel:
             await self._reader.ack([envelope.id for envelope in batch])  # stale ones too
             return wanted <= decisions.keys()
 
-        scope = anyio.CancelScope()
-        self._scopes.add(scope)
-        try:
-            with scope:
-                if wanted:
-                    await self._reader.collect(take, slice_s=WAIT_SLICE_S)
-        finally:
-            self._scopes.discard(scope)
-        if scope in self._cancelled:
-            self._cancelled.discard(scope)
-            raise InteractionCancelled(question.id)
+        if wanted:
+            await self._waiting(question.id, take)
         if self.emit_events:
             for call_id, decision in decisions.items():
                 await self.bus.log.emit(
@@ -139,16 +132,51 @@ class BusInteractionChannel:
             )
 
     async def request_upload(self, question: UploadQuestion) -> ProvidedMedia | None:
-        raise InteractionUnavailable(
-            f"uploads cannot be asked over the bus yet (question {question.id}); "
-            "answer without the file"
-        )
+        """Wait for the ``answer`` to the question: the file's URL, or None (cancelled). The
+        engine logs ``question.asked`` first, which is how a person finds the question."""
+        return await self._wait_for_media(question)
 
     async def request_image(self, question: ImageQuestion) -> ProvidedMedia | None:
-        raise InteractionUnavailable(
-            f"images cannot be asked over the bus yet (question {question.id}); "
-            "answer without the image"
-        )
+        return await self._wait_for_media(question)
+
+    async def _wait_for_media(
+        self, question: UploadQuestion | ImageQuestion
+    ) -> ProvidedMedia | None:
+        got: list[ProvidedMedia | None] = []
+
+        async def take(batch: list[Envelope]) -> bool:
+            for envelope in batch:
+                reply = question_reply(envelope) if envelope.type == ANSWER_TYPE else None
+                if reply is None or reply.question_id != question.id or got:
+                    log.info("%s/%s: ignoring a stale or stray answer %s (%s)",
+                             self.session, self.agent, envelope.id, envelope.type)  # fmt: skip
+                    continue
+                got.append(
+                    ProvidedMedia(url=reply.url, name=reply.name, media_type=reply.media_type)
+                    if reply.outcome == "provided"
+                    else None
+                )
+            await self._reader.ack([envelope.id for envelope in batch])
+            return bool(got)
+
+        await self._waiting(question.id, take)
+        return got[0]
+
+    async def _waiting(
+        self, question_id: str, take: Callable[[list[Envelope]], Awaitable[bool]]
+    ) -> None:
+        """Read the answers inbox through ``take`` until it says done; ``cancel_pending``
+        ends the wait with ``InteractionCancelled``."""
+        scope = anyio.CancelScope()
+        self._scopes.add(scope)
+        try:
+            with scope:
+                await self._reader.collect(take, slice_s=WAIT_SLICE_S)
+        finally:
+            self._scopes.discard(scope)
+        if scope in self._cancelled:
+            self._cancelled.discard(scope)
+            raise InteractionCancelled(question_id)
 
     def cancel_pending(self) -> None:
         """Release every pending wait: each raises ``InteractionCancelled``."""

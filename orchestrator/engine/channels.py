@@ -27,6 +27,7 @@ from baton.engine.interaction import (
     ApprovalDecision,
     ApprovalQuestion,
     ImageQuestion,
+    InteractionChannel,
     ProvidedMedia,
     Question,
     QuestionClosed,
@@ -188,6 +189,7 @@ class PolicyChannel:
         reason: str = "",
         upload: ProvidedMedia | None = None,
         image: ProvidedMedia | None = None,
+        asks: InteractionChannel | None = None,
     ) -> None:
         self.approve = approve
         self.policy: Literal["auto", "deny"] = "auto" if approve else "deny"
@@ -196,6 +198,9 @@ class PolicyChannel:
         )
         self.upload = upload
         self.image = image
+        self.asks = asks
+        """Where a question for a file or an image goes: the policy answers approvals only, so a
+        person can still be asked for a file (None: the fixed ``upload``/``image`` answers)."""
 
     @classmethod
     def auto_approve(cls) -> PolicyChannel:
@@ -210,20 +215,27 @@ class PolicyChannel:
         return {call.call_id: decision for call in question.calls}
 
     async def request_upload(self, question: UploadQuestion) -> ProvidedMedia | None:
+        if self.asks is not None:
+            return await self.asks.request_upload(question)
         return self.upload
 
     async def request_image(self, question: ImageQuestion) -> ProvidedMedia | None:
+        if self.asks is not None:
+            return await self.asks.request_image(question)
         return self.image
 
     def cancel_pending(self) -> None:
-        """Nothing ever waits here."""
+        """Release the waits of ``asks``; the policy itself never waits."""
+        if self.asks is not None:
+            self.asks.cancel_pending()
 
 
-def policy_channel(mode: ApproveMode) -> PolicyChannel | None:
+def policy_channel(
+    mode: ApproveMode, asks: InteractionChannel | None = None
+) -> PolicyChannel | None:
     """The channel that answers for a session's approval policy: None for ``ask`` (a person
-    answers, over whatever channel the agent has)."""
-    if mode == "auto":
-        return PolicyChannel.auto_approve()
-    if mode == "deny":
-        return PolicyChannel.auto_deny()
+    answers, over whatever channel the agent has). ``asks`` still takes the questions for files
+    and images, which no approval policy answers."""
+    if mode in ("auto", "deny"):
+        return PolicyChannel(approve=mode == "auto", asks=asks)
     return None

@@ -14,20 +14,31 @@ model as a follow-up *user* message with image content, since tool messages cann
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
 
 import anyio
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionUserMessageParam
 
+from baton.bus.events import QuestionAnswered, QuestionAsked, QuestionOutcome, utc_now
 from baton.engine import messages
 from baton.engine.calls import Answer, PendingCall, RoundContext
 from baton.engine.channels import new_question_id
-from baton.engine.errors import InteractionTimeout
-from baton.engine.interaction import ImageQuestion, ProvidedMedia, UploadQuestion
+from baton.engine.errors import InteractionCancelled, InteractionTimeout
+from baton.engine.interaction import (
+    ImageQuestion,
+    InteractionChannel,
+    ProvidedMedia,
+    UploadQuestion,
+)
+from baton.engine.questions import UPLOAD_MAX_BYTES, accepts
 from baton.engine.tools import Tool
 
 log = logging.getLogger(__name__)
@@ -35,6 +46,8 @@ log = logging.getLogger(__name__)
 REQUEST_FILE_UPLOAD = "request_file_upload"
 DESCRIBE_IMAGE = "describe_image"
 MEDIA_SCHEMES = ("http://", "https://", "data:", "file:")
+CLOSING_EMIT_S = 5.0
+"""How long logging a question's end may take while its turn is being cancelled."""
 
 
 def request_file_upload(prompt: str, accept: list[str] | None = None) -> str:
@@ -74,10 +87,51 @@ def is_media_url(url: str) -> bool:
 async def _wait_for_media(
     ctx: RoundContext, question: UploadQuestion | ImageQuestion, wait_s: float
 ) -> tuple[ProvidedMedia | None, str]:
-    """The media a person supplied, or None and why not (cancelled, timed out, failed)."""
+    """The media a person supplied, or None and why not (cancelled, timed out, failed).
+
+    The question and how it ended are logged (``question.asked``, ``question.answered``): that
+    is how a person on another process finds it, and how every view closes its dialog."""
     channel = ctx.channel
     if channel is None:
         return None, "nobody can be asked: no interaction channel is configured"
+    await ctx.emit(
+        QuestionAsked(
+            session=ctx.session,
+            agent=ctx.agent,
+            question_id=question.id,
+            kind=question.kind,
+            call_id=question.call_id,
+            prompt=question.prompt,
+            accept=list(question.accept) if isinstance(question, UploadQuestion) else [],
+            reference=question.reference if isinstance(question, ImageQuestion) else "",
+            expires_at=utc_now() + timedelta(seconds=wait_s),
+        )
+    )
+    outcome: QuestionOutcome = "closed"
+    media: ProvidedMedia | None = None
+    why = "the agent's turn ended first"
+    try:
+        media, outcome, why = await _ask(channel, question, wait_s)
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSING_EMIT_S):
+            await ctx.emit(
+                QuestionAnswered(
+                    session=ctx.session,
+                    agent=ctx.agent,
+                    question_id=question.id,
+                    outcome=outcome,
+                    url=media.url if media else "",
+                    name=media.name if media else "",
+                    media_type=media.media_type if media else "",
+                    reason=why,
+                )
+            )
+    return media, why
+
+
+async def _ask(
+    channel: InteractionChannel, question: UploadQuestion | ImageQuestion, wait_s: float
+) -> tuple[ProvidedMedia | None, QuestionOutcome, str]:
     try:
         with anyio.fail_after(wait_s):
             if isinstance(question, UploadQuestion):
@@ -86,15 +140,25 @@ async def _wait_for_media(
                 media = await channel.request_image(question)
     except TimeoutError:
         log.warning("%s", InteractionTimeout(question.kind, (question.call_id,), wait_s))
-        return None, f"no answer within {wait_s:g} s"
+        return None, "expired", f"no answer within {wait_s:g} s"
+    except InteractionCancelled:
+        return None, "closed", "the question was withdrawn (the agent's turn was cancelled)"
     except Exception as exc:  # fail closed on any channel fault; cancellation still propagates
         log.warning("media question failed: %s", exc)
-        return None, f"the question could not be answered: {exc}"
+        return None, "failed", f"the question could not be answered: {exc}"
     if media is None:
-        return None, "the user cancelled"
+        return None, "cancelled", "the user cancelled"
     if not is_media_url(media.url):
-        return None, f"the supplied URL {media.url[:80]!r} is not http(s), data: or file:"
-    return media, ""
+        why = f"the supplied URL {media.url[:80]!r} is not http(s), data: or file:"
+        return None, "failed", why
+    if isinstance(question, UploadQuestion) and not accepts(
+        list(question.accept), media.media_type, media.name or media.url
+    ):
+        why = f"the supplied file is {media.media_type or 'of an unknown type'}, not one of " + (
+            ", ".join(question.accept)
+        )
+        return None, "failed", why
+    return media, "provided", ""
 
 
 class FileUpload:
@@ -167,20 +231,64 @@ class ImageReference:
                     answers[call.id] = Answer(messages.image_missing(call.name, why))
                     continue
                 url = media.url
+                shown = await viewable(url)
+                if shown is None:
+                    ctx.turn.decline(call.name)
+                    why = "the supplied image cannot be read here (a PNG, JPEG, WebP or GIF file)"
+                    answers[call.id] = Answer(messages.image_missing(call.name, why))
+                    continue
+                ctx.followups.append(image_message(call.name, url, prompt, content_url=shown))
+                answers[call.id] = Answer(messages.image_attached(call.name, url))
+                continue
             ctx.followups.append(image_message(call.name, url, prompt))
             answers[call.id] = Answer(messages.image_attached(call.name, url))
         return answers
 
 
-def image_message(tool: str, url: str, prompt: str) -> ChatCompletionUserMessageParam:
-    """The follow-up user message that shows the image to a vision model."""
+def image_message(
+    tool: str, url: str, prompt: str, *, content_url: str | None = None
+) -> ChatCompletionUserMessageParam:
+    """The follow-up user message that shows the image to a vision model (``content_url``, when
+    the model is sent the image itself rather than ``url``)."""
     return {
         "role": "user",
         "content": [
             {"type": "text", "text": messages.image_followup(tool, url, prompt)},
-            {"type": "image_url", "image_url": {"url": url}},
+            {"type": "image_url", "image_url": {"url": content_url or url}},
         ],
     }
+
+
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
+               ".webp": "image/webp", ".gif": "image/gif"}  # fmt: skip
+"""The image files a ``file:`` answer may name: what vision models read."""
+
+
+async def viewable(url: str, max_bytes: int = UPLOAD_MAX_BYTES) -> str | None:
+    """The URL a vision model is sent for an image a person supplied: as it is, unless it is a
+    ``file:`` one (an upload to a media directory), which the model's server cannot open: then
+    the image itself, as a ``data:`` URL. None when such a file is no image, too large or gone."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "file":
+        return url
+    path = Path(unquote(parts.path))
+    kind = IMAGE_TYPES.get(path.suffix.lower())
+    if kind is None:
+        return None
+    try:
+        data = await anyio.to_thread.run_sync(_read_at_most, path, max_bytes)
+    except OSError as exc:
+        log.warning("cannot read the supplied image %s: %s", path, exc)
+        return None
+    return f"data:{kind};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _read_at_most(path: Path, max_bytes: int) -> bytes:
+    with path.open("rb") as file:
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(f"larger than {max_bytes} bytes")
+    return data
 
 
 async def _resolve(ctx: RoundContext, reference: str) -> str | None:

@@ -184,10 +184,11 @@ def _lead_options(config: SessionConfig, profiles: dict[str, Profile]) -> LeadOp
 
 
 def _approvals(config: SessionConfig, bus: Bus) -> InteractionChannel:
-    """The lead's approvals: by the session's policy, else asked over the bus. Sub-agents get
-    the policy in their spawn requests (``spawn_approve``)."""
-    by_policy = policy_channel(config.approve)
-    return by_policy or BusInteractionChannel(bus, config.session_id, LEAD_NAME)
+    """The lead's approvals: by the session's policy, else asked over the bus (questions for
+    files and images always are). Sub-agents get the policy in their spawn requests
+    (``spawn_approve``)."""
+    asks = BusInteractionChannel(bus, config.session_id, LEAD_NAME)
+    return policy_channel(config.approve, asks) or asks
 
 
 async def _own_worker(

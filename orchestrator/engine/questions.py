@@ -1,0 +1,367 @@
+"""Every question an agent asks a person, as one list, and one way to answer any of them.
+
+An agent asks three kinds of question (docs/protocol.md, *Questions*): may these gated calls run
+(``approval.requested``), give me a file (``request_file_upload``), show me an image
+(``describe_image``) — the last two logged as ``question.asked``. Each surface that shows questions
+to a person (``baton watch``, the HTTP API and page, AG-UI interrupts, MCP elicitations, an
+embedder) needs the same two things: what is open now, and how to answer one. Both are read from
+the session's event log, the one record every process shares, so a question asked on a worker of
+another machine is answered from any process on the bus.
+
+For an approval the question id *is* the gated call's id (each call is decided on its own); an
+upload or image question has an id of its own. An answer is typed by kind (:data:`Reply`): a
+:class:`Decision` for an approval, :class:`Provided` (a URL) or :class:`Cancelled` for the others.
+A reply that does not fit its question, comes after the question was answered or expired, or names
+none is refused with a one-line reason, and nothing is sent.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import re
+import uuid
+from datetime import datetime
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from baton.base_errors import BatonError, ExitCode
+from baton.bus.base import Bus
+from baton.bus.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    QuestionAnswered,
+    QuestionAsked,
+    utc_now,
+)
+from baton.bus.messages import Envelope
+from baton.bus.payloads import QuestionReply
+from baton.engine.bus_channel import ANSWER_TYPE, answer_approval, approvals_inbox
+from baton.media.store import MediaStore
+
+QuestionKindName = Literal["approval", "upload", "image"]
+
+UPLOAD_MAX_BYTES = 20 * 1024 * 1024
+"""The largest file a person may upload in answer to a question, unless the surface sets less."""
+
+ANSWER_SCHEMES = ("http", "https", "data")
+"""The URLs a person may give as an answer: ones the asking agent's model can open. A ``file:``
+URL names a path on the answering machine, which may not be the agent's, and would let whoever
+answers point an agent at any file there: files are uploaded (:func:`store_upload`) instead."""
+
+
+class QuestionNotFound(BatonError):
+    """No open question with that id in the session: unknown, already answered, or expired."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, session: str, question_id: str, detail: str) -> None:
+        super().__init__(f"session {session}: {detail} (question {question_id!r})")
+        self.session = session
+        self.question_id = question_id
+
+
+class AnswerRefused(BatonError):
+    """The answer does not fit its question (a decision to an upload, a type it does not accept,
+    a file too large): nothing was sent, and the question stays open."""
+
+    exit_code = ExitCode.USAGE
+
+
+class OpenQuestion(BaseModel):
+    """A question that waits for a person now: what every surface shows."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    kind: QuestionKindName
+    agent: str
+    call_id: str
+    tool: str
+    """The gated tool (approvals), or the asking one (``request_file_upload``,
+    ``describe_image``)."""
+    message: str
+    """What the person is asked, in one line."""
+    arguments: str = ""
+    """The gated call's arguments (approvals), as the model wrote them."""
+    accept: list[str] = Field(default_factory=list)
+    expires_at: datetime | None = None
+
+
+class Decision(BaseModel):
+    """An approval's answer: approved, or declined with a reason."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["decision"] = "decision"
+    approved: bool
+    reason: str = ""
+
+
+class Provided(BaseModel):
+    """A file or an image, at a URL the asking agent can open (see :data:`ANSWER_SCHEMES`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["provided"] = "provided"
+    url: str
+    name: str = ""
+    media_type: str = ""
+
+
+class Cancelled(BaseModel):
+    """The person will not answer: the tool is declined for the rest of the agent's turn."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["cancelled"] = "cancelled"
+    reason: str = ""
+
+
+Reply = Decision | Provided | Cancelled
+
+_TOOLS = {"upload": "request_file_upload", "image": "describe_image"}
+
+
+def _approval_questions(event: ApprovalRequested) -> list[OpenQuestion]:
+    return [
+        OpenQuestion(
+            id=call.call_id,
+            kind="approval",
+            agent=event.agent,
+            call_id=call.call_id,
+            tool=call.name,
+            message=f"may {event.agent} run {call.name}?",
+            arguments=call.arguments,
+            expires_at=event.expires_at,
+        )
+        for call in event.calls
+    ]
+
+
+def _media_question(event: QuestionAsked) -> OpenQuestion:
+    if event.kind == "upload":
+        message = event.prompt or f"{event.agent} asks for a file"
+    else:
+        what = f" ({event.reference})" if event.reference else ""
+        message = event.prompt or f"{event.agent} asks for an image{what}"
+    return OpenQuestion(
+        id=event.question_id,
+        kind=event.kind,
+        agent=event.agent,
+        call_id=event.call_id,
+        tool=_TOOLS[event.kind],
+        message=message,
+        accept=list(event.accept),
+        expires_at=event.expires_at,
+    )
+
+
+class QuestionBook:
+    """The questions of a log read so far: fold events in order, then ask what is open.
+
+    One fold serves a whole read (:func:`open_questions`) and a live view that keeps folding as
+    events arrive."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, OpenQuestion] = {}
+        self._closed: set[str] = set()
+
+    def fold(self, event: object) -> None:
+        match event:
+            case ApprovalRequested():
+                for question in _approval_questions(event):
+                    self._open[question.id] = question
+                    self._closed.discard(question.id)
+            case ApprovalDecided(call_id=call_id, agent=agent):
+                asked = self._open.get(call_id)
+                if asked is not None and asked.agent == agent:
+                    del self._open[call_id]
+                    self._closed.add(call_id)
+            case QuestionAsked():
+                self._open[event.question_id] = _media_question(event)
+            case QuestionAnswered(question_id=question_id):
+                self._open.pop(question_id, None)
+                self._closed.add(question_id)
+            case _:
+                pass
+
+    def open(self, now: datetime | None = None) -> list[OpenQuestion]:
+        """The questions still waiting, oldest first (an expired one is left out: its agent has
+        stopped waiting, whether or not its closing event is logged yet)."""
+        moment = now or utc_now()
+        return [q for q in self._open.values() if q.expires_at is None or q.expires_at > moment]
+
+    def find(self, session: str, question_id: str) -> OpenQuestion:
+        """The open question ``question_id``; raises :class:`QuestionNotFound` saying why not."""
+        question = self._open.get(question_id)
+        if question is None:
+            detail = (
+                "this question was already answered"
+                if question_id in self._closed
+                else "no such question was asked"
+            )
+            raise QuestionNotFound(session, question_id, detail)
+        if question.expires_at is not None and question.expires_at <= utc_now():
+            raise QuestionNotFound(session, question_id, "this question has expired")
+        return question
+
+
+async def question_book(bus: Bus, session: str) -> QuestionBook:
+    """The session's questions as its log stands now."""
+    book = QuestionBook()
+    async for logged in bus.log.tail(session, follow=False):
+        book.fold(logged.event)
+    return book
+
+
+async def open_questions(bus: Bus, session: str) -> list[OpenQuestion]:
+    """Every question of the session that waits for a person now, oldest first."""
+    return (await question_book(bus, session)).open()
+
+
+async def find_question(bus: Bus, session: str, question_id: str) -> OpenQuestion:
+    """The open question ``question_id``; raises :class:`QuestionNotFound`."""
+    return (await question_book(bus, session)).find(session, question_id)
+
+
+def accepts(accept: list[str], media_type: str, name: str) -> bool:
+    """Whether a file of ``media_type`` named ``name`` is among ``accept`` (empty: anything).
+
+    An entry is a media type (``image/png``, parameters ignored), a family (``image/*``) or an
+    extension (``.csv``, matched against the name, case-insensitively)."""
+    if not accept:
+        return True
+    bare = media_type.split(";", 1)[0].strip().lower()
+    lowered = name.lower()
+    for entry in (item.strip().lower() for item in accept):
+        if entry.startswith("."):
+            if lowered.endswith(entry):
+                return True
+        elif entry.endswith("/*"):
+            if bare.startswith(entry[:-1]):
+                return True
+        elif entry == bare or entry == "*/*":
+            return True
+    return False
+
+
+def check_reply(question: OpenQuestion, reply: Reply) -> None:
+    """Raise :class:`AnswerRefused` unless ``reply`` answers ``question``."""
+    if question.kind == "approval":
+        if not isinstance(reply, Decision):
+            raise AnswerRefused(
+                f"question {question.id} asks whether {question.tool} may run: answer it with "
+                "approve or decline"
+            )
+        return
+    if isinstance(reply, Decision):
+        wanted = "a file" if question.kind == "upload" else "an image"
+        raise AnswerRefused(
+            f"question {question.id} asks for {wanted}: answer it with a file, a URL, or cancel"
+        )
+    if isinstance(reply, Provided):
+        scheme = urlsplit(reply.url).scheme.lower()
+        if scheme not in ANSWER_SCHEMES and scheme != "file":
+            raise AnswerRefused(
+                f"the URL {reply.url[:80]!r} is not http(s) or data: (upload a file instead)"
+            )
+        media_type = reply.media_type or media_type_of(reply.name or reply.url)
+        if not accepts(question.accept, media_type, reply.name or urlsplit(reply.url).path):
+            raise AnswerRefused(
+                f"question {question.id} accepts {', '.join(question.accept)}; "
+                f"{reply.name or reply.url[:80]!r} is {media_type or 'of an unknown type'}"
+            )
+        if question.kind == "image" and media_type and not media_type.startswith("image/"):
+            raise AnswerRefused(f"question {question.id} asks for an image, not {media_type}")
+
+
+def media_type_of(name: str) -> str:
+    """The media type a file name or URL path suggests (``""`` when it suggests none)."""
+    guessed, _ = mimetypes.guess_type(urlsplit(name).path or name, strict=False)
+    return guessed or ""
+
+
+async def answer_question(bus: Bus, session: str, question_id: str, reply: Reply) -> str:
+    """Answer the open question ``question_id`` of ``session``; returns the agent that asked.
+
+    Raises :class:`QuestionNotFound` (unknown, answered, expired) or :class:`AnswerRefused` (the
+    reply does not fit), sending nothing then. A ``file:`` URL is refused from a person
+    (:data:`ANSWER_SCHEMES`); :func:`store_upload` makes the URL of an uploaded file."""
+    question = await find_question(bus, session, question_id)
+    if isinstance(reply, Provided) and urlsplit(reply.url).scheme.lower() == "file":
+        raise AnswerRefused(
+            f"the URL {reply.url[:80]!r} is a path on this machine: upload the file instead"
+        )
+    return await _send_reply(bus, session, question, reply)
+
+
+async def _send_reply(bus: Bus, session: str, question: OpenQuestion, reply: Reply) -> str:
+    check_reply(question, reply)
+    if isinstance(reply, Decision):
+        return await answer_approval(bus, session, question.id, reply.approved, reply.reason)
+    if isinstance(reply, Provided):
+        payload = QuestionReply(
+            question_id=question.id,
+            outcome="provided",
+            url=reply.url,
+            name=reply.name,
+            media_type=reply.media_type or media_type_of(reply.name or reply.url),
+        )
+        content = f"provided {reply.name or reply.url[:200]}"
+    else:
+        payload = QuestionReply(question_id=question.id, outcome="cancelled", reason=reply.reason)
+        content = reply.reason or "cancelled"
+    envelope = Envelope(
+        session=session,
+        sender="user",
+        recipient=approvals_inbox(question.agent),
+        type=ANSWER_TYPE,
+        content=content,
+        meta=payload.to_meta(),
+    )
+    await bus.inboxes.send(envelope)
+    return question.agent
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+def upload_name(session: str, question: OpenQuestion, filename: str) -> str:
+    """The media name of an uploaded file: under the session, the asking agent and a fresh id,
+    keeping what is safe of the person's file name (never a path)."""
+    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    safe = _UNSAFE.sub("-", base).lstrip("._-")[:100] or "upload"
+    return f"{session}/{question.agent}-upload-{uuid.uuid4().hex[:12]}-{safe}"
+
+
+async def store_upload(
+    store: MediaStore,
+    bus: Bus,
+    session: str,
+    question_id: str,
+    *,
+    data: bytes,
+    filename: str,
+    media_type: str = "",
+    max_bytes: int = UPLOAD_MAX_BYTES,
+) -> tuple[str, str]:
+    """Store a person's file for the open question, then answer it with the file's URL.
+
+    The checks come first, so a refused file is neither stored nor sent: the question must be
+    open, the file at most ``max_bytes`` and of a type it accepts. Returns (the asking agent,
+    the URL). Raises :class:`QuestionNotFound`, :class:`AnswerRefused`, or ``MediaError`` when
+    the store refuses it."""
+    question = await find_question(bus, session, question_id)
+    if len(data) > max_bytes:
+        raise AnswerRefused(
+            f"{filename or 'the file'} is {len(data)} bytes; the most an upload may be is "
+            f"{max_bytes}"
+        )
+    kind = media_type or media_type_of(filename) or "application/octet-stream"
+    probe = Provided(url="data:,", name=filename, media_type=kind)
+    check_reply(question, probe)
+    url = await store.put(data, upload_name(session, question, filename), kind)
+    reply = Provided(url=url, name=filename, media_type=kind)
+    return await _send_reply(bus, session, question, reply), url
