@@ -80,8 +80,12 @@ class QuestionReply(Payload):
     name: StrictStr = Field(default="", max_length=300)
     media_type: StrictStr = Field(default="", max_length=200)
     reason: StrictStr = Field(default="", max_length=1000)
+    nobody: StrictBool = False
+    """Cancelled because no person could be asked (as for an approval)."""
 
-    OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset({"url", "name", "media_type", "reason"})
+    OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset(
+        {"url", "name", "media_type", "reason", "nobody"}
+    )
 
     @model_validator(mode="after")
     def _url_when_provided(self) -> QuestionReply:

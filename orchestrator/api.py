@@ -20,8 +20,9 @@ Other pieces:
 
 - ``SessionConfig(bus_url="redis://localhost:6379/0", local_workers=False)``: a distributed
   session whose sub-agents run on ``baton worker`` processes (or a :class:`Worker` you embed);
-- ``session.post(text)``: a follow-up to the lead; ``session.answer(call_id, approved)``: an
-  approval; ``session.cancel()``;
+- ``session.post(text)``: a follow-up to the lead; ``session.questions()``: what waits for a
+  person; ``session.answer(question_id, ...)``: an approval, a file, a URL or a cancel;
+  ``session.cancel()``;
 - :func:`answer_approval` and :class:`BusInteractionChannel`: approvals over the bus from any
   process (what ``baton approve`` uses);
 - :class:`Worker`: host sub-agents inside your own anyio application
@@ -43,6 +44,16 @@ from baton.engine.bus_channel import (
     approvals_inbox,
     find_pending_approval,
 )
+from baton.engine.questions import (
+    AnswerRefused,
+    Cancelled,
+    Decision,
+    OpenQuestion,
+    Provided,
+    QuestionNotFound,
+    answer_question,
+    open_questions,
+)
 from baton.lead import Lead, LeadOutcome
 from baton.lead.delegation import DelegationLimits
 from baton.llm import ModelSettings
@@ -60,10 +71,13 @@ from baton.subagents.worker import Worker, WorkerLimits
 
 __all__ = [
     "AgentParts",
+    "AnswerRefused",
     "ApprovalNotFound",
     "ApproveMode",
     "Bus",
     "BusInteractionChannel",
+    "Cancelled",
+    "Decision",
     "DelegationLimits",
     "Envelope",
     "Event",
@@ -71,8 +85,11 @@ __all__ = [
     "LeadOutcome",
     "LoopLimits",
     "ModelSettings",
+    "OpenQuestion",
     "Profile",
     "ProfileModel",
+    "Provided",
+    "QuestionNotFound",
     "Session",
     "SessionConfig",
     "SessionResult",
@@ -81,12 +98,14 @@ __all__ = [
     "Worker",
     "WorkerLimits",
     "answer_approval",
+    "answer_question",
     "approvals_inbox",
     "builtin_profiles",
     "find_pending_approval",
     "load_profiles",
     "new_session_id",
     "open_bus",
+    "open_questions",
     "open_session",
     "tool",
 ]

@@ -122,6 +122,7 @@ NO_FLAG: dict[str, str] = {
     "redis_key_file": _DEPLOYMENT,
     "media_base_url": _DEPLOYMENT,
     "media_url_expiry": _DEPLOYMENT,
+    "upload_max_bytes": _DEPLOYMENT,
     "image_response_format": _DEPLOYMENT,
     "unclaimed_timeout": _DEPLOYMENT,
     "lead_lease": _DEPLOYMENT,
@@ -277,6 +278,12 @@ class BatonSettings(BaseSettings):
     )
     media_url_expiry: float = Field(
         604800.0, ge=1, le=604800, description="seconds a bucket's presigned URLs last (7 days)"
+    )
+    upload_max_bytes: int = Field(
+        20 * 1024 * 1024,
+        ge=1,
+        description="the largest file a person may upload in answer to an agent's question "
+        "(`baton upload`, the HTTP API)",
     )
     image_model: str = Field(
         DEFAULT_IMAGE_MODEL,

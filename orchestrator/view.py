@@ -30,6 +30,8 @@ from baton.bus.events import (
     ErrorEvent,
     Event,
     ModelRetried,
+    QuestionAnswered,
+    QuestionAsked,
     RoundStarted,
     SessionFinished,
     SessionStarted,
@@ -95,6 +97,8 @@ class SessionView:
     agents: dict[str, AgentView] = field(default_factory=dict)
     pending: dict[tuple[str, str], ToolCallInfo] = field(default_factory=dict)
     """Approvals asked for and not yet decided, by (asking agent, call id)."""
+    questions: dict[str, QuestionAsked] = field(default_factory=dict)
+    """Questions for a file or an image still open, by question id."""
     decisions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     finished: SessionFinished | None = None
@@ -128,6 +132,8 @@ class SessionView:
                 name = asked.name if asked else event.call_id
                 verdict = describe_verdict(event.approved, event.reason)
                 self.decisions.append(f"{event.agent}: {name} {verdict}")
+            case QuestionAsked() | QuestionAnswered():
+                self._apply_question(event)
             case ErrorEvent():
                 self.errors.append(f"{event.agent}: {event.message}")
             case SessionFinished():
@@ -135,6 +141,14 @@ class SessionView:
             case _:
                 if not self._apply_model(event):
                     self._apply_agent(event)
+
+    def _apply_question(self, event: QuestionAsked | QuestionAnswered) -> None:
+        if isinstance(event, QuestionAsked):
+            self.questions[event.question_id] = event
+            return
+        asked_for = self.questions.pop(event.question_id, None)
+        what = asked_for.kind if asked_for else "question"
+        self.decisions.append(f"{event.agent}: {what} {describe_outcome(event)}")
 
     def _apply_model(self, event: Event) -> bool:
         """Fold what the model calls did (retries, retractions, spend, the answer's check);
@@ -236,6 +250,22 @@ class SessionView:
         for view in self.agents.values():
             seen.update(dict.fromkeys(view.media_urls))
         return list(seen)
+
+
+def describe_question(event: QuestionAsked) -> str:
+    """What a question for a file or an image asks, in a few words."""
+    what = "a file" if event.kind == "upload" else "an image"
+    types = f" ({', '.join(event.accept)})" if event.accept else ""
+    prompt = f": {' '.join(event.prompt.split())[:160]}" if event.prompt else ""
+    return f"{what}{types}{prompt}"
+
+
+def describe_outcome(event: QuestionAnswered) -> str:
+    """How a question for a file or an image ended, in a few words."""
+    if event.outcome == "provided":
+        return f"provided: {event.name or event.url[:120]}"
+    reason = f" ({event.reason})" if event.reason and event.outcome != "cancelled" else ""
+    return f"{event.outcome}{reason}"
 
 
 def describe_verdict(approved: bool, reason: str) -> str:

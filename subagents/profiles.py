@@ -451,7 +451,8 @@ def _resolve_tool(
 
 def builtin_profiles() -> dict[str, Profile]:
     """Demo profiles that work with the offline model (no API key needed); ``publisher``'s tool
-    needs a person's approval, so ``baton run "publish a haiku"`` shows the approval flow."""
+    needs a person's approval, so ``baton run "publish a haiku"`` shows the approval flow, and
+    ``reviewer`` asks a person for a file, so ``baton run "review my notes"`` shows an upload."""
     catalogue = builtin_tools()
     painter = Profile(
         name="painter",
@@ -490,7 +491,21 @@ def builtin_profiles() -> dict[str, Profile]:
         ),
         tools=(catalogue["publish"],),
     )
-    return {p.name: p for p in (painter, writer, helper, publisher)}
+    reviewer = Profile(
+        name="reviewer",
+        description=(
+            "Reviews a file a person uploads: it asks for the file (request_file_upload) and "
+            "reports on it."
+        ),
+        system_prompt=(
+            f"{SUBAGENT_MARKER} You are a reviewer working for a lead agent. Call "
+            "request_file_upload with a one-sentence prompt saying which file you need, then "
+            "call send_message(type='result') with your review and the file's URL, or saying "
+            "that no file came."
+        ),
+        tools=(catalogue["request_file_upload"],),
+    )
+    return {p.name: p for p in (painter, writer, helper, publisher, reviewer)}
 
 
 def merge_profiles(*groups: Iterable[Profile] | Mapping[str, Profile]) -> dict[str, Profile]:

@@ -1,5 +1,6 @@
 """The built-in tool catalogue of sub-agents: how they report, and demo tools for the offline model
-(``publish`` is the one that needs a person's approval).
+(``publish`` is the one that needs a person's approval), and the two tools that ask a person for a
+file or an image.
 
 Every tool is built once and shared by all agents; what differs per agent comes from
 :func:`~baton.subagents.context.current_agent`. Profiles name tools from a catalogue (a mapping of
@@ -16,6 +17,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from baton.engine import Tool, ToolResult, tool
+from baton.engine.media import file_upload_tool, image_tool
 from baton.media import extension_for
 from baton.media.store import CONTENT_TYPES
 from baton.subagents.context import current_agent
@@ -97,8 +99,10 @@ async def publish(text: str) -> ToolResult:
 
 
 def builtin_tools() -> dict[str, Tool]:
-    """The catalogue profiles draw from by name."""
-    return {t.name: t for t in (send_message, generate_image, summarise, publish)}
+    """The catalogue profiles draw from by name: the questions to a person
+    (``request_file_upload``, ``describe_image``: docs/protocol.md, *Questions*) among them."""
+    asks = (file_upload_tool(), image_tool())
+    return {t.name: t for t in (send_message, generate_image, summarise, publish, *asks)}
 
 
 def import_tool(path: str) -> Tool:

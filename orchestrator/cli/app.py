@@ -8,6 +8,7 @@ rendered by click, not rich: rich's help formatter alone costs ~190 ms to import
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -397,6 +398,16 @@ APPROVE_EXAMPLES = """Examples:
 
 The call id is shown by `baton watch` (approval.requested events)."""
 
+UPLOAD_EXAMPLES = """Examples:
+
+\b
+  baton upload s-123 5f0c9e2a notes.txt --bus redis://localhost:6379/0
+  baton upload s-123 5f0c9e2a --url https://example.com/heron.png
+  baton upload s-123 5f0c9e2a --cancel
+
+The question id is shown by `baton watch` (question.asked events). The file goes into the media
+store set by --media/--media-dir, which the asking agent must be able to read (docs/media.md)."""
+
 
 @app.command(cls=BatonCommand, epilog=APPROVE_EXAMPLES)
 def approve(
@@ -423,6 +434,45 @@ def approve(
     from baton.cli.busops import approve as do_approve
 
     run_async(do_approve, settings, session, call_id, yes, reason, command="baton approve")
+
+
+@app.command(cls=BatonCommand, epilog=UPLOAD_EXAMPLES)
+def upload(
+    ctx: typer.Context,
+    session: Annotated[str, typer.Argument(help="session id", metavar="SESSION")],
+    question: Annotated[
+        str, typer.Argument(help="the question's id (baton watch shows it)", metavar="QUESTION")
+    ],
+    file: Annotated[
+        Path | None,
+        typer.Argument(help="the file to upload", metavar="FILE", show_default=False),
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option("--url", metavar="URL", help="answer with an http(s) or data: URL instead"),
+    ] = None,
+    cancel: Annotated[
+        bool, typer.Option("--cancel", help="decline the question: the agent goes on without it")
+    ] = False,
+    bus: BusOpt = None,
+    config: ConfigOpt = None,
+    prefix: PrefixOpt = None,
+    media: MediaOpt = None,
+    media_dir: MediaDirOpt = None,
+) -> None:
+    """Answer an agent's question for a file or an image: upload FILE into the media store, give
+    a URL, or cancel."""
+    from baton.base_errors import ExitCode
+    from baton.cli.busops import Upload
+    from baton.cli.busops import upload as do_upload
+    from baton.cli.exits import fail
+
+    if sum((file is not None, url is not None, cancel)) != 1:
+        fail("give exactly one of FILE, --url URL or --cancel", ExitCode.USAGE,
+             command="baton upload")  # fmt: skip
+    settings = settings_from(ctx)
+    answer = Upload(path=file, url=url)
+    run_async(do_upload, settings, session, question, answer, command="baton upload")
 
 
 @app.command(

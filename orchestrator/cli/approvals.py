@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from baton.bus.events import ApprovalRequested
-from baton.cli.catchup import approve_line
+from baton.bus.events import ApprovalRequested, QuestionAsked
+from baton.cli.catchup import approve_line, upload_line
 from baton.cli.sharedbus import in_process
 from baton.settings import BatonSettings
 
@@ -87,6 +87,20 @@ async def decline_unanswerable(session: Session, request: ApprovalRequested) -> 
             log.info("approval of %s was decided meanwhile", call.call_id)
 
 
+async def cancel_unanswerable(session: Session, question: QuestionAsked) -> None:
+    """Decline a question for a file at once: nobody here or elsewhere could answer it."""
+    from baton.engine.questions import Cancelled, QuestionNotFound
+
+    what = "a file" if question.kind == "upload" else "an image"
+    reason = NOBODY_REASON.replace("approvals", "questions")
+    print(f"baton run: declined {question.agent}'s question for {what}: {reason}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    try:
+        await session.answer(question.question_id, Cancelled(reason=reason, nobody=True))
+    except QuestionNotFound:
+        log.info("question %s was answered meanwhile", question.question_id)
+
+
 def hint_remote(session: str, request: ApprovalRequested, command: str = "baton run") -> None:
     """Say how another process answers this request (each call needs its id)."""
     for call in request.calls:
@@ -113,16 +127,23 @@ class ApprovalRouter:
 
     route: Route
     session: Session
-    questions: MemoryObjectSendStream[ApprovalRequested]
+    questions: MemoryObjectSendStream[ApprovalRequested | QuestionAsked]
     approve: str = "ask"
     command: str = "baton run"
     older: set[str] = field(default_factory=set)
     """Sub-agents spawned before a resume: their own policy is not ``approve`` (``enforce``)."""
+    terminal: bool = False
+    """A person is at this terminal (questions for files are asked here under any policy)."""
+    shared: bool = True
+    """The bus is one other processes reach (``baton upload`` can answer from elsewhere)."""
 
-    async def __call__(self, request: ApprovalRequested) -> None:
+    async def __call__(self, request: ApprovalRequested | QuestionAsked) -> None:
         """The asker here, another process, or nobody (then it is declined at once); under a
-        policy the agent has decided it already, unless it predates a resume (``enforce``)."""
-        if self.route == "inline":
+        policy the agent has decided it already, unless it predates a resume (``enforce``). A
+        question for a file or an image is a person's to answer under every policy."""
+        if isinstance(request, QuestionAsked):
+            await self._route_question(request)
+        elif self.route == "inline":
             try:
                 self.questions.send_nowait(request)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.WouldBlock):
@@ -134,3 +155,19 @@ class ApprovalRouter:
             await decline_unanswerable(self.session, request)
         elif self.route == "enforce" and request.agent in self.older:
             await enforce_policy(self.session, request, self.approve)
+
+    async def _route_question(self, question: QuestionAsked) -> None:
+        at_terminal = self.route == "inline" or (
+            self.route in ("policy", "enforce") and self.terminal
+        )
+        if at_terminal:
+            try:
+                self.questions.send_nowait(question)
+                return
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.WouldBlock):
+                log.warning("cannot ask for %s's file here", question.agent)
+        if self.shared:
+            print(upload_line(self.command, self.session.id, question), file=sys.stderr,
+                  flush=True)  # fmt: skip
+        else:
+            await cancel_unanswerable(self.session, question)

@@ -12,6 +12,8 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 
@@ -19,12 +21,18 @@ from baton.base_errors import ConfigError, ExitCode
 from baton.bus.base import Bus, BusOptions
 from baton.bus.connect import open_bus
 from baton.bus.errors import BusError, SessionNotRunning, redact_url
-from baton.bus.events import ApprovalRequested, Event, SessionFinished, SessionStarted
+from baton.bus.events import (
+    ApprovalRequested,
+    Event,
+    QuestionAsked,
+    SessionFinished,
+    SessionStarted,
+)
 from baton.bus.messages import Envelope, make_envelope
 from baton.bus.parts.log import EventLog, LoggedEvent
 from baton.bus.tail import tail_events
 from baton.bus.user_post import user_post_problem
-from baton.cli.catchup import approve_line, standing_of
+from baton.cli.catchup import approve_line, standing_of, upload_line
 from baton.cli.exits import is_tty
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
 from baton.cli.sharedbus import require_shared_bus
@@ -206,6 +214,8 @@ def catch_up(renderer: Renderer, session: str, history: list[Event]) -> None:
     renderer.join(history, standing.present)
     for request in standing.waiting:
         hint_approvals(session, request)
+    for question in standing.asking:
+        print(upload_line("baton watch", session, question), file=sys.stderr, flush=True)
 
 
 def hint_approvals(session: str, request: ApprovalRequested) -> None:
@@ -255,6 +265,9 @@ async def _follow(
                 cursor = logged.cursor
                 if live and isinstance(logged.event, ApprovalRequested):
                     hint_approvals(session, logged.event)
+                elif live and isinstance(logged.event, QuestionAsked):
+                    print(upload_line("baton watch", session, logged.event), file=sys.stderr,
+                          flush=True)  # fmt: skip
                 live = live or cursor == live_after
                 if isinstance(logged.event, SessionFinished):
                     group.cancel_scope.cancel()
@@ -285,6 +298,44 @@ async def approve(
         agent = await answer_approval(bus, session, call_id, approved, reason=reason)
     verdict = "approved" if approved else "declined"
     print(f"{call_id} {verdict} (asked by {agent} in session {session})", flush=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """What ``baton upload`` answers with: a file, a URL, or (neither) a cancel."""
+
+    path: Path | None = None
+    url: str | None = None
+
+
+async def upload(settings: BatonSettings, session: str, question_id: str, answer: Upload) -> None:
+    """Answer a question for a file or an image that an agent waits for, wherever it runs: the
+    file goes into the media store this process is set to (``--media``), which must be the one
+    the asking agent can read (docs/media.md), and the agent gets its URL."""
+    from baton.engine.questions import (
+        Cancelled,
+        Provided,
+        answer_question,
+        read_upload,
+        store_upload,
+    )
+
+    async with shared_bus(settings) as bus:
+        await refuse_other_keys(bus, session, "this baton upload")
+        if answer.path is not None:
+            data = await read_upload(answer.path, settings.upload_max_bytes)
+            agent, url = await store_upload(
+                settings.media_store(), bus, session, question_id, data=data,
+                filename=answer.path.name, max_bytes=settings.upload_max_bytes,
+            )  # fmt: skip
+            said = f"uploaded {answer.path.name} as {url}"
+        elif answer.url is not None:
+            agent = await answer_question(bus, session, question_id, Provided(url=answer.url))
+            said = f"answered with {answer.url}"
+        else:
+            agent = await answer_question(bus, session, question_id, Cancelled())
+            said = "cancelled"
+    print(f"{question_id} {said} (asked by {agent} in session {session})", flush=True)
 
 
 async def sessions(settings: BatonSettings, as_json: bool) -> None:

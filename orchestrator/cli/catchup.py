@@ -6,9 +6,10 @@ approval — showed nothing at all until something new happened, so the person s
 approval could not see its call id. So both first fold the log so far (the same fold every view
 uses, :class:`~baton.view.SessionView`) and show *the present*: the logged events that still
 hold — the session's start, each sub-agent still running (its spawn and its latest progress) and
-each approval still undecided (with only its undecided calls) — then follow. The live view shows
+each approval still undecided (with only its undecided calls), each question for a file or an
+image still open — then follow. The live view shows
 the whole fold instead (its panels are the present). What waits for an approval also gets the
-``baton approve`` line to answer it with.
+``baton approve`` line to answer it with; what waits for a file, the ``baton upload`` line.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from baton.bus.events import (
     AgentSpawned,
     ApprovalRequested,
     Event,
+    QuestionAsked,
     SessionStarted,
     ToolCallInfo,
 )
@@ -40,6 +42,11 @@ class Standing:
         """The approval requests still undecided, each with only its undecided calls."""
         return [event for event in self.present if isinstance(event, ApprovalRequested)]
 
+    @property
+    def asking(self) -> list[QuestionAsked]:
+        """The questions for a file or an image still open."""
+        return [event for event in self.present if isinstance(event, QuestionAsked)]
+
 
 def standing_of(history: Sequence[Event], *, with_start: bool = True) -> Standing:
     """Fold ``history`` (a session's logged events, oldest first) into its :class:`Standing`;
@@ -49,6 +56,11 @@ def standing_of(history: Sequence[Event], *, with_start: bool = True) -> Standin
     for event in history:
         view.apply(event)
     chosen = {**_running_agents(history, view), **_undecided(history, view)}
+    chosen.update(
+        (index, event)
+        for index, event in enumerate(history)
+        if isinstance(event, QuestionAsked) and event.question_id in view.questions
+    )
     starts = [i for i, e in enumerate(history) if isinstance(e, SessionStarted)]
     if starts and with_start:
         chosen[starts[-1]] = history[starts[-1]]  # the latest (a resumed session logs another)
@@ -102,4 +114,14 @@ def approve_line(command: str, session: str, agent: str, call: ToolCallInfo) -> 
         f"{command}: {agent} waits for approval of {call.name}: answer with "
         f"`baton approve {session} {call.call_id} --yes|--no` from any process on this bus "
         "(declined if nobody answers before its approval timeout, 120 s by default)"
+    )
+
+
+def upload_line(command: str, session: str, question: QuestionAsked) -> str:
+    """The one line that tells a person how to answer a question for a file or an image."""
+    what = "a file" if question.kind == "upload" else "an image"
+    return (
+        f"{command}: {question.agent} waits for {what}: answer with "
+        f"`baton upload {session} {question.question_id} FILE` (or --url URL, or --cancel) "
+        f"from any process on this bus, before {question.expires_at:%H:%M:%S} UTC"
     )

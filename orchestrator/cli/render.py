@@ -31,6 +31,8 @@ from baton.bus.events import (
     Event,
     GuardFired,
     ModelRetried,
+    QuestionAnswered,
+    QuestionAsked,
     SessionFinished,
     SessionStarted,
     TextDelta,
@@ -42,6 +44,8 @@ from baton.view import LEAD_NAME as LEAD
 from baton.view import (
     AgentView,
     SessionView,
+    describe_outcome,
+    describe_question,
     describe_status,
     describe_unclaimed,
     describe_verdict,
@@ -204,6 +208,10 @@ def describe(event: Event) -> str:
             return f"? {event.agent} asks approval for {names}"
         case ApprovalDecided():
             return f"· {event.call_id} {describe_verdict(event.approved, event.reason)}"
+        case QuestionAsked():
+            return f"? {event.agent} asks for {describe_question(event)} [{event.question_id}]"
+        case QuestionAnswered():
+            return f"· {event.question_id} {describe_outcome(event)}"
         case ToolCalled() if event.agent != LEAD and event.call.name != "send_message":
             return f"· {event.agent} calls {event.call.name}"
         case SessionFinished():

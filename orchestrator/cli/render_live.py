@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
-from baton.bus.events import Event, ToolCallInfo
+from baton.bus.events import Event, QuestionAsked, ToolCallInfo
 from baton.cli.render import (
     agent_status,
     budget_tenths,
@@ -32,7 +32,7 @@ from baton.cli.render import (
     describe_retry,
     summary_lines,
 )
-from baton.view import SessionView
+from baton.view import SessionView, describe_question
 
 _STATUS_STYLE = {"spawned": "cyan", "working": "yellow", "done": "green"}
 
@@ -44,7 +44,8 @@ class LiveRenderer:
         self.view = SessionView()
         self.console = console or Console()
         self._model_label = model_label  # the endpoint too, where this process runs the session
-        self._question: list[str] = []  # the approval question being asked, as markup lines
+        self._question: list[str] = []  # the question being asked, as markup lines
+        self._prompt = ""
         self._typed = ""  # the keys typed in answer so far
         self._live = Live(
             self,
@@ -82,8 +83,7 @@ class LiveRenderer:
             f"[bold]{escape(call.name)}[/]({escape(call.arguments)})"
             for call in calls
         ]
-        self._question = question
-        self._typed = ""
+        self._question, self._prompt, self._typed = question, "approve? [y/n]", ""
         try:
             while True:
                 answer = (await self._read_answer()).strip().lower()
@@ -94,10 +94,30 @@ class LiveRenderer:
         finally:
             self._question = []
             self._live.refresh()
+        self._record(question, f"approve? [y/n] {'y' if approved else 'n'}")
+        return approved
+
+    async def ask_for(self, question: QuestionAsked) -> str:
+        """Ask the person at the terminal for the file or image ``question`` wants: a path, an
+        http(s)/data: URL, or nothing (a cancel). Drawn in the live region as :meth:`ask` is."""
+        lines = [
+            f"[bold yellow]?[/] [bold]{escape(question.agent)}[/] asks for "
+            f"{escape(describe_question(question))}"
+        ]
+        self._question, self._prompt, self._typed = lines, UPLOAD_PROMPT, ""
+        try:
+            answer = (await self._read_answer()).strip()
+        finally:
+            self._question = []
+            self._live.refresh()
+        self._record(lines, f"{UPLOAD_PROMPT} {answer}")
+        return answer
+
+    def _record(self, question: list[str], answered: str) -> None:
+        """The question and its answer, printed once above the region."""
         for line in question:
             self.console.print(line, soft_wrap=True)
-        self.console.print(f"approve? [y/n] {'y' if approved else 'n'}", markup=False)
-        return approved
+        self.console.print(answered, markup=False)
 
     async def _read_answer(self) -> str:
         """One answer, key by key with the terminal's echo off (the frame shows the keys)."""
@@ -152,6 +172,9 @@ class LiveRenderer:
             parts.append(Columns(panels))
         for (agent, call_id), call in view.pending.items():
             parts.append(Text(f"? {agent} waits for approval of {call.name} [{call_id}]", "yellow"))
+        for question_id, asked in view.questions.items():
+            said = f"? {asked.agent} waits for {describe_question(asked)} [{question_id}]"
+            parts.append(Text(said, "yellow"))
         parts.extend(Text(f"· {decision}", style="dim") for decision in view.decisions[-3:])
         parts.extend(Text(f"! {error}", style="red") for error in view.errors[-3:])
         parts.extend(_model_lines(view))
@@ -159,7 +182,7 @@ class LiveRenderer:
             parts.append(Text(f"session {view.finished.status}", style="bold"))
         if self._question:
             parts.extend(Text.from_markup(line) for line in self._question)
-            parts.append(Text(f"approve? [y/n] {self._typed}▏"))
+            parts.append(Text(f"{self._prompt} {self._typed}▏"))
         return Group(*parts)
 
 
@@ -177,6 +200,9 @@ def _model_lines(view: SessionView) -> list[Text]:
     if view.answer_check is not None and (check := describe_check(view.answer_check)):
         lines.append(Text(check, style="red" if view.answer_check.invented_urls else "yellow"))
     return lines
+
+
+UPLOAD_PROMPT = "file path or URL (empty: cancel):"
 
 
 async def read_line() -> str:

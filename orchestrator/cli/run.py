@@ -16,10 +16,12 @@ then ends as any command the bus failed: one line saying "bus unreachable", exit
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -28,18 +30,28 @@ from pydantic import ValidationError
 
 from baton.base_errors import ConfigError, ExitCode
 from baton.bus.errors import BusUnreachable
-from baton.bus.events import ApprovalRequested, SessionFinished, SessionStarted, ToolCallInfo
+from baton.bus.events import (
+    ApprovalRequested,
+    QuestionAsked,
+    SessionFinished,
+    SessionStarted,
+    ToolCallInfo,
+)
 from baton.cli.approvals import ApprovalRouter, approval_route, stdin_is_tty
 from baton.cli.catchup import standing_of
 from baton.cli.exits import is_tty
 from baton.cli.logs import quiet_http_loggers
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer, ending_line
-from baton.cli.sharedbus import require_shared_bus
+from baton.cli.sharedbus import in_process, require_shared_bus
 from baton.errors import describe_validation
 from baton.settings import BatonSettings
 from baton.view import LEAD_NAME
 
+Asked = ApprovalRequested | QuestionAsked
+"""What the person at the terminal is asked: an approval, or a question for a file or image."""
+
 if TYPE_CHECKING:
+    from baton.engine.questions import Reply
     from baton.session import Session, SessionResult
     from baton.subagents.profiles import Profile
 
@@ -101,15 +113,17 @@ async def view_session(
     try:
         with signals.scope:
             async with session, anyio.create_task_group() as group:
-                questions_send, questions = anyio.create_memory_object_stream[ApprovalRequested](64)
-                route = approval_route(settings, as_json=as_json, stdin_tty=stdin_is_tty(),
+                questions_send, questions = anyio.create_memory_object_stream[Asked](64)
+                terminal = stdin_is_tty() and not as_json
+                route = approval_route(settings, as_json=as_json, stdin_tty=terminal,
                                        resumed=session.config.resume)  # fmt: skip
-                if route == "inline":
+                if terminal:
                     group.start_soon(answer_questions, session, renderer, questions)
                 else:
                     questions.close()
                 group.start_soon(signals.run, session)
                 router = ApprovalRouter(route, session, questions_send, settings.approve, command)
+                router.terminal, router.shared = terminal, not in_process(settings.bus)
                 finished = await show_events(session, renderer, router)
                 group.cancel_scope.cancel()
     finally:
@@ -130,7 +144,7 @@ async def show_events(
                 if isinstance(event, SessionStarted) and event.resumed:
                     for request in await join_resumed(session, renderer, event, router):
                         await router(request)
-                elif isinstance(event, ApprovalRequested):
+                elif isinstance(event, ApprovalRequested | QuestionAsked):
                     await router(request=event)
                 elif isinstance(event, SessionFinished):
                     finished = event
@@ -163,14 +177,18 @@ async def join_resumed(
 
 
 async def answer_questions(
-    session: Session, renderer: Renderer, questions: MemoryObjectReceiveStream[ApprovalRequested]
+    session: Session, renderer: Renderer, questions: MemoryObjectReceiveStream[Asked]
 ) -> None:
-    """Ask the person at the terminal about each approval request, one at a time."""
+    """Ask the person at the terminal about each question, one at a time: approvals, and the
+    files and images agents ask for."""
     from baton.cli.render_live import LiveRenderer
     from baton.engine.bus_channel import ApprovalNotFound
 
     async with questions:
         async for request in questions:
+            if isinstance(request, QuestionAsked):
+                await _answer_here(session, renderer, request)
+                continue
             pending = [
                 c for c in request.calls if (request.agent, c.call_id) in renderer.view.pending
             ]
@@ -183,6 +201,42 @@ async def answer_questions(
                     await session.answer(call.call_id, approved)
                 except ApprovalNotFound:
                     log.info("approval of %s was decided meanwhile", call.call_id)
+
+
+async def _answer_here(session: Session, renderer: Renderer, question: QuestionAsked) -> None:
+    """A path (uploaded), a URL, or nothing (cancelled), typed at the terminal; an answer that
+    does not fit is said in one line and the question is asked again until it expires."""
+    from baton.cli.render_live import UPLOAD_PROMPT, LiveRenderer, read_line
+    from baton.engine.questions import AnswerRefused, QuestionNotFound
+    from baton.view import describe_question
+
+    while question.question_id in renderer.view.questions:
+        if isinstance(renderer, LiveRenderer):
+            typed = await renderer.ask_for(question)
+        else:
+            print(f"{question.agent} asks for {describe_question(question)}", flush=True)
+            print(UPLOAD_PROMPT, end=" ", flush=True)
+            typed = (await read_line()).strip()
+        try:
+            await session.answer(question.question_id, _typed_reply(typed))
+            return
+        except QuestionNotFound as exc:
+            print(f"baton run: {exc}", file=sys.stderr, flush=True)
+            return
+        except AnswerRefused as exc:
+            print(f"baton run: {exc}; try again", file=sys.stderr, flush=True)
+
+
+def _typed_reply(typed: str) -> Reply | Path:
+    """What a line typed in answer to a question for a file means: nothing, a cancel; an
+    http(s) or data: URL, itself; anything else, the path of a file to upload."""
+    from baton.engine.questions import Cancelled, Provided
+
+    if not typed:
+        return Cancelled()
+    if typed.startswith(("http://", "https://", "data:")):
+        return Provided(url=typed)
+    return Path(os.path.expanduser(typed))
 
 
 async def _plain_ask(agent: str, calls: list[ToolCallInfo]) -> bool:

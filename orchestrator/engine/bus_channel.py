@@ -34,7 +34,7 @@ from baton.bus.events import ApprovalDecided, ApprovalRequested
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
 from baton.bus.payloads import ApprovalAnswer, approval_answer, question_reply
-from baton.engine.errors import InteractionCancelled
+from baton.engine.errors import InteractionCancelled, InteractionUnavailable
 from baton.engine.interaction import (
     ApprovalDecision,
     ApprovalQuestion,
@@ -143,6 +143,7 @@ class BusInteractionChannel:
         self, question: UploadQuestion | ImageQuestion
     ) -> ProvidedMedia | None:
         got: list[ProvidedMedia | None] = []
+        nobody: list[str] = []
 
         async def take(batch: list[Envelope]) -> bool:
             for envelope in batch:
@@ -151,6 +152,8 @@ class BusInteractionChannel:
                     log.info("%s/%s: ignoring a stale or stray answer %s (%s)",
                              self.session, self.agent, envelope.id, envelope.type)  # fmt: skip
                     continue
+                if reply.nobody and reply.outcome == "cancelled":
+                    nobody.append(reply.reason or "no person could be asked")
                 got.append(
                     ProvidedMedia(url=reply.url, name=reply.name, media_type=reply.media_type)
                     if reply.outcome == "provided"
@@ -160,6 +163,8 @@ class BusInteractionChannel:
             return bool(got)
 
         await self._waiting(question.id, take)
+        if nobody:
+            raise InteractionUnavailable(nobody[0])
         return got[0]
 
     async def _waiting(

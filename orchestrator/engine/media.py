@@ -190,11 +190,10 @@ class FileUpload:
                 ctx.turn.decline(call.name)
                 answers[call.id] = Answer(messages.upload_missing(call.name, why))
             else:
-                answers[call.id] = Answer(
-                    messages.upload_received(
-                        call.name, media.name or media.url, media.url, media.media_type
-                    )
+                said = messages.upload_received(
+                    call.name, media.name or media.url, media.url, media.media_type
                 )
+                answers[call.id] = Answer(said, media_urls=(media.url,))
         return answers
 
 

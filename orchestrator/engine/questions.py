@@ -21,9 +21,11 @@ import mimetypes
 import re
 import uuid
 from datetime import datetime
+from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from baton.base_errors import BatonError, ExitCode
@@ -117,6 +119,9 @@ class Cancelled(BaseModel):
 
     kind: Literal["cancelled"] = "cancelled"
     reason: str = ""
+    nobody: bool = False
+    """No person could be asked: the runtime declines on their behalf (and says so to the
+    model, never "the user cancelled")."""
 
 
 Reply = Decision | Provided | Cancelled
@@ -311,7 +316,9 @@ async def _send_reply(bus: Bus, session: str, question: OpenQuestion, reply: Rep
         )
         content = f"provided {reply.name or reply.url[:200]}"
     else:
-        payload = QuestionReply(question_id=question.id, outcome="cancelled", reason=reply.reason)
+        payload = QuestionReply(
+            question_id=question.id, outcome="cancelled", reason=reply.reason, nobody=reply.nobody
+        )
         content = reply.reason or "cancelled"
     envelope = Envelope(
         session=session,
@@ -334,6 +341,23 @@ def upload_name(session: str, question: OpenQuestion, filename: str) -> str:
     base = filename.replace("\\", "/").rsplit("/", 1)[-1]
     safe = _UNSAFE.sub("-", base).lstrip("._-")[:100] or "upload"
     return f"{session}/{question.agent}-upload-{uuid.uuid4().hex[:12]}-{safe}"
+
+
+async def read_upload(path: Path, max_bytes: int = UPLOAD_MAX_BYTES) -> bytes:
+    """A person's file to upload, read whole only when within ``max_bytes``; else, or when it
+    cannot be read, :class:`AnswerRefused` saying so."""
+
+    def read() -> bytes:
+        with path.open("rb") as file:
+            data = file.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise AnswerRefused(f"{path} is over {max_bytes} bytes, the most an upload may be")
+        return data
+
+    try:
+        return await anyio.to_thread.run_sync(read)
+    except OSError as exc:
+        raise AnswerRefused(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 async def store_upload(

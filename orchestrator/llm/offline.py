@@ -46,14 +46,16 @@ line; its first line is ``[<type> from <sender>]`` followed by the content, and 
     media: https://cdn.example/fox.png
 
 **Sub-agent script.** Its task is the latest user message (an inbox header such as
-``[task from lead]`` is stripped). It calls, in parallel, every offered tool other than
-``send_message`` that takes a single string parameter, with the task text; once their results are
-back it calls ``send_message(to="lead", type="result", content=<summary with every URL found in the
-tool results>)``, or saying what did not run or failed and why when a call was refused (a declined
-approval) or failed (the tool's error, as the engine reports it); after that, or with no such
-tools, it answers with text. A writing task ("write a
-haiku") is answered with a canned text rather than "Done: …". A tool result that is a JSON object
-(an MCP tool's data, such as the time in a zone) is quoted on the summary's first line, which the
+``[task from lead]`` is stripped; an image ``describe_image`` attached is no task). It calls, in
+parallel, every offered tool other than ``send_message`` that takes a single string parameter,
+with the task text (and ``describe_image``, whose two parameters are optional, with the task as
+its ``prompt``: it asks a person for the image); once their results are back it calls
+``send_message(to="lead", type="result", content=<summary with every URL found in the tool
+results>)``, or saying what did not run or failed and why when a call was refused (a declined
+approval, a file nobody uploaded) or failed (the tool's error, as the engine reports it); after
+that, or with no such tools, it answers with text. A writing task ("write a haiku") is answered
+with a canned text rather than "Done: …". A tool result that is a JSON object (an MCP tool's
+data, such as the time in a zone) is quoted on the summary's first line, which the
 lead's summary quotes in turn.
 """
 
@@ -79,10 +81,11 @@ _INBOX_HEADER = re.compile(r"^\[(?P<type>[\w-]+) from (?P<sender>[^\]]+)\]\s*", 
 _URL = re.compile(r"(?:https?|file)://[^\s<>\"'()\[\],]+|data:[\w.+-]+/[\w.+-]+;base64,[\w+/=]+")
 _SPLIT = re.compile(r"\s*(?:\n|;|,|\band\b|\bthen\b)\s*", re.IGNORECASE)
 _ARG_PIECE = 16
-BY_NAME_ONLY = ("publisher",)
-"""Agents whose work a person must approve (the built-in ``publisher``): they get a task only
-when its words name them ("publish a haiku"), never one dealt round-robin, which would end up
-waiting for an approval the user never meant to be asked."""
+BY_NAME_ONLY = ("publisher", "reviewer")
+"""Agents whose work waits on a person (the built-in ``publisher`` needs an approval, the
+``reviewer`` a file): they get a task only when its words name them ("publish a haiku", "review
+my notes"), never one dealt round-robin, which would end up waiting for a question the user never
+meant to be asked."""
 
 
 def offline_model(*, chunk_delay: float = 0.0) -> OpenAIChatModel:
@@ -326,7 +329,10 @@ def _argument(call: Json, name: str) -> str:
 
 
 def _subagent(messages: list[Json], tools: list[Json]) -> Reply:
-    task_at = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    task_at = max(
+        (i for i, m in enumerate(messages) if m.get("role") == "user" and not _shows_image(m)),
+        default=-1,
+    )
     task = _strip_header(_text(messages[task_at])) if task_at >= 0 else ""
     since = messages[task_at + 1 :]
     called = [
@@ -336,6 +342,8 @@ def _subagent(messages: list[Json], tools: list[Json]) -> Reply:
         for call in message.get("tool_calls") or ()
     ]
     workers = [(name, param) for name, param in _string_tools(tools) if name != "send_message"]
+    if _tool(tools, "describe_image") is not None:  # two optional strings: named here
+        workers.append(("describe_image", "prompt"))
     outputs = [_text(m) for m in since if m.get("role") == "tool"]
     summary = _result_text(task, outputs)
     if "send_message" in called:
@@ -390,9 +398,13 @@ def _written(task: str) -> str | None:
     )
 
 
-_NOT_DONE = re.compile(r"^\S+ (?:did not run: |failed with |did not finish within )")
+_NOT_DONE = re.compile(
+    r"^\S+ (?:did not run: |failed with |did not finish within )"
+    r"|^\S+: no (?:file was uploaded|image is available) "
+)
 """How the engine answers a call that never ran, raised, or ran past its timeout
-(``<tool> did not run: <why>``, ``<tool> failed with <Error>: <why>``, engine/messages.py)."""
+(``<tool> did not run: <why>``, ``<tool> failed with <Error>: <why>``), or a question for a file
+or an image nobody answered (``<tool>: no file was uploaded (<why>)``, engine/messages.py)."""
 
 
 def _not_done(output: str) -> bool:
@@ -411,6 +423,14 @@ def _data(outputs: list[str]) -> list[str]:
         if isinstance(value, dict):
             found.append(json.dumps(value, ensure_ascii=False))
     return found
+
+
+def _shows_image(message: Json) -> bool:
+    """An image ``describe_image`` attached (a user message with image content): no task."""
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(part, dict) and part.get("type") == "image_url" for part in content
+    )
 
 
 def _first_sentence(text: str) -> str:

@@ -14,6 +14,8 @@ in-process bus, an in-process worker for the sub-agents and the offline model ar
 ``await session.run()`` alone runs it to the end too. While it runs, from any task:
 ``await session.post("also a cat")`` (a follow-up the lead answers in this session),
 ``await session.answer(call_id, approved=True)`` (an approval the lead or a sub-agent asked for),
+``await session.answer(question_id, Path("notes.txt"))`` (a file it asked for; every open
+question is in ``await session.questions()``),
 ``session.cancel()`` (shutdown to every sub-agent, then ``SessionFinished(status="cancelled")``).
 
 With ``bus_url="redis://..."`` the session runs on Redis; with ``local_workers=False`` external

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from functools import partial
+from pathlib import Path
 from types import TracebackType
 
 import anyio
@@ -29,6 +30,14 @@ from baton.bus.tail import tail_events
 from baton.bus.user_post import USER
 from baton.engine import Tool
 from baton.engine.bus_channel import answer_approval, approvals_inbox
+from baton.engine.questions import (
+    OpenQuestion,
+    Reply,
+    answer_question,
+    open_questions,
+    read_upload,
+    store_upload,
+)
 from baton.errors import describe_validation
 from baton.lead.agent import LeadOutcome
 from baton.lead.keeper import LeadRecord, LeadTakenOver
@@ -36,6 +45,7 @@ from baton.lead.prompt import LEAD_NAME
 from baton.lead.stream import EventFanout, EventStream
 from baton.llm.offline import OFFLINE_MODEL_NAME
 from baton.llm.types import ChatModel
+from baton.media import MediaStore, open_store
 from baton.session.build import Built, Given, Hooks, build_session
 from baton.session.config import SessionConfig, SessionResult
 from baton.session.setup import session_bus
@@ -251,11 +261,47 @@ class Session(Service):
         return await self.bus.inboxes.send(envelope)
 
     async def answer(
-        self, call_id: str, approved: bool, reason: str = "", *, nobody: bool = False
+        self,
+        question_id: str,
+        reply: bool | Reply | Path | None = None,
+        reason: str = "",
+        *,
+        approved: bool | None = None,
+        nobody: bool = False,
     ) -> str:
-        """Answer a pending approval of this session; returns the agent that asked.
-        ``nobody``: no person could be asked, so it is declined on the runtime's behalf."""
-        return await answer_approval(self.bus, self.id, call_id, approved, reason, nobody=nobody)
+        """Answer an open question of this session (:meth:`questions`); returns the agent that
+        asked. ``reply`` by kind: for an approval ``True``/``False`` (``reason`` says why) or a
+        :class:`~baton.engine.questions.Decision`; for a file or an image a ``Path`` (stored in
+        the session's media store first, within its size limit and the types the question
+        accepts), a :class:`~baton.engine.questions.Provided` URL, or
+        :class:`~baton.engine.questions.Cancelled`. ``nobody``: no person could be asked, so an
+        approval is declined on the runtime's behalf.
+
+        Raises ``QuestionNotFound`` (unknown, answered, expired) or ``AnswerRefused`` (the reply
+        does not fit the question); ``ApprovalNotFound`` for a ``bool`` to no open approval.
+        ``approved=`` is the same as a ``bool`` reply (the older spelling)."""
+        if approved is not None:
+            reply = approved
+        if reply is None:
+            raise TypeError("answer() needs a reply: True/False, a Decision, a Path, Provided")
+        if isinstance(reply, bool):
+            return await answer_approval(
+                self.bus, self.id, question_id, reply, reason, nobody=nobody
+            )
+        if isinstance(reply, Path):
+            data = await read_upload(reply)
+            agent, _ = await store_upload(
+                self._media_store(), self.bus, self.id, question_id, data=data, filename=reply.name
+            )
+            return agent
+        return await answer_question(self.bus, self.id, question_id, reply)
+
+    async def questions(self) -> list[OpenQuestion]:
+        """The questions of this session that wait for a person now: approvals, files, images."""
+        return await open_questions(self.bus, self.id)
+
+    def _media_store(self) -> MediaStore:
+        return self.config.media or open_store(self.config.media_dir)
 
     def cancel(self) -> None:
         """Cancel the session: its lead stops, its sub-agents are told to shut down."""
