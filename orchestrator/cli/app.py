@@ -378,8 +378,8 @@ def watch(
     bus_outage: BusOutageOpt = None,
 ) -> None:
     """Tail a session's events live, from any process, until the session finishes: a running
-    one is first shown as it stands (its sub-agents, the approvals it waits for, each with its
-    `baton approve` line).
+    one is first shown as it stands (its sub-agents, the approvals and files it waits for, each
+    with its `baton approve` or `baton upload` line).
 
     An unknown session is an error (exit 2) unless --wait; a session whose lead died ends the
     watch with a line and exit 1 (`baton resume SESSION` continues it)."""

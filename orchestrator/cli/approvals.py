@@ -92,7 +92,7 @@ async def cancel_unanswerable(session: Session, question: QuestionAsked) -> None
     from baton.engine.questions import Cancelled, QuestionNotFound
 
     what = "a file" if question.kind == "upload" else "an image"
-    reason = NOBODY_REASON.replace("approvals", "questions")
+    reason = NOBODY_REASON.replace("approvals", "questions").replace("approve", "upload")
     print(f"baton run: declined {question.agent}'s question for {what}: {reason}",
           file=sys.stderr, flush=True)  # fmt: skip
     try:

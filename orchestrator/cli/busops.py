@@ -157,8 +157,9 @@ async def watch(
     tail waits for it to appear and shows it from its first event (a session started just
     before this process could read the bus would otherwise lose its beginning, or everything
     if it then went quiet). Followed from now on, a running session is first shown as it
-    stands (:mod:`baton.cli.catchup`: its sub-agents, the approvals it waits for), and every
-    approval it waits for, then or later, gets the ``baton approve`` line on stderr. A session
+    stands (:mod:`baton.cli.catchup`: its sub-agents, the approvals and files it waits for), and
+    every approval it waits for, then or later, gets the ``baton approve`` line on stderr (a
+    question for a file or an image, the ``baton upload`` line). A session
     whose lead died ends the tail with one line and exit 1 (``baton resume`` continues it). The
     tail rides out a bus outage of up to ``bus_outage`` seconds, then carries on at its cursor;
     a longer one ends it with ``BusOutage`` (exit 3, "bus unreachable")."""

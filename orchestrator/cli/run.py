@@ -153,11 +153,11 @@ async def show_events(
 
 async def join_resumed(
     session: Session, renderer: Renderer, started: SessionStarted, router: ApprovalRouter
-) -> list[ApprovalRequested]:
+) -> list[Asked]:
     """Show a resumed session as its log stood before ``started`` (its sub-agents, what waits:
     :mod:`baton.cli.catchup`), note its older sub-agents on ``router``, and return the
-    approval requests of those that still wait. The dead lead's own are left out: the resumed
-    lead runs its cut turn again and asks anew."""
+    approval requests and the questions for files of those that still wait. The dead lead's
+    own are left out: the resumed lead runs its cut turn again and asks anew."""
     from baton.cli.busops import logged_so_far
 
     logged = [entry.event for entry in await logged_so_far(session.bus.log, session.id)]
@@ -166,14 +166,17 @@ async def join_resumed(
     standing = standing_of(history, with_start=False)
 
     def void(event: object) -> bool:  # a question of the dead lead: it will ask anew
-        return isinstance(event, ApprovalRequested) and event.agent == LEAD_NAME
+        return isinstance(event, ApprovalRequested | QuestionAsked) and event.agent == LEAD_NAME
 
     renderer.join(history, [event for event in standing.present if not void(event)])
     renderer.view.apply(started)  # the resumed start is the session's own now
     for key in [key for key in renderer.view.pending if key[0] == LEAD_NAME]:
         del renderer.view.pending[key]
     router.older.update(name for name in standing.view.agents if name != LEAD_NAME)
-    return [request for request in standing.waiting if not void(request)]
+    for question in [q for q in standing.asking if void(q)]:
+        renderer.view.questions.pop(question.question_id, None)
+    asked: list[Asked] = [*standing.waiting, *standing.asking]
+    return [request for request in asked if not void(request)]
 
 
 async def answer_questions(

@@ -99,6 +99,8 @@ class Decision(BaseModel):
     kind: Literal["decision"] = "decision"
     approved: bool
     reason: str = ""
+    nobody: bool = False
+    """No person could be asked: the runtime declines on their behalf (``approved`` false)."""
 
 
 class Provided(BaseModel):
@@ -172,6 +174,7 @@ class QuestionBook:
     def __init__(self) -> None:
         self._open: dict[str, OpenQuestion] = {}
         self._closed: set[str] = set()
+        self._media_closed: set[str] = set()
 
     def fold(self, event: object) -> None:
         match event:
@@ -189,6 +192,7 @@ class QuestionBook:
             case QuestionAnswered(question_id=question_id):
                 self._open.pop(question_id, None)
                 self._closed.add(question_id)
+                self._media_closed.add(question_id)
             case _:
                 pass
 
@@ -197,6 +201,13 @@ class QuestionBook:
         stopped waiting, whether or not its closing event is logged yet)."""
         moment = now or utc_now()
         return [q for q in self._open.values() if q.expires_at is None or q.expires_at > moment]
+
+    def asks_for_media(self, question_id: str) -> bool:
+        """Whether ``question_id`` is (or was) a question for a file or an image."""
+        question = self._open.get(question_id)
+        return (question is not None and question.kind != "approval") or (
+            question_id in self._media_closed
+        )
 
     def find(self, session: str, question_id: str) -> OpenQuestion:
         """The open question ``question_id``; raises :class:`QuestionNotFound` saying why not."""
@@ -292,9 +303,16 @@ async def answer_question(bus: Bus, session: str, question_id: str, reply: Reply
     """Answer the open question ``question_id`` of ``session``; returns the agent that asked.
 
     Raises :class:`QuestionNotFound` (unknown, answered, expired) or :class:`AnswerRefused` (the
-    reply does not fit), sending nothing then. A ``file:`` URL is refused from a person
-    (:data:`ANSWER_SCHEMES`); :func:`store_upload` makes the URL of an uploaded file."""
-    question = await find_question(bus, session, question_id)
+    reply does not fit), sending nothing then; a :class:`Decision` for no question for a file
+    is an approval's, and :func:`~baton.engine.bus_channel.answer_approval` decides it (raising
+    its ``ApprovalNotFound``). A ``file:`` URL is refused from a person (:data:`ANSWER_SCHEMES`);
+    :func:`store_upload` makes the URL of an uploaded file."""
+    book = await question_book(bus, session)
+    if isinstance(reply, Decision) and not book.asks_for_media(question_id):
+        return await answer_approval(
+            bus, session, question_id, reply.approved, reply.reason, nobody=reply.nobody
+        )
+    question = book.find(session, question_id)
     if isinstance(reply, Provided) and urlsplit(reply.url).scheme.lower() == "file":
         raise AnswerRefused(
             f"the URL {reply.url[:80]!r} is a path on this machine: upload the file instead"
@@ -305,7 +323,9 @@ async def answer_question(bus: Bus, session: str, question_id: str, reply: Reply
 async def _send_reply(bus: Bus, session: str, question: OpenQuestion, reply: Reply) -> str:
     check_reply(question, reply)
     if isinstance(reply, Decision):
-        return await answer_approval(bus, session, question.id, reply.approved, reply.reason)
+        return await answer_approval(
+            bus, session, question.id, reply.approved, reply.reason, nobody=reply.nobody
+        )
     if isinstance(reply, Provided):
         payload = QuestionReply(
             question_id=question.id,

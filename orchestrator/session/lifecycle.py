@@ -29,8 +29,9 @@ from baton.bus.retry import persist
 from baton.bus.tail import tail_events
 from baton.bus.user_post import USER
 from baton.engine import Tool
-from baton.engine.bus_channel import answer_approval, approvals_inbox
+from baton.engine.bus_channel import approvals_inbox
 from baton.engine.questions import (
+    Decision,
     OpenQuestion,
     Reply,
     answer_question,
@@ -285,9 +286,7 @@ class Session(Service):
         if reply is None:
             raise TypeError("answer() needs a reply: True/False, a Decision, a Path, Provided")
         if isinstance(reply, bool):
-            return await answer_approval(
-                self.bus, self.id, question_id, reply, reason, nobody=nobody
-            )
+            reply = Decision(approved=reply, reason=reason, nobody=nobody)
         if isinstance(reply, Path):
             data = await read_upload(reply)
             agent, _ = await store_upload(
