@@ -100,3 +100,24 @@ def test_the_approve_line_names_the_session_and_the_call() -> None:
     line = approve_line("baton watch", S, "publisher", call("c2"))
     assert line.startswith("baton watch: publisher waits for approval of publish: ")
     assert "`baton approve s-1 c2 --yes|--no`" in line and "\n" not in line
+
+
+def test_a_question_for_a_file_holds_until_it_is_answered() -> None:
+    from datetime import timedelta
+
+    from baton.bus.events import QuestionAnswered, QuestionAsked, utc_now
+
+    def asked(qid: str) -> QuestionAsked:
+        expires_at = utc_now() + timedelta(minutes=3)
+        return QuestionAsked(session=S, agent="reviewer", question_id=qid, kind="upload",
+                             call_id=f"c-{qid}", expires_at=expires_at)  # fmt: skip
+
+    history: list[Event] = [
+        *HISTORY[:3],
+        asked("q1"),
+        asked("q2"),
+        QuestionAnswered(session=S, agent="reviewer", question_id="q1", outcome="cancelled"),
+    ]
+    standing = standing_of(history)
+    assert [q.question_id for q in standing.asking] == ["q2"]
+    assert history[4] in standing.present and history[3] not in standing.present

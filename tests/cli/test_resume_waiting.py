@@ -102,3 +102,31 @@ def test_resume_shows_what_waits_and_the_line_to_answer_it(
     assert resumed.wait(timeout=QUICK_S) == 0, resumed.transcript()
     assert published(tmp_path / "media")
     assert logged(redis_url, session)[-1]["status"] == "completed"
+
+
+def test_resume_shows_a_question_for_a_file_and_the_line_to_answer_it(
+    start: Callable[..., Proc], redis_url: str, env: dict[str, str], tmp_path: Path
+) -> None:
+    session = "s-waits-file"
+    worker = start("worker", "--bus", redis_url, "--lease", "5", env=env)
+    worker.expect(" ready: ", stream="err")
+    run = start("run", "--json", "--bus", redis_url, "--no-local-workers", "--session", session,
+                "review my notes", env=env)  # fmt: skip
+    question = run.expect_event("question.asked", agent="reviewer")["question_id"]
+    run.kill()
+    resumed = start("resume", session, "--bus", redis_url, "--approve", "auto", env=env)
+    waiting = resumed.expect(lambda line: line.startswith("? reviewer asks for a file"))
+    assert waiting.strip().endswith(f"[{question}]")  # no policy answers a question for a file
+    hint = on_stderr(resumed, f"`baton upload {session} {question} FILE`")
+    assert hint.startswith("baton resume: reviewer waits for a file: "), hint
+    notes = tmp_path / "notes.txt"
+    notes.write_text("notes\n")
+    media = str(tmp_path / "media")  # the session's: the lead takes file:// media only there
+    answer = CliRunner().invoke(
+        app, ["upload", session, question, str(notes), "--bus", redis_url, "--media-dir", media]
+    )
+    assert answer.exit_code == 0, answer.output
+    assert resumed.wait(timeout=QUICK_S) == 0, resumed.transcript()
+    [stored] = (tmp_path / "media").rglob("reviewer-upload-*-notes.txt")
+    finished = logged(redis_url, session)[-1]
+    assert finished["status"] == "completed" and stored.as_uri() in finished["media_urls"]

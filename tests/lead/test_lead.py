@@ -78,6 +78,7 @@ async def test_system_prompt_lists_profiles_and_marks_the_lead(tmp_path: Path) -
         "writer",
         "helper",
         "publisher",
+        "reviewer",
     ]
 
 
