@@ -1,4 +1,8 @@
-"""Human approval over the bus: the agent asks in one process, a person answers from another.
+"""Questions to a person over the bus: the agent asks in one process, a person answers from
+another. Approvals first (below); a question for a file or an image (``request_file_upload``,
+``describe_image``) waits the same way on the same inbox, for an envelope of type ``answer``
+whose ``meta`` is a :class:`~baton.bus.payloads.QuestionReply` (docs/protocol.md, *Questions*;
+:mod:`baton.engine.questions` finds the question and sends the answer).
 
 An agent whose tool needs approval (the lead in a session, or a sub-agent on a remote worker) uses
 :class:`BusInteractionChannel`. The engine announces the question itself — it emits
