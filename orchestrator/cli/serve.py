@@ -164,6 +164,7 @@ def serve_command(
             media=settings.media_store(),
             images=settings.image_generator(),
             cors_origins=tuple(cors_origin or ()),
+            upload_max_bytes=settings.upload_max_bytes,
             session_timeout_s=settings.session_timeout,
             bus_outage_s=settings.bus_outage,
             log_level=settings.log_level.lower()

@@ -61,10 +61,12 @@ class ApprovalNotFound(BatonError):
 
     exit_code = ExitCode.USAGE
 
-    def __init__(self, session: str, call_id: str, detail: str) -> None:
+    def __init__(self, session: str, call_id: str, detail: str, decided: bool = False) -> None:
         super().__init__(f"session {session}: {detail} (call id {call_id!r})")
         self.session = session
         self.call_id = call_id
+        self.decided = decided
+        """True when the approval was requested and has been decided (else none was asked)."""
 
 
 def approvals_inbox(agent: str) -> str:
@@ -209,7 +211,7 @@ async def find_pending_approval(bus: Bus, session: str, call_id: str) -> str:
     if asker is None:
         raise ApprovalNotFound(session, call_id, "no approval was requested for this call")
     if decided:
-        raise ApprovalNotFound(session, call_id, "this approval was already decided")
+        raise ApprovalNotFound(session, call_id, "this approval was already decided", True)
     return asker
 
 

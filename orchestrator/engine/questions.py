@@ -53,15 +53,23 @@ URL names a path on the answering machine, which may not be the agent's, and wou
 answers point an agent at any file there: files are uploaded (:func:`store_upload`) instead."""
 
 
+Unanswerable = Literal["unknown", "answered", "expired"]
+"""Why a question cannot be answered: none of that id was asked, it was answered, or its agent
+stopped waiting. A surface tells them apart (HTTP: 404 for the first, 409 for the others)."""
+
+
 class QuestionNotFound(BatonError):
     """No open question with that id in the session: unknown, already answered, or expired."""
 
     exit_code = ExitCode.USAGE
 
-    def __init__(self, session: str, question_id: str, detail: str) -> None:
+    def __init__(
+        self, session: str, question_id: str, detail: str, why: Unanswerable = "unknown"
+    ) -> None:
         super().__init__(f"session {session}: {detail} (question {question_id!r})")
         self.session = session
         self.question_id = question_id
+        self.why: Unanswerable = why
 
 
 class AnswerRefused(BatonError):
@@ -209,18 +217,22 @@ class QuestionBook:
             question_id in self._media_closed
         )
 
+    def has_expired(self, question_id: str) -> bool:
+        """Whether ``question_id`` is open in the log but its agent has stopped waiting."""
+        question = self._open.get(question_id)
+        return bool(question and question.expires_at and question.expires_at <= utc_now())
+
     def find(self, session: str, question_id: str) -> OpenQuestion:
         """The open question ``question_id``; raises :class:`QuestionNotFound` saying why not."""
         question = self._open.get(question_id)
         if question is None:
-            detail = (
-                "this question was already answered"
-                if question_id in self._closed
-                else "no such question was asked"
-            )
-            raise QuestionNotFound(session, question_id, detail)
+            if question_id in self._closed:
+                raise QuestionNotFound(
+                    session, question_id, "this question was already answered", "answered"
+                )
+            raise QuestionNotFound(session, question_id, "no such question was asked")
         if question.expires_at is not None and question.expires_at <= utc_now():
-            raise QuestionNotFound(session, question_id, "this question has expired")
+            raise QuestionNotFound(session, question_id, "this question has expired", "expired")
         return question
 
 
@@ -309,6 +321,8 @@ async def answer_question(bus: Bus, session: str, question_id: str, reply: Reply
     :func:`store_upload` makes the URL of an uploaded file."""
     book = await question_book(bus, session)
     if isinstance(reply, Decision) and not book.asks_for_media(question_id):
+        if book.has_expired(question_id):  # its agent declined it already: say so, send nothing
+            raise QuestionNotFound(session, question_id, "this question has expired", "expired")
         return await answer_approval(
             bus, session, question_id, reply.approved, reply.reason, nobody=reply.nobody
         )

@@ -36,6 +36,8 @@ SECRET_BYTES = 32
 READ_ONLY = frozenset({"GET", "HEAD"})
 SESSION_READS = frozenset({"state", "events"})
 SESSION_WRITES = frozenset({"messages", "cancel"})
+ANSWERS = frozenset({"approvals", "questions"})
+"""``/sessions/{id}/<one of these>/{id}``: answers to what the session's agents ask a person."""
 SHARED = ("assets", "favicon.ico")
 """What every page needs whoever opened it: the page's scripts, styles and icon (no data)."""
 
@@ -113,14 +115,14 @@ class Grant:
         if reads and method in READ_ONLY:
             return None
         writes = (len(rest) == 1 and rest[0] in SESSION_WRITES) or (
-            len(rest) == 2 and rest[0] == "approvals" and rest[1] != ""
+            len(rest) == 2 and rest[0] in ANSWERS and rest[1] != ""
         )
         if writes and method == "POST":
             if self.scope == "write":
                 return None
             return (
-                f"this token of session {self.session!r} is read-only: it cannot post, approve "
-                "or cancel; use the session's write token or the admin token"
+                f"this token of session {self.session!r} is read-only: it cannot post, answer "
+                "questions or cancel; use the session's write token or the admin token"
             )
         return self._not_here()
 
@@ -133,7 +135,7 @@ class Grant:
     def _not_here(self) -> str:
         return (
             f"this token is for session {self.session!r} only (its page, state, events, media"
-            f"{', messages, approvals, cancel' if self.scope == 'write' else ''}); "
+            f"{', messages, approvals, questions, cancel' if self.scope == 'write' else ''}); "
             "this route needs the admin token"
         )
 

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from baton.server import health, media, pages, routes, sse
+from baton.server import health, media, pages, questions, routes, sse
 from baton.server.a2a import routes_if_installed
 from baton.server.a2a.tracing import TraceparentMiddleware
 from baton.server.context import ServerContext
@@ -51,6 +51,7 @@ def create_app(ctx: ServerContext) -> Starlette:
         Route("/sessions/{id}/events", sse.session_events, methods=["GET"]),
         Route("/sessions/{id}/messages", routes.post_message, methods=["POST"]),
         Route("/sessions/{id}/approvals/{call_id}", routes.decide, methods=["POST"]),
+        Route("/sessions/{id}/questions/{question_id}", questions.answer, methods=["POST"]),
         Route("/sessions/{id}/cancel", routes.cancel, methods=["POST"]),
         Route("/profiles", routes.get_profiles, methods=["GET"]),
         Route("/healthz", health.health, methods=["GET"]),

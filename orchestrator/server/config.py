@@ -16,6 +16,7 @@ from pydantic import SecretStr, ValidationError
 
 from baton.base_errors import ConfigError
 from baton.bus.retry import DEFAULT_OUTAGE_S
+from baton.engine.questions import UPLOAD_MAX_BYTES
 from baton.errors import describe_validation
 from baton.llm import ModelSettings
 from baton.media import MediaStore
@@ -81,6 +82,8 @@ class ServerConfig:
     """What draws ``generate_image``'s pictures; None: the offline painter."""
     cors_origins: tuple[str, ...] = ()
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    upload_max_bytes: int = UPLOAD_MAX_BYTES
+    """The largest file a person may upload in answer to a question (multipart, not JSON)."""
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
     retry_ms: int = DEFAULT_RETRY_MS
     session_timeout_s: float = 600.0
@@ -105,6 +108,8 @@ class ServerConfig:
             raise ConfigError(f"bad port {self.port}: use 0..65535")
         if self.max_body_bytes < 1024:
             raise ConfigError(f"max body size {self.max_body_bytes} is too small: use ≥ 1024")
+        if self.upload_max_bytes < 1:
+            raise ConfigError(f"upload size limit must be positive, not {self.upload_max_bytes}")
         if self.heartbeat_s <= 0:
             raise ConfigError(f"heartbeat must be positive, not {self.heartbeat_s}")
         if self.health_timeout_s <= 0:

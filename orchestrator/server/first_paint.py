@@ -5,7 +5,8 @@ waited) until its script had replayed the whole event stream, and a page without
 terminal browser, a screen reader that does not run it, a failed asset) never showed anything.
 Now the server folds the log (:class:`~baton.view.SessionView`, the fold every view shares)
 and writes what it shows into the page — status, task, the lead's text, each sub-agent's card,
-the pending approvals with their call ids, the final answer — in the same markup the script
+the pending approvals with their call ids, the open questions for a file or an image with their
+inputs, the final answer — in the same markup the script
 builds, and the script carries on from the log's last cursor (``baton-cursor``), so nothing is
 shown twice. Media are written as ``/media/…`` links: the page names no server path.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from baton.bus.events import ToolCallInfo
+from baton.bus.events import QuestionAsked, ToolCallInfo
 from baton.server.media import public_url
 from baton.server.state import StateFolder
 from baton.view import AgentView, SessionView, describe_placement
@@ -32,6 +33,7 @@ def fragments(folder: StateFolder, media_root: Path) -> dict[str, str]:
     rounds = [part for part in view.lead_rounds if part]
     last_round = view.lead_rounds[-1] if view.lead_rounds else ""
     finished = view.status in TERMINAL
+    asked = [] if finished else list(view.questions.values())
     return {
         "STATUS": escape(view.status),
         "CURSOR": escape(folder.last_cursor or ""),
@@ -42,8 +44,9 @@ def fragments(folder: StateFolder, media_root: Path) -> dict[str, str]:
         "LEAD_TEXT": escape("\n\n".join(rounds)),
         "ROUND_CHARS": str(len(last_round)),
         "LEAD_BREAK": "true" if rounds and not last_round else "false",
-        "APPROVALS": "".join(_approval(agent, call) for (agent, _), call in view.pending.items()),
-        "NO_APPROVALS": " hidden" if view.pending else "",
+        "APPROVALS": "".join(_approval(agent, call) for (agent, _), call in view.pending.items())
+        + "".join(_question(question) for question in asked),
+        "NO_APPROVALS": " hidden" if view.pending or asked else "",
         "AGENTS": "".join(_agent(name, agent, media_root) for name, agent in view.agents.items()),
         "FINAL": _final(view, media_root),
         "FINAL_HIDDEN": "" if view.finished is not None else " hidden",
@@ -98,6 +101,29 @@ def _approval(agent: str, call: ToolCallInfo) -> str:
         "</span></p>"
         '<button class="approve">Approve</button> <button class="decline">Decline</button> '
         '<span class="muted note"></span></div>'
+    )
+
+
+def _question(event: QuestionAsked) -> str:
+    """One open question for a file or an image, as the script builds it (wired by the script,
+    which also fills an image question's picker with the session's pictures); the question id
+    is shown, for ``baton upload`` from a terminal."""
+    kind = "a file" if event.kind == "upload" else "an image"
+    accept = ",".join(event.accept) or ("image/*" if event.kind == "image" else "")
+    prompt = f": {event.prompt}" if event.prompt else ""
+    picker = '<div class="picker"></div>' if event.kind == "image" else ""
+    return (
+        f'<div class="question" data-agent="{escape(event.agent)}" '
+        f'data-question="{escape(event.question_id)}" data-kind="{escape(event.kind)}">'
+        f"<p>{escape(event.agent)} asks for {kind}{escape(prompt)} "
+        f'<span class="muted call-id">question <samp>{escape(event.question_id)}</samp></span>'
+        "</p>"
+        f'<input type="file" class="file" accept="{escape(accept)}"> '
+        '<button class="upload">Upload</button> '
+        f"{picker}"
+        '<input type="url" class="url" placeholder="or a URL (https:// or data:)"> '
+        '<button class="use-url">Use URL</button> '
+        '<button class="decline">Cancel</button> <span class="muted note"></span></div>'
     )
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from baton.server.schemas import (
+    Answered,
     Cancelled,
     Decided,
     Decision,
@@ -20,6 +21,7 @@ from baton.server.schemas import (
     Posted,
     PostMessage,
     Profiles,
+    QuestionAnswer,
     Started,
     StartSession,
 )
@@ -32,6 +34,8 @@ MODELS: tuple[type[BaseModel], ...] = (
     Posted,
     Decision,
     Decided,
+    QuestionAnswer,
+    Answered,
     Cancelled,
     Profiles,
     SessionList,
@@ -61,11 +65,11 @@ def _errors(*codes: int) -> Json:
         401: "no token, or one the server does not know",
         403: "a session token outside its session, or a read-only one that posts",
         503: "a session token could not be checked: the bus does not answer",
-        404: "no such session (or call)",
-        409: "already decided (an approval), the session finished (a message), or it signs "
-        "with a key this server lacks",
-        413: "body over the size limit",
-        415: "body not JSON",
+        404: "no such session (or call, or question)",
+        409: "already decided or answered (an approval, a question), expired (a question), the "
+        "session finished (a message), or it signs with a key this server lacks",
+        413: "body over the size limit (an upload: over the upload limit)",
+        415: "body not JSON (nor multipart, for an answer to a question)",
         422: "body invalid",
     }
     return {str(code): _answer(text[code], ErrorBody) for code in codes}
@@ -161,6 +165,42 @@ def _paths() -> Json:
                 },
             }
         },
+        "/sessions/{id}/questions/{question_id}": {
+            "post": {
+                "summary": "Answer a question an agent asks: an approval, a file, an image",
+                "description": "JSON (exactly one of approved, url, media, cancel), or "
+                "multipart/form-data with one part named file: stored in the server's media "
+                "store, and the agent gets its URL. Refused (nothing stored or sent): a file over "
+                "the upload limit (413) or of a type the question does not accept (422), an "
+                "unknown question (404), one already answered or expired (409).",
+                "parameters": [
+                    SESSION,
+                    {
+                        "name": "question_id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {"schema": _ref(QuestionAnswer)},
+                        "multipart/form-data": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["file"],
+                                "properties": {"file": {"type": "string", "format": "binary"}},
+                            }
+                        },
+                    },
+                },
+                "responses": {
+                    "200": _answer("answered", Answered),
+                    **_errors(401, 403, 404, 409, 413, 415, 422, 503),
+                },
+            }
+        },
         "/sessions/{id}/cancel": {
             "post": {
                 "summary": "Cancel a session this server runs",
@@ -204,7 +244,7 @@ def openapi_document() -> Json:
             "Every route takes a token (bearer, ?token= or the baton_token cookie): the server's "
             "admin token opens all of them; a session token (the tokens of POST /sessions) opens "
             "only its session's page, state, events and media, and with the write scope its "
-            "messages, approvals and cancel; elsewhere it gets 403.",
+            "messages, answers to its questions and cancel; elsewhere it gets 403.",
         },
         "paths": _paths(),
         "components": {

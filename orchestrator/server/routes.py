@@ -177,7 +177,7 @@ async def decide(request: Request) -> Response:
         with _refused_input():  # the answer is built from the call id and reason given
             agent = await answer_approval(ctx.bus, session, call_id, body.approved, body.reason)
     except ApprovalNotFound as exc:
-        status = 409 if "already decided" in str(exc) else 404
+        status = 409 if exc.decided else 404
         raise HTTPException(status, str(exc)) from exc
     return _json(Decided(call_id=call_id, approved=body.approved, agent=agent))
 

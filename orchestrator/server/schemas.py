@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from baton.bus.ids import NAME_MAX, NAME_PATTERN, check_name
@@ -80,11 +80,47 @@ class Decision(_Body):
     reason: str = Field("", max_length=2_000, description="shown to the agent")
 
 
+class QuestionAnswer(_Body):
+    """``POST /sessions/{id}/questions/{question_id}`` as JSON: exactly one of ``approved`` (an
+    approval), ``url`` (a file or an image at a URL), ``media`` (one of the session's own
+    media, by its ``/media/`` path) or ``cancel``. A file itself is sent as multipart."""
+
+    approved: bool | None = Field(None, description="an approval's decision")
+    url: str | None = Field(
+        None, min_length=1, max_length=60_000, description="http(s) or data: URL of a file"
+    )
+    name: str = Field("", max_length=200, description="the file's name, with a url")
+    media: str | None = Field(
+        None, max_length=2_000, description="/media/<session>/<name>: one of the session's media"
+    )
+    cancel: bool = Field(False, description="true: no answer (the tool is declined)")
+    reason: str = Field("", max_length=2_000, description="shown to the agent")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> QuestionAnswer:
+        given = [self.approved is not None, self.url is not None, self.media is not None,
+                 self.cancel]  # fmt: skip
+        if sum(given) != 1:
+            raise PydanticCustomError(
+                "one_answer", "give exactly one of approved, url, media or cancel: true"
+            )
+        return self
+
+
+class Answered(BaseModel):
+    question_id: str
+    agent: str = Field(description="the agent that asked")
+    outcome: Literal["approved", "declined", "provided", "cancelled"]
+    url: str = Field("", description="where the file is now (provided)")
+
+
 class SessionTokens(BaseModel):
     """The two tokens of one session (docs/http.md, *Session tokens*): shown once, here."""
 
     read: str = Field(description="read-only: the session's page, state, events and media")
-    write: str = Field(description="read-write: also its messages, approvals and cancel")
+    write: str = Field(
+        description="read-write: also its messages, answers to its questions and cancel"
+    )
 
 
 class Started(BaseModel):

@@ -15,15 +15,18 @@ a session token (:mod:`.access`) opens one session's routes, read-only or read-w
 ``403`` anywhere else. A token that is neither is ``401`` with ``WWW-Authenticate: Bearer``, as
 is a request without one; ``503`` when a session token cannot be checked (the bus is down).
 A cross-site page cannot ride on the cookie: it is ``SameSite=Strict``, and every ``POST`` needs a
-JSON body, which a cross-origin form cannot send without a CORS preflight (closed by default).
+JSON body, which a cross-origin form cannot send without a CORS preflight (closed by default),
+but for an upload answering a question, which must come from this server's own page when the
+cookie is what authorises it (:func:`refuse_cross_site_upload`).
 
 The A2A agent card (``/.well-known/agent-card.json``) is public. On the A2A routes a session
 token's request names its task in the body, so that body is read (bounded) and decided by
 :mod:`baton.server.a2a.access` (docs/a2a.md, *Tokens*).
 
-**Bodies.** JSON only (``415`` otherwise), at most ``max_body_bytes`` (``413``, counted as the
-bytes arrive, not trusted from ``Content-Length``), validated against the route's model (``422``
-with one line naming the first bad field, and every error listed).
+**Bodies.** JSON only (``415`` otherwise; an upload is multipart, :mod:`.questions`), at most
+``max_body_bytes`` (``413``, counted as the bytes arrive, not trusted from ``Content-Length``),
+validated against the route's model (``422`` with one line naming the first bad field, and every
+error listed).
 """
 
 from __future__ import annotations
@@ -195,14 +198,7 @@ async def read_model(request: Request, model: type[Model], limit: int) -> Model:
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != "application/json":
         raise HTTPException(415, "send the body as JSON (Content-Type: application/json)")
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPException(413, f"the body is over the {limit}-byte limit")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise HTTPException(413, f"the body is over the {limit}-byte limit")
+    body = await read_body(request, limit)
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -217,6 +213,40 @@ async def read_model(request: Request, model: type[Model], limit: int) -> Model:
             {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors
         ]
         raise BodyInvalid(f"{where}: {first['msg']}", listed) from exc
+
+
+async def read_body(request: Request, limit: int, over: str = "") -> bytes:
+    """The request's body, read as it arrives and refused (``413``, ``over`` or the limit said)
+    once past ``limit`` bytes: ``Content-Length`` is checked first but never trusted."""
+    why = over or f"the body is over the {limit}-byte limit"
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, why)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise HTTPException(413, why)
+    return bytes(body)
+
+
+def refuse_cross_site_upload(request: Request) -> None:
+    """403 for a multipart ``POST`` that only the cookie authorises and that no page of this
+    server sent: unlike a JSON body, a form from any page of the same site (another port on
+    ``localhost``) can send one without a preflight, and ``SameSite=Strict`` lets the cookie
+    go with it. A program that names its token (header or query) is not a browser riding on
+    a cookie; a browser names the page's origin in ``Origin`` on every ``POST``."""
+    if "authorization" in request.headers or QUERY in request.query_params:
+        return
+    if COOKIE not in request.cookies:
+        return  # no token at all: the guard has answered already, or the server has none
+    origin = request.headers.get("origin")
+    own = f"{request.url.scheme}://{request.url.netloc}"
+    if origin != own:
+        raise HTTPException(
+            403, f"an upload authorised by the cookie must come from this server's own page "
+            f"(Origin {origin or 'missing'}, expected {own}); programs send the token instead"
+        )  # fmt: skip
 
 
 class BodyInvalid(Exception):

@@ -12,7 +12,11 @@ from pydantic import BaseModel, Field
 
 from baton.bus.events import Event
 from baton.bus.parts.log import EventLog
+from baton.engine.questions import OpenQuestion, QuestionBook
 from baton.view import AgentView, SessionStatus, SessionView
+
+LIVE = ("pending", "running")
+"""A session whose agents may still wait for an answer (once it ended, nothing does)."""
 
 
 class AgentState(BaseModel):
@@ -66,6 +70,11 @@ class SessionState(BaseModel):
     media_urls: list[str] = Field(default_factory=list)
     agents: list[AgentState] = Field(default_factory=list)
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    open_questions: list[OpenQuestion] = Field(
+        default_factory=list,
+        description="every question waiting for a person now (approvals, files, images), oldest "
+        "first; answered at POST /sessions/{id}/questions/{question_id}",
+    )
     retries: int = Field(0, description="model requests (of any agent) tried again")
     last_retry: RetryState | None = None
     budget: BudgetState | None = Field(None, description="null until a model call was counted")
@@ -96,11 +105,13 @@ class StateFolder:
     def __init__(self, session: str) -> None:
         self.session = session
         self.view = SessionView()
+        self.questions = QuestionBook()
         self.events = 0
         self.last_cursor: str | None = None
 
     def add(self, cursor: str, event: Event) -> None:
         self.view.apply(event)
+        self.questions.fold(event)
         self.events += 1
         self.last_cursor = cursor
 
@@ -123,6 +134,7 @@ class StateFolder:
                 )
                 for (agent, _), call in view.pending.items()
             ],
+            open_questions=self.questions.open() if view.status in LIVE else [],
             retries=view.retries,
             last_retry=_retry(view),
             budget=_budget(view),

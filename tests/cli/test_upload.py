@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 
+from baton.server import BatonServer, ServerConfig
 from tests.cli.helpers import Proc, invoke_baton
+from tests.server.helpers import client
 
 
 def _worker(start: Callable[..., Proc], redis_url: str, env: dict[str, str]) -> None:
@@ -121,3 +124,33 @@ def test_upload_on_the_in_process_bus_says_it_cannot_reach_it(
 ) -> None:
     code, _, err = invoke_baton("upload", "s-any", "q1", *answer, env=env)
     assert code == 2 and "memory://" in err and len(err.strip().splitlines()) == 1, err
+
+
+async def test_the_http_api_answers_a_sub_agent_on_a_remote_worker(
+    start: Callable[..., Proc], redis_url: str, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A third process on the bus, ``baton serve``'s app here, answers by ``POST
+    /sessions/{id}/questions/{id}``: the file goes into the media directory the worker shares."""
+    media = tmp_path / "shared-media"
+    shared = {**env, "BATON_MEDIA_DIR": str(media)}
+    _worker(start, redis_url, shared)
+    run = _run(start, redis_url, "s-http", shared)
+    asked = await anyio.to_thread.run_sync(
+        lambda: run.expect_event("question.asked", agent="reviewer")
+    )
+    config = ServerConfig(port=0, bus_url=redis_url, media_dir=media)
+    async with BatonServer(config) as server, client(server) as http:
+        route = f"/sessions/s-http/questions/{asked['question_id']}"
+        state = (await http.get("/sessions/s-http/state")).json()
+        assert [q["id"] for q in state["open_questions"]] == [asked["question_id"]]
+        sent = await http.post(route, files={"file": ("notes.txt", b"two herons\n", "text/plain")})
+        assert sent.status_code == 200, sent.text
+        answered = await anyio.to_thread.run_sync(
+            lambda: run.expect_event("question.answered", question_id=asked["question_id"])
+        )
+        [stored] = media.rglob("reviewer-upload-*-notes.txt")
+        assert answered["url"] == stored.as_uri() == sent.json()["url"]
+        assert await anyio.to_thread.run_sync(run.wait) == 0, run.transcript()
+        assert stored.as_uri() in run.events()[-1]["media_urls"]
+        again = await http.post(route, json={"cancel": True})
+        assert again.status_code == 409

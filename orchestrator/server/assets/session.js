@@ -131,7 +131,121 @@ function removeApproval(agent, callId) {
     `.approval[data-agent="${CSS.escape(agent)}"][data-call="${CSS.escape(callId)}"]`,
   );
   if (node) node.remove();
-  $("no-approvals").hidden = document.querySelectorAll(".approval").length > 0;
+  $("no-approvals").hidden = document.querySelectorAll(".approval, .question").length > 0;
+}
+
+// A question for a file or an image: upload one, pick one of the session's pictures (an image
+// question), give a URL, or cancel. Each goes to the one route that answers any question.
+function wireQuestion(node) {
+  const id = node.dataset.question;
+  const note = node.querySelector(".note");
+  node.querySelector("button.upload").addEventListener("click", () => {
+    const file = node.querySelector("input.file").files[0];
+    if (!file) { note.textContent = "choose a file first"; return; }
+    const form = new FormData();
+    form.append("file", file, file.name);
+    answer(node, id, { method: "POST", credentials: "same-origin", body: form }, note);
+  });
+  node.querySelector("button.use-url").addEventListener("click", () => {
+    const url = node.querySelector("input.url").value.trim();
+    if (!url) { note.textContent = "type a URL first"; return; }
+    answer(node, id, jsonPost({ url }), note);
+  });
+  node.querySelector("button.decline").addEventListener("click",
+    () => answer(node, id, jsonPost({ cancel: true }), note));
+  fillPicker(node);
+}
+
+// An image question's picker: the session's own pictures, shown on the page so far.
+function fillPicker(node) {
+  const picker = node.querySelector(".picker");
+  if (!picker) return;
+  const seen = new Set([...picker.querySelectorAll("img")].map((img) => img.getAttribute("src")));
+  for (const img of document.querySelectorAll(".agent .media img, #final-media img")) {
+    const src = img.getAttribute("src");
+    if (seen.has(src)) continue;
+    seen.add(src);
+    const pick = document.createElement("button");
+    pick.className = "pick";
+    pick.title = `use ${src.split("/").pop()}`;
+    const thumb = document.createElement("img");
+    thumb.src = src;
+    thumb.alt = src.split("/").pop();
+    pick.append(thumb);
+    const body = src.startsWith("/media/") ? { media: src } : { url: src };
+    pick.addEventListener("click",
+      () => answer(node, node.dataset.question, jsonPost(body), node.querySelector(".note")));
+    picker.append(pick);
+  }
+}
+
+function fillPickers() {
+  for (const node of document.querySelectorAll(".question[data-kind=image]")) fillPicker(node);
+}
+
+function addQuestion(e) {
+  if (document.querySelector(`.question[data-question="${CSS.escape(e.question_id)}"]`)) return;
+  const node = document.createElement("div");
+  node.className = "question";
+  node.dataset.agent = e.agent;
+  node.dataset.question = e.question_id;
+  node.dataset.kind = e.kind;
+  const text = document.createElement("p");
+  const id = document.createElement("span");
+  id.className = "muted call-id";
+  const samp = document.createElement("samp");
+  samp.textContent = e.question_id;
+  id.append("question ", samp);
+  const what = e.kind === "upload" ? "a file" : "an image";
+  text.append(`${e.agent} asks for ${what}${e.prompt ? `: ${e.prompt}` : ""} `, id);
+  const file = document.createElement("input");
+  file.type = "file";
+  file.className = "file";
+  file.accept = e.accept.join(",") || (e.kind === "image" ? "image/*" : "");
+  const upload = button("upload", "Upload");
+  const url = document.createElement("input");
+  url.type = "url";
+  url.className = "url";
+  url.placeholder = "or a URL (https:// or data:)";
+  const note = document.createElement("span");
+  note.className = "muted note";
+  node.append(text, file, " ", upload, " ");
+  if (e.kind === "image") {
+    const picker = document.createElement("div");
+    picker.className = "picker";
+    node.append(picker);
+  }
+  node.append(url, " ", button("use-url", "Use URL"), " ", button("decline", "Cancel"), " ", note);
+  wireQuestion(node);
+  $("approvals").append(node);
+  $("no-approvals").hidden = true;
+}
+
+function button(className, label) {
+  const node = document.createElement("button");
+  node.className = className;
+  node.textContent = label;
+  return node;
+}
+
+async function answer(node, id, init, note) {
+  for (const control of node.querySelectorAll("button, input")) control.disabled = true;
+  const response = await fetch(`${base}/questions/${encodeURIComponent(id)}`, init);
+  if (response.ok) {
+    const said = await response.json();
+    note.textContent = said.outcome === "provided" ? "sent, waiting for the agent…" : said.outcome;
+    return;
+  }
+  note.textContent = (await response.json()).detail || `error ${response.status}`;
+  if (response.status !== 409) { // still open: let the person try again
+    for (const control of node.querySelectorAll("button, input")) control.disabled = false;
+  }
+}
+
+function removeQuestion(id) {
+  const node = document.querySelector(`.question[data-question="${CSS.escape(id)}"]`);
+  if (node) node.remove();
+  $("no-approvals").hidden = document.querySelectorAll(".approval, .question").length > 0;
 }
 
 // A failed reply the model client retries takes its streamed text back: drop it from the end of
@@ -168,13 +282,17 @@ function showInvented(urls) {
   box.hidden = false;
 }
 
-function postJSON(path, body) {
-  return fetch(path, {
+function jsonPost(body) {
+  return {
     method: "POST",
     credentials: "same-origin",
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify(body),
-  });
+  };
+}
+
+function postJSON(path, body) {
+  return fetch(path, jsonPost(body));
 }
 
 const handlers = {
@@ -245,6 +363,7 @@ const handlers = {
     setAgentStatus(node, "done");
     node.querySelector(".progress").textContent = e.content;
     showMedia(node.querySelector(".media"), e.media_urls);
+    fillPickers();
   },
   "agent.exited": (e) => {
     const node = card(e.agent);
@@ -255,6 +374,8 @@ const handlers = {
   },
   "approval.requested": (e) => { for (const call of e.calls) addApproval(e.agent, call); },
   "approval.decided": (e) => removeApproval(e.agent, e.call_id),
+  "question.asked": (e) => addQuestion(e),
+  "question.answered": (e) => removeQuestion(e.question_id),
   "error": (e) => { $("post-error").textContent = e.message; },
   "session.finished": (e) => {
     setStatus(e.status);
@@ -333,5 +454,6 @@ $("cancel").addEventListener("click", async () => {
 });
 
 for (const node of document.querySelectorAll(".approval")) wireApproval(node);
+for (const node of document.querySelectorAll(".question")) wireQuestion(node);
 // A finished session was painted whole, its follow-up closed: there is nothing to follow.
 if (!TERMINAL.includes($("status").dataset.status)) connect();
