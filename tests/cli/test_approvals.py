@@ -1,6 +1,6 @@
 """Approvals through the ``baton`` commands, with the built-in ``publisher`` (its ``publish``
 needs approval and saves the text under the media directory, so "the tool ran" is a file): real
-processes where two must meet or where the README's commands run as written, in-process
+processes where two must meet or where docs/questions.md's commands run as written, in-process
 (:func:`~tests.cli.helpers.invoke_baton`) otherwise.
 
 ``--approve auto|deny`` is the session's policy for every agent wherever it runs: in the run's
@@ -8,7 +8,7 @@ own process and on a remote ``baton worker`` over Redis, the sub-agent's call is
 by the policy (the run ends long before the 120 s approval timeout, which the test's timeout
 would not even reach). ``--approve ask`` without a terminal declines at once on the
 in-process bus, where nobody could answer, and says what works; on a shared bus it prints the
-``baton approve`` command — which the README's approval flow, run as written, then uses.
+``baton approve`` command — which docs/questions.md's approval flow, run as written, then uses.
 """
 
 from __future__ import annotations
@@ -135,11 +135,11 @@ def test_ask_without_a_terminal_on_the_in_process_bus_declines_at_once_and_says_
     assert _published(tmp_path / "media") == []
 
 
-# -- the README's approval flow, as written ---------------------------------------------------
+# -- the approval flow of docs/questions.md, as written -------------------------------------
 
 
-def _readme_section(title: str) -> str:
-    text = (REPO / "README.md").read_text()
+def _doc_section(title: str) -> str:
+    text = (REPO / "docs" / "questions.md").read_text()
     start = text.index(f"## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start : end if end != -1 else None]
@@ -150,8 +150,10 @@ def _sh_blocks(text: str) -> list[str]:
 
 
 @pytest.mark.process
-def test_readme_auto_approval_command_runs_as_written(env: dict[str, str], tmp_path: Path) -> None:
-    first = _sh_blocks(_readme_section("Approvals"))[0]
+def test_the_documented_auto_approval_command_runs_as_written(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    first = _sh_blocks(_doc_section("Approvals"))[0]
     [command] = [line for line in first.splitlines() if "--approve auto" in line]
     args = shlex.split(command, comments=True)
     assert args[:2] == ["baton", "run"]
@@ -160,10 +162,10 @@ def test_readme_auto_approval_command_runs_as_written(env: dict[str, str], tmp_p
     _check_policy(_events(out), "auto", tmp_path / "media")
 
 
-def test_readme_remote_approval_flow_runs_as_written(
+def test_the_documented_remote_approval_flow_runs_as_written(
     start: Callable[..., Proc], redis_url: str, env: dict[str, str], tmp_path: Path
 ) -> None:
-    section = _readme_section("Approvals")
+    section = _doc_section("Approvals")
     block = re.search(r"<!-- example: approve-remote -->\n```sh\n(.*?)```", section, re.DOTALL)
     assert block is not None
     lines = block[1].strip().splitlines()
@@ -179,7 +181,7 @@ def test_readme_remote_approval_flow_runs_as_written(
     assert run_args[0] == "baton"
     run = start(*run_args[1:], env=env)
 
-    # what baton run prints is what the README shows (… stands for ids and the rest of the line)
+    # what baton run prints is what docs/questions.md shows (… stands for ids and the rest)
     assert printed.startswith("# ")
     shape = ".*?".join(re.escape(piece) for piece in printed[2:].split("…"))
     hint = run.expect(lambda line: re.fullmatch(shape, line.strip()) is not None, stream="err")

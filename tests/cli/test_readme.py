@@ -1,4 +1,5 @@
-"""The README's commands and its embedding example, run exactly as written."""
+"""The README's commands and its embedding example, run exactly as written; and the reference the
+README links to (docs/settings.md) holds."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
@@ -15,11 +17,12 @@ from anyio.from_thread import start_blocking_portal
 
 from baton.llm import ScriptedServer
 from baton.llm.offline import offline_reply
-from tests.cli.helpers import BATON, REPO
+from tests.cli.helpers import BATON, REPO, Proc
 
 
-def section(title: str) -> str:
-    text = (REPO / "README.md").read_text()
+def section(title: str, page: str = "README.md") -> str:
+    """The ``## title`` section of ``page`` (a path from the checkout's root)."""
+    text = (REPO / page).read_text()
     start = text.index(f"## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start : end if end != -1 else None]
@@ -151,20 +154,57 @@ def test_embedding_example_runs_as_written(tmp_path: Path, env: dict[str, str]) 
     assert ".Results" not in done.stdout  # and its rounds did not run together
 
 
-def test_readme_settings_table_config_file_and_profile_example_hold(tmp_path: Path) -> None:
+def test_settings_page_table_config_file_and_profile_example_hold(tmp_path: Path) -> None:
     import tomllib
 
     from baton.settings import BatonSettings, load_settings
     from baton.subagents.profiles import ProfileModel, parse_profiles
 
-    text = section("Using a real model")
-    rows = re.findall(r"^\| (`[^|]+) \|", text, re.MULTILINE)
+    requests = section("The model's requests", "docs/settings.md")
+    rows = re.findall(r"^\| (`[^|]+) \|", requests, re.MULTILINE)
     keys = {key for row in rows for key in re.findall(r"`(\w+)`", row)}
     assert keys and keys <= set(BatonSettings.model_fields), keys - set(BatonSettings.model_fields)
-    config, profiles = re.findall(r"```toml\n(.*?)```", text, re.DOTALL)
+    [config] = re.findall(r"```toml\n(.*?)```", section("A config file", "docs/settings.md"),
+                          re.DOTALL)  # fmt: skip
     path = tmp_path / "baton.toml"
     path.write_text(config)
     assert load_settings(path).prefix == "baton"
+    [profiles] = re.findall(r"```toml\n(.*?)```", section("A profile's own model",
+                            "docs/settings.md"), re.DOTALL)  # fmt: skip
     painter = parse_profiles(tomllib.loads(profiles))["painter"]
     assert painter.tool_choice == "required" and isinstance(painter.model, ProfileModel)
     assert painter.model.api_key_env == "GPU_BOX_KEY"
+
+
+def test_the_settings_page_lists_every_setting_as_the_settings_declare_it() -> None:
+    from tests.support.settings_table import PAGE, generated, table
+
+    assert generated(PAGE.read_text()) == table(), (
+        "docs/settings.md's table of every setting is stale: rewrite it with "
+        "`python -m tests.support.settings_table`"
+    )
+
+
+def test_redis_and_workers_commands_run_as_written(
+    start: Callable[..., Proc], redis_url: str, env: dict[str, str], tmp_path: Path
+) -> None:
+    """The README's commands "by hand", with the one change that the bus is the test's Redis: a
+    worker hosts the sub-agents of a run in another process, and a watch shows how it ended."""
+    block = re.search(r"```sh\n(.*?)\n```", section("Redis and workers"), re.DOTALL)
+    assert block is not None
+    lines = block[1].splitlines()
+    export, worker_line, run_line, watch_line = lines[lines.index("# or by hand:") + 1 :]
+    assert export == "export BATON_BUS=redis://localhost:6379/0"
+    env = {**env, "BATON_BUS": redis_url}
+    assert worker_line.endswith("&")
+    worker = start(*shlex.split(worker_line.removesuffix("&"))[1:], env=env)
+    worker.expect(" ready: ", stream="err")
+    run = start(*shlex.split(run_line, comments=True)[1:], env=env)
+    run.expect("── session demo")  # it is on the bus: "another shell" watches it
+    watch = start(*shlex.split(watch_line, comments=True)[1:], env=env)
+    assert run.wait() == 0, run.transcript()
+    printed = [line.strip() for line in run.out]
+    urls = printed[printed.index("media:") + 1 :]
+    assert len(urls) == 2 and all(Path(url2pathname(urlsplit(u).path)).is_file() for u in urls)
+    assert watch.wait() == 0, watch.transcript()
+    assert "completed" in watch.transcript(), watch.transcript()  # live, or "already completed"
