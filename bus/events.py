@@ -141,6 +141,11 @@ QuestionKind = Literal["upload", "image"]
 QuestionOutcome = Literal["provided", "cancelled", "expired", "closed", "failed"]
 
 
+def asked_for(kind: str) -> str:
+    """What a question of ``kind`` asks a person for, in two words: every surface says it so."""
+    return {"upload": "a file", "image": "an image"}.get(kind, "a decision")
+
+
 class QuestionAsked(_Event):
     """An agent asks a person for a file (``request_file_upload``) or an image
     (``describe_image`` with nothing it could resolve), and waits until ``expires_at``.

@@ -33,8 +33,8 @@ from baton.bus.errors import InvalidEnvelope
 from baton.bus.messages import Envelope, describe_error
 
 MEDIA_URL_MAX = 8192
-"""The longest URL an answer may carry (a presigned bucket URL fits; a data: URL is stored
-first, so none need be longer)."""
+"""The longest URL an answer may carry (a presigned bucket URL fits); a longer ``data:`` URL is
+refused at the surface, which says to upload the file instead."""
 
 
 class Payload(BaseModel):

@@ -163,6 +163,7 @@ SESSION_SOURCES: dict[str, tuple[str, ...]] = {
     "lead_lease_s": ("lead_lease",),
     "retention_s": ("retention",),
     "unclaimed_s": ("unclaimed_timeout",),
+    "upload_max_bytes": ("upload_max_bytes",),
 }
 """Each :class:`~baton.session.SessionConfig` field the settings give, with the settings that
 set it (:meth:`BatonSettings.session_fields` makes it from them; ``baton resume`` changes a field

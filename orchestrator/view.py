@@ -38,6 +38,7 @@ from baton.bus.events import (
     TextDelta,
     TextRetracted,
     ToolCallInfo,
+    asked_for,
 )
 from baton.defaults import LEAD_NAME as LEAD_NAME
 
@@ -116,8 +117,7 @@ class SessionView:
         """Fold one event into the view."""
         match event:
             case SessionStarted():
-                self.session, self.task, self.status = event.session, event.task, "running"
-                self.model, self.offline, self.started_at = event.model, event.offline, event.ts
+                self._start(event)
             case TextDelta() if event.agent == LEAD_NAME:
                 if not self.lead_rounds:
                     self.lead_rounds.append("")
@@ -141,6 +141,12 @@ class SessionView:
             case _:
                 if not self._apply_model(event):
                     self._apply_agent(event)
+
+    def _start(self, event: SessionStarted) -> None:
+        if event.resumed:  # the dead lead's waits: the resumed one asks anew
+            self.forget_waits(LEAD_NAME)
+        self.session, self.task, self.status = event.session, event.task, "running"
+        self.model, self.offline, self.started_at = event.model, event.offline, event.ts
 
     def _apply_question(self, event: QuestionAsked | QuestionAnswered) -> None:
         if isinstance(event, QuestionAsked):
@@ -188,6 +194,7 @@ class SessionView:
                 view.profile, view.exit_reason = event.profile, ""
                 view.worker = view.worker or event.worker  # set only in logs that predate claims
             case AgentClaimed():
+                self.forget_waits(event.agent)  # a takeover: the old instance waits no more
                 view = self._agent(event.agent)
                 view.profile = view.profile or event.profile
                 view.worker, view.exit_reason, view.unclaimed = event.worker, "", None
@@ -202,9 +209,18 @@ class SessionView:
                 view.phase, view.result = "done", event.content
                 view.latest, view.media_urls = event.content, list(event.media_urls)
             case AgentExited():
+                self.forget_waits(event.agent)
                 self._agent(event.agent).exit_reason = event.reason
             case _:
                 pass
+
+    def forget_waits(self, agent: str) -> None:
+        """Close what ``agent`` asked a person: it exited, or another instance of it took over
+        (a worker that died, a resumed lead), and nobody waits on the old questions any more."""
+        for key in [key for key in self.pending if key[0] == agent]:
+            del self.pending[key]
+        for question_id in [q for q, asked in self.questions.items() if asked.agent == agent]:
+            del self.questions[question_id]
 
     def _agent(self, name: str) -> AgentView:
         return self.agents.setdefault(name, AgentView())
@@ -254,7 +270,7 @@ class SessionView:
 
 def describe_question(event: QuestionAsked) -> str:
     """What a question for a file or an image asks, in a few words."""
-    what = "a file" if event.kind == "upload" else "an image"
+    what = asked_for(event.kind)
     types = f" ({', '.join(event.accept)})" if event.accept else ""
     prompt = f": {' '.join(event.prompt.split())[:160]}" if event.prompt else ""
     return f"{what}{types}{prompt}"

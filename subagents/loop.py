@@ -76,7 +76,7 @@ from baton.engine.channels import policy_channel
 from baton.engine.spend import BusSpend, Spend
 from baton.engine.telemetry import trace_of
 from baton.llm.types import ChatModel, Message
-from baton.media import MediaStore
+from baton.media import MediaStore, directory_of
 from baton.subagents.bookkeeping import Bookkeeper, Delivery, Restored
 from baton.subagents.context import AgentContext, enter_agent
 from baton.subagents.errors import LostOwnership
@@ -545,7 +545,9 @@ class SubAgent:
         """The session's policy decides approvals at once; under ``ask`` they are asked over the
         bus, as questions for files and images always are, so ``baton approve``/``baton
         upload``, the HTTP API or a Session in another process can answer them."""
-        asks = BusInteractionChannel(self.bus, self.session, self.name)
+        asks = BusInteractionChannel(
+            self.bus, self.session, self.name, file_root=directory_of(self.media, self.media_dir)
+        )
         return policy_channel(self.approve, asks) or asks
 
     def _remote_round(self, batch: Sequence[Envelope], trace: TraceContext | None) -> RemoteRound:

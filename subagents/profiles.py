@@ -200,6 +200,8 @@ class _LimitsSpec(BaseModel):
     tool_timeout_s: float | None = Field(None, gt=0)
     max_result_chars: int | None = Field(None, ge=1)
     approval_timeout_s: float | None = Field(None, gt=0)
+    upload_timeout_s: float | None = Field(None, gt=0)
+    image_timeout_s: float | None = Field(None, gt=0)
 
 
 class _ProfileSpec(BaseModel):

@@ -23,3 +23,15 @@ class MemoryStore(SessionStore):
     async def get(self, session: str, table: StoreTable, key: str) -> str | None:
         self._core.check_open()
         return self._tables.get((session, table), {}).get(key)
+
+    async def put_new(self, session: str, table: StoreTable, key: str, value: str) -> bool:
+        self._core.check_open()
+        values = self._tables.setdefault((session, table), {})
+        if key in values:
+            return False
+        values[key] = value
+        return True
+
+    async def remove(self, session: str, table: StoreTable, key: str) -> None:
+        self._core.check_open()
+        self._tables.get((session, table), {}).pop(key, None)

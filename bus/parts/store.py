@@ -2,9 +2,11 @@
 
 Kept on the bus (not in a server's memory) so that every server sharing the bus sees the same
 values, and scoped to the session so they go when it goes (retention gives them the session's
-lifetime). Today it holds one table, ``tokens``: the session's HTTP tokens, as token digest →
-scope (``docs/http.md``, *Session tokens*); only digests are kept, so whoever can read the bus
-cannot use what it reads.
+lifetime). It holds two tables: ``tokens``, the session's HTTP tokens, as token digest → scope
+(``docs/http.md``, *Session tokens*; only digests are kept, so whoever can read the bus cannot use
+what it reads); and ``answers``, one entry per question a person answered (docs/protocol.md,
+*Questions*), claimed before the answer is sent so that of two people answering at once exactly
+one is heard: the log learns of an answer only once the asking agent reads it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Literal, get_args
 
-StoreTable = Literal["tokens"]
+StoreTable = Literal["tokens", "answers"]
 """The tables a session's store holds; each is one hash on Redis (``baton:{S}:<table>``)."""
 STORE_TABLES: tuple[StoreTable, ...] = get_args(StoreTable)
 
@@ -33,3 +35,12 @@ class SessionStore(ABC):
     @abstractmethod
     async def get(self, session: str, table: StoreTable, key: str) -> str | None:
         """The value of ``key`` in the session's ``table``; None when it has none."""
+
+    @abstractmethod
+    async def put_new(self, session: str, table: StoreTable, key: str, value: str) -> bool:
+        """Set ``key`` to ``value`` unless the table has it: True when this call set it (one
+        atomic step, so of many callers at once exactly one gets True)."""
+
+    @abstractmethod
+    async def remove(self, session: str, table: StoreTable, key: str) -> None:
+        """Drop ``key`` from the session's ``table`` (nothing when it has none)."""

@@ -28,3 +28,15 @@ class RedisStore(SessionStore):
     async def get(self, session: str, table: StoreTable, key: str) -> str | None:
         value = await self._core.one("HGET", self._core.keys.table(session, table), key)
         return str(value) if value is not None else None
+
+    async def put_new(self, session: str, table: StoreTable, key: str, value: str) -> bool:
+        core, hash_key = self._core, self._core.keys.table(session, table)
+        added, ttl_ms = await core.call(
+            ("HSETNX", hash_key, key, value), ("PTTL", core.keys.events(session))
+        )
+        if int(added) and int(ttl_ms) > 0:  # as in put: never outlive the session
+            await core.one("PEXPIRE", hash_key, int(ttl_ms))
+        return bool(int(added))
+
+    async def remove(self, session: str, table: StoreTable, key: str) -> None:
+        await self._core.one("HDEL", self._core.keys.table(session, table), key)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from baton.bus.events import ApprovalRequested, QuestionAsked
+from baton.bus.events import ApprovalRequested, QuestionAsked, asked_for
 from baton.cli.catchup import approve_line, upload_line
 from baton.cli.sharedbus import in_process
 from baton.settings import BatonSettings
@@ -46,6 +46,14 @@ Route = Literal["policy", "enforce", "inline", "remote", "nobody"]
 NOBODY_REASON = (
     "nobody can answer approvals in this run: it has no terminal to ask on, and "
     "`baton approve` cannot reach the in-process bus (memory://)"
+)
+NOBODY_ANSWERS = (
+    "nobody can answer questions in this run: it has no terminal to ask on, and "
+    "`baton upload` cannot reach the in-process bus (memory://)"
+)
+UPLOAD_WORKS = (
+    "run it on a terminal to answer inline, or use a shared bus (--bus redis://HOST:PORT/DB) "
+    "and answer with `baton upload`"
 )
 WHAT_WORKS = (
     "run it on a terminal to answer inline, or choose with --approve auto|deny, or use a "
@@ -91,10 +99,10 @@ async def cancel_unanswerable(session: Session, question: QuestionAsked) -> None
     """Decline a question for a file at once: nobody here or elsewhere could answer it."""
     from baton.engine.questions import Cancelled, QuestionNotFound
 
-    what = "a file" if question.kind == "upload" else "an image"
-    reason = NOBODY_REASON.replace("approvals", "questions").replace("approve", "upload")
-    print(f"baton run: declined {question.agent}'s question for {what}: {reason}",
-          file=sys.stderr, flush=True)  # fmt: skip
+    what = asked_for(question.kind)
+    print(f"baton run: declined {question.agent}'s question for {what}: {NOBODY_ANSWERS}; "
+          f"{UPLOAD_WORKS}", file=sys.stderr, flush=True)  # fmt: skip
+    reason = NOBODY_ANSWERS
     try:
         await session.answer(question.question_id, Cancelled(reason=reason, nobody=True))
     except QuestionNotFound:

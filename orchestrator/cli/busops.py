@@ -313,21 +313,14 @@ async def upload(settings: BatonSettings, session: str, question_id: str, answer
     """Answer a question for a file or an image that an agent waits for, wherever it runs: the
     file goes into the media store this process is set to (``--media``), which must be the one
     the asking agent can read (docs/media.md), and the agent gets its URL."""
-    from baton.engine.questions import (
-        Cancelled,
-        Provided,
-        answer_question,
-        read_upload,
-        store_upload,
-    )
+    from baton.engine.questions import Cancelled, Provided, answer_question, upload_file
 
     async with shared_bus(settings) as bus:
         await refuse_other_keys(bus, session, "this baton upload")
         if answer.path is not None:
-            data = await read_upload(answer.path, settings.upload_max_bytes)
-            agent, url = await store_upload(
-                settings.media_store(), bus, session, question_id, data=data,
-                filename=answer.path.name, max_bytes=settings.upload_max_bytes,
+            agent, url = await upload_file(
+                settings.media_store(), bus, session, question_id, answer.path,
+                settings.upload_max_bytes,
             )  # fmt: skip
             said = f"uploaded {answer.path.name} as {url}"
         elif answer.url is not None:

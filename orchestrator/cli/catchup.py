@@ -25,6 +25,7 @@ from baton.bus.events import (
     QuestionAsked,
     SessionStarted,
     ToolCallInfo,
+    asked_for,
 )
 from baton.view import LEAD_NAME, SessionView
 
@@ -119,7 +120,7 @@ def approve_line(command: str, session: str, agent: str, call: ToolCallInfo) -> 
 
 def upload_line(command: str, session: str, question: QuestionAsked) -> str:
     """The one line that tells a person how to answer a question for a file or an image."""
-    what = "a file" if question.kind == "upload" else "an image"
+    what = asked_for(question.kind)
     return (
         f"{command}: {question.agent} waits for {what}: answer with "
         f"`baton upload {session} {question.question_id} FILE` (or --url URL, or --cancel) "

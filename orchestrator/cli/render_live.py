@@ -125,7 +125,9 @@ class LiveRenderer:
         if not os.isatty(fd):
             return await read_line()
         saved = termios.tcgetattr(fd)
-        tty.setcbreak(fd)  # no echo, no line buffering; Ctrl-C still signals
+        # No echo, no line buffering; Ctrl-C still signals. TCSANOW: what was typed before the
+        # prompt (a paste, a fast typist after a refused answer) is kept, not flushed.
+        tty.setcbreak(fd, termios.TCSANOW)
         try:
             while True:
                 self._live.refresh()

@@ -32,6 +32,7 @@ from baton.base_errors import ConfigError, ExitCode
 from baton.bus.errors import BusUnreachable
 from baton.bus.events import (
     ApprovalRequested,
+    QuestionAnswered,
     QuestionAsked,
     SessionFinished,
     SessionStarted,
@@ -117,14 +118,15 @@ async def view_session(
                 terminal = stdin_is_tty() and not as_json
                 route = approval_route(settings, as_json=as_json, stdin_tty=terminal,
                                        resumed=session.config.resume)  # fmt: skip
+                closings = Closings()
                 if terminal:
-                    group.start_soon(answer_questions, session, renderer, questions)
+                    group.start_soon(answer_questions, session, renderer, questions, closings)
                 else:
                     questions.close()
                 group.start_soon(signals.run, session)
                 router = ApprovalRouter(route, session, questions_send, settings.approve, command)
                 router.terminal, router.shared = terminal, not in_process(settings.bus)
-                finished = await show_events(session, renderer, router)
+                finished = await show_events(session, renderer, router, closings)
                 group.cancel_scope.cancel()
     finally:
         renderer.close()
@@ -132,9 +134,10 @@ async def view_session(
 
 
 async def show_events(
-    session: Session, renderer: Renderer, router: ApprovalRouter
+    session: Session, renderer: Renderer, router: ApprovalRouter, closings: Closings
 ) -> SessionFinished | None:
-    """Feed the session's events to the renderer; route approval requests (cli/approvals.py).
+    """Feed the session's events to the renderer; route approval requests (cli/approvals.py),
+    and tell the terminal's prompt when a question it asks closed elsewhere (``closings``).
     A resumed session is first shown as it stood when its lead died (:func:`join_resumed`)."""
     finished: SessionFinished | None = None
     with session.events() as events:
@@ -146,6 +149,8 @@ async def show_events(
                         await router(request)
                 elif isinstance(event, ApprovalRequested | QuestionAsked):
                     await router(request=event)
+                elif isinstance(event, QuestionAnswered):
+                    closings.close(event.question_id)
                 elif isinstance(event, SessionFinished):
                     finished = event
     return finished
@@ -169,18 +174,31 @@ async def join_resumed(
         return isinstance(event, ApprovalRequested | QuestionAsked) and event.agent == LEAD_NAME
 
     renderer.join(history, [event for event in standing.present if not void(event)])
-    renderer.view.apply(started)  # the resumed start is the session's own now
-    for key in [key for key in renderer.view.pending if key[0] == LEAD_NAME]:
-        del renderer.view.pending[key]
-    router.older.update(name for name in standing.view.agents if name != LEAD_NAME)
-    for question in [q for q in standing.asking if void(q)]:
-        renderer.view.questions.pop(question.question_id, None)
+    renderer.view.apply(started)  # the resumed start is the session's own: the dead lead's
+    router.older.update(name for name in standing.view.agents if name != LEAD_NAME)  # waits go
     asked: list[Asked] = [*standing.waiting, *standing.asking]
     return [request for request in asked if not void(request)]
 
 
+class Closings:
+    """The questions the terminal asks that closed elsewhere meanwhile (answered by another
+    process, expired, withdrawn): each wakes the prompt that still waits on it."""
+
+    def __init__(self) -> None:
+        self._closed: dict[str, anyio.Event] = {}
+
+    def of(self, question_id: str) -> anyio.Event:
+        return self._closed.setdefault(question_id, anyio.Event())
+
+    def close(self, question_id: str) -> None:
+        self.of(question_id).set()
+
+
 async def answer_questions(
-    session: Session, renderer: Renderer, questions: MemoryObjectReceiveStream[Asked]
+    session: Session,
+    renderer: Renderer,
+    questions: MemoryObjectReceiveStream[Asked],
+    closings: Closings,
 ) -> None:
     """Ask the person at the terminal about each question, one at a time: approvals, and the
     files and images agents ask for."""
@@ -190,7 +208,7 @@ async def answer_questions(
     async with questions:
         async for request in questions:
             if isinstance(request, QuestionAsked):
-                await _answer_here(session, renderer, request)
+                await _answer_here(session, renderer, request, closings.of(request.question_id))
                 continue
             pending = [
                 c for c in request.calls if (request.agent, c.call_id) in renderer.view.pending
@@ -206,28 +224,58 @@ async def answer_questions(
                     log.info("approval of %s was decided meanwhile", call.call_id)
 
 
-async def _answer_here(session: Session, renderer: Renderer, question: QuestionAsked) -> None:
+async def _answer_here(
+    session: Session, renderer: Renderer, question: QuestionAsked, closed: anyio.Event
+) -> None:
     """A path (uploaded), a URL, or nothing (cancelled), typed at the terminal; an answer that
-    does not fit is said in one line and the question is asked again until it expires."""
-    from baton.cli.render_live import UPLOAD_PROMPT, LiveRenderer, read_line
-    from baton.engine.questions import AnswerRefused, QuestionNotFound
-    from baton.view import describe_question
+    does not fit is said in one line and the question is asked again. The prompt goes away
+    when the question expires or closes elsewhere, so the next line typed never goes to a
+    question nobody waits on."""
+    from baton.base_errors import BatonError
+    from baton.engine.questions import QuestionNotFound
 
-    while question.question_id in renderer.view.questions:
-        if isinstance(renderer, LiveRenderer):
-            typed = await renderer.ask_for(question)
-        else:
-            print(f"{question.agent} asks for {describe_question(question)}", flush=True)
-            print(UPLOAD_PROMPT, end=" ", flush=True)
-            typed = (await read_line()).strip()
+    while not closed.is_set() and question.question_id in renderer.view.questions:
+        typed = await _typed_while_open(renderer, question, closed)
+        if typed is None:
+            print(f"baton run: question {question.question_id} closed", file=sys.stderr,
+                  flush=True)  # fmt: skip
+            return
         try:
             await session.answer(question.question_id, _typed_reply(typed))
             return
         except QuestionNotFound as exc:
             print(f"baton run: {exc}", file=sys.stderr, flush=True)
             return
-        except AnswerRefused as exc:
+        except BatonError as exc:  # refused, unreadable, a store that failed: ask again
             print(f"baton run: {exc}; try again", file=sys.stderr, flush=True)
+
+
+async def _typed_while_open(
+    renderer: Renderer, question: QuestionAsked, closed: anyio.Event
+) -> str | None:
+    """The line typed for ``question``, or None when it expired or closed first."""
+    from baton.bus.events import utc_now
+    from baton.cli.render_live import UPLOAD_PROMPT, LiveRenderer, read_line
+    from baton.view import describe_question
+
+    typed: str | None = None
+    left = (question.expires_at - utc_now()).total_seconds()
+    with anyio.move_on_after(max(left, 0.0)):
+        async with anyio.create_task_group() as group:
+
+            async def give_up_when_closed() -> None:
+                await closed.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(give_up_when_closed)
+            if isinstance(renderer, LiveRenderer):
+                typed = await renderer.ask_for(question)
+            else:
+                print(f"{question.agent} asks for {describe_question(question)}", flush=True)
+                print(UPLOAD_PROMPT, end=" ", flush=True)
+                typed = (await read_line()).strip()
+            group.cancel_scope.cancel()
+    return typed
 
 
 def _typed_reply(typed: str) -> Reply | Path:

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Literal
+from urllib.parse import unquote, urlsplit
 
 import anyio
 
@@ -37,6 +39,7 @@ from baton.bus.base import Bus
 from baton.bus.events import ApprovalDecided, ApprovalRequested
 from baton.bus.inbox import InboxReader
 from baton.bus.messages import Envelope
+from baton.bus.parts.store import StoreTable
 from baton.bus.payloads import ApprovalAnswer, approval_answer, question_reply
 from baton.engine.errors import InteractionCancelled, InteractionUnavailable
 from baton.engine.interaction import (
@@ -52,6 +55,10 @@ log = logging.getLogger(__name__)
 APPROVAL_TYPE: Literal["approval"] = "approval"
 ANSWER_TYPE: Literal["answer"] = "answer"
 """An answer to a question for a file or an image (:mod:`baton.engine.questions`)."""
+ANSWERS: StoreTable = "answers"
+"""The session's table of answered questions (:func:`claim_answer`)."""
+REASON_MAX = 1000
+"""The longest reason an answer carries (the wire's limit)."""
 WAIT_SLICE_S = 60.0
 """One inbox wait; the engine's own timeout bounds the whole question."""
 
@@ -77,10 +84,21 @@ def approvals_inbox(agent: str) -> str:
 class BusInteractionChannel:
     """The engine's :class:`~baton.engine.InteractionChannel`, answered over the bus."""
 
-    def __init__(self, bus: Bus, session: str, agent: str, *, emit_events: bool = False) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        session: str,
+        agent: str,
+        *,
+        emit_events: bool = False,
+        file_root: Path | None = None,
+    ) -> None:
         self.bus = bus
         self.session = session
         self.agent = agent
+        self.file_root = file_root
+        """The folder whose files a ``file:`` answer may name (the agent's media directory);
+        None: no ``file:`` answer is taken (:func:`usable_file`)."""
         self.inbox = approvals_inbox(agent)
         self.emit_events = emit_events
         self._reader = InboxReader(bus, session, self.inbox)
@@ -171,7 +189,10 @@ class BusInteractionChannel:
         await self._waiting(question.id, take)
         if nobody:
             raise InteractionUnavailable(nobody[0])
-        return got[0]
+        media = got[0]
+        if media is not None and urlsplit(media.url).scheme.lower() == "file":
+            usable_file(media.url, self.file_root)
+        return media
 
     async def _waiting(
         self, question_id: str, take: Callable[[list[Envelope]], Awaitable[bool]]
@@ -196,23 +217,77 @@ class BusInteractionChannel:
             scope.cancel()
 
 
+class UnusableAnswer(BatonError):
+    """An answer that names what its agent cannot use: the question fails closed, saying why."""
+
+
+def usable_file(url: str, root: Path | None) -> Path:
+    """The file a ``file:`` answer names, when it is a file inside ``root`` on this machine.
+
+    Only a surface that stored a person's upload makes such a URL, in its own media directory;
+    an agent on another machine, or whose store is a bucket, cannot open it, and must say so
+    rather than tell the model it received a file. Nor may an answer from anyone on the bus
+    point an agent at any other file of its machine (which it would then show its model)."""
+    if root is None:
+        raise UnusableAnswer(
+            f"the file {url[:120]!r} is on the answering machine's disk, and this agent keeps "
+            "its media elsewhere (a bucket): answer through a store both can read"
+        )
+    path = Path(unquote(urlsplit(url).path))
+    try:
+        found = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        found = None
+    if found is None or not found.is_file():
+        raise UnusableAnswer(
+            f"the file {url[:120]!r} is not on this agent's disk (its media directory is "
+            f"{root}): share the media directory with the answering process, or use a bucket"
+        )
+    if not found.is_relative_to(root):
+        raise UnusableAnswer(f"the file {url[:120]!r} is outside this agent's media directory")
+    return found
+
+
 async def find_pending_approval(bus: Bus, session: str, call_id: str) -> str:
     """The agent waiting for a decision on ``call_id``; raises :class:`ApprovalNotFound`."""
+    agent, _ = await _pending_approval(bus, session, call_id)
+    return agent
+
+
+async def _pending_approval(bus: Bus, session: str, call_id: str) -> tuple[str, str]:
+    """The agent waiting for a decision on ``call_id``, and the cursor of the request it waits
+    on (a call id may be asked again in a later round: each request is answered once)."""
     asker: str | None = None
+    asked_at = ""
     decided = False
     async for logged in bus.log.tail(session, follow=False):
         event = logged.event
         if isinstance(event, ApprovalRequested) and any(
             call.call_id == call_id for call in event.calls
         ):
-            asker, decided = event.agent, False
+            asker, asked_at, decided = event.agent, logged.cursor, False
         elif isinstance(event, ApprovalDecided) and event.call_id == call_id and asker is not None:
             decided = decided or event.agent == asker
     if asker is None:
         raise ApprovalNotFound(session, call_id, "no approval was requested for this call")
     if decided:
         raise ApprovalNotFound(session, call_id, "this approval was already decided", True)
-    return asker
+    return asker, asked_at
+
+
+async def claim_answer(bus: Bus, session: str, key: str, agent: str) -> bool:
+    """Take the one answer a question may have (docs/protocol.md, *Questions*): True for the
+    first caller; every other, now or later, gets False and must send nothing. The log says a
+    question is answered only once its agent read the answer: two people answering within that
+    moment would otherwise both be told they were heard, and one answer silently dropped."""
+    return await bus.store.put_new(session, ANSWERS, key, agent)
+
+
+async def release_answer(bus: Bus, session: str, key: str) -> None:
+    """Hand back a claimed answer that could not be sent (a bus or store fault), so that the
+    question stays open for another try; shielded, since it runs on the way out of a failure."""
+    with anyio.CancelScope(shield=True):
+        await bus.store.remove(session, ANSWERS, key)
 
 
 async def answer_approval(
@@ -222,9 +297,9 @@ async def answer_approval(
     person could be asked, and the runtime declines on their behalf (said as such).
 
     Raises :class:`ApprovalNotFound` when the session's log has no undecided request for
-    ``call_id``.
+    ``call_id``, or another answer to it was sent first (:func:`claim_answer`).
     """
-    agent = await find_pending_approval(bus, session, call_id)
+    agent, asked_at = await _pending_approval(bus, session, call_id)
     envelope = Envelope(
         session=session,
         sender="user",
@@ -232,10 +307,17 @@ async def answer_approval(
         type=APPROVAL_TYPE,
         content="approved" if approved else (reason or "declined"),
         meta=ApprovalAnswer(
-            call_id=call_id, approved=approved, reason=reason, nobody=nobody
+            call_id=call_id, approved=approved, reason=reason[:REASON_MAX], nobody=nobody
         ).to_meta(),
     )
-    await bus.inboxes.send(envelope)
+    key = f"{call_id}@{asked_at}"
+    if not await claim_answer(bus, session, key, agent):
+        raise ApprovalNotFound(session, call_id, "this approval was already decided", True)
+    try:
+        await bus.inboxes.send(envelope)
+    except BaseException:
+        await release_answer(bus, session, key)
+        raise
     log.info("session %s: %s call %s of %s", session, "approved" if approved else "declined",
              call_id, agent)  # fmt: skip
     return agent

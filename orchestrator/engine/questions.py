@@ -20,27 +20,39 @@ from __future__ import annotations
 import mimetypes
 import re
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from baton.base_errors import BatonError, ExitCode
 from baton.bus.base import Bus
 from baton.bus.events import (
+    AgentClaimed,
+    AgentExited,
     ApprovalDecided,
     ApprovalRequested,
     QuestionAnswered,
     QuestionAsked,
+    SessionStarted,
+    asked_for,
     utc_now,
 )
 from baton.bus.messages import Envelope
-from baton.bus.payloads import QuestionReply
-from baton.engine.bus_channel import ANSWER_TYPE, answer_approval, approvals_inbox
-from baton.media.store import MediaStore
+from baton.bus.payloads import MEDIA_URL_MAX, QuestionReply
+from baton.engine.bus_channel import (
+    ANSWER_TYPE,
+    answer_approval,
+    approvals_inbox,
+    claim_answer,
+    release_answer,
+)
+from baton.media.store import MediaStore, extension_for
 
 QuestionKindName = Literal["approval", "upload", "image"]
 
@@ -201,8 +213,19 @@ class QuestionBook:
                 self._open.pop(question_id, None)
                 self._closed.add(question_id)
                 self._media_closed.add(question_id)
+            case AgentExited(agent=agent) | AgentClaimed(agent=agent):
+                self._forget(agent)  # it left, or another instance took over: nobody waits
+            case SessionStarted(resumed=True, agent=agent):
+                self._forget(agent)  # a resumed lead asks anew
             case _:
                 pass
+
+    def _forget(self, agent: str) -> None:
+        for question in [q for q in self._open.values() if q.agent == agent]:
+            del self._open[question.id]
+            self._closed.add(question.id)
+            if question.kind != "approval":
+                self._media_closed.add(question.id)
 
     def open(self, now: datetime | None = None) -> list[OpenQuestion]:
         """The questions still waiting, oldest first (an expired one is left out: its agent has
@@ -275,6 +298,14 @@ def accepts(accept: list[str], media_type: str, name: str) -> bool:
     return False
 
 
+VISION_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
+"""The images a vision model reads: what an image question takes (an SVG or HEIC would reach
+the model's server and fail there, after the person was told it was sent)."""
+
+NAME_MAX = 200
+"""The longest file name an answer carries (the store keeps a shorter, safe one)."""
+
+
 def check_reply(question: OpenQuestion, reply: Reply) -> None:
     """Raise :class:`AnswerRefused` unless ``reply`` answers ``question``."""
     if question.kind == "approval":
@@ -285,30 +316,90 @@ def check_reply(question: OpenQuestion, reply: Reply) -> None:
             )
         return
     if isinstance(reply, Decision):
-        wanted = "a file" if question.kind == "upload" else "an image"
         raise AnswerRefused(
-            f"question {question.id} asks for {wanted}: answer it with a file, a URL, or cancel"
+            f"question {question.id} asks for {asked_for(question.kind)}: answer it with a "
+            "file, a URL, or cancel"
         )
     if isinstance(reply, Provided):
-        scheme = urlsplit(reply.url).scheme.lower()
-        if scheme not in ANSWER_SCHEMES and scheme != "file":
-            raise AnswerRefused(
-                f"the URL {reply.url[:80]!r} is not http(s) or data: (upload a file instead)"
-            )
-        media_type = reply.media_type or media_type_of(reply.name or reply.url)
-        if not accepts(question.accept, media_type, reply.name or urlsplit(reply.url).path):
-            raise AnswerRefused(
-                f"question {question.id} accepts {', '.join(question.accept)}; "
-                f"{reply.name or reply.url[:80]!r} is {media_type or 'of an unknown type'}"
-            )
-        if question.kind == "image" and media_type and not media_type.startswith("image/"):
-            raise AnswerRefused(f"question {question.id} asks for an image, not {media_type}")
+        _check_provided(question, reply)
+
+
+def _check_provided(question: OpenQuestion, reply: Provided) -> None:
+    scheme = urlsplit(reply.url).scheme.lower()
+    if scheme not in ANSWER_SCHEMES and scheme != "file":
+        raise AnswerRefused(
+            f"the URL {reply.url[:80]!r} is not http(s) or data: (upload a file instead)"
+        )
+    if len(reply.url) > MEDIA_URL_MAX:
+        raise AnswerRefused(
+            f"the URL is {len(reply.url)} characters; an answer's URL is at most "
+            f"{MEDIA_URL_MAX} (upload the file instead)"
+        )
+    media_type = _type_of(reply)
+    if not accepts(question.accept, media_type, reply.name or urlsplit(reply.url).path):
+        raise AnswerRefused(
+            f"question {question.id} accepts {', '.join(question.accept)}; "
+            f"{reply.name or reply.url[:80]!r} is {media_type or 'of an unknown type'}"
+        )
+    if question.kind == "image" and media_type and media_type not in VISION_TYPES:
+        raise AnswerRefused(
+            f"question {question.id} asks for an image a model can look at (PNG, JPEG, WebP or "
+            f"GIF), not {media_type}"
+        )
+
+
+def _type_of(reply: Provided) -> str:
+    return reply.media_type or media_type_of(reply.url) or media_type_of(reply.name)
 
 
 def media_type_of(name: str) -> str:
-    """The media type a file name or URL path suggests (``""`` when it suggests none)."""
+    """The media type a file name, URL path or ``data:`` URL says (``""`` when none)."""
+    if name[:5].lower() == "data:":  # data:[<type>][;base64],<data>; no type is text/plain
+        declared = name[5:].split(",", 1)[0].split(";", 1)[0].strip().lower()
+        return declared or "text/plain"
     guessed, _ = mimetypes.guess_type(urlsplit(name).path or name, strict=False)
     return guessed or ""
+
+
+def sniff_image(data: bytes) -> str:
+    """The image type ``data`` is by its first bytes (``""`` for none a model reads): what an
+    uploaded image is, whatever the person's browser or file name says."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return ""
+
+
+def _base_name(filename: str) -> str:
+    """The last part of a name a person's system gave (never a path), at most :data:`NAME_MAX`."""
+    base = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
+    return base[-NAME_MAX:]
+
+
+def _payload(question: OpenQuestion, reply: Provided | Cancelled) -> QuestionReply:
+    """The wire form of a reply; one the wire would refuse is an :class:`AnswerRefused`."""
+    try:
+        if isinstance(reply, Provided):
+            return QuestionReply(
+                question_id=question.id,
+                outcome="provided",
+                url=reply.url,
+                name=_base_name(reply.name),
+                media_type=_type_of(reply),
+            )
+        return QuestionReply(
+            question_id=question.id, outcome="cancelled", reason=reply.reason[:1000],
+            nobody=reply.nobody,
+        )  # fmt: skip
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or "answer"
+        raise AnswerRefused(f"the answer cannot be sent: {where}: {first['msg']}") from exc
 
 
 async def answer_question(bus: Bus, session: str, question_id: str, reply: Reply) -> str:
@@ -318,7 +409,8 @@ async def answer_question(bus: Bus, session: str, question_id: str, reply: Reply
     reply does not fit), sending nothing then; a :class:`Decision` for no question for a file
     is an approval's, and :func:`~baton.engine.bus_channel.answer_approval` decides it (raising
     its ``ApprovalNotFound``). A ``file:`` URL is refused from a person (:data:`ANSWER_SCHEMES`);
-    :func:`store_upload` makes the URL of an uploaded file."""
+    :func:`store_upload` makes the URL of an uploaded file. Of two answers sent at once, one is
+    sent and the other refused as already answered (:func:`_claimed`)."""
     book = await question_book(bus, session)
     if isinstance(reply, Decision) and not book.asks_for_media(question_id):
         if book.has_expired(question_id):  # its agent declined it already: say so, send nothing
@@ -331,29 +423,37 @@ async def answer_question(bus: Bus, session: str, question_id: str, reply: Reply
         raise AnswerRefused(
             f"the URL {reply.url[:80]!r} is a path on this machine: upload the file instead"
         )
-    return await _send_reply(bus, session, question, reply)
-
-
-async def _send_reply(bus: Bus, session: str, question: OpenQuestion, reply: Reply) -> str:
     check_reply(question, reply)
-    if isinstance(reply, Decision):
-        return await answer_approval(
-            bus, session, question.id, reply.approved, reply.reason, nobody=reply.nobody
+    assert not isinstance(reply, Decision)  # refused for a file or an image just above
+    payload = _payload(question, reply)
+    async with _claimed(bus, session, question):
+        return await _send_reply(bus, session, question, payload)
+
+
+@asynccontextmanager
+async def _claimed(bus: Bus, session: str, question: OpenQuestion) -> AsyncIterator[None]:
+    """Hold the one answer ``question`` may have while the block stores and sends it
+    (:func:`~baton.engine.bus_channel.claim_answer`); handed back if the block fails, so a
+    store or bus fault leaves the question open for another try."""
+    if not await claim_answer(bus, session, question.id, question.agent):
+        raise QuestionNotFound(
+            session, question.id, "this question was already answered", "answered"
         )
-    if isinstance(reply, Provided):
-        payload = QuestionReply(
-            question_id=question.id,
-            outcome="provided",
-            url=reply.url,
-            name=reply.name,
-            media_type=reply.media_type or media_type_of(reply.name or reply.url),
-        )
-        content = f"provided {reply.name or reply.url[:200]}"
-    else:
-        payload = QuestionReply(
-            question_id=question.id, outcome="cancelled", reason=reply.reason, nobody=reply.nobody
-        )
-        content = reply.reason or "cancelled"
+    try:
+        yield
+    except BaseException:
+        await release_answer(bus, session, question.id)
+        raise
+
+
+async def _send_reply(
+    bus: Bus, session: str, question: OpenQuestion, payload: QuestionReply
+) -> str:
+    content = (
+        f"provided {payload.name or payload.url[:200]}"
+        if payload.outcome == "provided"
+        else payload.reason or "cancelled"
+    )
     envelope = Envelope(
         session=session,
         sender="user",
@@ -369,12 +469,20 @@ async def _send_reply(bus: Bus, session: str, question: OpenQuestion, reply: Rep
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 
-def upload_name(session: str, question: OpenQuestion, filename: str) -> str:
+def upload_name(session: str, question: OpenQuestion, filename: str, media_type: str = "") -> str:
     """The media name of an uploaded file: under the session, the asking agent and a fresh id,
-    keeping what is safe of the person's file name (never a path)."""
-    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
-    safe = _UNSAFE.sub("-", base).lstrip("._-")[:100] or "upload"
+    keeping what is safe of the person's file name (never a path), with the extension of
+    ``media_type`` when it is an image (what a reader of the store goes by)."""
+    safe = _UNSAFE.sub("-", _base_name(filename)).lstrip("._-")[:100] or "upload"
+    if media_type in VISION_TYPES:
+        extension = extension_for(media_type)
+        if not safe.lower().endswith(_EXTENSIONS.get(media_type, (extension,))):
+            safe = f"{safe.rsplit('.', 1)[0] if '.' in safe else safe}{extension}"
     return f"{session}/{question.agent}-upload-{uuid.uuid4().hex[:12]}-{safe}"
+
+
+_EXTENSIONS = {"image/jpeg": (".jpg", ".jpeg")}
+"""A type's extensions where it has more than the one :func:`extension_for` gives."""
 
 
 async def read_upload(path: Path, max_bytes: int = UPLOAD_MAX_BYTES) -> bytes:
@@ -408,9 +516,12 @@ async def store_upload(
     """Store a person's file for the open question, then answer it with the file's URL.
 
     The checks come first, so a refused file is neither stored nor sent: the question must be
-    open, the file at most ``max_bytes`` and of a type it accepts. Returns (the asking agent,
-    the URL). Raises :class:`QuestionNotFound`, :class:`AnswerRefused`, or ``MediaError`` when
-    the store refuses it."""
+    open, the file at most ``max_bytes`` and of a type it accepts, and for an image question an
+    image a model reads by its own first bytes (whatever its name or the sender says), stored
+    under that type's extension. The answer is claimed before the file is stored, so a second
+    answer stores nothing. Returns (the asking agent, the URL). Raises
+    :class:`QuestionNotFound`, :class:`AnswerRefused`, or ``MediaError`` when the store refuses
+    it (the question then stays open)."""
     question = await find_question(bus, session, question_id)
     if len(data) > max_bytes:
         raise AnswerRefused(
@@ -418,8 +529,29 @@ async def store_upload(
             f"{max_bytes}"
         )
     kind = media_type or media_type_of(filename) or "application/octet-stream"
-    probe = Provided(url="data:,", name=filename, media_type=kind)
-    check_reply(question, probe)
-    url = await store.put(data, upload_name(session, question, filename), kind)
-    reply = Provided(url=url, name=filename, media_type=kind)
-    return await _send_reply(bus, session, question, reply), url
+    if question.kind == "image":
+        sniffed = sniff_image(data)
+        if not sniffed:
+            raise AnswerRefused(
+                f"{filename or 'the file'} is not a PNG, JPEG, WebP or GIF image (by its "
+                "content), which is what a model can look at"
+            )
+        kind = sniffed
+    check_reply(question, Provided(url="data:,", name=filename, media_type=kind))
+    name = upload_name(session, question, filename, kind)
+    async with _claimed(bus, session, question):
+        url = await store.put(data, name, kind)
+        payload = _payload(question, Provided(url=url, name=filename, media_type=kind))
+        return await _send_reply(bus, session, question, payload), url
+
+
+async def upload_file(
+    store: MediaStore, bus: Bus, session: str, question_id: str, path: Path, max_bytes: int
+) -> tuple[str, str]:
+    """A person's file at ``path``, read (within ``max_bytes``), stored and sent as the answer
+    to ``question_id`` (:func:`store_upload`): what ``baton upload`` and ``Session.answer`` do
+    with a path. Returns (the asking agent, the URL)."""
+    data = await read_upload(path, max_bytes)
+    return await store_upload(
+        store, bus, session, question_id, data=data, filename=path.name, max_bytes=max_bytes
+    )

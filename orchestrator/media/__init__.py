@@ -9,7 +9,7 @@ sub-agent's tools reach their process's store through
 """
 
 from baton.media.choose import DEFAULT_MEDIA, media_directory, open_store
-from baton.media.directory import DirectoryStore
+from baton.media.directory import DirectoryStore, directory_of
 from baton.media.store import MediaError, MediaStore, check_name, extension_for
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "MediaError",
     "MediaStore",
     "check_name",
+    "directory_of",
     "extension_for",
     "media_directory",
     "open_store",

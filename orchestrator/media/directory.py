@@ -50,6 +50,17 @@ class DirectoryStore:
         return written.as_uri()
 
 
+def directory_of(store: object, media_dir: Path) -> Path | None:
+    """The folder whose files an agent of ``store`` (None: a folder at ``media_dir``) may be
+    handed as ``file://`` URLs: its store's, resolved; None for a store that is no folder (a
+    bucket), whose agents are handed no ``file://`` URL at all."""
+    if store is None:
+        return Path(media_dir).resolve()
+    if isinstance(store, DirectoryStore):
+        return store.root.resolve()
+    return None
+
+
 def _write(root: Path, path: Path, data: bytes) -> Path:
     """Write atomically; the file's resolved path (what its ``file://`` URL names)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from baton.bus.events import QuestionAsked, ToolCallInfo
+from baton.bus.events import QuestionAsked, ToolCallInfo, asked_for
 from baton.server.media import public_url
 from baton.server.state import StateFolder
 from baton.view import AgentView, SessionView, describe_placement
@@ -108,7 +108,7 @@ def _question(event: QuestionAsked) -> str:
     """One open question for a file or an image, as the script builds it (wired by the script,
     which also fills an image question's picker with the session's pictures); the question id
     is shown, for ``baton upload`` from a terminal."""
-    kind = "a file" if event.kind == "upload" else "an image"
+    kind = asked_for(event.kind)
     accept = ",".join(event.accept) or ("image/*" if event.kind == "image" else "")
     prompt = f": {event.prompt}" if event.prompt else ""
     picker = '<div class="picker"></div>' if event.kind == "image" else ""

@@ -79,8 +79,10 @@ async def answer(request: Request) -> Response:
         raise HTTPException(404 if exc.why == "unknown" else 409, str(exc)) from exc
     except ApprovalNotFound as exc:
         raise HTTPException(409 if exc.decided else 404, str(exc)) from exc
-    except (AnswerRefused, MediaError) as exc:
+    except AnswerRefused as exc:
         raise HTTPException(422, str(exc)) from exc
+    except MediaError as exc:  # the store failed, not the answer: the question stays open
+        raise HTTPException(502, f"the media store refused the file: {exc}") from exc
     return _answered(question_id, agent, _outcome(reply), getattr(reply, "url", ""))
 
 
@@ -126,7 +128,7 @@ async def _picked(ctx: ServerContext, session: str, question_id: str, path: str)
     ):
         raise AnswerRefused(f"media: {path[:120]!r} is no file of session {session}'s media")
     limit = ctx.config.upload_max_bytes
-    if found.stat().st_size > limit:
+    if (await anyio.Path(found).stat()).st_size > limit:
         raise HTTPException(413, f"{found.name} is over {limit} bytes, the most an upload may be")
     return await store_upload(
         _store(ctx), ctx.bus, session, question_id, data=await anyio.Path(found).read_bytes(),

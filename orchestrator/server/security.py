@@ -52,6 +52,9 @@ from baton.server.a2a.paths import CARD_PATH, is_a2a
 from baton.server.access import Grant, session_grant
 
 COOKIE = "baton_token"
+CREDENTIAL = "baton_credential"
+"""Where the request's state says which credential the guard accepted: ``named`` (a bearer or
+``?token=`` the caller wrote), ``cookie``, or ``none`` (the server has no token)."""
 QUERY = "token"
 PAGES = frozenset({"/"})
 A2A_BODY_LIMIT = 1 << 20
@@ -79,7 +82,12 @@ class TokenGuard:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         method = scope.get("method", "GET")
         bearer, in_query = _bearer(headers), query.get(QUERY) or None
-        given = bearer or in_query or _cookie(headers)
+        cookie = _cookie(headers)
+        given = bearer or in_query or cookie
+        # Which credential counts, for the routes a browser could be made to call cross-site
+        # (refuse_cross_site_upload): a cookie rides along by itself, a named token does not.
+        credential = "named" if bearer or in_query else "cookie" if cookie else "none"
+        scope.setdefault("state", {})[CREDENTIAL] = credential
         try:
             refused = await self._refusal(given, method, scope["path"])
         except BusError as exc:  # the bus decides about session tokens: no answer, no entry
@@ -231,21 +239,30 @@ async def read_body(request: Request, limit: int, over: str = "") -> bytes:
 
 
 def refuse_cross_site_upload(request: Request) -> None:
-    """403 for a multipart ``POST`` that only the cookie authorises and that no page of this
-    server sent: unlike a JSON body, a form from any page of the same site (another port on
-    ``localhost``) can send one without a preflight, and ``SameSite=Strict`` lets the cookie
-    go with it. A program that names its token (header or query) is not a browser riding on
-    a cookie; a browser names the page's origin in ``Origin`` on every ``POST``."""
-    if "authorization" in request.headers or QUERY in request.query_params:
+    """403 for a multipart ``POST`` that a page of another origin sent and that no token the
+    caller named authorises: unlike a JSON body, a form from any page of the same site (another
+    port on ``localhost``) can send one without a preflight, and ``SameSite=Strict`` lets the
+    cookie go with it; on a server without a token, any page could. A browser says where a
+    request comes from (``Sec-Fetch-Site``; ``Origin`` where it is older), a program need not:
+    one that names its token, or sends neither header to a server without a token, is no
+    browser riding on a cookie."""
+    credential = request.scope.get("state", {}).get(CREDENTIAL, "none")
+    if credential == "named":
         return
-    if COOKIE not in request.cookies:
-        return  # no token at all: the guard has answered already, or the server has none
+    site = request.headers.get("sec-fetch-site")
     origin = request.headers.get("origin")
     own = f"{request.url.scheme}://{request.url.netloc}"
-    if origin != own:
+    if site is not None:
+        allowed = site == "same-origin"
+    elif origin is not None:
+        allowed = origin == own
+    else:
+        allowed = credential == "none"  # a cookie is a browser's, and a browser names its origin
+    if not allowed:
+        said = f"Sec-Fetch-Site {site}" if site is not None else f"Origin {origin or 'missing'}"
         raise HTTPException(
-            403, f"an upload authorised by the cookie must come from this server's own page "
-            f"(Origin {origin or 'missing'}, expected {own}); programs send the token instead"
+            403, f"an upload must come from this server's own page ({said}); a program sends "
+            "its token (Authorization: Bearer) instead"
         )  # fmt: skip
 
 

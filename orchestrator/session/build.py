@@ -34,7 +34,7 @@ from baton.lead.profiles import lead_policy
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.stream import EventFanout, EventRouter
 from baton.llm.types import ChatModel
-from baton.media import DirectoryStore
+from baton.media import DirectoryStore, directory_of
 from baton.session.config import SessionConfig
 from baton.session.setup import Resumed, hold_the_lead, offered_profiles, setup_of
 from baton.spawn_watch import SpawnWatch
@@ -187,7 +187,8 @@ def _approvals(config: SessionConfig, bus: Bus) -> InteractionChannel:
     """The lead's approvals: by the session's policy, else asked over the bus (questions for
     files and images always are). Sub-agents get the policy in their spawn requests
     (``spawn_approve``)."""
-    asks = BusInteractionChannel(bus, config.session_id, LEAD_NAME)
+    root = directory_of(config.media, config.media_dir)
+    asks = BusInteractionChannel(bus, config.session_id, LEAD_NAME, file_root=root)
     return policy_channel(config.approve, asks) or asks
 
 

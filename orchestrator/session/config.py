@@ -19,6 +19,7 @@ from baton.bus.messages import DEFAULT_POOL, ApproveMode, SessionId, check_pool
 from baton.bus.retry import DEFAULT_OUTAGE_S
 from baton.defaults import LEAD_LEASE_S
 from baton.engine import LoopLimits
+from baton.engine.questions import UPLOAD_MAX_BYTES
 from baton.engine.spend import SpendLimits
 from baton.lead.agent import LeadStatus
 from baton.lead.delegation import DelegationLimits
@@ -106,6 +107,9 @@ class SessionConfig(BaseModel):
     worker_concurrency: int = Field(100, ge=1)
     timeout_s: float = Field(600.0, gt=0, description="the whole session, waits included")
     media_dir: Path = Path("media")
+    upload_max_bytes: int = Field(
+        UPLOAD_MAX_BYTES, ge=1, description="the largest file Session.answer uploads to a question"
+    )
     media: MediaStore | None = Field(
         None, description="where the local workers' tools put media (None: a folder, media_dir)"
     )

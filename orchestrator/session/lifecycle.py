@@ -31,13 +31,14 @@ from baton.bus.user_post import USER
 from baton.engine import Tool
 from baton.engine.bus_channel import approvals_inbox
 from baton.engine.questions import (
+    Cancelled,
     Decision,
     OpenQuestion,
+    Provided,
     Reply,
     answer_question,
     open_questions,
-    read_upload,
-    store_upload,
+    upload_file,
 )
 from baton.errors import describe_validation
 from baton.lead.agent import LeadOutcome
@@ -288,11 +289,16 @@ class Session(Service):
         if isinstance(reply, bool):
             reply = Decision(approved=reply, reason=reason, nobody=nobody)
         if isinstance(reply, Path):
-            data = await read_upload(reply)
-            agent, _ = await store_upload(
-                self._media_store(), self.bus, self.id, question_id, data=data, filename=reply.name
-            )
+            agent, _ = await upload_file(
+                self._media_store(), self.bus, self.id, question_id, reply,
+                self.config.upload_max_bytes,
+            )  # fmt: skip
             return agent
+        if not isinstance(reply, Decision | Provided | Cancelled):
+            raise TypeError(
+                f"answer() takes True/False, a Decision, a Path, Provided or Cancelled, not "
+                f"{type(reply).__name__} (a file's path is a pathlib.Path)"
+            )
         return await answer_question(self.bus, self.id, question_id, reply)
 
     async def questions(self) -> list[OpenQuestion]:

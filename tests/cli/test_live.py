@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.cli.helpers import BATON, REPO
@@ -190,3 +191,62 @@ def test_live_view_keeps_updating_while_it_asks(env: dict[str, str], profiles_fi
     record = next(i for i, line in enumerate(final) if "approve? [y/n] y" in line)
     lead = next(i for i, line in enumerate(final) if "╭─ lead" in line)
     assert record < lead, shown
+
+
+@pytest.mark.process
+def test_a_file_typed_at_the_terminal_reaches_the_reviewer(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("a heron and a fox\n")
+    term = Terminal(["run", "review my notes"], env)
+    try:
+        term.read_until("file path or URL")
+        term.type(f"{tmp_path / 'missing.txt'}\n")  # refused in one line, then asked again
+        term.read_until("cannot read")
+        term.type(f"{notes}\n")
+        after = term.read_until("session completed")
+        assert "reviewer: upload provided: notes.txt" in after
+    finally:
+        code = term.close()
+    assert code == 0, term.screen
+    [stored] = (tmp_path / "media").rglob("reviewer-upload-*-notes.txt")
+    assert stored.read_text() == "a heron and a fox\n"
+
+
+@pytest.mark.process
+def test_the_terminal_stops_asking_once_another_process_answered(
+    env: dict[str, str], redis_url: str
+) -> None:
+    """Answered by ``baton upload`` elsewhere: the prompt goes away, so the next line typed is
+    not taken for a question nobody waits on."""
+    from tests.cli.helpers import invoke_baton
+
+    term = Terminal(["run", "--bus", redis_url, "--session", "s-elsewhere", "review my notes"], env)
+    try:
+        term.read_until("file path or URL")
+        [question] = anyio.run(_open_question_ids, redis_url, "s-elsewhere")
+        code, _, err = invoke_baton(
+            "upload",
+            "s-elsewhere",
+            question,
+            "--url",
+            "https://example.com/notes.txt",
+            "--bus",
+            redis_url,
+            env=env,
+        )
+        assert code == 0, err
+        after = term.read_until("session completed")
+        assert f"question {question} closed" in after
+    finally:
+        code = term.close()
+    assert code == 0, term.screen
+
+
+async def _open_question_ids(url: str, session: str) -> list[str]:
+    from baton.bus.connect import open_bus
+    from baton.engine.questions import open_questions
+
+    async with open_bus(url) as bus:
+        return [question.id for question in await open_questions(bus, session)]

@@ -9,10 +9,13 @@ import pytest
 
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.events import (
+    AgentClaimed,
+    AgentExited,
     ApprovalDecided,
     ApprovalRequested,
     QuestionAnswered,
     QuestionAsked,
+    SessionStarted,
     ToolCallInfo,
     utc_now,
 )
@@ -28,8 +31,11 @@ from baton.engine.questions import (
     QuestionNotFound,
     accepts,
     check_reply,
+    media_type_of,
+    sniff_image,
     upload_name,
 )
+from baton.view import SessionView
 
 S = "s-q"
 
@@ -88,6 +94,30 @@ def test_the_book_lists_approvals_and_questions_until_decided_answered_or_expire
     assert book.asks_for_media("q1") and not book.asks_for_media("p1")
 
 
+def test_an_agent_that_left_or_was_taken_over_waits_for_nothing() -> None:
+    """Its questions close with it: an exit, another worker's claim (the old instance is dead),
+    a resumed lead. Both folds agree: the book every surface answers from, and the view."""
+    call = ToolCallInfo(call_id="p1", name="publish", arguments="{}")
+    for ending in (
+        AgentExited(session=S, agent="reviewer", reason="error"),
+        AgentClaimed(session=S, agent="reviewer", profile="reviewer", worker="w-2"),
+    ):
+        book, view = QuestionBook(), SessionView()
+        for event in (ApprovalRequested(session=S, agent="reviewer", calls=[call]), _asked("q1"),
+                      _asked("q2"), ending):  # fmt: skip
+            book.fold(event)
+            view.apply(event)
+        assert book.open() == [] and view.pending == {} and view.questions == {}
+        with pytest.raises(QuestionNotFound, match="already answered"):
+            book.find(S, "q1")
+    book = QuestionBook()
+    book.fold(QuestionAsked(session=S, agent="lead", question_id="q3", kind="upload",
+                            call_id="c", expires_at=utc_now() + timedelta(minutes=1)))  # fmt: skip
+    book.fold(_asked("q4"))
+    book.fold(SessionStarted(session=S, agent="lead", task="t", resumed=True))
+    assert [q.id for q in book.open()] == ["q4"]  # the resumed lead asks anew; others wait
+
+
 def test_replies_must_fit_their_question() -> None:
     with pytest.raises(AnswerRefused, match="approve or decline"):
         check_reply(_question("approval"), Cancelled())
@@ -99,10 +129,48 @@ def test_replies_must_fit_their_question() -> None:
     with pytest.raises(AnswerRefused, match=r"accepts \.csv; 'a.txt' is text/plain"):
         check_reply(_question(accept=[".csv"]), Provided(url="https://h/a.txt", name="a.txt"))
     check_reply(_question(accept=[".csv"]), Provided(url="https://h/d.csv"))
-    with pytest.raises(AnswerRefused, match="asks for an image, not text/plain"):
+    with pytest.raises(AnswerRefused, match=r"asks for an image a model can look at .*text/plain"):
         check_reply(_question("image"), Provided(url="https://h/a.txt"))
     check_reply(_question("image"), Provided(url="https://h/a.png"))
     check_reply(_question(), Cancelled())
+
+
+def test_a_data_url_is_typed_by_what_it_declares() -> None:
+    png = Provided(url="data:image/png;base64,iVBORw0KGgo=")
+    check_reply(_question(accept=["image/png"]), png)  # its own type, not its (absent) suffix
+    check_reply(_question("image"), png)
+    for url in ("data:text/html,<b>hi</b>", "data:,plain", "data:image/svg+xml,<svg/>"):
+        with pytest.raises(AnswerRefused, match="a model can look at"):
+            check_reply(_question("image"), Provided(url=url))
+    assert media_type_of("data:,x") == "text/plain" and media_type_of("data:IMAGE/GIF;x,y") == (
+        "image/gif"
+    )
+
+
+def test_a_url_over_the_wire_s_limit_is_refused_not_sent() -> None:
+    with pytest.raises(AnswerRefused, match="upload the file instead"):
+        check_reply(_question(), Provided(url="data:text/plain," + "x" * 9000))
+
+
+@pytest.mark.parametrize(
+    ("data", "kind"),
+    [
+        (b"\x89PNG\r\n\x1a\n....", "image/png"),
+        (b"\xff\xd8\xff\xe0JFIF", "image/jpeg"),
+        (b"GIF89a....", "image/gif"),
+        (b"RIFF\x00\x00\x00\x00WEBPVP8 ", "image/webp"),
+        (b"<svg xmlns='http://www.w3.org/2000/svg'/>", ""),
+        (b"", ""),
+    ],
+)
+def test_an_uploaded_image_is_typed_by_its_first_bytes(data: bytes, kind: str) -> None:
+    assert sniff_image(data) == kind
+
+
+def test_an_image_upload_is_stored_under_its_type_s_extension() -> None:
+    assert upload_name(S, _question("image"), "heron", "image/png").endswith("-heron.png")
+    assert upload_name(S, _question("image"), "fox.txt", "image/jpeg").endswith("-fox.jpg")
+    assert upload_name(S, _question("image"), "fox.JPEG", "image/jpeg").endswith("-fox.JPEG")
 
 
 @pytest.mark.parametrize(
