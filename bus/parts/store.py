@@ -2,9 +2,10 @@
 
 Kept on the bus (not in a server's memory) so that every server sharing the bus sees the same
 values, and scoped to the session so they go when it goes (retention gives them the session's
-lifetime). Today it holds one table, ``tokens``: the session's HTTP tokens, as token digest →
-scope (``docs/http.md``, *Session tokens*); only digests are kept, so whoever can read the bus
-cannot use what it reads.
+lifetime). It holds two tables: ``tokens``, the session's HTTP tokens, as token digest → scope
+(``docs/http.md``, *Session tokens*), and ``mcp_tasks``, the MCP tasks that run the session, as
+task id digest → the task's record (``docs/mcp-server.md``, *Tasks*). Only digests of those
+bearer secrets are kept, so whoever can read the bus cannot use what it reads.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Literal, get_args
 
-StoreTable = Literal["tokens"]
+StoreTable = Literal["tokens", "mcp_tasks"]
 """The tables a session's store holds; each is one hash on Redis (``baton:{S}:<table>``)."""
 STORE_TABLES: tuple[StoreTable, ...] = get_args(StoreTable)
 
