@@ -24,6 +24,14 @@ ARTISTS = _profiles(
 )  # fmt: skip
 """Two painters and a publisher whose every publication needs a human's approval."""
 
+GALLERY = _profiles(
+    ("painter", "Paints pictures from a description and returns the image URLs.",
+     "Paint the task with generate_image, then report.", "generate_image"),
+    ("publisher", "Publishes a text as a card in the gallery; a human must approve each.",
+     "Publish the task with exhibit, then report.", "tests.support.tools:exhibit"),
+)  # fmt: skip
+"""A painter, and a publisher whose gated tool makes media: declined, its work is incomplete."""
+
 SURVEYORS = _profiles(
     ("north", "Surveys the north; works until released.",
      "Survey with hold, then report.", "tests.support.tools:hold"),

@@ -11,9 +11,10 @@ lead's inbox, the path ``baton cancel`` takes (docs/protocol.md, *How agents and
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
 from mcp.server.request_state import RequestStateSecurity
 
 from baton.bus.base import DEFAULT_RETENTION_S, Bus
@@ -58,6 +59,8 @@ class McpBackend:
     config: ServerConfig
     media_root: Path
     served: bool
+    asking: dict[str, anyio.CancelScope] = field(default_factory=dict)
+    """The questions an elicitation of this process is out for (:mod:`.askers`' claims)."""
 
     @classmethod
     def of_server(cls, ctx: ServerContext) -> McpBackend:

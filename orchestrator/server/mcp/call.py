@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
 from mcp.shared.message import ServerMessageMetadata
-from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult
+from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, RequestId
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
@@ -73,12 +74,18 @@ class Call:
     async def elicit(self, params: dict[str, Any], task_id: str | None = None) -> ElicitResult:
         """Put one form to the client's user on this call's channel (2025-11-25); ``task_id``
         relates it to a task (``tasks/result``)."""
-        meta: dict[str, Any] = {RELATED_TASK: {"taskId": task_id}} if task_id else {}
-        form = ElicitRequestFormParams.model_validate(
-            {**params, **({"_meta": meta} if meta else {})}
-        )
-        return await self.ctx.session.send_request(
-            ElicitRequest(params=form),
-            ElicitResult,
-            metadata=ServerMessageMetadata(related_request_id=self.ctx.request_id),
-        )
+        return await elicit_on(self.ctx.session, params, task_id, self.ctx.request_id)
+
+
+async def elicit_on(
+    peer: ServerSession,
+    params: dict[str, Any],
+    task_id: str | None = None,
+    request_id: RequestId | None = None,
+) -> ElicitResult:
+    """Send one ``elicitation/create`` to the client of ``peer``: on the stream of request
+    ``request_id``, or (None) on the connection's own channel; related to task ``task_id``."""
+    meta: dict[str, Any] = {RELATED_TASK: {"taskId": task_id}} if task_id else {}
+    form = ElicitRequestFormParams.model_validate({**params, **({"_meta": meta} if meta else {})})
+    related = None if request_id is None else ServerMessageMetadata(related_request_id=request_id)
+    return await peer.send_request(ElicitRequest(params=form), ElicitResult, metadata=related)

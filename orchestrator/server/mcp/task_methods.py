@@ -30,7 +30,7 @@ come (fail closed); on 2025-11-25 the same watcher carries progress lines to the
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -58,8 +58,8 @@ from baton.bus.errors import BusError
 from baton.server.mcp.askers import ElicitAsker, NobodyAsker, deliver
 from baton.server.mcp.asking import elicitation_params, reply_of
 from baton.server.mcp.backend import CallRefused, McpBackend
-from baton.server.mcp.call import RELATED_TASK, TASKS_EXTENSION, Call
-from baton.server.mcp.follow import follow_session
+from baton.server.mcp.call import RELATED_TASK, TASKS_EXTENSION, Call, elicit_on
+from baton.server.mcp.follow import Asker, follow_session
 from baton.server.mcp.results import run_result
 from baton.server.mcp.schemas import RunArguments
 from baton.server.mcp.tasks import (
@@ -116,44 +116,64 @@ async def start_task(call: Call, args: RunArguments) -> tuple[str, TaskRecord]:
     task_id = await create_task(backend.bus, session, ttl_ms, asked)
     record = await load_task(backend.bus, task_id)
     assert record is not None
-    token = None if call.modern else call.progress_token
-    if asked == "nobody" or token is not None:
-        backend.host.group.start_soon(
-            watch_task, backend, record.session, asked, call.ctx.session, token,
-            name=f"task watch {session}",
-        )  # fmt: skip
+    legacy = not call.modern
+    if asked == "nobody" or legacy:
+        watch = TaskWatch(backend, task_id, session, asked, call.ctx.session)
+        token = call.progress_token if legacy else None
+        backend.host.group.start_soon(watch.run, token, legacy, name=f"task watch {session}")
     return task_id, record
 
 
-async def watch_task(
-    backend: McpBackend,
-    session: str,
-    asked: Asked,
-    peer: ServerSession,
-    token: str | int | None,
-) -> None:
-    """Follow a task's session from the server (see the module docstring) until it ends."""
-    lines = 0
-    reporting = token is not None
+class TaskWatch:
+    """A task's session followed from the server (see the module docstring) until it ends:
+    its questions declined when nobody can be asked; on 2025-11-25 also put to the host on the
+    connection's own channel (related to the task; left for ``tasks/result`` when that channel
+    reaches nobody), and its progress lines sent to the creating call's ``progressToken``."""
 
-    async def report(line: str) -> None:
-        nonlocal lines, reporting
-        if not reporting or token is None:
-            return
-        lines += 1
+    def __init__(
+        self, backend: McpBackend, task_id: str, session: str, asked: Asked, peer: ServerSession
+    ) -> None:
+        self.backend = backend
+        self.task_id = task_id
+        self.session = session
+        self.asked = asked
+        self.peer = peer
+        self._lines = 0
+
+    async def run(self, token: str | int | None, legacy: bool) -> None:
+        backend, session = self.backend, self.session
+        notes: list[str] = []
+        asker: Asker | None = None
+        if self.asked == "nobody":
+            asker = NobodyAsker(backend.bus, session, NOBODY, notes)
+        elif legacy:
+            asker = ElicitAsker(backend.bus, session, self._elicit, notes,
+                                claims=backend.asking, leave=True)  # fmt: skip
+        report = self._report(token)
         try:
-            await peer.send_progress_notification(token, float(lines), None, line)
-        except Exception as exc:  # the connection went: the task goes on without progress
-            log.debug("task of session %s: progress not sent: %s", session, exc)
-            reporting = False
+            await follow_session(backend.bus, session, report=report, asker=asker,
+                                 outage_s=backend.config.bus_outage_s)  # fmt: skip
+        except BusError as exc:
+            log.warning("task of session %s: no longer watched: %s", session, exc)
 
-    notes: list[str] = []
-    asker = NobodyAsker(backend.bus, session, NOBODY, notes) if asked == "nobody" else None
-    try:
-        await follow_session(backend.bus, session, report=report, asker=asker,
-                             outage_s=backend.config.bus_outage_s)  # fmt: skip
-    except BusError as exc:
-        log.warning("task of session %s: no longer watched: %s", session, exc)
+    async def _elicit(self, params: dict[str, Any]) -> ElicitResult:
+        return await elicit_on(self.peer, params, self.task_id)
+
+    def _report(self, token: str | int | None) -> Callable[[str], Awaitable[None]]:
+        reporting = token is not None
+
+        async def report(line: str) -> None:
+            nonlocal reporting
+            if not reporting or token is None:
+                return
+            self._lines += 1
+            try:
+                await self.peer.send_progress_notification(token, float(self._lines), None, line)
+            except Exception as exc:  # the connection went: the task goes on without progress
+                log.debug("task of session %s: progress not sent: %s", self.session, exc)
+                reporting = False
+
+        return report
 
 
 # -- what a task looks like -----------------------------------------------------------------------
@@ -420,7 +440,8 @@ class LegacyTasks:
             async def elicit(params: dict[str, Any]) -> ElicitResult:
                 return await call.elicit(params, view.task_id)
 
-            asker = ElicitAsker(call.backend.bus, session, elicit, notes)
+            asker = ElicitAsker(call.backend.bus, session, elicit, notes,
+                                claims=call.backend.asking, takes_over=True)  # fmt: skip
         try:
             await follow_session(call.backend.bus, session, report=_quiet, asker=asker,
                                  outage_s=call.backend.config.bus_outage_s)  # fmt: skip

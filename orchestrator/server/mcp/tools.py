@@ -127,7 +127,8 @@ def asker_of(call: Call, session: str, notes: list[str]) -> tuple[Asker | None, 
         return NobodyAsker(backend.bus, session, NOBODY, notes), False
     if call.modern:
         return None, True
-    return ElicitAsker(backend.bus, session, call.elicit, notes), False
+    asker = ElicitAsker(backend.bus, session, call.elicit, notes, claims=backend.asking)
+    return asker, False
 
 
 async def _answer_round(call: Call, state: RoundState, params: CallToolRequestParams) -> list[str]:
