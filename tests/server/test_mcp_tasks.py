@@ -178,7 +178,9 @@ def test_an_unknown_task_and_an_undeclared_extension_are_the_specs_errors(seen: 
     assert "Task not found" in case["unknown"]["error"]["message"]
     undeclared = case["undeclared"]["error"]
     assert undeclared["code"] == -32021
-    assert "io.modelcontextprotocol/tasks" in undeclared["data"]["requiredCapabilities"]["extensions"]
+    assert (
+        "io.modelcontextprotocol/tasks" in undeclared["data"]["requiredCapabilities"]["extensions"]
+    )
 
 
 def test_the_package_lock_pins_what_package_json_names() -> None:
