@@ -26,6 +26,9 @@ from baton.server.context import ServerContext
 from baton.server.openapi import openapi_document
 from baton.server.security import BodyInvalid, TokenGuard
 
+MCP_HEADERS = ("Mcp-Session-Id", "Mcp-Protocol-Version", "Mcp-Method", "Mcp-Name")
+"""What a browser's MCP client sends to ``/mcp`` (docs/mcp-server.md) beside the API's headers."""
+
 
 async def _openapi(request: Request) -> Response:
     return JSONResponse(openapi_document())
@@ -71,8 +74,9 @@ def create_app(ctx: ServerContext, extra: Sequence[BaseRoute] = ()) -> Starlette
             Middleware(
                 CORSMiddleware,
                 allow_origins=list(ctx.config.cors_origins),
-                allow_methods=["GET", "POST"],
-                allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+                allow_methods=["GET", "POST", "DELETE"],  # DELETE: an MCP session's end
+                allow_headers=["Authorization", "Content-Type", "Last-Event-ID", *MCP_HEADERS],
+                expose_headers=["Mcp-Session-Id"],
             )
         )
     if ctx.config.token is not None:

@@ -43,6 +43,8 @@ URI_PREFIX = f"{SCHEME}://media/"
 URI_TEMPLATE = URI_PREFIX + "{session}/{name}"
 INLINE_MAX = 1024 * 1024
 """The largest picture a result carries inline as ``image`` content (larger ones: links only)."""
+INLINE_TOTAL = 4 * 1024 * 1024
+"""The most bytes of pictures one result carries inline (the rest: links only)."""
 LIST_MAX = 200
 """The most files ``resources/list`` names."""
 
@@ -77,20 +79,26 @@ class MediaView:
             return url
         return self.public_base + MEDIA_PREFIX + quote(relative)
 
-    async def content(self, url: str) -> list[ContentBlock]:
-        """The content blocks of one medium: its link, and a small picture inline."""
-        relative = self.relative(url)
-        name = Path(unquote(urlsplit(url).path)).name or url[:80]
-        kind = media_type(name)
-        if relative is None:
-            return [ResourceLink(uri=url, name=name, mime_type=kind)]
-        link = ResourceLink(uri=URI_PREFIX + quote(relative), name=name, mime_type=kind)
-        if not kind.startswith("image/"):
-            return [link]
-        data = await read_file(self.root, relative, INLINE_MAX)
-        if data is None:
-            return [link]
-        return [link, ImageContent(data=base64.b64encode(data).decode(), mime_type=kind)]
+    async def content(self, urls: list[str]) -> list[ContentBlock]:
+        """The content blocks of the media: each one's link, and small pictures inline (up to
+        :data:`INLINE_TOTAL` bytes in all)."""
+        blocks: list[ContentBlock] = []
+        budget = INLINE_TOTAL
+        for url in urls:
+            relative = self.relative(url)
+            name = Path(unquote(urlsplit(url).path)).name or url[:80]
+            kind = media_type(name)
+            if relative is None:
+                blocks.append(ResourceLink(uri=url, name=name, mime_type=kind))
+                continue
+            blocks.append(ResourceLink(uri=URI_PREFIX + quote(relative), name=name, mime_type=kind))
+            if not kind.startswith("image/"):
+                continue
+            data = await read_file(self.root, relative, min(INLINE_MAX, budget))
+            if data is not None:
+                budget -= len(data)
+                blocks.append(ImageContent(data=base64.b64encode(data).decode(), mime_type=kind))
+        return blocks
 
 
 async def read_file(root: Path, relative: str, limit: int | None = None) -> bytes | None:

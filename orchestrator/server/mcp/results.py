@@ -36,8 +36,7 @@ async def finished_result(
         notes=list(dict.fromkeys(notes)),
     )
     content: list[ContentBlock] = [TextContent(text=finished.answer or "(the lead gave no answer)")]
-    for url in finished.media_urls:
-        content.extend(await media.content(url))
+    content.extend(await media.content(finished.media_urls))
     content.append(TextContent(text=summary(structured)))
     return CallToolResult(
         content=content,
