@@ -14,17 +14,21 @@ is refused with ``-32021`` (the spec's missing client capability).
 "optional"`` and the server declares ``tasks.requests.tools.call`` and ``tasks.cancel`` (not
 ``tasks.list``: one token cannot tell callers apart, so a list would show every caller's tasks).
 A ``tools/call`` with ``task`` gets a ``CreateTaskResult`` (``{task}``), from
-:class:`LegacyTaskAugmentation`, a server middleware: that revision's ``tools/call`` result is
+:class:`LegacyTasks` acting as a server middleware: that revision's ``tools/call`` result is
 validated as a ``CallToolResult`` further in. ``tasks/get`` and ``tasks/cancel`` answer the task
 (cancelling one that ended is ``-32602``), and ``tasks/result`` waits for the end, putting the
 session's questions to the person in ``elicitation/create`` requests of its own (related to the
 task), then returns the tool's result.
 
 Either way the task is its session on the bus (:mod:`.tasks`): any server sharing the bus
-answers for it, after a restart too. A host that declared no elicitation when it created the task
-cannot be asked anything, so a watcher in the server declines the session's questions as they
-come (fail closed); on 2025-11-25 the same watcher carries progress lines to the call's
-``progressToken``, which that revision keeps valid for the task's life.
+answers for it, after a restart too. A watcher in the server that created the task
+(:class:`TaskWatch`) follows its session: when the host declared no elicitation it declines the
+session's questions as they come (fail closed); on 2025-11-25 it also puts each question to the
+host on the connection's own channel as soon as it is asked (the stdio pipe, the client's
+``GET`` stream: that revision lets a server side-channel a task's requests, and a client that
+only polls ``tasks/get`` is asked too; ``tasks/result`` takes a question over when it comes),
+and it carries progress lines to the creating call's ``progressToken``, which that revision
+keeps valid for the task's life.
 """
 
 from __future__ import annotations
@@ -81,6 +85,10 @@ log = logging.getLogger(__name__)
 
 MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
 IMMEDIATE = "io.modelcontextprotocol/model-immediate-response"
+SEED_FIELDS = frozenset(
+    {"taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
+)
+"""A 2026-07-28 ``CreateTaskResult``'s fields: the ``Task`` alone."""
 RESULT_WAIT_S = 10.0
 """How long ``tasks/result`` of a task cancelled before its session ended waits for that end."""
 
@@ -284,8 +292,9 @@ class TasksExtension(Extension):
             return error_result(str(exc))
         except BusError as exc:
             return error_result(f"run: the bus does not answer ({exc}); try again")
-        view = await viewed(call, task_id)
-        return {"resultType": "task", **await modern_task(call, view)}
+        view = await viewed(call, task_id)  # the seed state: a Task, nothing inline (the spec)
+        task = await modern_task(call, view)
+        return {"resultType": "task", **{k: v for k, v in task.items() if k in SEED_FIELDS}}
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         call = Call(ctx, self.backend)
