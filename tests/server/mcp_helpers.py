@@ -225,10 +225,32 @@ async def cancelled_while_it_asks(host: Host) -> None:
     assert again.is_error and "is not running" in _texts(again)
 
 
+async def a_file_by_url(host: Host) -> None:
+    """A question for a file is a form for a URL: a ``file:`` URL is refused and asked again
+    with the refusal said; a ``data:`` URL carrying the file is taken, and the reviewer has it."""
+    notes = "data:text/plain;base64," + base64.b64encode(b"my notes: buy milk").decode()
+    answers = iter(["file:///etc/passwd", notes])
+
+    async def by_url(params: ElicitRequestParams) -> ElicitResult:
+        return ElicitResult(action="accept", content={"url": next(answers)})
+
+    host.answer = by_url
+    result = await host.run(task="review my notes")
+    first, second = host.asked
+    assert isinstance(first, ElicitRequestFormParams)
+    assert first.requested_schema["properties"]["url"]["format"] == "uri"
+    assert first.message.startswith("reviewer asks for a file: review my notes")
+    assert second.message.startswith("That answer was refused: the URL 'file:///etc/passwd'")
+    structured = result.structured_content
+    assert structured is not None and structured["status"] == "completed"
+    assert structured["media_urls"] == [notes]
+
+
 SCENARIOS = {
     "paints_two_pictures": paints_two_pictures,
     "approval_accepted": approval_accepted,
     "approval_declined": approval_declined,
+    "file_by_url": a_file_by_url,
     "bad_arguments": bad_arguments_then_a_call_that_works,
     "cancel": cancelled_while_it_asks,
 }

@@ -160,7 +160,7 @@ async def test_state_post_and_profiles_reach_a_session_of_the_bus(
     assert bad.is_error and bad.content[0].text.startswith("cancel: session: ")  # type: ignore[union-attr]
     assert profiles.structured_content is not None
     names = [p["name"] for p in profiles.structured_content["profiles"]]
-    assert names == ["painter", "publisher", "sleeper"]
+    assert names == ["painter", "publisher", "reviewer", "sleeper"]
 
 
 @pytest.mark.parametrize("era", ERAS)

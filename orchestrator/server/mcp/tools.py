@@ -36,13 +36,13 @@ from mcp_types import (
     Tool,
     ToolExecution,
 )
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from baton.bus.errors import BusError, InvalidEnvelope, SessionNotRunning
 from baton.bus.messages import make_envelope
 from baton.bus.user_post import USER
-from baton.engine.questions import QuestionNotFound, find_question, open_questions
-from baton.server.mcp.askers import ElicitAsker, NobodyAsker, deliver
+from baton.engine.questions import Cancelled, QuestionNotFound, find_question, open_questions
+from baton.server.mcp.askers import ATTEMPTS, ElicitAsker, NobodyAsker, deliver
 from baton.server.mcp.asking import elicitation_params, reply_of
 from baton.server.mcp.backend import CallRefused
 from baton.server.mcp.call import Call
@@ -78,13 +78,16 @@ NOBODY = "this MCP host offers no elicitation, so nobody could be asked"
 class RoundState(BaseModel):
     """What a 2026-07-28 ``run`` hands back in ``requestState`` (sealed by the SDK's boundary,
     so a client can neither read nor change it): the session, how far its log was reported,
-    and the questions the input request asked."""
+    the questions the input request asked, and the answers refused so far (question id → the
+    refusals, the last one's words): a question is asked again with its refusal said, and
+    cancelled after :data:`~.askers.ATTEMPTS` refused answers, as over 2025-11-25."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     session: str
     cursor: str | None
     asked: list[str]
+    refused: dict[str, tuple[int, str]] = Field(default_factory=dict)
 
 
 Handler = Callable[
@@ -131,11 +134,14 @@ def asker_of(call: Call, session: str, notes: list[str]) -> tuple[Asker | None, 
     return asker, False
 
 
-async def _answer_round(call: Call, state: RoundState, params: CallToolRequestParams) -> list[str]:
+async def _answer_round(
+    call: Call, state: RoundState, params: CallToolRequestParams
+) -> tuple[list[str], dict[str, tuple[int, str]]]:
     """A retried round: deliver the host's answers to the questions it was asked; returns the
-    ones answered (the rest are asked again)."""
+    ones settled (the rest are asked again) and the refusals so far."""
     responses = params.input_responses or {}
-    answered: list[str] = []
+    settled: list[str] = []
+    refused = dict(state.refused)
     bus = call.backend.bus
     for key in state.asked:
         response = responses.get(key)
@@ -144,16 +150,23 @@ async def _answer_round(call: Call, state: RoundState, params: CallToolRequestPa
         try:
             question = await find_question(bus, state.session, key)
         except QuestionNotFound:  # answered elsewhere, or expired: nothing to deliver
-            answered.append(key)
+            settled.append(key)
             continue
         if isinstance(response, ElicitResult):
             reply = reply_of(question, response.action, response.content)
         else:
             reply = reply_of(question, "decline", None)
-        refused = await deliver(bus, state.session, question, reply)
-        if refused is None:
-            answered.append(key)
-    return answered
+        refusal = await deliver(bus, state.session, question, reply)
+        if refusal is None:
+            settled.append(key)
+            continue
+        tries = refused.get(key, (0, ""))[0] + 1
+        refused[key] = (tries, refusal)
+        if tries >= ATTEMPTS:
+            why = f"{ATTEMPTS} answers from the MCP host were refused (the last: {refusal})"
+            await deliver(bus, state.session, question, Cancelled(reason=why))
+            settled.append(key)
+    return settled, refused
 
 
 def _round_state(params: CallToolRequestParams) -> RoundState | None:
@@ -171,12 +184,13 @@ async def run_tool(
     backend = call.backend
     state = _round_state(params)
     skip: list[str] = []
+    refused: dict[str, tuple[int, str]] = {}
     if state is None:
         session = await backend.start(args)
         emit_after: str | None = None
     else:
         session, emit_after = state.session, state.cursor
-        skip = await _answer_round(call, state, params)
+        skip, refused = await _answer_round(call, state, params)
     notes: list[str] = []
     asker, pause = asker_of(call, session, notes)
     bound = backend.session_config(args).timeout_s + FOLLOW_SLACK_S
@@ -202,21 +216,27 @@ async def run_tool(
             await _cancel_quietly(call, session)
         raise
     if followed.paused:
-        return _input_required(followed, session)
+        return _input_required(followed, session, refused)
     return await run_result(followed.fold, notes, call.media())
 
 
-def _input_required(followed: Followed, session: str) -> InputRequiredResult:
-    requests = {
-        question.id: ElicitRequest(
-            params=ElicitRequestFormParams.model_validate(elicitation_params(question))
-        )
-        for question in followed.paused
-    }
+def _input_required(
+    followed: Followed, session: str, refused: dict[str, tuple[int, str]]
+) -> InputRequiredResult:
+    requests: dict[str, ElicitRequest] = {}
+    for question in followed.paused:
+        params = elicitation_params(question)
+        if question.id in refused:
+            params["message"] = f"That answer was refused: {refused[question.id][1]}. " + str(
+                params["message"]
+            )
+        requests[question.id] = ElicitRequest(params=ElicitRequestFormParams.model_validate(params))
+    asked = [question.id for question in followed.paused]
     state = RoundState(
         session=session,
         cursor=followed.fold.cursor,
-        asked=[question.id for question in followed.paused],
+        asked=asked,
+        refused={key: value for key, value in refused.items() if key in asked},
     )
     return InputRequiredResult(input_requests=dict(requests), request_state=state.model_dump_json())
 
