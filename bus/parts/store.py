@@ -2,11 +2,13 @@
 
 Kept on the bus (not in a server's memory) so that every server sharing the bus sees the same
 values, and scoped to the session so they go when it goes (retention gives them the session's
-lifetime). It holds two tables: ``tokens``, the session's HTTP tokens, as token digest → scope
-(``docs/http.md``, *Session tokens*; only digests are kept, so whoever can read the bus cannot use
-what it reads); and ``answers``, one entry per question a person answered (docs/protocol.md,
-*Questions*), claimed before the answer is sent so that of two people answering at once exactly
-one is heard: the log learns of an answer only once the asking agent reads it.
+lifetime). It holds three tables: ``tokens``, the session's HTTP tokens, as token digest → scope
+(``docs/http.md``, *Session tokens*); ``mcp_tasks``, the MCP tasks that run the session, as task
+id digest → the task's record (``docs/mcp-server.md``, *Tasks*) — only digests of those bearer
+secrets are kept, so whoever can read the bus cannot use what it reads; and ``answers``, one
+entry per question a person answered (docs/protocol.md, *Questions*), claimed before the answer
+is sent so that of two people answering at once exactly one is heard: the log learns of an
+answer only once the asking agent reads it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Literal, get_args
 
-StoreTable = Literal["tokens", "answers"]
+StoreTable = Literal["tokens", "mcp_tasks", "answers"]
 """The tables a session's store holds; each is one hash on Redis (``baton:{S}:<table>``)."""
 STORE_TABLES: tuple[StoreTable, ...] = get_args(StoreTable)
 

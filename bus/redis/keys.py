@@ -49,8 +49,9 @@ class Keys(SpawnRoutes):
         return f"{self.prefix}:{{{session}}}:spend"
 
     def table(self, session: str, table: StoreTable) -> str:
-        """One table of the session's store (a hash; ``tokens``: token digest → scope,
-        ``docs/http.md``)."""
+        """One table of the session's store (a hash): ``tokens`` (token digest → scope,
+        ``docs/http.md``) or ``mcp_tasks`` (task id digest → task record,
+        ``docs/mcp-server.md``)."""
         return f"{self.prefix}:{{{session}}}:{table}"
 
     def workers(self, pool: str) -> str:

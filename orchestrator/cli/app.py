@@ -17,6 +17,7 @@ from baton.cli.cancel import CANCEL_EXAMPLES, CANCEL_HELP, cancel_command
 from baton.cli.clean import CLEAN_EXAMPLES, CLEAN_HELP, clean_command
 from baton.cli.exits import run_async
 from baton.cli.helpfmt import BatonCommand
+from baton.cli.mcp_server import MCP_EXAMPLES, MCP_HELP, mcp_command
 from baton.cli.options import (
     APPROVALS,
     BUS,
@@ -497,6 +498,7 @@ def sessions(
 # uvicorn, the Redis bus) only when the command runs.
 app.command("worker", cls=BatonCommand, help=WORKER_HELP, epilog=WORKER_EXAMPLES)(worker_command)
 app.command("serve", cls=BatonCommand, help=SERVE_HELP, epilog=SERVE_EXAMPLES)(serve_command)
+app.command("mcp", cls=BatonCommand, help=MCP_HELP, epilog=MCP_EXAMPLES)(mcp_command)
 app.command("cancel", cls=BatonCommand, help=CANCEL_HELP, epilog=CANCEL_EXAMPLES)(cancel_command)
 app.command("clean", cls=BatonCommand, help=CLEAN_HELP, epilog=CLEAN_EXAMPLES)(clean_command)
 app.command("tools", cls=BatonCommand, help=TOOLS_HELP, epilog=TOOLS_EXAMPLES)(tools_command)

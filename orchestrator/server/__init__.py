@@ -8,7 +8,8 @@ Needs the ``server`` extra (Starlette, sse-starlette, uvicorn). Embed it with::
 Modules: :mod:`.config` (settings and the token rule), :mod:`.run` (lifecycle), :mod:`.app`
 (routes and guards), :mod:`.routes` (JSON API), :mod:`.sse` and :mod:`.feeds` (the event stream),
 :mod:`.security` (token, bodies), :mod:`.media`, :mod:`.pages` + ``assets/``, :mod:`.openapi`,
-:mod:`.state` (a session folded from its events), :mod:`.host` (sessions run by the server).
+:mod:`.state` (a session folded from its events), :mod:`.host` (sessions run by the server);
+:mod:`.a2a` (A2A 1.0) and :mod:`.mcp` (``/mcp`` and ``baton mcp``: the MCP server).
 """
 
 from baton.server.config import ServerConfig, is_loopback

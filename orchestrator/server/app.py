@@ -9,13 +9,15 @@ from the bus (:mod:`.access`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from baton.server import health, media, pages, questions, routes, sse
 from baton.server.a2a import routes_if_installed
@@ -23,6 +25,9 @@ from baton.server.a2a.tracing import TraceparentMiddleware
 from baton.server.context import ServerContext
 from baton.server.openapi import openapi_document
 from baton.server.security import BodyInvalid, TokenGuard
+
+MCP_HEADERS = ("Mcp-Session-Id", "Mcp-Protocol-Version", "Mcp-Method", "Mcp-Name")
+"""What a browser's MCP client sends to ``/mcp`` (docs/mcp-server.md) beside the API's headers."""
 
 
 async def _openapi(request: Request) -> Response:
@@ -40,8 +45,10 @@ async def _invalid(request: Request, exc: Exception) -> Response:
     return JSONResponse({"detail": exc.detail, "errors": exc.errors}, status_code=422)
 
 
-def create_app(ctx: ServerContext) -> Starlette:
-    """The ASGI app over a running context (bus, feeds and session host already open)."""
+def create_app(ctx: ServerContext, extra: Sequence[BaseRoute] = ()) -> Starlette:
+    """The ASGI app over a running context (bus, feeds and session host already open);
+    ``extra``: routes whose parts run beside it (``/mcp``, whose session manager the server
+    starts, :mod:`baton.server.mcp`)."""
     table = [
         Route("/", pages.index_page, methods=["GET"]),
         Route("/sessions", routes.get_sessions, methods=["GET"]),
@@ -60,6 +67,7 @@ def create_app(ctx: ServerContext) -> Starlette:
         Route("/assets/{name}", pages.asset, methods=["GET"]),
         Route("/favicon.ico", pages.favicon, methods=["GET"]),
         *routes_if_installed(ctx),  # A2A: the card and both bindings (docs/a2a.md)
+        *extra,
     ]
     middleware: list[Middleware] = []
     if ctx.config.cors_origins:
@@ -67,8 +75,9 @@ def create_app(ctx: ServerContext) -> Starlette:
             Middleware(
                 CORSMiddleware,
                 allow_origins=list(ctx.config.cors_origins),
-                allow_methods=["GET", "POST"],
-                allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+                allow_methods=["GET", "POST", "DELETE"],  # DELETE: an MCP session's end
+                allow_headers=["Authorization", "Content-Type", "Last-Event-ID", *MCP_HEADERS],
+                expose_headers=["Mcp-Session-Id"],
             )
         )
     if ctx.config.token is not None:

@@ -30,6 +30,7 @@ from baton.server.config import ServerConfig, is_loopback
 from baton.server.context import ServerContext
 from baton.server.feeds import Feeds
 from baton.server.host import SessionHost
+from baton.server.mcp import routes_if_installed as mcp_routes_if_installed
 from baton.subagents.models import describe_model
 from baton.subagents.profiles import Profile
 
@@ -105,8 +106,9 @@ class BatonServer(Service):
         self.ctx = ServerContext(config, bus, feeds, host, media_root, config.model)
         sock = bind(config.host, config.port)
         self.port = sock.getsockname()[1]
+        mcp = await mcp_routes_if_installed(stack, self.ctx)  # /mcp (docs/mcp-server.md)
         uv = uvicorn.Config(
-            create_app(self.ctx),
+            create_app(self.ctx, mcp),
             lifespan="off",
             log_config=None,
             log_level=config.log_level,

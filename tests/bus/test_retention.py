@@ -63,6 +63,7 @@ async def test_a_running_sessions_keys_never_expire_and_a_finished_ones_do(
         async with Session(settings, bus=bus) as session:
             async for event in session.events():
                 if isinstance(event, ToolCalled) and event.agent == "slow":  # mid-session
+                    await bus.store.put(session.id, "mcp_tasks", {"digest": "{}"})  # an MCP task
                     running = await session_keys(bus, session.id)
                     assert await bus.retention.expiry(session.id) is None
                     gate.set()
@@ -75,6 +76,7 @@ async def test_a_running_sessions_keys_never_expire_and_a_finished_ones_do(
         leases = {lease, workers_leases}
         assert {k: ttl for k, (_, ttl) in running.items() if k not in leases and ttl != -1} == {}
         assert {bus.keys.events(session.id), bus.keys.inbox(session.id, "slow")} <= set(running)
+        assert bus.keys.table(session.id, "mcp_tasks") in running
 
         finished = await session_keys(bus, session.id)
         dropped = {*leases, own_queue}  # given up; deleted at the end

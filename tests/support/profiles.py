@@ -24,6 +24,20 @@ ARTISTS = _profiles(
 )  # fmt: skip
 """Two painters and a publisher whose every publication needs a human's approval."""
 
+GALLERY = _profiles(
+    ("painter", "Paints pictures from a description and returns the image URLs.",
+     "Paint the task with generate_image, then report.", "generate_image"),
+    ("publisher", "Publishes a text as a card in the gallery; a human must approve each.",
+     "Publish the task with exhibit, then report.", "tests.support.tools:exhibit"),
+    ("reviewer", "Reviews a document the user uploads.",
+     "Ask for the document with request_file_upload, then review it.", "request_file_upload"),
+    ("sleeper", "Works on a task for a long time.",
+     "Work on the task with ponder.", "tests.support.tools:ponder"),
+)  # fmt: skip
+"""A painter, a publisher whose gated tool makes media (declined, its work is incomplete), a
+reviewer who asks for a file, and an agent that works until it is stopped (offered alone:
+``profiles = ["sleeper"]``)."""
+
 SURVEYORS = _profiles(
     ("north", "Surveys the north; works until released.",
      "Survey with hold, then report.", "tests.support.tools:hold"),

@@ -2,6 +2,7 @@
 in this process or in the ``baton`` processes the CLI tests start.
 
 ``publish`` needs a human's approval, so a sub-agent calling it asks over the bus and waits;
+``exhibit`` too, and it makes media (a declined call leaves its agent with none: incomplete work);
 ``ponder`` blocks for a long time, so a session is reliably mid-work when a test interrupts it;
 ``hold`` works until the file named by ``BATON_TEST_RELEASE`` appears.
 """
@@ -12,7 +13,9 @@ import os
 
 import anyio
 
-from baton.engine import tool
+from baton.engine import ToolResult, tool
+from baton.media.store import CONTENT_TYPES
+from baton.subagents.context import current_agent
 
 
 @tool(needs_approval=True)
@@ -23,6 +26,19 @@ async def publish(text: str) -> str:
         text: what to publish
     """
     return f"published {text!r}"
+
+
+@tool(needs_approval=True, media=True)
+async def exhibit(text: str) -> ToolResult:
+    """Put a text up in the gallery for everyone to see; returns the URL of its card.
+
+    Args:
+        text: what to put up
+    """
+    agent = current_agent()
+    name = f"{agent.session}/{agent.agent}-card.txt"
+    url = await agent.media_store().put((text + "\n").encode(), name, CONTENT_TYPES[".txt"])
+    return ToolResult(f"Exhibited the text: {url}", [url])
 
 
 @tool(timeout_s=300)

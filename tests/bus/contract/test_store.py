@@ -17,3 +17,13 @@ async def test_values_merge_per_session_and_are_shared(make_bus: BusFactory) -> 
         assert await other.store.get("s1", "tokens", "d2") == "write"
         assert await other.store.get("s2", "tokens", "d1") == "write"
         assert await other.store.get("s2", "tokens", "d2") is None
+
+
+async def test_each_table_is_its_own(make_bus: BusFactory) -> None:
+    """The HTTP tokens and the MCP tasks of one session never read each other's keys."""
+    async with make_bus() as bus:
+        await bus.store.put("s1", "tokens", {"d1": "read"})
+        await bus.store.put("s1", "mcp_tasks", {"d1": '{"session": "s1"}'})
+        assert await bus.store.get("s1", "tokens", "d1") == "read"
+        assert await bus.store.get("s1", "mcp_tasks", "d1") == '{"session": "s1"}'
+        assert await bus.store.get("s1", "mcp_tasks", "d2") is None
