@@ -2,9 +2,11 @@
 
 Kept on the bus (not in a server's memory) so that every server sharing the bus sees the same
 values, and scoped to the session so they go when it goes (retention gives them the session's
-lifetime). Today it holds one table, ``tokens``: the session's HTTP tokens, as token digest →
-scope (``docs/http.md``, *Session tokens*); only digests are kept, so whoever can read the bus
-cannot use what it reads.
+lifetime). It holds two tables: ``tokens``, the session's HTTP tokens, as token digest → scope
+(``docs/http.md``, *Session tokens*; only digests are kept, so whoever can read the bus cannot use
+what it reads); and ``agui``, what the AG-UI endpoint keeps of the session as a thread's
+conversation (``docs/ag-ui.md``: the client messages it already took, how far its runs delivered
+the log).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Literal, get_args
 
-StoreTable = Literal["tokens"]
+StoreTable = Literal["tokens", "agui"]
 """The tables a session's store holds; each is one hash on Redis (``baton:{S}:<table>``)."""
 STORE_TABLES: tuple[StoreTable, ...] = get_args(StoreTable)
 

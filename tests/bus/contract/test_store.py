@@ -17,3 +17,13 @@ async def test_values_merge_per_session_and_are_shared(make_bus: BusFactory) -> 
         assert await other.store.get("s1", "tokens", "d2") == "write"
         assert await other.store.get("s2", "tokens", "d1") == "write"
         assert await other.store.get("s2", "tokens", "d2") is None
+
+
+async def test_each_table_is_its_own(make_bus: BusFactory) -> None:
+    async with make_bus() as server, make_bus() as other:
+        await server.store.put("s1", "agui", {"delivered": "7-0", "m:m1": "s1"})
+        assert await other.store.get("s1", "agui", "delivered") == "7-0"
+        assert await other.store.get("s1", "tokens", "delivered") is None
+        await server.store.put("s1", "agui", {"delivered": "9-0"})  # a later run moves it on
+        assert await other.store.get("s1", "agui", "delivered") == "9-0"
+        assert await other.store.get("s1", "agui", "m:m1") == "s1"
