@@ -193,7 +193,7 @@ def test_the_distribution_is_not_the_unrelated_baton_on_pypi() -> None:
     assert _distribution() == DISTRIBUTION != "baton"
 
 
-INSTALL_HINT = re.compile(r"pip install (?:-e |-q )*'?([\w.-]+)\[([\w,]+)\]")
+INSTALL_HINT = re.compile(r"pip install (?:-e |-q )*'?([\w.-]+)\[([\w,-]+)\]")
 
 
 def test_every_install_hint_names_the_distribution() -> None:

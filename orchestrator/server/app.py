@@ -20,6 +20,7 @@ from starlette.routing import Route
 from baton.server import health, media, pages, routes, sse
 from baton.server.a2a import routes_if_installed
 from baton.server.a2a.tracing import TraceparentMiddleware
+from baton.server.ag_ui import routes_if_installed as ag_ui_routes
 from baton.server.context import ServerContext
 from baton.server.openapi import openapi_document
 from baton.server.security import BodyInvalid, TokenGuard
@@ -59,6 +60,7 @@ def create_app(ctx: ServerContext) -> Starlette:
         Route("/assets/{name}", pages.asset, methods=["GET"]),
         Route("/favicon.ico", pages.favicon, methods=["GET"]),
         *routes_if_installed(ctx),  # A2A: the card and both bindings (docs/a2a.md)
+        *ag_ui_routes(),  # AG-UI: POST /ag-ui and its capabilities (docs/ag-ui.md)
     ]
     middleware: list[Middleware] = []
     if ctx.config.cors_origins:
@@ -67,7 +69,7 @@ def create_app(ctx: ServerContext) -> Starlette:
                 CORSMiddleware,
                 allow_origins=list(ctx.config.cors_origins),
                 allow_methods=["GET", "POST"],
-                allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+                allow_headers=["Authorization", "Content-Type", "Last-Event-ID", "Accept"],
             )
         )
     if ctx.config.token is not None:

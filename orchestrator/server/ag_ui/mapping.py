@@ -1,0 +1,640 @@
+"""A session's event log as AG-UI events: the one translation every run of a thread uses.
+
+:class:`Translator` folds the session's log from its first event, one event at a time, and says
+what each means in AG-UI (docs/ag-ui.md has the table). It is fed the whole log even when a run
+starts later: what is open (a message, a sub-agent invocation) and which id each thing has are
+facts of the log, so every run — a reconnection on another server included — names them alike.
+Events before the run's start are folded silently; :meth:`Translator.begin_run` then opens the
+run (the state as it stands, every invocation still running announced again under its id) and
+the events after it are emitted.
+
+Ids, all derived from the log so they are stable across runs and servers:
+
+- a lead round's message: ``<session>.lead.<cursor of round.started>`` (its text and its tool
+  calls: one assistant message per round); a sub-agent round's likewise, with its name;
+- a tool call: the model's call id for the lead, ``<agent>.<call id>`` for a sub-agent (call ids
+  repeat across agents), with ``.<cursor>`` added should one repeat in the session; its result's
+  message is ``<tool call id>.result``;
+- an invocation (``subagentRunId``): ``<session>.<agent>.<n>``, new for every delegation — the
+  agent's spawn, and each follow-up ``send_message`` to it while it lives.
+
+A client coming back without a cursor may already hold part of what is replayed (its input's
+messages): :class:`Holdings` says what, and content it holds — text, a tool call's arguments, a
+result — is not sent again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ag_ui.core import (
+    ActivityDeltaEvent,
+    ActivitySnapshotEvent,
+    AssistantMessage,
+    BaseEvent,
+    CustomEvent,
+    Message,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentFinishedSuspendedOutcome,
+    SubagentStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    TokenUsage,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+
+from baton.bus.events import (
+    AgentClaimed,
+    AgentExited,
+    AgentProgress,
+    AgentResult,
+    AgentSpawned,
+    AgentUnclaimed,
+    AnswerChecked,
+    ApprovalDecided,
+    ApprovalRequested,
+    BudgetUpdated,
+    ErrorEvent,
+    Event,
+    ModelRetried,
+    ModelUsage,
+    QuestionAnswered,
+    QuestionAsked,
+    RoundEnded,
+    RoundStarted,
+    SessionFinished,
+    SessionStarted,
+    TextDelta,
+    TextRetracted,
+    ToolCalled,
+    ToolResulted,
+)
+from baton.engine.questions import OpenQuestion, QuestionBook
+from baton.lead.tools import SEND_MESSAGE
+from baton.server.ag_ui.interrupts import expired, to_interrupt
+from baton.server.ag_ui.state import JsonObject, patch, project
+from baton.server.state import StateFolder
+from baton.view import LEAD_NAME, describe_placement
+
+ACTIVITY_TYPE = "baton.subagent"
+"""The ``activityType`` of a sub-agent's progress card."""
+RESOLVED = "baton.interrupt.resolved"
+"""The ``CUSTOM`` event saying how a question ended (approved, declined, expired, provided...)."""
+STATEFUL = (
+    SessionStarted, SessionFinished, AgentSpawned, AgentClaimed, AgentUnclaimed, AgentProgress,
+    AgentResult, AgentExited, BudgetUpdated, ModelRetried, ApprovalRequested, ApprovalDecided,
+    QuestionAsked, QuestionAnswered, AnswerChecked,
+)  # fmt: skip
+"""The events that can change the state (the rest — text, tool calls, rounds — cannot)."""
+REFUSED_SEND = ("Did not send", "Not sent")
+"""How the lead's ``send_message`` says it sent nothing (baton.lead.tools, .delegation)."""
+
+
+@dataclass(slots=True)
+class Holdings:
+    """What a client already holds of a thread, from the messages of its run input: the text of
+    each assistant message, each tool call's arguments, every message id."""
+
+    text: dict[str, int] = field(default_factory=dict)
+    arguments: dict[str, str] = field(default_factory=dict)
+    ids: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, messages: Iterable[Message]) -> Holdings:
+        held = cls()
+        for message in messages:
+            held.ids.add(message.id)
+            if isinstance(message, AssistantMessage):
+                held.text[message.id] = len(message.content or "")
+                for call in message.tool_calls or ():
+                    held.arguments[call.id] = call.function.arguments
+        return held
+
+
+@dataclass(slots=True)
+class Invocation:
+    """One delegation to a sub-agent: from its spawn (or a follow-up) to its result."""
+
+    id: str
+    agent: str
+    profile: str
+    parent_call: str | None = None
+    parent_message: str | None = None
+    announced: bool = False
+    """Announced (``SUBAGENT_STARTED``) in the run being streamed."""
+    activity: JsonObject = field(default_factory=dict)
+
+    @property
+    def activity_id(self) -> str:
+        return f"{self.id}.activity"
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A lead's delegation call not yet matched to the agent it started."""
+
+    call: str
+    target: str
+    message: str | None
+
+
+class Translator:
+    """One session's log as AG-UI events (see the module docstring)."""
+
+    def __init__(
+        self,
+        session: str,
+        *,
+        media_url: Callable[[str], str],
+        delegations: Iterable[str] = (),
+        holdings: Holdings | None = None,
+    ) -> None:
+        self.session = session
+        self.media_url = media_url
+        self.delegations = frozenset(delegations)
+        """Tool names that start a sub-agent besides ``send_message`` (one per profile)."""
+        self.holdings = holdings or Holdings()
+        self.folder = StateFolder(session)
+        self.book = QuestionBook()
+        self.answered: set[str] = set()
+        """Questions this run answered, open until the log says how they ended."""
+        self.finished: SessionFinished | None = None
+        self.lead_errors: list[str] = []
+        self.cursor: str | None = None
+        self.live = False
+        self._requested: dict[str, ApprovalRequested] = {}
+        self._calls: dict[tuple[str, str], str] = {}
+        self._used: set[str] = set()
+        self._rounds: dict[str, str] = {}
+        self._chars: dict[str, int] = {}
+        self._open_texts: dict[str, str | None] = {}
+        self._invocations: dict[str, list[Invocation]] = {}
+        self._counts: Counter[str] = Counter()
+        self._pending: list[_Pending] = []
+        self._living: set[str] = set()
+        self._state: JsonObject | None = None
+        self._usage: dict[str, list[int]] = {}
+
+    # -- the run --------------------------------------------------------------------------------
+
+    def begin_run(self) -> list[BaseEvent]:
+        """Open a run here: the state as it stands, then every invocation still running,
+        announced again under its id. Events fed after this are the run's."""
+        self.live = True
+        self._open_texts.clear()
+        self._usage.clear()
+        self._state = self._project()
+        out: list[BaseEvent] = [StateSnapshotEvent(snapshot=self._state)]
+        for invocation in self._running():
+            invocation.announced = False
+            out.extend(self._announce(invocation))
+        return out
+
+    def open_questions(self) -> list[OpenQuestion]:
+        """The questions that wait for a person now (those this run answered left out)."""
+        return [q for q in self.book.open() if q.id not in self.answered]
+
+    def suspend(self, questions: Sequence[OpenQuestion]) -> tuple[list[BaseEvent], list[Any]]:
+        """End the run's part of the session for an interrupt: close the open messages, finish
+        every invocation it announced as suspended (the asking ones naming their interrupts);
+        returns those events and the interrupts."""
+        out = self._close_texts()
+        interrupts = []
+        asked: dict[str, list[str]] = {}
+        for question in questions:
+            invocation = self._newest(question.agent)
+            run_id = invocation.id if invocation is not None else None
+            if run_id is not None:
+                asked.setdefault(run_id, []).append(question.id)
+            call = self._calls.get((question.agent, question.call_id))
+            interrupts.append(to_interrupt(question, call, run_id))
+        for invocation in self._running():
+            if invocation.announced:
+                ids = asked.get(invocation.id)
+                outcome = SubagentFinishedSuspendedOutcome(interrupt_ids=ids)
+                out.append(SubagentFinishedEvent(subagent_run_id=invocation.id, outcome=outcome))
+                invocation.announced = False
+        return out, interrupts
+
+    def close(self, why: str) -> list[BaseEvent]:
+        """The session ended: close what is still open (an invocation that never reported is
+        ended with ``why`` as its error code: ``cancelled``, ``failed``...)."""
+        out = self._close_texts()
+        for invocation in self._running():
+            if invocation.announced:
+                message = f"{invocation.agent} gave no result before the session ended ({why})"
+                out.append(
+                    SubagentErrorEvent(
+                        subagent_run_id=invocation.id, message=message, code=why.replace(" ", "_")
+                    )
+                )
+            invocation.announced = False
+        self._invocations.clear()
+        return out
+
+    def usage(self) -> list[TokenUsage] | None:
+        """The run's token usage per model, sub-agents included (None when none was logged)."""
+        if not self._usage:
+            return None
+        return [
+            TokenUsage(model=model, input_tokens=i, output_tokens=o, total_tokens=t)
+            for model, (i, o, t) in self._usage.items()
+        ]
+
+    # -- folding ------------------------------------------------------------------------------
+
+    def feed(self, cursor: str, event: Event) -> list[BaseEvent]:
+        """Fold one logged event; returns what it means in AG-UI (empty before the run began)."""
+        self.cursor = cursor
+        self.folder.add(cursor, event)
+        self.book.fold(event)
+        out = self._translate(cursor, event)
+        if not self.live:
+            return []
+        if isinstance(event, STATEFUL):
+            out.extend(self._state_delta())
+        return out
+
+    def _translate(self, cursor: str, event: Event) -> list[BaseEvent]:
+        match event:
+            case RoundStarted():
+                out = self._close_text(self._rounds.get(event.agent))
+                self._rounds[event.agent] = self._message_id(event.agent, cursor)
+                return out
+            case RoundEnded():
+                return self._close_text(self._rounds.get(event.agent))
+            case TextDelta():
+                return self._text(event, cursor)
+            case TextRetracted():
+                return self._retracted(event, cursor)
+            case ToolCalled():
+                return self._tool_call(event, cursor)
+            case ToolResulted():
+                return self._tool_result(event)
+            case _:
+                return self._translate_agents(cursor, event)
+
+    def _translate_agents(self, cursor: str, event: Event) -> list[BaseEvent]:
+        match event:
+            case AgentSpawned() if event.agent != LEAD_NAME:
+                return self._spawned(event)
+            case AgentClaimed() | AgentUnclaimed() | AgentProgress():
+                return self._activity(event.agent)
+            case AgentResult():
+                return self._result(event)
+            case AgentExited():
+                return self._exited(event)
+            case _:
+                return self._translate_rest(event)
+
+    def _translate_rest(self, event: Event) -> list[BaseEvent]:
+        match event:
+            case ApprovalRequested():
+                for call in event.calls:
+                    self._requested[call.call_id] = event
+            case ApprovalDecided():
+                return self._resolved(event)
+            case QuestionAnswered():
+                return self._resolved(event)
+            case ErrorEvent():
+                if event.agent == LEAD_NAME:
+                    self.lead_errors.append(event.message)
+                value = {"agent": event.agent, "message": event.message}
+                return [self._custom("baton.error", value, event.agent)]
+            case ModelUsage() if self.live:
+                spent = self._usage.setdefault(event.model, [0, 0, 0])
+                spent[0] += event.input_tokens
+                spent[1] += event.output_tokens
+                spent[2] += event.total_tokens
+            case SessionFinished():
+                self.finished = event
+            case _:
+                pass
+        return []
+
+    # -- text ---------------------------------------------------------------------------------
+
+    def _message_id(self, agent: str, cursor: str) -> str:
+        return f"{self.session}.{agent}.{cursor}"
+
+    def _text(self, event: TextDelta, cursor: str) -> list[BaseEvent]:
+        message = self._rounds.get(event.agent)
+        if message is None:
+            message = self._rounds[event.agent] = self._message_id(event.agent, cursor)
+        out, owner = self._owner(event.agent)
+        return out + self._stream_text(message, event.text, owner)
+
+    def _stream_text(self, message: str, text: str, owner: str | None) -> list[BaseEvent]:
+        """Append ``text`` to ``message``, opening it in this run first; what the client holds
+        of it already is left out."""
+        start = self._chars.get(message, 0)
+        self._chars[message] = start + len(text)
+        held = self.holdings.text.get(message, 0)
+        if start + len(text) <= held:
+            return []
+        delta = text[max(held - start, 0) :]
+        out: list[BaseEvent] = []
+        if message not in self._open_texts:
+            self._open_texts[message] = owner
+            out.append(
+                TextMessageStartEvent(message_id=message, role="assistant", subagent_run_id=owner)
+            )
+        out.append(TextMessageContentEvent(message_id=message, delta=delta, subagent_run_id=owner))
+        return out
+
+    def _close_text(self, message: str | None) -> list[BaseEvent]:
+        if message is None or message not in self._open_texts:
+            return []
+        owner = self._open_texts.pop(message)
+        return [TextMessageEndEvent(message_id=message, subagent_run_id=owner)]
+
+    def _close_texts(self) -> list[BaseEvent]:
+        out: list[BaseEvent] = []
+        for message in list(self._open_texts):
+            out.extend(self._close_text(message))
+        return out
+
+    def _retracted(self, event: TextRetracted, cursor: str) -> list[BaseEvent]:
+        """Text taken back: the message ends where it is, and what follows is a new message
+        (AG-UI cannot take text back; a ``CUSTOM`` event says how much is void)."""
+        message = self._rounds.get(event.agent)
+        if message is None:
+            return []
+        out = self._close_text(message)
+        self._rounds[event.agent] = f"{message}.{cursor}"
+        value = {"messageId": message, "chars": event.chars, "why": event.why}
+        out.append(self._custom("baton.text.retracted", value, event.agent))
+        return out
+
+    # -- tool calls ---------------------------------------------------------------------------
+
+    def _tool_call(self, event: ToolCalled, cursor: str) -> list[BaseEvent]:
+        agent, call = event.agent, event.call
+        base = call.call_id if agent == LEAD_NAME else f"{agent}.{call.call_id}"
+        tool_call = base if base not in self._used else f"{base}.{cursor}"
+        self._used.add(tool_call)
+        self._calls[(agent, call.call_id)] = tool_call
+        parent = self._rounds.get(agent)
+        if parent is None:
+            parent = self._rounds[agent] = self._message_id(agent, cursor)
+        if agent == LEAD_NAME:
+            target = self._delegation_target(call.name, call.arguments)
+            if target is not None:
+                self._pending.append(_Pending(tool_call, target, parent))
+        out, owner = self._owner(agent)
+        held = self.holdings.arguments.get(tool_call)
+        if held is not None and held == call.arguments:
+            return out
+        arguments = call.arguments
+        if held is not None and arguments.startswith(held):
+            arguments = arguments[len(held) :]
+        out.append(
+            ToolCallStartEvent(
+                tool_call_id=tool_call,
+                tool_call_name=call.name,
+                parent_message_id=parent,
+                subagent_run_id=owner,
+            )
+        )
+        if arguments:
+            out.append(
+                ToolCallArgsEvent(tool_call_id=tool_call, delta=arguments, subagent_run_id=owner)
+            )
+        out.append(ToolCallEndEvent(tool_call_id=tool_call, subagent_run_id=owner))
+        return out
+
+    def _delegation_target(self, name: str, arguments: str) -> str | None:
+        """Whom a lead's call delegates to (a profile or an agent), or None if it does not."""
+        if name in self.delegations:
+            return name
+        if name != SEND_MESSAGE:
+            return None
+        try:
+            args = json.loads(arguments or "{}")
+        except ValueError:
+            return None
+        if not isinstance(args, dict) or args.get("type") == "shutdown":
+            return None
+        target = args.get("to")
+        return target if isinstance(target, str) and target else None
+
+    def _tool_result(self, event: ToolResulted) -> list[BaseEvent]:
+        agent, result = event.agent, event.result
+        tool_call = self._calls.get((agent, result.call_id))
+        if tool_call is None:  # its call is older than what the log kept
+            return []
+        out: list[BaseEvent] = []
+        if agent == LEAD_NAME:
+            out.extend(self._follow_up(tool_call, result.content, result.is_error))
+        prefix, owner = self._owner(agent)
+        out.extend(prefix)
+        message = f"{tool_call}.result"
+        if message not in self.holdings.ids:
+            out.append(
+                ToolCallResultEvent(
+                    message_id=message,
+                    tool_call_id=tool_call,
+                    content=result.content,
+                    role="tool",
+                    subagent_run_id=owner,
+                )
+            )
+        return out
+
+    def _follow_up(self, tool_call: str, content: str, is_error: bool) -> list[BaseEvent]:
+        """A delegation call's result that started no agent: a follow-up that reached a living
+        agent is a new invocation of it; a refused send is nothing."""
+        found = next((p for p in self._pending if p.call == tool_call), None)
+        if found is None:
+            return []
+        self._pending.remove(found)
+        sent = not is_error and not content.startswith(REFUSED_SEND)
+        if not sent or found.target not in self._living:
+            return []
+        agent = found.target
+        profile = next((i.profile for i in self._invocations.get(agent, ())), agent)
+        return self._invoke(agent, profile, found)
+
+    # -- sub-agents ---------------------------------------------------------------------------
+
+    def _spawned(self, event: AgentSpawned) -> list[BaseEvent]:
+        self._living.add(event.agent)
+        found = next((p for p in self._pending if p.target in (event.agent, event.profile)), None)
+        if found is not None:
+            self._pending.remove(found)
+        return self._invoke(event.agent, event.profile, found)
+
+    def _invoke(self, agent: str, profile: str, parent: _Pending | None) -> list[BaseEvent]:
+        self._counts[agent] += 1
+        invocation = Invocation(
+            id=f"{self.session}.{agent}.{self._counts[agent]}",
+            agent=agent,
+            profile=profile,
+            parent_call=parent.call if parent is not None else None,
+            parent_message=parent.message if parent is not None else None,
+        )
+        invocation.activity = self._activity_of(agent, profile)
+        self._invocations.setdefault(agent, []).append(invocation)
+        return self._announce(invocation)
+
+    def _announce(self, invocation: Invocation) -> list[BaseEvent]:
+        if not self.live or invocation.announced:
+            return []
+        invocation.announced = True
+        return [
+            SubagentStartedEvent(
+                subagent_run_id=invocation.id,
+                name=invocation.agent,
+                description=f"a {invocation.profile} sub-agent",
+                parent_tool_call_id=invocation.parent_call,
+                parent_message_id=invocation.parent_message,
+            ),
+            ActivitySnapshotEvent(
+                message_id=invocation.activity_id,
+                activity_type=ACTIVITY_TYPE,
+                content=dict(invocation.activity),
+                replace=True,
+                subagent_run_id=invocation.id,
+            ),
+        ]
+
+    def _running(self) -> list[Invocation]:
+        return [i for invocations in self._invocations.values() for i in invocations]
+
+    def _newest(self, agent: str) -> Invocation | None:
+        invocations = self._invocations.get(agent)
+        return invocations[-1] if invocations else None
+
+    def _owner(self, agent: str) -> tuple[list[BaseEvent], str | None]:
+        """The invocation an agent's event belongs to (None: the lead's), announcing it first
+        when it was not yet in this run; an agent seen working with none gets one."""
+        if agent == LEAD_NAME:
+            return [], None
+        invocation = self._newest(agent)
+        if invocation is None:
+            self._living.add(agent)
+            out = self._invoke(agent, self._profile_of(agent), None)
+            invocation = self._newest(agent)
+            assert invocation is not None
+            return out, invocation.id
+        return self._announce(invocation), invocation.id
+
+    def _profile_of(self, agent: str) -> str:
+        view = self.folder.view.agents.get(agent)
+        return view.profile if view is not None and view.profile else agent
+
+    def _activity_of(self, agent: str, profile: str) -> JsonObject:
+        view = self.folder.view.agents.get(agent)
+        if view is None:
+            return {"agent": agent, "profile": profile, "status": "spawned", "progress": "",
+                    "placement": ""}  # fmt: skip
+        left = view.exit_reason and view.exit_reason != "finished"
+        return {
+            "agent": agent,
+            "profile": view.profile or profile,
+            "status": view.exit_reason if left else view.phase,
+            "progress": view.progress,
+            "placement": describe_placement(view),
+        }
+
+    def _activity(self, agent: str) -> list[BaseEvent]:
+        out, owner = self._owner(agent)
+        invocation = self._newest(agent)
+        if invocation is None or owner is None:
+            return out
+        fresh = self._activity_of(agent, invocation.profile)
+        ops = patch(invocation.activity, fresh)
+        invocation.activity = fresh
+        if ops and self.live:
+            out.append(
+                ActivityDeltaEvent(
+                    message_id=invocation.activity_id,
+                    activity_type=ACTIVITY_TYPE,
+                    patch=ops,
+                    subagent_run_id=owner,
+                )
+            )
+        return out
+
+    def _result(self, event: AgentResult) -> list[BaseEvent]:
+        out = self._activity(event.agent)
+        invocations = self._invocations.pop(event.agent, [])
+        result = {
+            "agent": event.agent,
+            "content": event.content,
+            "mediaUrls": [self.media_url(url) for url in event.media_urls],
+        }
+        for index, invocation in enumerate(invocations):
+            out.extend(self._announce(invocation))
+            if index == len(invocations) - 1 and event.content:
+                message = f"{invocation.id}.result"
+                out.extend(self._stream_text(message, event.content, invocation.id))
+                out.extend(self._close_text(message))
+            if invocation.announced:
+                out.append(SubagentFinishedEvent(subagent_run_id=invocation.id, result=result))
+        return out
+
+    def _exited(self, event: AgentExited) -> list[BaseEvent]:
+        self._living.discard(event.agent)
+        out = self._activity(event.agent) if event.agent in self._invocations else []
+        for invocation in self._invocations.pop(event.agent, []):
+            out.extend(self._announce(invocation))
+            if not invocation.announced:
+                continue
+            if event.reason == "finished":
+                out.append(SubagentFinishedEvent(subagent_run_id=invocation.id))
+            else:
+                message = f"{event.agent} left without a result ({event.reason})"
+                out.append(
+                    SubagentErrorEvent(
+                        subagent_run_id=invocation.id, message=message, code=event.reason
+                    )
+                )
+        return out
+
+    # -- questions, state ---------------------------------------------------------------------
+
+    def _resolved(self, event: ApprovalDecided | QuestionAnswered) -> list[BaseEvent]:
+        value: JsonObject
+        if isinstance(event, ApprovalDecided):
+            self.answered.discard(event.call_id)
+            requested = self._requested.get(event.call_id)
+            if expired(requested, event):
+                outcome = "expired"
+            else:
+                outcome = "approved" if event.approved else "declined"
+            value = {"interruptId": event.call_id, "kind": "approval", "outcome": outcome,
+                     "reason": event.reason, "policy": event.policy}  # fmt: skip
+        else:
+            self.answered.discard(event.question_id)
+            value = {"interruptId": event.question_id, "outcome": event.outcome,
+                     "reason": event.reason, "name": event.name,
+                     "url": self.media_url(event.url) if event.url else ""}  # fmt: skip
+        value["agent"] = event.agent
+        return [self._custom(RESOLVED, value, event.agent)]
+
+    def _custom(self, name: str, value: JsonObject, agent: str) -> BaseEvent:
+        invocation = self._newest(agent) if agent != LEAD_NAME else None
+        owner = invocation.id if invocation is not None and invocation.announced else None
+        return CustomEvent(name=name, value=value, subagent_run_id=owner)
+
+    def _project(self) -> JsonObject:
+        interrupts = [question.id for question in self.open_questions()]
+        return project(self.folder.result(), self.media_url, interrupts)
+
+    def _state_delta(self) -> list[BaseEvent]:
+        fresh = self._project()
+        ops = patch(self._state or {}, fresh)
+        self._state = fresh
+        return [StateDeltaEvent(delta=ops)] if ops else []
