@@ -173,6 +173,10 @@ class Translator:
         self.lead_errors: list[str] = []
         self.cursor: str | None = None
         self.live = False
+        self.held_through: str | None = None
+        """The cursor of the last logged event whose content the client holds whole."""
+        self.missing_from: str | None = None
+        """The cursor of the first logged event whose content the client lacks (in part)."""
         self._requested: dict[str, ApprovalRequested] = {}
         self._calls: dict[tuple[str, str], str] = {}
         self._used: set[str] = set()
@@ -342,7 +346,9 @@ class Translator:
         self._chars[message] = start + len(text)
         held = self.holdings.text.get(message, 0)
         if start + len(text) <= held:
+            self._held(True)
             return []
+        self._held(False)
         delta = text[max(held - start, 0) :]
         out: list[BaseEvent] = []
         if message not in self._open_texts:
@@ -352,6 +358,14 @@ class Translator:
             )
         out.append(TextMessageContentEvent(message_id=message, delta=delta, subagent_run_id=owner))
         return out
+
+    def _held(self, whole: bool) -> None:
+        """Note whether the client holds the content of the event being fed: the first it lacks
+        and the last it holds before that say where its stream stopped."""
+        if not whole and self.missing_from is None:
+            self.missing_from = self.cursor
+        elif whole and self.missing_from is None:
+            self.held_through = self.cursor
 
     def _close_text(self, message: str | None) -> list[BaseEvent]:
         if message is None or message not in self._open_texts:
@@ -394,6 +408,7 @@ class Translator:
                 self._pending.append(_Pending(tool_call, target, parent))
         out, owner = self._owner(agent)
         held = self.holdings.arguments.get(tool_call)
+        self._held(held is not None and held == call.arguments)
         if held is not None and held == call.arguments:
             return out
         arguments = call.arguments
@@ -440,6 +455,7 @@ class Translator:
         prefix, owner = self._owner(agent)
         out.extend(prefix)
         message = f"{tool_call}.result"
+        self._held(message in self.holdings.ids)
         if message not in self.holdings.ids:
             out.append(
                 ToolCallResultEvent(

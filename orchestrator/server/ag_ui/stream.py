@@ -145,38 +145,60 @@ class RunStream:
         translator.answered = set(self.plan.answered)
         return translator
 
-    async def _feed(self, translator: Translator, segment: Segment, logged: LoggedEvent) -> None:
-        if not translator.live and after(logged.cursor, segment.after):
+    async def _feed(self, translator: Translator, start: str | None, logged: LoggedEvent) -> None:
+        if not translator.live and after(logged.cursor, start):
             await self._send(translator.begin_run())
         events = translator.feed(logged.cursor, logged.event)
-        await self._send(events, event_id(segment.session, logged.cursor))
+        await self._send(events, event_id(translator.session, logged.cursor))
+
+    async def _backlog(self, segment: Segment) -> tuple[list[LoggedEvent], str | None]:
+        """The session's log as of now, and where this run starts in it."""
+        backlog = [logged async for logged in self._tail(segment.session, None, follow=False)]
+        return backlog, self._start(segment, backlog)
+
+    def _start(self, segment: Segment, backlog: list[LoggedEvent]) -> str | None:
+        """Where a client without a cursor stopped. The last clean run delivered through
+        ``segment.after``; but a client may have let go of a stream the server finished writing:
+        the content of the log it holds (its messages) is the witness. When it lacks content
+        from before that mark, its stream stopped after the last content it holds whole."""
+        if segment.holdings is None:
+            return segment.after
+        scan = self._translator(segment)
+        for logged in backlog:
+            scan.feed(logged.cursor, logged.event)
+        missing = scan.missing_from
+        if missing is None or (segment.after is not None and after(missing, segment.after)):
+            return segment.after
+        return scan.held_through
 
     async def _replay(self, segment: Segment) -> None:
         """An earlier session of the thread, to its end (it has ended: a later one exists)."""
         translator = self._translator(segment)
-        async for logged in self._tail(segment.session, None, follow=False):
-            await self._feed(translator, segment, logged)
+        backlog, start = await self._backlog(segment)
+        for logged in backlog:
+            await self._feed(translator, start, logged)
         if translator.live:
             await self._send(translator.close(_why(translator)))
         await self._delivered(translator)
 
     async def _follow(self, segment: Segment) -> None:
         translator = self._translator(segment)
-        async for logged in self._tail(segment.session, None, follow=False):
-            await self._feed(translator, segment, logged)
+        backlog, start = await self._backlog(segment)
+        for logged in backlog:
+            await self._feed(translator, start, logged)
         if not translator.live:
             await self._send(translator.begin_run())
         if translator.finished is None and not translator.open_questions():
-            await self._live(translator, segment)
+            await self._live(translator, start)
         await self._end(translator)
 
-    async def _live(self, translator: Translator, segment: Segment) -> None:
+    async def _live(self, translator: Translator, start: str | None) -> None:
         """Follow the log past what was read, until the session ends or a question has waited
         a quiet moment."""
         send, receive = anyio.create_memory_object_stream[LoggedEvent](LIVE_BUFFER)
         failure: list[Exception] = []
         async with anyio.create_task_group() as group:
-            group.start_soon(self._reader, segment.session, translator.cursor, send, failure)
+            group.start_soon(self._reader, translator.session, translator.cursor, send, failure)
             async with receive:
                 while translator.finished is None:
                     quiet = (
@@ -187,7 +209,7 @@ class RunStream:
                             logged = await receive.receive()
                         except anyio.EndOfStream:
                             break
-                        await self._feed(translator, segment, logged)
+                        await self._feed(translator, start, logged)
                         continue
                     if translator.open_questions():
                         break  # a question waited a quiet moment: the run ends with it
