@@ -66,7 +66,7 @@ async def _serve_and_run(tmp: Path) -> Json:
             }
             results: Json = await anyio.to_thread.run_sync(run_cases, settings)
             results["_urls"] = {"main": main.url}
-            return results
+    return results
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +184,9 @@ def test_publishing_asks_for_approval_as_an_interrupt(results: Json) -> None:
     assert datetime.fromisoformat(interrupt["expiresAt"]) > datetime.now(UTC)
     [publisher] = of_type(asked, "SUBAGENT_STARTED")
     assert interrupt["subagentRunId"] == publisher["subagentRunId"]
-    gated = [e for e in of_type(asked, "TOOL_CALL_START") if e["toolCallId"] == interrupt["toolCallId"]]
+    gated = [
+        e for e in of_type(asked, "TOOL_CALL_START") if e["toolCallId"] == interrupt["toolCallId"]
+    ]
     assert gated and gated[0]["toolCallName"] == "publish"
     assert gated[0]["subagentRunId"] == publisher["subagentRunId"]
     [suspended] = of_type(asked, "SUBAGENT_FINISHED")
@@ -208,7 +210,9 @@ def test_a_resume_that_approves_runs_the_call_and_the_session_goes_on(results: J
     assert resolved["value"]["interruptId"] == interrupt["id"]
     assert resolved["value"]["outcome"] == "approved"
     [result] = [
-        e for e in of_type(answered, "TOOL_CALL_RESULT") if e["toolCallId"] == interrupt["toolCallId"]
+        e
+        for e in of_type(answered, "TOOL_CALL_RESULT")
+        if e["toolCallId"] == interrupt["toolCallId"]
     ]
     assert result["content"].startswith("Published")
     assert terminal(answered)["type"] == "RUN_FINISHED" and "outcome" not in terminal(answered)

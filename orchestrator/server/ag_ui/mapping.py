@@ -133,6 +133,9 @@ class Invocation:
     parent_message: str | None = None
     announced: bool = False
     """Announced (``SUBAGENT_STARTED``) in the run being streamed."""
+    early: bool = False
+    """Opened by the agent's own work logged before the lead logged its spawn (a worker that
+    claimed it and called a tool first): its ``agent.spawned`` adopts it."""
     activity: JsonObject = field(default_factory=dict)
 
     @property
@@ -187,6 +190,7 @@ class Translator:
         self._counts: Counter[str] = Counter()
         self._pending: list[_Pending] = []
         self._living: set[str] = set()
+        self._spawned_agents: set[str] = set()
         self._state: JsonObject | None = None
         self._usage: dict[str, list[int]] = {}
 
@@ -486,9 +490,14 @@ class Translator:
 
     def _spawned(self, event: AgentSpawned) -> list[BaseEvent]:
         self._living.add(event.agent)
+        self._spawned_agents.add(event.agent)
         found = next((p for p in self._pending if p.target in (event.agent, event.profile)), None)
         if found is not None:
             self._pending.remove(found)
+        early = self._newest(event.agent)
+        if early is not None and early.early:
+            early.early = False
+            return []
         return self._invoke(event.agent, event.profile, found)
 
     def _invoke(self, agent: str, profile: str, parent: _Pending | None) -> list[BaseEvent]:
@@ -543,6 +552,7 @@ class Translator:
             out = self._invoke(agent, self._profile_of(agent), None)
             invocation = self._newest(agent)
             assert invocation is not None
+            invocation.early = agent not in self._spawned_agents
             return out, invocation.id
         return self._announce(invocation), invocation.id
 
@@ -565,6 +575,8 @@ class Translator:
         }
 
     def _activity(self, agent: str) -> list[BaseEvent]:
+        if self._newest(agent) is None and agent not in self._spawned_agents:
+            return []  # a worker's claim logged before the lead's spawn: its card comes with it
         out, owner = self._owner(agent)
         invocation = self._newest(agent)
         if invocation is None or owner is None:
