@@ -3,9 +3,10 @@
 ``baton serve`` answers ``POST /ag-ui`` (a ``RunAgentInput`` in, ``text/event-stream`` out) and
 ``GET /ag-ui/capabilities`` behind its token guard, like every other route. :class:`AgUiApp` is
 the same pair as an ASGI app of its own — ``POST /`` and ``GET /capabilities`` under wherever it
-is mounted, with the media its runs link to under ``media/`` — that opens its own bus, sessions
-and workers as an async context manager (run it from the host app's lifespan; a mounted app's
-own lifespan is never run by Starlette)::
+is mounted (``POST /agent/`` at ``/agent``: Starlette redirects the path without its slash),
+with the media its runs link to under ``media/`` — that opens its own bus, sessions and workers
+as an async context manager (run it from the host app's lifespan; a mounted app's own lifespan
+is never run by Starlette)::
 
     agent = AgUiApp(ServerConfig(bus_url="redis://localhost:6379/0"))
 
@@ -75,7 +76,8 @@ async def _media_urls(
     """For each session, its media as URLs the client's browser can open: a file of the media
     directory under this app's root (``/media/…``), with a read token of that session alone
     when the server checks tokens; a bucket's URL as it is."""
-    root = str(request.base_url).rstrip("/")
+    mounted = str(request.scope.get("root_path", ""))  # where AgUiApp is mounted; "" in serve
+    root = str(request.url.replace(path=mounted, query="", fragment="")).rstrip("/")
     tokens: dict[str, str] = {}
     if ctx.config.token is not None:
         try:

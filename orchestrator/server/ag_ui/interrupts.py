@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_to_bytes, urlsplit
@@ -33,7 +33,8 @@ from urllib.parse import unquote_to_bytes, urlsplit
 from ag_ui.core import Interrupt, ResumeEntry
 from pydantic import JsonValue
 
-from baton.bus.events import ApprovalDecided, ApprovalRequested
+from baton.bus.base import Bus
+from baton.bus.events import ApprovalDecided, ApprovalRequested, QuestionAnswered
 from baton.engine.questions import (
     UPLOAD_MAX_BYTES,
     AnswerRefused,
@@ -46,6 +47,7 @@ from baton.engine.questions import (
     check_reply,
     media_type_of,
 )
+from baton.media import extension_for
 
 APPROVAL_REASON = "tool_approval"
 REASONS = {"approval": APPROVAL_REASON, "upload": "file_upload", "image": "image_pick"}
@@ -117,6 +119,24 @@ def expired(requested: ApprovalRequested | None, decided: ApprovalDecided) -> bo
     return requested.expires_at is not None and decided.ts >= requested.expires_at
 
 
+async def questions_of(bus: Bus, session: str) -> tuple[QuestionBook, set[str]]:
+    """The session's questions as its log stands (:class:`QuestionBook`), and the ids of those
+    that ended by expiring (an approval declined at its timeout, a file nobody gave in time)."""
+    book = QuestionBook()
+    requested: dict[str, ApprovalRequested] = {}
+    lapsed: set[str] = set()
+    async for logged in bus.log.tail(session, follow=False):
+        event = logged.event
+        book.fold(event)
+        if isinstance(event, ApprovalRequested):
+            requested.update((call.call_id, event) for call in event.calls)
+        elif isinstance(event, ApprovalDecided) and expired(requested.get(event.call_id), event):
+            lapsed.add(event.call_id)
+        elif isinstance(event, QuestionAnswered) and event.outcome == "expired":
+            lapsed.add(event.question_id)
+    return book, lapsed
+
+
 class ResumeRefused(ValueError):
     """A ``resume`` entry that cannot answer its question: the run is refused, nothing sent."""
 
@@ -151,11 +171,12 @@ class Ignored:
 
 
 def read_resume(
-    entries: Sequence[ResumeEntry], book: QuestionBook, session: str
+    entries: Sequence[ResumeEntry], book: QuestionBook, session: str, lapsed: set[str]
 ) -> tuple[list[Answer], list[Ignored]]:
     """The answers ``entries`` give to the session's open questions, each checked against its
-    question; entries for no open question are returned apart. Raises :class:`ResumeRefused`
-    naming the first entry that does not fit (``resume[i]...``)."""
+    question; entries for no open question are returned apart (``lapsed``: the questions that
+    ended by expiring, reported so). Raises :class:`ResumeRefused` naming the first entry that
+    does not fit (``resume[i]...``)."""
     answers: list[Answer] = []
     ignored: list[Ignored] = []
     seen: set[str] = set()
@@ -167,8 +188,14 @@ def read_resume(
         try:
             question = book.find(session, entry.interrupt_id)
         except QuestionNotFound as exc:
-            why = str(exc)
-            ignored.append(Ignored(entry.interrupt_id, why, expired="expired" in why))
+            lapsed_now = entry.interrupt_id in lapsed or "expired" in str(exc)
+            why = (
+                f"interrupt {entry.interrupt_id} expired: nobody answered in time, so the agent "
+                "stopped waiting and went on without it (an expiry, not a decline)"
+                if lapsed_now
+                else str(exc)
+            )
+            ignored.append(Ignored(entry.interrupt_id, why, expired=lapsed_now))
             continue
         reply = _reply(question, entry, where)
         if not isinstance(reply, Upload | Decision):
@@ -227,19 +254,9 @@ def _inline(question: OpenQuestion, url: str, name: str, media_type: str, where:
             f"{where}.payload.url: {len(data)} bytes; the most a file may be is {UPLOAD_MAX_BYTES}"
         )
     kind = media_type or declared or media_type_of(name) or "application/octet-stream"
-    filename = name or f"{question.kind}{_extension(kind)}"
+    filename = name or f"{question.kind}{extension_for(kind)}"
     try:
         check_reply(question, Provided(url="data:,", name=filename, media_type=kind))
     except AnswerRefused as exc:
         raise ResumeRefused(f"{where}.payload: {exc}") from exc
     return Upload(data=data, name=filename, media_type=kind)
-
-
-def _extension(media_type: str) -> str:
-    from baton.media import extension_for
-
-    return extension_for(media_type)
-
-
-ToolCallOf = Callable[[OpenQuestion], str | None]
-"""The AG-UI tool call id of the call a question concerns (None when it was never shown)."""

@@ -110,11 +110,21 @@ class Holdings:
     arguments: dict[str, str] = field(default_factory=dict)
     ids: set[str] = field(default_factory=set)
 
+    @property
+    def witness(self) -> bool:
+        """Whether the client sent anything it was sent (assistant or tool messages): one that
+        sends only its user's messages says nothing about where its stream stopped."""
+        return bool(self.text) or bool(self.ids - self._user)
+
+    _user: set[str] = field(default_factory=set)
+
     @classmethod
     def of(cls, messages: Iterable[Message]) -> Holdings:
         held = cls()
         for message in messages:
             held.ids.add(message.id)
+            if message.role in ("user", "system", "developer"):
+                held._user.add(message.id)
             if isinstance(message, AssistantMessage):
                 held.text[message.id] = len(message.content or "")
                 for call in message.tool_calls or ():

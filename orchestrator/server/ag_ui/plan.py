@@ -34,13 +34,18 @@ from baton.engine.questions import (
     AnswerRefused,
     QuestionNotFound,
     answer_question,
-    question_book,
     store_upload,
 )
 from baton.lead.keeper import SessionExists
 from baton.media import DirectoryStore, MediaError, MediaStore
 from baton.server.ag_ui.inputs import RunInput, newest_user_message, text_of, transcript
-from baton.server.ag_ui.interrupts import Answer, ResumeRefused, Upload, read_resume
+from baton.server.ag_ui.interrupts import (
+    Answer,
+    ResumeRefused,
+    Upload,
+    questions_of,
+    read_resume,
+)
 from baton.server.ag_ui.mapping import Holdings
 from baton.server.ag_ui.threads import (
     Thread,
@@ -154,9 +159,9 @@ async def _resume(
     """Answer the questions ``entries`` name; every entry is checked before any is sent."""
     if not entries:
         return set(), []
-    book = await question_book(ctx.bus, session)
+    book, lapsed = await questions_of(ctx.bus, session)
     try:
-        answers, ignored = read_resume(entries, book, session)
+        answers, ignored = read_resume(entries, book, session, lapsed)
     except ResumeRefused as exc:
         raise HTTPException(422, f"{exc}; nothing was answered") from exc
     if answers:

@@ -7,9 +7,9 @@ segment's start, then as AG-UI events; the last segment is followed live. The ru
 - when the session ends: ``RUN_FINISHED`` (success with the answer as ``result``; the cancelled
   outcome for a cancelled session), or ``RUN_ERROR`` for a session that failed, timed out or
   ended incomplete;
-- when a question waits for a person and nothing else arrives for a moment
-  (:data:`GATHER_S`, so questions asked together end one run): every message is closed, every
-  invocation finished as suspended, and ``RUN_FINISHED`` carries the interrupts;
+- when a question has waited for a person a moment (:data:`GATHER_S`, so questions asked
+  together end one run): every message is closed, every invocation finished as suspended, and
+  ``RUN_FINISHED`` carries the interrupts;
 - on a failure after the stream opened (the bus gone past its outage bound, anything
   unexpected): ``RUN_ERROR``.
 
@@ -21,6 +21,7 @@ the session's ``delivered`` mark.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 
 import anyio
@@ -48,8 +49,8 @@ from baton.server.context import ServerContext
 log = logging.getLogger(__name__)
 
 GATHER_S = 0.25
-"""How long a run waits, once a question is open and the log is quiet, for more before it ends
-with the interrupt: questions asked together end one run, not one each."""
+"""How long a run goes on once a question is open, before it ends with the interrupt: questions
+asked together end one run, not one each, and no busier agent keeps a person from being asked."""
 LIVE_BUFFER = 256
 FAILED = {"failed", "timed_out", "incomplete"}
 
@@ -160,8 +161,9 @@ class RunStream:
         """Where a client without a cursor stopped. The last clean run delivered through
         ``segment.after``; but a client may have let go of a stream the server finished writing:
         the content of the log it holds (its messages) is the witness. When it lacks content
-        from before that mark, its stream stopped after the last content it holds whole."""
-        if segment.holdings is None:
+        from before that mark, its stream stopped after the last content it holds whole. A
+        client that sends back none of what it was sent is taken at the mark."""
+        if segment.holdings is None or not segment.holdings.witness:
             return segment.after
         scan = self._translator(segment)
         for logged in backlog:
@@ -200,19 +202,21 @@ class RunStream:
         async with anyio.create_task_group() as group:
             group.start_soon(self._reader, translator.session, translator.cursor, send, failure)
             async with receive:
+                deadline: float | None = None
                 while translator.finished is None:
-                    quiet = (
-                        translator.open_questions() and not receive.statistics().current_buffer_used
-                    )
-                    with anyio.move_on_after(GATHER_S if quiet else float("inf")):
+                    if not translator.open_questions():
+                        deadline = None
+                    elif deadline is None:
+                        deadline = anyio.current_time() + GATHER_S
+                    wait = math.inf if deadline is None else deadline - anyio.current_time()
+                    with anyio.move_on_after(max(wait, 0)):
                         try:
                             logged = await receive.receive()
                         except anyio.EndOfStream:
                             break
                         await self._feed(translator, start, logged)
                         continue
-                    if translator.open_questions():
-                        break  # a question waited a quiet moment: the run ends with it
+                    break  # a question has waited GATHER_S: the run ends with it
             group.cancel_scope.cancel()
         if failure:
             raise failure[0]
