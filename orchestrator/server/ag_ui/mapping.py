@@ -174,7 +174,8 @@ class Translator:
         holdings: Holdings | None = None,
     ) -> None:
         self.session = session
-        self.media_url = media_url
+        self._public = media_url
+        self._urls: dict[str, str] = {}
         self.delegations = frozenset(delegations)
         """Tool names that start a sub-agent besides ``send_message`` (one per profile)."""
         self.holdings = holdings or Holdings()
@@ -203,6 +204,14 @@ class Translator:
         self._spawned_agents: set[str] = set()
         self._state: JsonObject | None = None
         self._usage: dict[str, list[int]] = {}
+
+    def media_url(self, url: str) -> str:
+        """A media URL as the client opens it (remembered: the state names each again and
+        again, and resolving a path under the media directory is not free)."""
+        found = self._urls.get(url)
+        if found is None:
+            found = self._urls[url] = self._public(url)
+        return found
 
     # -- the run --------------------------------------------------------------------------------
 
@@ -575,11 +584,10 @@ class Translator:
         if view is None:
             return {"agent": agent, "profile": profile, "status": "spawned", "progress": "",
                     "placement": ""}  # fmt: skip
-        left = view.exit_reason and view.exit_reason != "finished"
         return {
             "agent": agent,
             "profile": view.profile or profile,
-            "status": view.exit_reason if left else view.phase,
+            "status": view.status,
             "progress": view.progress,
             "placement": describe_placement(view),
         }
@@ -669,7 +677,7 @@ class Translator:
 
     def _project(self) -> JsonObject:
         interrupts = [question.id for question in self.open_questions()]
-        return project(self.folder.result(), self.media_url, interrupts)
+        return project(self.session, self.folder.view, self.media_url, interrupts)
 
     def _state_delta(self) -> list[BaseEvent]:
         fresh = self._project()

@@ -1,9 +1,11 @@
 """The session as AG-UI state: ``STATE_SNAPSHOT`` once a run begins, ``STATE_DELTA`` as it moves.
 
-The state is a projection of the one fold every view shares (:class:`~baton.server.state.
-StateFolder` over :class:`~baton.view.SessionView`), so what an AG-UI front end shows of the
-sub-agents, the media and the budget agrees with the page, the terminal and ``GET /state``. It
-is run-scoped and owned by the server: a client's ``state`` in its run input is not read.
+The state is a projection of the one fold every view shares (:class:`~baton.view.SessionView`,
+which ``GET /sessions/{id}/state`` projects too), so what an AG-UI front end shows of the
+sub-agents, the media and the budget agrees with the page, the terminal and the API. It is read
+straight from the fold's dataclasses (no model built per event: it is recomputed after every
+event that can change it). It is run-scoped and owned by the server: a client's ``state`` in its
+run input is not read.
 
 Deltas are JSON Patch (RFC 6902) computed here rather than by a library: the state has a fixed
 shape two levels deep (one entry per sub-agent), so a patch that replaces what changed — a
@@ -16,19 +18,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from baton.server.state import SessionState
+from baton.view import SessionView
 
 JsonObject = dict[str, Any]
 SUBAGENTS = "subagents"
 
 
 def project(
-    state: SessionState, media_url: Callable[[str], str], interrupts: list[str]
+    session: str, view: SessionView, media_url: Callable[[str], str], interrupts: list[str]
 ) -> JsonObject:
     """The AG-UI state of a session: camelCase keys, media URLs a browser can open, and the ids
     of the interrupts that wait for an answer now."""
     subagents: JsonObject = {
-        agent.name: {
+        name: {
             "profile": agent.profile,
             "status": agent.status,
             "progress": agent.progress,
@@ -38,17 +40,17 @@ def project(
             "waitingForWorker": agent.waiting_for_worker,
             "retries": agent.retries,
         }
-        for agent in state.agents
+        for name, agent in view.agents.items()
     }
-    budget = state.budget
+    budget = view.budget
     return {
-        "session": state.id,
-        "status": state.status,
-        "task": state.task,
-        "model": state.model,
-        "offline": state.offline,
+        "session": session,
+        "status": view.status,
+        "task": view.task,
+        "model": view.model,
+        "offline": view.offline,
         SUBAGENTS: subagents,
-        "media": [media_url(url) for url in state.media_urls],
+        "media": [media_url(url) for url in view.media_urls],
         "budget": None
         if budget is None
         else {

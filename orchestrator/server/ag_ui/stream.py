@@ -52,6 +52,7 @@ GATHER_S = 0.25
 """How long a run goes on once a question is open, before it ends with the interrupt: questions
 asked together end one run, not one each, and no busier agent keeps a person from being asked."""
 LIVE_BUFFER = 256
+REPLAY_CHUNK = 32 * 1024
 FAILED = {"failed", "timed_out", "incomplete"}
 
 Emit = Callable[[bytes], Awaitable[None]]
@@ -115,6 +116,8 @@ class RunStream:
         self.media_urls = media_urls
         self.delegations = delegations
         self._emit: Emit | None = None
+        self._held: list[bytes] = []
+        self._held_bytes = 0
 
     async def __call__(self, emit: Emit) -> None:
         self._emit = emit
@@ -132,9 +135,15 @@ class RunStream:
             await self._send([RunErrorEvent(message=message, code=type(exc).__name__)])
 
     async def _send(self, events: Sequence[BaseEvent], cursor: str | None = None) -> None:
+        """Write ``events`` now, after whatever a replay still holds."""
+        self._held.append(frames(events, cursor))
+        await self._flush()
+
+    async def _flush(self) -> None:
         assert self._emit is not None
-        if events:
-            await self._emit(frames(events, cursor))
+        chunk, self._held, self._held_bytes = b"".join(self._held), [], 0
+        if chunk:
+            await self._emit(chunk)
 
     def _translator(self, segment: Segment) -> Translator:
         translator = Translator(
@@ -146,11 +155,21 @@ class RunStream:
         translator.answered = set(self.plan.answered)
         return translator
 
-    async def _feed(self, translator: Translator, start: str | None, logged: LoggedEvent) -> None:
+    async def _feed(
+        self, translator: Translator, start: str | None, logged: LoggedEvent, *, replay: bool
+    ) -> None:
+        """One logged event's AG-UI events, written at once when live; a replay's are written
+        in pieces of :data:`REPLAY_CHUNK` bytes (one write per event costs the reader more than
+        the translation)."""
         if not translator.live and after(logged.cursor, start):
-            await self._send(translator.begin_run())
+            self._held.append(frames(translator.begin_run()))
         events = translator.feed(logged.cursor, logged.event)
-        await self._send(events, event_id(translator.session, logged.cursor))
+        if events:
+            chunk = frames(events, event_id(translator.session, logged.cursor))
+            self._held.append(chunk)
+            self._held_bytes += len(chunk)
+        if not replay or self._held_bytes >= REPLAY_CHUNK:
+            await self._flush()
 
     async def _backlog(self, segment: Segment) -> tuple[list[LoggedEvent], str | None]:
         """The session's log as of now, and where this run starts in it."""
@@ -178,7 +197,7 @@ class RunStream:
         translator = self._translator(segment)
         backlog, start = await self._backlog(segment)
         for logged in backlog:
-            await self._feed(translator, start, logged)
+            await self._feed(translator, start, logged, replay=True)
         if translator.live:
             await self._send(translator.close(_why(translator)))
         await self._delivered(translator)
@@ -187,9 +206,10 @@ class RunStream:
         translator = self._translator(segment)
         backlog, start = await self._backlog(segment)
         for logged in backlog:
-            await self._feed(translator, start, logged)
+            await self._feed(translator, start, logged, replay=True)
         if not translator.live:
             await self._send(translator.begin_run())
+        await self._flush()
         if translator.finished is None and not translator.open_questions():
             await self._live(translator, start)
         await self._end(translator)
@@ -214,7 +234,7 @@ class RunStream:
                             logged = await receive.receive()
                         except anyio.EndOfStream:
                             break
-                        await self._feed(translator, start, logged)
+                        await self._feed(translator, start, logged, replay=False)
                         continue
                     break  # a question has waited GATHER_S: the run ends with it
             group.cancel_scope.cancel()

@@ -55,7 +55,9 @@ class Thread:
     id: str
     sessions: list[str]
     status: str
-    """The newest session's status (``pending`` while it has logged nothing)."""
+    """The newest session's lead, as its record says: ``running`` (its lead reads its inbox),
+    ``pending`` (starting here: no record yet), ``closing``/``finishing``/``finished``, or
+    ``ended`` (no record left)."""
 
     @property
     def current(self) -> str | None:
@@ -71,14 +73,17 @@ class Thread:
 
 
 async def find_thread(ctx: ServerContext, thread: str) -> Thread:
-    """The thread as the bus has it now (a session this server just started counts)."""
+    """The thread as the bus has it now (a session this server just started counts); whether
+    its newest session lives is its lead's record, the one ``send_if_running`` reads too."""
     sessions = tasks_of(thread, await ctx.bus.log.sessions())
     hosted = [s for s in (thread,) if ctx.host.is_hosted(s) and s not in sessions]
     sessions = hosted + sessions
     if not sessions:
         return Thread(thread, [], "pending")
-    state = await session_state(ctx.bus.log, sessions[-1])
-    return Thread(thread, sessions, state.status)
+    current = sessions[-1]
+    record = await ctx.bus.records.lead(current)  # one read: the log may be long
+    status = record.get("status") or ("pending" if ctx.host.is_hosted(current) else "ended")
+    return Thread(thread, sessions, status)
 
 
 async def taken(bus: Bus, session: str, message_id: str) -> bool:
