@@ -70,7 +70,7 @@ def of(out: list[Json], kind: str) -> list[Json]:
     return [event for event in out if event["type"] == kind]
 
 
-START = [
+START: list[Event] = [
     SessionStarted(session=S, agent="lead", task="t"),
     RoundStarted(session=S, agent="lead", round=1),
 ]
