@@ -287,3 +287,21 @@ async def test_the_ag_ui_app_mounts_in_a_starlette_app(tmp_path: Path) -> None:
 async def _lines(text: str) -> AsyncIterator[str]:
     for line in text.split("\n"):
         yield line
+
+
+async def test_without_the_ag_ui_extra_the_server_runs_without_the_route(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    from baton.server.ag_ui import routes_if_installed
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ag_ui" else real(name, *a)
+    )
+    assert routes_if_installed() == []
+    async with server(tmp_path) as (_, http):
+        missing = await http.post("/ag-ui", json=body(thread(), [user("paint a fox")]))
+        assert (await http.get("/healthz")).status_code == 200
+    assert missing.status_code == 404

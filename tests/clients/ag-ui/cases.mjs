@@ -7,8 +7,13 @@
 // violation); a tee of each response keeps the raw SSE frames, so the tests also see baton's `id:`
 // cursors, which the client ignores by design.
 
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { HttpAgent, buildResumeArray } from "@ag-ui/client";
+
+const here = fileURLToPath(new URL(".", import.meta.url));
 
 const settings = JSON.parse(await readStdin());
 const results = {};
@@ -328,6 +333,34 @@ const cases = {
     const reference = agentOf("main", threadId, { "Last-Event-ID": "0" });
     const whole = await run(reference);
     return { first, held, again, messages: messagesOf(agent), whole, reference: messagesOf(reference) };
+  },
+
+  // docs/ag-ui.md's front end, run as it is written (its import pointed at this folder's client,
+  // since it runs from a temporary folder: nothing is written into the checkout).
+  async docs_front_end() {
+    const doc = readFileSync(join(here, "..", "..", "..", "docs", "ag-ui.md"), "utf8");
+    const block = doc.split("<!-- example: front-end -->")[1].split("<!-- /example -->")[0];
+    const code = block.split("```js\n")[1].split("```")[0];
+    const client = pathToFileURL(join(here, "node_modules", "@ag-ui", "client", "dist", "index.mjs"));
+    const script = join(mkdtempSync(join(tmpdir(), "ag-ui-docs-")), "front-end.mjs");
+    writeFileSync(script, code.replace('from "@ag-ui/client"', `from "${client.href}"`));
+    process.env.AGUI_URL = `${server("main").url}/ag-ui`;
+    process.env.BATON_TOKEN = server("main").token ?? "";
+    let printed = "";
+    const write = process.stdout.write.bind(process.stdout);
+    process.stdout.write = (chunk, ...rest) => {
+      printed += String(chunk);
+      return true;
+    };
+    let error = null;
+    try {
+      await import(pathToFileURL(script).href);
+    } catch (exc) {
+      error = String(exc && exc.stack ? exc.stack : exc);
+    } finally {
+      process.stdout.write = write;
+    }
+    return { printed, error };
   },
 
   // The same run on Redis, its sub-agents on `baton worker` processes.
