@@ -305,3 +305,20 @@ async def test_without_the_ag_ui_extra_the_server_runs_without_the_route(
         missing = await http.post("/ag-ui", json=body(thread(), [user("paint a fox")]))
         assert (await http.get("/healthz")).status_code == 200
     assert missing.status_code == 404
+
+
+async def test_every_user_message_since_the_agent_last_spoke_is_taken_once(tmp_path: Path) -> None:
+    async with server(tmp_path) as (_, http):
+        thread_id = thread()
+        said = [user("paint a fox", 1), user("paint a heron", 2)]
+        first = await run(http, body(thread_id, said))
+        again = await run(http, body(thread_id, said))  # the same history: nothing new is taken
+    task = next(
+        op["value"]
+        for e in events(first, "STATE_DELTA")
+        for op in e["delta"]
+        if op["path"] == "/task"
+    )
+    assert task == "paint a fox\n\npaint a heron"
+    assert {e["name"] for e in events(first, "SUBAGENT_STARTED")} == {"painter", "painter-2"}
+    assert events(again, "SUBAGENT_STARTED") == [] and events(again)[-1]["type"] == "RUN_FINISHED"

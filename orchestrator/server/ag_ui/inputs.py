@@ -75,13 +75,16 @@ def _options(forwarded: object) -> BatonOptions:
         raise BodyInvalid(f"{detail} (baton reads cancel and lastEventId there)", []) from exc
 
 
-def newest_user_message(messages: Sequence[Message]) -> tuple[int, UserMessage] | None:
-    """The newest user message and its index, if the input has one."""
+def trailing_user_messages(messages: Sequence[Message]) -> list[tuple[int, UserMessage]]:
+    """The user messages the input ends with (after its last message of another role), with
+    their indexes: what the user said since the agent last spoke."""
+    found: list[tuple[int, UserMessage]] = []
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        if isinstance(message, UserMessage):
-            return index, message
-    return None
+        if not isinstance(message, UserMessage):
+            break
+        found.append((index, message))
+    return found[::-1]
 
 
 def text_of(index: int, message: UserMessage) -> str:

@@ -38,7 +38,7 @@ from baton.engine.questions import (
 )
 from baton.lead.keeper import SessionExists
 from baton.media import DirectoryStore, MediaError, MediaStore
-from baton.server.ag_ui.inputs import RunInput, newest_user_message, text_of, transcript
+from baton.server.ag_ui.inputs import RunInput, text_of, trailing_user_messages, transcript
 from baton.server.ag_ui.interrupts import (
     Answer,
     ResumeRefused,
@@ -61,6 +61,16 @@ from baton.server.context import ServerContext
 from baton.server.routes import refuse_other_keys
 
 IGNORED = "baton.resume.ignored"
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """What the user said that no run took yet: the messages' ids, and their text."""
+
+    ids: list[str]
+    text: str
+    first: int
+    """The index of its first message in the input (what comes before is history)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +102,7 @@ async def plan_run(ctx: ServerContext, given: RunInput) -> RunPlan:
     if problem is not None:
         raise HTTPException(422, f"threadId: {problem}")
     thread = await find_thread(ctx, run.thread_id)
-    found = newest_user_message(run.messages)
-    user = None if found is None else (found[1].id, text_of(*found))
+    user = await _said(ctx, thread, given)
     holdings = Holdings.of(run.messages)
     plan = RunPlan(thread.id, run.run_id, [])
     if not thread.sessions:
@@ -102,7 +111,7 @@ async def plan_run(ctx: ServerContext, given: RunInput) -> RunPlan:
                 422, f"thread {thread.id!r} is new: send a user message to start it"
             )
         plan.notes = _ignored_all(run.resume or [], "no session of this thread asked it")
-        await _start(ctx, thread.id, user, _history(given), thread.id)
+        await _start(ctx, thread.id, user, _history(given, user), thread.id)
         plan.segments.append(Segment(thread.id, None))
         return plan
     current = thread.sessions[-1]
@@ -114,11 +123,26 @@ async def plan_run(ctx: ServerContext, given: RunInput) -> RunPlan:
         plan.answered, plan.notes = await _resume(ctx, current, run.resume or [])
     else:
         plan.notes = _ignored_all(run.resume or [], f"the session {current} has ended")
-    if user is not None and not await taken(ctx.bus, current, user[0]):
-        started = await _follow_up(ctx, thread, user, given)
+    if user is not None:
+        started = await _follow_up(ctx, thread, user)
         if started is not None:
             plan.segments.append(Segment(started, None, holdings))
     return plan
+
+
+async def _said(ctx: ServerContext, thread: Thread, given: RunInput) -> Said | None:
+    """The user messages the input ends with that no run of the thread took (all of them on a
+    new thread), oldest first, as one request; None when there are none."""
+    fresh = []
+    for index, message in reversed(trailing_user_messages(given.run.messages)):
+        if thread.sessions and await taken(ctx.bus, thread.sessions[-1], message.id):
+            break
+        fresh.append((index, message))
+    if not fresh:
+        return None
+    fresh.reverse()
+    text = "\n\n".join(text_of(index, message) for index, message in fresh)
+    return Said([message.id for _, message in fresh], text, fresh[0][0])
 
 
 async def _segments(
@@ -208,12 +232,11 @@ def _ignored_all(entries: Sequence[ResumeEntry], why: str) -> list[BaseEvent]:
     ]
 
 
-def _history(given: RunInput) -> str:
+def _history(given: RunInput, said: Said) -> str:
     """What a new session's lead is told came before its task: the client's earlier messages
     and the input's context entries."""
     run = given.run
-    found = newest_user_message(run.messages)
-    earlier = transcript(run.messages[: found[0]] if found is not None else run.messages)
+    earlier = transcript(run.messages[: said.first])
     context = "\n".join(f"{c.description}: {c.value}" for c in run.context or ())
     parts = []
     if earlier:
@@ -223,29 +246,25 @@ def _history(given: RunInput) -> str:
     return "\n\n".join(parts)
 
 
-async def _start(
-    ctx: ServerContext, session: str, user: tuple[str, str], context: str, thread: str
-) -> None:
+async def _start(ctx: ServerContext, session: str, user: Said, context: str, thread: str) -> None:
     if ctx.host.stopping:
         raise HTTPException(503, "the server is stopping: run the thread on another one")
     try:
-        await ctx.host.start(session_config(ctx, session, user[1], context))
+        await ctx.host.start(session_config(ctx, session, user.text, context))
     except SessionExists as exc:  # another run started it a moment ago
         raise HTTPException(409, f"thread {thread!r}: {exc}; run again to join it") from exc
-    await take(ctx.bus, session, user[0])
+    await take(ctx.bus, session, *user.ids)
 
 
-async def _follow_up(
-    ctx: ServerContext, thread: Thread, user: tuple[str, str], given: RunInput
-) -> str | None:
-    """The new user message: to the live session's lead, or the thread's next session when
-    the newest has ended (its id returned)."""
+async def _follow_up(ctx: ServerContext, thread: Thread, user: Said) -> str | None:
+    """What the user said: to the live session's lead, or the thread's next session when the
+    newest has ended (its id returned)."""
     current = thread.sessions[-1]
     if thread.live:
         await refuse_other_keys(ctx, current)
         try:
             envelope = make_envelope(session=current, sender=USER, recipient="lead",
-                                     type="task", content=user[1])  # fmt: skip
+                                     type="task", content=user.text)  # fmt: skip
             await ctx.bus.inboxes.send_if_running(envelope)
         except InvalidEnvelope as exc:
             raise HTTPException(422, exc.reason) from exc
@@ -254,12 +273,12 @@ async def _follow_up(
                 await ctx.bus.inboxes.send(envelope)
             else:  # it ended a moment ago: the thread's next session takes the message
                 return await _next(ctx, thread, user)
-        await take(ctx.bus, current, user[0])
+        await take(ctx.bus, current, *user.ids)
         return None
     return await _next(ctx, thread, user)
 
 
-async def _next(ctx: ServerContext, thread: Thread, user: tuple[str, str]) -> str:
+async def _next(ctx: ServerContext, thread: Thread, user: Said) -> str:
     session = thread.next_session()
     note = await exchange_of(ctx, thread.id, thread.sessions)
     await _start(ctx, session, user, note, thread.id)

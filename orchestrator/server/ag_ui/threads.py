@@ -91,8 +91,8 @@ async def taken(bus: Bus, session: str, message_id: str) -> bool:
     return await bus.store.get(session, TABLE, TAKEN + message_id) is not None
 
 
-async def take(bus: Bus, session: str, message_id: str) -> None:
-    await bus.store.put(session, TABLE, {TAKEN + message_id: session})
+async def take(bus: Bus, session: str, *message_ids: str) -> None:
+    await bus.store.put(session, TABLE, {TAKEN + message_id: session for message_id in message_ids})
 
 
 async def delivered(bus: Bus, session: str) -> str | None:
