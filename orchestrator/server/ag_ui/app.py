@@ -58,8 +58,11 @@ async def run_agent(request: Request) -> Response:
     """``POST``: a run. Everything the request cannot do is refused before the stream opens."""
     ctx = ServerContext.of(request)
     given = await read_input(request)
-    plan = await plan_run(ctx, given)
-    media = await _media_urls(ctx, request, [segment.session for segment in plan.segments])
+    try:
+        plan = await plan_run(ctx, given)
+        media = await _media_urls(ctx, request, [segment.session for segment in plan.segments])
+    except BusError as exc:  # before the stream: the bus could not be asked, nothing was done
+        raise HTTPException(503, f"the bus cannot be reached now: {exc}") from exc
     stream = RunStream(ctx, plan, media, list(ctx.host.profiles))
     return RunResponse(stream, ctx.config.heartbeat_s)  # type: ignore[return-value]
 
@@ -80,11 +83,8 @@ async def _media_urls(
     root = str(request.url.replace(path=mounted, query="", fragment="")).rstrip("/")
     tokens: dict[str, str] = {}
     if ctx.config.token is not None:
-        try:
-            for session in dict.fromkeys(sessions):
-                tokens[session] = await issue_read(ctx.bus, session)
-        except BusError as exc:
-            raise HTTPException(503, f"the media tokens could not be stored: {exc}") from exc
+        for session in dict.fromkeys(sessions):
+            tokens[session] = await issue_read(ctx.bus, session)
 
     def of(session: str) -> Callable[[str], str]:
         query = f"?token={tokens[session]}" if session in tokens else ""

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from baton.bus.base import Bus
-from baton.bus.ids import name_problem
+from baton.bus.ids import NAME_MAX, name_problem
 from baton.bus.parts.store import StoreTable
 from baton.server.a2a.contexts import Turn, exchange_text, parse, request_of, task_id, tasks_of
 from baton.server.context import ServerContext
@@ -34,9 +34,13 @@ MAX_EARLIER = 20
 LIVE = ("pending", "running")
 
 
+THREAD_MAX = NAME_MAX - 10
+"""The longest thread id: its later sessions' ids (``<thread>.t<n>``) must be session ids too."""
+
+
 def thread_problem(thread: str) -> str | None:
     """Why ``thread`` cannot name a thread (then the request is refused), or None."""
-    problem = name_problem(thread, "threadId")
+    problem = name_problem(thread, "threadId", max_len=THREAD_MAX)
     if problem is not None:
         return f"{problem} (it names the thread's sessions)"
     first, number = parse(thread)
