@@ -30,7 +30,8 @@ from baton.bus.events import (
     ToolResultInfo,
     utc_now,
 )
-from baton.server.ag_ui.mapping import Holdings, Translator
+from baton.server.ag_ui.holdings import Holdings
+from baton.server.ag_ui.mapping import Translator
 from baton.server.ag_ui.state import patch, pointer
 
 S = "s-map"

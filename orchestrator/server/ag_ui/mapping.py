@@ -16,28 +16,24 @@ Ids, all derived from the log so they are stable across runs and servers:
   repeat across agents), with ``.<cursor>`` added should one repeat in the session; its result's
   message is ``<tool call id>.result``;
 - an invocation (``subagentRunId``): ``<session>.<agent>.<n>``, new for every delegation — the
-  agent's spawn, and each follow-up ``send_message`` to it while it lives.
+  agent's spawn, and each follow-up ``send_message`` to it while it lives (which delegation is
+  which: :mod:`.invocations`).
 
 A client coming back without a cursor may already hold part of what is replayed (its input's
-messages): :class:`Holdings` says what, and content it holds — text, a tool call's arguments, a
-result — is not sent again.
+messages): :class:`~.holdings.Holdings` says what, and content it holds — text, a tool call's
+arguments, a result — is not sent again.
 """
 
 from __future__ import annotations
 
-import json
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from ag_ui.core import (
     ActivityDeltaEvent,
     ActivitySnapshotEvent,
-    AssistantMessage,
     BaseEvent,
     CustomEvent,
-    Message,
+    Interrupt,
     StateDeltaEvent,
     StateSnapshotEvent,
     SubagentErrorEvent,
@@ -81,8 +77,9 @@ from baton.bus.events import (
     ToolResulted,
 )
 from baton.engine.questions import OpenQuestion, QuestionBook
-from baton.lead.tools import SEND_MESSAGE
+from baton.server.ag_ui.holdings import Holdings
 from baton.server.ag_ui.interrupts import expired, to_interrupt
+from baton.server.ag_ui.invocations import Invocation, Invocations
 from baton.server.ag_ui.state import JsonObject, patch, project
 from baton.server.state import StateFolder
 from baton.view import LEAD_NAME, describe_placement
@@ -97,69 +94,6 @@ STATEFUL = (
     QuestionAsked, QuestionAnswered, AnswerChecked,
 )  # fmt: skip
 """The events that can change the state (the rest — text, tool calls, rounds — cannot)."""
-REFUSED_SEND = ("Did not send", "Not sent")
-"""How the lead's ``send_message`` says it sent nothing (baton.lead.tools, .delegation)."""
-
-
-@dataclass(slots=True)
-class Holdings:
-    """What a client already holds of a thread, from the messages of its run input: the text of
-    each assistant message, each tool call's arguments, every message id."""
-
-    text: dict[str, int] = field(default_factory=dict)
-    arguments: dict[str, str] = field(default_factory=dict)
-    ids: set[str] = field(default_factory=set)
-
-    @property
-    def witness(self) -> bool:
-        """Whether the client sent anything it was sent (assistant or tool messages): one that
-        sends only its user's messages says nothing about where its stream stopped."""
-        return bool(self.text) or bool(self.ids - self._user)
-
-    _user: set[str] = field(default_factory=set)
-
-    @classmethod
-    def of(cls, messages: Iterable[Message]) -> Holdings:
-        held = cls()
-        for message in messages:
-            held.ids.add(message.id)
-            if message.role in ("user", "system", "developer"):
-                held._user.add(message.id)
-            if isinstance(message, AssistantMessage):
-                held.text[message.id] = len(message.content or "")
-                for call in message.tool_calls or ():
-                    held.arguments[call.id] = call.function.arguments
-        return held
-
-
-@dataclass(slots=True)
-class Invocation:
-    """One delegation to a sub-agent: from its spawn (or a follow-up) to its result."""
-
-    id: str
-    agent: str
-    profile: str
-    parent_call: str | None = None
-    parent_message: str | None = None
-    announced: bool = False
-    """Announced (``SUBAGENT_STARTED``) in the run being streamed."""
-    early: bool = False
-    """Opened by the agent's own work logged before the lead logged its spawn (a worker that
-    claimed it and called a tool first): its ``agent.spawned`` adopts it."""
-    activity: JsonObject = field(default_factory=dict)
-
-    @property
-    def activity_id(self) -> str:
-        return f"{self.id}.activity"
-
-
-@dataclass(slots=True)
-class _Pending:
-    """A lead's delegation call not yet matched to the agent it started."""
-
-    call: str
-    target: str
-    message: str | None
 
 
 class Translator:
@@ -176,8 +110,7 @@ class Translator:
         self.session = session
         self._public = media_url
         self._urls: dict[str, str] = {}
-        self.delegations = frozenset(delegations)
-        """Tool names that start a sub-agent besides ``send_message`` (one per profile)."""
+        self.invocations = Invocations(session, delegations)
         self.holdings = holdings or Holdings()
         self.folder = StateFolder(session)
         self.book = QuestionBook()
@@ -197,11 +130,6 @@ class Translator:
         self._rounds: dict[str, str] = {}
         self._chars: dict[str, int] = {}
         self._open_texts: dict[str, str | None] = {}
-        self._invocations: dict[str, list[Invocation]] = {}
-        self._counts: Counter[str] = Counter()
-        self._pending: list[_Pending] = []
-        self._living: set[str] = set()
-        self._spawned_agents: set[str] = set()
         self._state: JsonObject | None = None
         self._usage: dict[str, list[int]] = {}
 
@@ -223,7 +151,7 @@ class Translator:
         self._usage.clear()
         self._state = self._project()
         out: list[BaseEvent] = [StateSnapshotEvent(snapshot=self._state)]
-        for invocation in self._running():
+        for invocation in self.invocations.running():
             invocation.announced = False
             out.extend(self._announce(invocation))
         return out
@@ -232,7 +160,7 @@ class Translator:
         """The questions that wait for a person now (those this run answered left out)."""
         return [q for q in self.book.open() if q.id not in self.answered]
 
-    def suspend(self, questions: Sequence[OpenQuestion]) -> tuple[list[BaseEvent], list[Any]]:
+    def suspend(self, questions: Sequence[OpenQuestion]) -> tuple[list[BaseEvent], list[Interrupt]]:
         """End the run's part of the session for an interrupt: close the open messages, finish
         every invocation it announced as suspended (the asking ones naming their interrupts);
         returns those events and the interrupts."""
@@ -240,13 +168,13 @@ class Translator:
         interrupts = []
         asked: dict[str, list[str]] = {}
         for question in questions:
-            invocation = self._newest(question.agent)
+            invocation = self.invocations.newest(question.agent)
             run_id = invocation.id if invocation is not None else None
             if run_id is not None:
                 asked.setdefault(run_id, []).append(question.id)
             call = self._calls.get((question.agent, question.call_id))
             interrupts.append(to_interrupt(question, call, run_id))
-        for invocation in self._running():
+        for invocation in self.invocations.running():
             if invocation.announced:
                 ids = asked.get(invocation.id)
                 outcome = SubagentFinishedSuspendedOutcome(interrupt_ids=ids)
@@ -258,7 +186,7 @@ class Translator:
         """The session ended: close what is still open (an invocation that never reported is
         ended with ``why`` as its error code: ``cancelled``, ``failed``...)."""
         out = self._close_texts()
-        for invocation in self._running():
+        for invocation in self.invocations.running():
             if invocation.announced:
                 message = f"{invocation.agent} gave no result before the session ended ({why})"
                 out.append(
@@ -267,7 +195,7 @@ class Translator:
                     )
                 )
             invocation.announced = False
-        self._invocations.clear()
+        self.invocations.clear()
         return out
 
     def usage(self) -> list[TokenUsage] | None:
@@ -426,9 +354,7 @@ class Translator:
         if parent is None:
             parent = self._rounds[agent] = self._message_id(agent, cursor)
         if agent == LEAD_NAME:
-            target = self._delegation_target(call.name, call.arguments)
-            if target is not None:
-                self._pending.append(_Pending(tool_call, target, parent))
+            self.invocations.delegated(tool_call, call.name, call.arguments, parent)
         out, owner = self._owner(agent)
         held = self.holdings.arguments.get(tool_call)
         self._held(held is not None and held == call.arguments)
@@ -452,21 +378,6 @@ class Translator:
         out.append(ToolCallEndEvent(tool_call_id=tool_call, subagent_run_id=owner))
         return out
 
-    def _delegation_target(self, name: str, arguments: str) -> str | None:
-        """Whom a lead's call delegates to (a profile or an agent), or None if it does not."""
-        if name in self.delegations:
-            return name
-        if name != SEND_MESSAGE:
-            return None
-        try:
-            args = json.loads(arguments or "{}")
-        except ValueError:
-            return None
-        if not isinstance(args, dict) or args.get("type") == "shutdown":
-            return None
-        target = args.get("to")
-        return target if isinstance(target, str) and target else None
-
     def _tool_result(self, event: ToolResulted) -> list[BaseEvent]:
         agent, result = event.agent, event.result
         tool_call = self._calls.get((agent, result.call_id))
@@ -474,7 +385,9 @@ class Translator:
             return []
         out: list[BaseEvent] = []
         if agent == LEAD_NAME:
-            out.extend(self._follow_up(tool_call, result.content, result.is_error))
+            started = self.invocations.answered(tool_call, result.content, result.is_error)
+            if started is not None:  # a follow-up that reached a living agent
+                out.extend(self._opened(started))
         prefix, owner = self._owner(agent)
         out.extend(prefix)
         message = f"{tool_call}.result"
@@ -491,45 +404,15 @@ class Translator:
             )
         return out
 
-    def _follow_up(self, tool_call: str, content: str, is_error: bool) -> list[BaseEvent]:
-        """A delegation call's result that started no agent: a follow-up that reached a living
-        agent is a new invocation of it; a refused send is nothing."""
-        found = next((p for p in self._pending if p.call == tool_call), None)
-        if found is None:
-            return []
-        self._pending.remove(found)
-        sent = not is_error and not content.startswith(REFUSED_SEND)
-        if not sent or found.target not in self._living:
-            return []
-        agent = found.target
-        profile = next((i.profile for i in self._invocations.get(agent, ())), agent)
-        return self._invoke(agent, profile, found)
-
     # -- sub-agents ---------------------------------------------------------------------------
 
     def _spawned(self, event: AgentSpawned) -> list[BaseEvent]:
-        self._living.add(event.agent)
-        self._spawned_agents.add(event.agent)
-        found = next((p for p in self._pending if p.target in (event.agent, event.profile)), None)
-        if found is not None:
-            self._pending.remove(found)
-        early = self._newest(event.agent)
-        if early is not None and early.early:
-            early.early = False
-            return []
-        return self._invoke(event.agent, event.profile, found)
+        started = self.invocations.spawned(event.agent, event.profile)
+        return self._opened(started) if started is not None else []
 
-    def _invoke(self, agent: str, profile: str, parent: _Pending | None) -> list[BaseEvent]:
-        self._counts[agent] += 1
-        invocation = Invocation(
-            id=f"{self.session}.{agent}.{self._counts[agent]}",
-            agent=agent,
-            profile=profile,
-            parent_call=parent.call if parent is not None else None,
-            parent_message=parent.message if parent is not None else None,
-        )
-        invocation.activity = self._activity_of(agent, profile)
-        self._invocations.setdefault(agent, []).append(invocation)
+    def _opened(self, invocation: Invocation) -> list[BaseEvent]:
+        """A new invocation: its card as it stands, announced when the run is live."""
+        invocation.activity = self._activity_of(invocation.agent, invocation.profile)
         return self._announce(invocation)
 
     def _announce(self, invocation: Invocation) -> list[BaseEvent]:
@@ -553,26 +436,15 @@ class Translator:
             ),
         ]
 
-    def _running(self) -> list[Invocation]:
-        return [i for invocations in self._invocations.values() for i in invocations]
-
-    def _newest(self, agent: str) -> Invocation | None:
-        invocations = self._invocations.get(agent)
-        return invocations[-1] if invocations else None
-
     def _owner(self, agent: str) -> tuple[list[BaseEvent], str | None]:
         """The invocation an agent's event belongs to (None: the lead's), announcing it first
         when it was not yet in this run; an agent seen working with none gets one."""
         if agent == LEAD_NAME:
             return [], None
-        invocation = self._newest(agent)
-        if invocation is None:
-            self._living.add(agent)
-            out = self._invoke(agent, self._profile_of(agent), None)
-            invocation = self._newest(agent)
-            assert invocation is not None
-            invocation.early = agent not in self._spawned_agents
-            return out, invocation.id
+        newest = self.invocations.newest(agent)
+        invocation = self.invocations.working(agent, self._profile_of(agent))
+        if invocation is not newest:
+            return self._opened(invocation), invocation.id
         return self._announce(invocation), invocation.id
 
     def _profile_of(self, agent: str) -> str:
@@ -593,10 +465,10 @@ class Translator:
         }
 
     def _activity(self, agent: str) -> list[BaseEvent]:
-        if self._newest(agent) is None and agent not in self._spawned_agents:
+        if not self.invocations.known(agent):
             return []  # a worker's claim logged before the lead's spawn: its card comes with it
         out, owner = self._owner(agent)
-        invocation = self._newest(agent)
+        invocation = self.invocations.newest(agent)
         if invocation is None or owner is None:
             return out
         fresh = self._activity_of(agent, invocation.profile)
@@ -615,7 +487,7 @@ class Translator:
 
     def _result(self, event: AgentResult) -> list[BaseEvent]:
         out = self._activity(event.agent)
-        invocations = self._invocations.pop(event.agent, [])
+        invocations = self.invocations.finish(event.agent)
         result = {
             "agent": event.agent,
             "content": event.content,
@@ -632,9 +504,9 @@ class Translator:
         return out
 
     def _exited(self, event: AgentExited) -> list[BaseEvent]:
-        self._living.discard(event.agent)
-        out = self._activity(event.agent) if event.agent in self._invocations else []
-        for invocation in self._invocations.pop(event.agent, []):
+        had = self.invocations.newest(event.agent) is not None
+        out = self._activity(event.agent) if had else []
+        for invocation in self.invocations.left(event.agent):
             out.extend(self._announce(invocation))
             if not invocation.announced:
                 continue
@@ -671,7 +543,7 @@ class Translator:
         return [self._custom(RESOLVED, value, event.agent)]
 
     def _custom(self, name: str, value: JsonObject, agent: str) -> BaseEvent:
-        invocation = self._newest(agent) if agent != LEAD_NAME else None
+        invocation = self.invocations.newest(agent) if agent != LEAD_NAME else None
         owner = invocation.id if invocation is not None and invocation.announced else None
         return CustomEvent(name=name, value=value, subagent_run_id=owner)
 

@@ -38,6 +38,7 @@ from baton.engine.questions import (
 )
 from baton.lead.keeper import SessionExists
 from baton.media import DirectoryStore, MediaError, MediaStore
+from baton.server.ag_ui.holdings import Holdings
 from baton.server.ag_ui.inputs import RunInput, text_of, trailing_user_messages, transcript
 from baton.server.ag_ui.interrupts import (
     Answer,
@@ -46,7 +47,6 @@ from baton.server.ag_ui.interrupts import (
     questions_of,
     read_resume,
 )
-from baton.server.ag_ui.mapping import Holdings
 from baton.server.ag_ui.threads import (
     Thread,
     delivered,
