@@ -45,7 +45,9 @@ def run_cases(settings: Json) -> Json:
         timeout=NODE_TIMEOUT_S,
         cwd=CLIENT,
     )
-    assert done.returncode == 0, f"node failed ({done.returncode}):\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, (
+        f"node failed ({done.returncode}):\n{done.stderr[-4000:]}\n{done.stdout[-2000:]}"
+    )
     try:
         results: Json = json.loads(done.stdout)
     except ValueError:

@@ -4,6 +4,7 @@ session, cancelling, ``Last-Event-ID`` for another thread, and the ASGI app a us
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,13 +18,17 @@ from ag_ui.core import AgentCapabilities
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+from baton.bus.events import RoundStarted, SessionStarted, TextDelta
 from baton.bus.memory import MemoryBus
+from baton.bus.redis import RedisBus
 from baton.server import BatonServer, ServerConfig
+from baton.server.ag_ui import routes_if_installed
 from baton.server.ag_ui.app import AgUiApp
 from baton.server.state import session_state
 from baton.subagents.profiles import load_profiles
+from baton.testing import RedisServer
 from tests.server.ag_ui_helpers import Json, parse_all, profiles
-from tests.server.helpers import sse_events
+from tests.server.helpers import serving, sse_events
 from tests.support.polling import until
 
 TOKEN = "t0ken-for-the-ag-ui-tests-0123456789"
@@ -292,10 +297,6 @@ async def _lines(text: str) -> AsyncIterator[str]:
 async def test_without_the_ag_ui_extra_the_server_runs_without_the_route(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import importlib.util
-
-    from baton.server.ag_ui import routes_if_installed
-
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "ag_ui" else real(name, *a)
@@ -322,3 +323,32 @@ async def test_every_user_message_since_the_agent_last_spoke_is_taken_once(tmp_p
     assert task == "paint a fox\n\npaint a heron"
     assert {e["name"] for e in events(first, "SUBAGENT_STARTED")} == {"painter", "painter-2"}
     assert events(again, "SUBAGENT_STARTED") == [] and events(again)[-1]["type"] == "RUN_FINISHED"
+
+
+async def test_a_bus_gone_past_its_outage_bound_ends_the_run_with_run_error(
+    tmp_path: Path,
+) -> None:
+    session = "s-ag-ui-outage"
+    with RedisServer() as redis:
+        async with RedisBus(redis.url, prefix="ag-ui-outage") as bus:
+            await bus.log.emit(SessionStarted(session=session, agent="lead", task="x"))
+            await bus.log.emit(RoundStarted(session=session, agent="lead", round=1))
+            async with serving(bus, tmp_path, bus_outage_s=1) as running:
+                async with httpx2.AsyncClient(base_url=running.url, timeout=30) as http:
+                    payload = body(session, [])  # the session's thread: the client comes back
+                    async with http.stream("POST", "/ag-ui", json=payload) as response:
+                        seen: list[Json] = []
+                        async for sse in sse_events(response.aiter_lines()):
+                            if not sse.data:
+                                continue
+                            seen.append(sse.json())
+                            if seen[-1]["type"] == "STATE_DELTA" and len(seen) == 3:
+                                await bus.log.emit(
+                                    TextDelta(session=session, agent="lead", text="hello")
+                                )
+                            if seen[-1]["type"] == "TEXT_MESSAGE_CONTENT":
+                                redis.kill()  # and it stays down past the bound
+    assert [e["type"] for e in seen][:2] == ["RUN_STARTED", "STATE_SNAPSHOT"]
+    error = seen[-1]
+    assert error["type"] == "RUN_ERROR" and error["code"] == "BusOutage"
+    assert "\n" not in error["message"]

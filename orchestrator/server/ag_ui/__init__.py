@@ -5,10 +5,11 @@ One module a job: :mod:`.inputs` (the run input, checked before a stream opens),
 (a thread's sessions, and what is kept of each on the bus), :mod:`.plan` (what a run does
 before it streams: start, follow up, answer, cancel), :mod:`.interrupts` (questions to a person
 as interrupts, ``resume`` entries as answers), :mod:`.mapping` (a session's log as AG-UI events),
-:mod:`.state` (the session as AG-UI state), :mod:`.stream` (a run's stream), :mod:`.wire`
-(frames and ``id:`` cursors), :mod:`.capabilities`, :mod:`.app` (the routes, and the ASGI app a
-user mounts). The package is the ``ag-ui`` extra (part of ``server``): without it the server runs
-without these routes (:func:`routes_if_installed`).
+:mod:`.invocations` (which delegation is which subagent invocation), :mod:`.holdings` (what a
+client already has), :mod:`.state` (the session as AG-UI state), :mod:`.stream` (a run's
+stream), :mod:`.wire` (frames and ``id:`` cursors), :mod:`.capabilities`, :mod:`.app` (the
+routes, and the ASGI app a user mounts). The package is the ``ag-ui`` extra (part of
+``server``): without it the server runs without these routes (:func:`routes_if_installed`).
 """
 
 from __future__ import annotations

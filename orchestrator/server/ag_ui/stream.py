@@ -53,6 +53,7 @@ GATHER_S = 0.25
 asked together end one run, not one each, and no busier agent keeps a person from being asked."""
 LIVE_BUFFER = 256
 REPLAY_CHUNK = 32 * 1024
+ENDED = "the session's log stopped being followed before the session ended"
 FAILED = {"failed", "timed_out", "incomplete"}
 
 Emit = Callable[[bytes], Awaitable[None]]
@@ -229,14 +230,16 @@ class RunStream:
                     elif deadline is None:
                         deadline = anyio.current_time() + GATHER_S
                     wait = math.inf if deadline is None else deadline - anyio.current_time()
+                    logged: LoggedEvent | None = None
                     with anyio.move_on_after(max(wait, 0)):
                         try:
                             logged = await receive.receive()
-                        except anyio.EndOfStream:
-                            break
-                        await self._feed(translator, start, logged, replay=False)
-                        continue
-                    break  # a question has waited GATHER_S: the run ends with it
+                        except anyio.EndOfStream:  # the tail failed (or, unheard of, ended)
+                            if not failure:
+                                failure.append(RuntimeError(ENDED))
+                    if logged is None:
+                        break  # a question has waited GATHER_S: the run ends with it
+                    await self._feed(translator, start, logged, replay=False)
             group.cancel_scope.cancel()
         if failure:
             raise failure[0]

@@ -17,6 +17,10 @@ const here = fileURLToPath(new URL(".", import.meta.url));
 
 const settings = JSON.parse(await readStdin());
 const results = {};
+// An aborted run tears its response down inside the client, which can reject after the run
+// has ended (the body reader's cancel); kept as a note, it must not end the process.
+const unhandled = [];
+process.on("unhandledRejection", (reason) => unhandled.push(String(reason)));
 
 async function readStdin() {
   const chunks = [];
@@ -385,4 +389,5 @@ for (const name of settings.cases) {
     results[name] = { crashed: String(exc && exc.stack ? exc.stack : exc) };
   }
 }
+results._unhandled = unhandled;
 process.stdout.write(JSON.stringify(results));
