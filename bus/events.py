@@ -277,6 +277,21 @@ class BudgetUpdated(_Event):
     max_tokens: int | None = None
 
 
+class ModelUsage(_Event):
+    """What one model request of this agent cost, as the server counted it (``usage`` of the
+    reply; estimated from the characters for a reply stopped as a runaway, whose count never
+    came). Logged for every request whose usage is known, budget or not, so a view can sum a
+    session's tokens per model across the lead and every sub-agent, wherever they ran."""
+
+    type: Literal["model.usage"] = "model.usage"
+    model: str
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    total_tokens: int = Field(ge=0)
+    estimated: bool = False
+    """Counted by baton from the characters (a runaway reply), not reported by the server."""
+
+
 class AnswerChecked(_Event):
     """The lead's final answer checked against what the tools produced."""
 
@@ -318,6 +333,7 @@ Event = Annotated[
     | ModelRetried
     | TextRetracted
     | BudgetUpdated
+    | ModelUsage
     | AnswerChecked,
     Field(discriminator="type"),
 ]

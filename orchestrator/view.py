@@ -78,6 +78,12 @@ class AgentView:
         return not self.exit_reason
 
     @property
+    def status(self) -> str:
+        """Its phase, or why it left when it did not just finish (``budget``, ``lost``...)."""
+        left = self.exit_reason and self.exit_reason != "finished"
+        return self.exit_reason if left else self.phase
+
+    @property
     def waiting_for_worker(self) -> bool:
         """Still running, and no worker claimed it within the session's bound, nor since."""
         return self.unclaimed is not None and self.running

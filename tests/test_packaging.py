@@ -164,10 +164,12 @@ def test_the_built_wheel_is_one_baton_package(tmp_path: Path) -> None:
 
 @pytest.mark.process
 def test_without_the_optional_extras_every_command_still_loads(tmp_path: Path) -> None:
-    """The extras (otel, mcp, a2a, s3, server) are optional: with none installed, the package,
-    its CLI and a session still load (``None`` in ``sys.modules`` is how Python spells "not
-    installed"; a plain install once died on importing telemetry without opentelemetry)."""
-    blocked = ["opentelemetry", "mcp", "a2a", "boto3", "starlette", "sse_starlette", "uvicorn"]
+    """The extras (otel, mcp, a2a, ag-ui, s3, server) are optional: with none installed, the
+    package, its CLI and a session still load (``None`` in ``sys.modules`` is how Python spells
+    "not installed"; a plain install once died on importing telemetry without opentelemetry)."""
+    blocked = [
+        "opentelemetry", "mcp", "a2a", "ag_ui", "boto3", "starlette", "sse_starlette", "uvicorn",
+    ]  # fmt: skip
     result = _python(
         f"import sys\nfor name in {blocked!r}: sys.modules[name] = None\n"
         "import baton, baton.cli.app, baton.session, baton.subagents.worker\n"
@@ -193,7 +195,7 @@ def test_the_distribution_is_not_the_unrelated_baton_on_pypi() -> None:
     assert _distribution() == DISTRIBUTION != "baton"
 
 
-INSTALL_HINT = re.compile(r"pip install (?:-e |-q )*'?([\w.-]+)\[([\w,]+)\]")
+INSTALL_HINT = re.compile(r"pip install (?:-e |-q )*'?([\w.-]+)\[([\w,-]+)\]")
 
 
 def test_every_install_hint_names_the_distribution() -> None:

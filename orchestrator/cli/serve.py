@@ -67,7 +67,8 @@ error (e.g. no token off loopback), 3 bus unreachable at start.
 
 With the a2a extra (pip install 'baton-orchestrator[a2a]') it is also an A2A 1.0 server: the
 agent card at /.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc, HTTP+JSON under /a2a/rest
-(docs/a2a.md)."""
+(docs/a2a.md). It speaks AG-UI 1.0 at POST /ag-ui (a thread per conversation, sub-agents as
+subagent invocations, questions as interrupts; docs/ag-ui.md)."""
 
 
 def serve_command(

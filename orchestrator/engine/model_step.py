@@ -5,7 +5,7 @@ short while over steps:
 
 - the session budget is asked before every request, the client's retries included (a refusal ends
   the turn before that request is made) and told the usage after the reply (a ``budget.updated``
-  event);
+  event); the usage itself is logged whether or not there is a budget (``model.usage``);
 - the client's retries become ``model.retried`` events, and text a failed attempt showed is taken
   back (``text.retracted``) before the retry streams anew (see :mod:`baton.engine.visible`);
 - a reply cut at the output limit (``finish_reason == "length"``) or stopped as a runaway is not an
@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from baton.bus.events import BudgetUpdated, ErrorEvent, GuardFired, ModelRetried
+from baton.bus.events import BudgetUpdated, ErrorEvent, GuardFired, ModelRetried, ModelUsage
 from baton.engine import budget as budgeting
 from baton.engine import messages as texts
 from baton.engine.calls import EventSink
@@ -158,7 +158,7 @@ class ModelStep:
                     self._telemetry.model_usage(span, self._model.model, reply.usage)
             except RunawayText as exc:
                 usage = estimated_usage(request, exc.text)
-                await self._record(usage)
+                await self._record(usage, estimated=True)
                 ended = await self._ended(exc, usage, visible)
                 if ended is not None:
                     return Asked(ended, retries=retries)
@@ -343,7 +343,21 @@ class ModelStep:
         self._telemetry.loop_outcome("budget")
         await self._emit(GuardFired(session=self._session, agent=self._agent, outcome="budget"))
 
-    async def _record(self, usage: Usage | None) -> None:
+    async def _record(self, usage: Usage | None, *, estimated: bool = False) -> None:
+        """Log the request's usage (``model.usage``, when known) and count it against the
+        session's budget (``budget.updated``, when it has one)."""
+        if usage is not None:
+            await self._emit(
+                ModelUsage(
+                    session=self._session,
+                    agent=self._agent,
+                    model=self._model.model,
+                    input_tokens=max(usage.prompt_tokens, 0),
+                    output_tokens=max(usage.completion_tokens, 0),
+                    total_tokens=max(usage.total_tokens, 0),
+                    estimated=estimated,
+                )
+            )
         if self.spend is None:
             return
         totals = await self.spend.record(self._agent, usage)

@@ -61,6 +61,15 @@ async def issue(bus: Bus, session: str) -> dict[Scope, str]:
     return tokens
 
 
+async def issue_read(bus: Bus, session: str) -> str:
+    """A fresh read token of ``session`` alone, recorded on the bus: what makes a media URL
+    handed to a browser (an AG-UI run's, docs/ag-ui.md) open with the session's files and
+    nothing else. The admin token never goes into a URL."""
+    token = f"{session}{SEPARATOR}{secrets.token_urlsafe(SECRET_BYTES)}"
+    await bus.store.put(session, "tokens", {digest(token): "read"})
+    return token
+
+
 async def session_tokens(ctx: ServerContext, session: str) -> SessionTokens | None:
     """A session just started over HTTP: its own tokens, for the ``201``; None on a server
     without a token, which checks none. A bus that cannot keep them fails the request (503):

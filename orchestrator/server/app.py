@@ -22,6 +22,7 @@ from starlette.routing import BaseRoute, Route
 from baton.server import health, media, pages, questions, routes, sse
 from baton.server.a2a import routes_if_installed
 from baton.server.a2a.tracing import TraceparentMiddleware
+from baton.server.ag_ui import routes_if_installed as ag_ui_routes
 from baton.server.context import ServerContext
 from baton.server.openapi import openapi_document
 from baton.server.security import BodyInvalid, TokenGuard
@@ -68,6 +69,7 @@ def create_app(ctx: ServerContext, extra: Sequence[BaseRoute] = ()) -> Starlette
         Route("/favicon.ico", pages.favicon, methods=["GET"]),
         *routes_if_installed(ctx),  # A2A: the card and both bindings (docs/a2a.md)
         *extra,
+        *ag_ui_routes(),  # AG-UI: POST /ag-ui and its capabilities (docs/ag-ui.md)
     ]
     middleware: list[Middleware] = []
     if ctx.config.cors_origins:
@@ -76,7 +78,13 @@ def create_app(ctx: ServerContext, extra: Sequence[BaseRoute] = ()) -> Starlette
                 CORSMiddleware,
                 allow_origins=list(ctx.config.cors_origins),
                 allow_methods=["GET", "POST", "DELETE"],  # DELETE: an MCP session's end
-                allow_headers=["Authorization", "Content-Type", "Last-Event-ID", *MCP_HEADERS],
+                allow_headers=[
+                    "Authorization",
+                    "Content-Type",
+                    "Last-Event-ID",
+                    "Accept",
+                    *MCP_HEADERS,
+                ],
                 expose_headers=["Mcp-Session-Id"],
             )
         )

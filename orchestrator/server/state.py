@@ -163,11 +163,10 @@ def _budget(view: SessionView) -> BudgetState | None:
 
 def _agent(name: str, agent: AgentView) -> AgentState:
     """An agent as the API shows it: its phase, or why it left when it did not just finish."""
-    left = agent.exit_reason and agent.exit_reason != "finished"
     return AgentState(
         name=name,
         profile=agent.profile,
-        status=agent.exit_reason if left else agent.phase,
+        status=agent.status,
         progress=agent.progress,
         result=agent.result,
         media_urls=list(agent.media_urls),

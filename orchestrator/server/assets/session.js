@@ -389,6 +389,7 @@ const handlers = {
   "tool.call": () => {},
   "tool.result": () => {},
   "guard.fired": () => {},
+  "model.usage": () => {},
 };
 
 // Once the session has finished nothing reads its inbox and there is nothing to cancel: the

@@ -1,0 +1,236 @@
+"""The translation of a session's log into AG-UI events (baton.server.ag_ui.mapping), event by
+event: ids that stay apart, invocations per delegation, text taken back, usage, what a client
+already holds, and how questions end."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from ag_ui.core import AssistantMessage, FunctionCall, ToolCall, ToolMessage, UserMessage
+
+from baton.bus.events import (
+    AgentExited,
+    AgentProgress,
+    AgentResult,
+    AgentSpawned,
+    ApprovalDecided,
+    ApprovalRequested,
+    Event,
+    ModelUsage,
+    RoundEnded,
+    RoundStarted,
+    SessionStarted,
+    TextDelta,
+    TextRetracted,
+    ToolCalled,
+    ToolCallInfo,
+    ToolResulted,
+    ToolResultInfo,
+    utc_now,
+)
+from baton.server.ag_ui.holdings import Holdings
+from baton.server.ag_ui.mapping import Translator
+from baton.server.ag_ui.state import patch, pointer
+
+S = "s-map"
+Json = dict[str, Any]
+
+
+def translate(
+    events: Sequence[Event], *, holdings: Holdings | None = None, begin_at: int = 0
+) -> tuple[Translator, list[Json]]:
+    """Feed ``events`` (cursors 1, 2, ...), the run beginning before event ``begin_at``."""
+    translator = Translator(S, media_url=lambda url: url, holdings=holdings)
+    out: list[Json] = []
+    for number, event in enumerate(events):
+        if number == begin_at:
+            out += [e.model_dump(by_alias=True) for e in translator.begin_run()]
+        out += [e.model_dump(by_alias=True) for e in translator.feed(str(number + 1), event)]
+    return translator, out
+
+
+def call(agent: str, call_id: str, name: str, arguments: str = "{}") -> ToolCalled:
+    return ToolCalled(session=S, agent=agent, call=ToolCallInfo(call_id=call_id, name=name,
+                                                                 arguments=arguments))  # fmt: skip
+
+
+def result(agent: str, call_id: str, name: str, content: str, **more: Any) -> ToolResulted:
+    info = ToolResultInfo(call_id=call_id, name=name, content=content, **more)
+    return ToolResulted(session=S, agent=agent, result=info)
+
+
+def send(call_id: str, to: str, kind: str = "task") -> ToolCalled:
+    return call(
+        "lead", call_id, "send_message", f'{{"to": "{to}", "content": "x", "type": "{kind}"}}'
+    )
+
+
+def of(out: list[Json], kind: str) -> list[Json]:
+    return [event for event in out if event["type"] == kind]
+
+
+START: list[Event] = [
+    SessionStarted(session=S, agent="lead", task="t"),
+    RoundStarted(session=S, agent="lead", round=1),
+]
+
+
+def test_call_ids_two_agents_share_stay_apart_and_the_approval_names_the_right_one() -> None:
+    events: list[Event] = [
+        *START,
+        send("c1", "painter"),
+        AgentSpawned(session=S, agent="painter", profile="painter"),
+        send("c2", "painter"),
+        AgentSpawned(session=S, agent="painter-2", profile="painter"),
+        call("painter", "call_res_4", "send_message"),
+        call("painter-2", "call_res_4", "publish"),
+        ApprovalRequested(session=S, agent="painter-2", calls=[ToolCallInfo(
+            call_id="call_res_4", name="publish", arguments="{}")],
+            expires_at=utc_now() + timedelta(minutes=2)),
+    ]  # fmt: skip
+    translator, out = translate(events)
+    ids = [e["toolCallId"] for e in of(out, "TOOL_CALL_START") if e.get("subagentRunId")]
+    assert ids == ["painter.call_res_4", "painter-2.call_res_4"]
+    started = {e["name"]: e for e in of(out, "SUBAGENT_STARTED")}
+    assert started["painter"]["parentToolCallId"] == "c1"
+    assert started["painter-2"]["parentToolCallId"] == "c2"
+    _, interrupts = translator.suspend(translator.open_questions())
+    [interrupt] = interrupts
+    assert interrupt.tool_call_id == "painter-2.call_res_4"
+    assert interrupt.subagent_run_id == started["painter-2"]["subagentRunId"]
+
+
+def test_a_follow_up_to_a_living_agent_is_a_new_invocation_and_a_refused_send_is_none() -> None:
+    events: list[Event] = [
+        *START,
+        send("c1", "writer"),
+        AgentSpawned(session=S, agent="writer", profile="writer"),
+        result("lead", "c1", "send_message", "Started writer, a new writer agent, on this task"),
+        send("c2", "writer", "message"),
+        result("lead", "c2", "send_message", "Sent to writer (profile writer)"),
+        send("c3", "writer", "message"),
+        result("lead", "c3", "send_message", "Did not send: you already sent 2 messages"),
+        AgentProgress(session=S, agent="writer", content="round 2"),
+        AgentResult(session=S, agent="writer", content="done", media_urls=["file:///m/a.png"]),
+    ]
+    _, out = translate(events)
+    started = of(out, "SUBAGENT_STARTED")
+    assert [(e["name"], e["parentToolCallId"]) for e in started] == [
+        ("writer", "c1"),
+        ("writer", "c2"),
+    ]
+    assert started[0]["subagentRunId"] != started[1]["subagentRunId"]
+    finished = of(out, "SUBAGENT_FINISHED")
+    assert [e["subagentRunId"] for e in finished] == [e["subagentRunId"] for e in started]
+    assert finished[-1]["result"] == {"agent": "writer", "content": "done",
+                                      "mediaUrls": ["file:///m/a.png"]}  # fmt: skip
+    progress = of(out, "ACTIVITY_DELTA")[-1]  # the newest invocation carries the agent's work
+    assert progress["subagentRunId"] == started[1]["subagentRunId"]
+
+
+def test_text_taken_back_ends_its_message_and_the_retry_is_a_new_one() -> None:
+    events: list[Event] = [
+        *START,
+        TextDelta(session=S, agent="lead", text="Hello wor"),
+        TextRetracted(session=S, agent="lead", chars=9),
+        TextDelta(session=S, agent="lead", text="Hi"),
+        RoundEnded(session=S, agent="lead", round=1),
+    ]
+    _, out = translate(events)
+    opened = [e["messageId"] for e in of(out, "TEXT_MESSAGE_START")]
+    closed = [e["messageId"] for e in of(out, "TEXT_MESSAGE_END")]
+    assert len(opened) == 2 and opened == closed and opened[0] != opened[1]
+    [void] = of(out, "CUSTOM")
+    assert void["name"] == "baton.text.retracted"
+    assert void["value"] == {"messageId": opened[0], "chars": 9, "why": ""}
+
+
+def test_a_runs_usage_is_its_own_calls_per_model_sub_agents_included() -> None:
+    def usage(agent: str, model: str, i: int, o: int) -> ModelUsage:
+        return ModelUsage(session=S, agent=agent, model=model, input_tokens=i, output_tokens=o,
+                          total_tokens=i + o)  # fmt: skip
+
+    events: list[Event] = [
+        *START,
+        usage("lead", "big", 100, 10),  # before the run began: the previous run's
+        usage("lead", "big", 50, 5),
+        usage("painter", "small", 7, 3),
+        usage("writer", "small", 1, 1),
+    ]
+    translator, _ = translate(events, begin_at=3)
+    reported = translator.usage()
+    assert reported is not None
+    assert [u.model_dump(by_alias=True, exclude_none=True) for u in reported] == [
+        {"model": "big", "inputTokens": 50, "outputTokens": 5, "totalTokens": 55},
+        {"model": "small", "inputTokens": 8, "outputTokens": 4, "totalTokens": 12},
+    ]
+
+
+def test_what_the_client_holds_is_not_sent_again() -> None:
+    message = f"{S}.lead.2"
+    holdings = Holdings.of([
+        UserMessage(id="u1", content="t"),
+        AssistantMessage(id=message, content="Hello", tool_calls=[ToolCall(
+            id="c1", function=FunctionCall(name="answer", arguments='{"a": 1}'))]),
+        ToolMessage(id="c1.result", tool_call_id="c1", content="ok"),
+    ])  # fmt: skip
+    events: list[Event] = [
+        *START,
+        TextDelta(session=S, agent="lead", text="Hel"),
+        TextDelta(session=S, agent="lead", text="lo wor"),
+        TextDelta(session=S, agent="lead", text="ld"),
+        call("lead", "c1", "answer", '{"a": 1}'),
+        result("lead", "c1", "answer", "ok"),
+    ]
+    translator, out = translate(events, holdings=holdings)
+    assert "".join(e["delta"] for e in of(out, "TEXT_MESSAGE_CONTENT")) == " world"
+    assert of(out, "TOOL_CALL_START") == [] and of(out, "TOOL_CALL_RESULT") == []
+    assert translator.held_through == "3" and translator.missing_from == "4"
+
+
+def test_an_agent_that_leaves_without_a_result_is_a_sub_agent_error() -> None:
+    events: list[Event] = [
+        *START,
+        send("c1", "painter"),
+        AgentSpawned(session=S, agent="painter", profile="painter"),
+        AgentExited(session=S, agent="painter", reason="budget"),
+    ]
+    _, out = translate(events)
+    [error] = of(out, "SUBAGENT_ERROR")
+    assert error["code"] == "budget" and "without a result" in error["message"]
+
+
+def test_an_approval_nobody_answered_in_time_ends_expired_not_declined() -> None:
+    asked_at = utc_now()
+    calls = [ToolCallInfo(call_id=c, name="publish", arguments="{}") for c in ("a", "b", "c")]
+    requested = ApprovalRequested(session=S, agent="lead", calls=calls,
+                                  expires_at=asked_at + timedelta(seconds=1))  # fmt: skip
+    late = asked_at + timedelta(seconds=2)
+    events: list[Event] = [
+        *START,
+        requested,
+        ApprovalDecided(session=S, agent="lead", call_id="a", approved=False, reason="no",
+                        ts=asked_at),  # a person said no in time
+        ApprovalDecided(session=S, agent="lead", call_id="b", approved=False,
+                        reason="no answer within 1 s", ts=late),
+        ApprovalDecided(session=S, agent="lead", call_id="c", approved=False, policy="deny",
+                        reason="denied by policy", ts=late),
+    ]  # fmt: skip
+    _, out = translate(events)
+    outcomes = {e["value"]["interruptId"]: e["value"]["outcome"] for e in of(out, "CUSTOM")}
+    assert outcomes == {"a": "declined", "b": "expired", "c": "declined"}
+
+
+def test_state_patches_replace_what_changed_one_sub_agent_at_a_time() -> None:
+    old = {"status": "running", "subagents": {"a/b": {"x": 1}, "gone": {}}, "media": []}
+    new = {"status": "running", "subagents": {"a/b": {"x": 2}, "new~1": {}}, "media": ["u"]}
+    assert patch(old, new) == [
+        {"op": "replace", "path": "/subagents/a~1b", "value": {"x": 2}},
+        {"op": "add", "path": "/subagents/new~01", "value": {}},
+        {"op": "remove", "path": "/subagents/gone"},
+        {"op": "replace", "path": "/media", "value": ["u"]},
+    ]
+    assert pointer("a~b", "c/d") == "/a~0b/c~1d"
+    assert patch(new, new) == []
