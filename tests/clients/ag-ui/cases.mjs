@@ -61,9 +61,9 @@ function agentOf(name, threadId, headers = {}) {
     const response = await fetch(url, init);
     if (!response.body) return response;
     const [mine, theirs] = response.body.tee();
-    const run = { status: response.status, text: "" };
+    const run = { status: response.status, text: "", read: null };
     raw.push(run);
-    (async () => {
+    run.read = (async () => {
       const reader = theirs.getReader();
       const decoder = new TextDecoder();
       try {
@@ -110,8 +110,14 @@ async function run(agent, parameters = {}, onEvent = null) {
   } catch (exc) {
     error = String(exc && exc.message ? exc.message : exc);
   }
-  await new Promise((resolve) => setTimeout(resolve, 20)); // let the tee finish its last read
-  const frames = agent.raw.slice(before).flatMap((r) => parseFrames(r.text));
+  const mine = agent.raw.slice(before);
+  // The tee's copy read to its end (or its abort); a copy whose other half the client cancelled
+  // may never end, so the wait is bounded (a bound, not a pause: it ends when the reads do).
+  let bound;
+  const limit = new Promise((resolve) => { bound = setTimeout(resolve, 2000); });
+  await Promise.race([Promise.all(mine.map((r) => r.read)), limit]);
+  clearTimeout(bound);
+  const frames = mine.flatMap((r) => parseFrames(r.text));
   return {
     events,
     frames,
