@@ -28,15 +28,13 @@ import anyio
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_never
 
 from baton.bus.errors import BusOutage, BusUnreachable
+from baton.bus.options import DEFAULT_OUTAGE_S as DEFAULT_OUTAGE_S  # its home is the options
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 INITIAL_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 2.0
-DEFAULT_OUTAGE_S = 120.0
-"""The outage a session, ``baton watch`` and ``baton serve`` ride out by default
-(``bus_outage_s``): twice the 60 s a Redis restart or failover is planned to take."""
 
 
 def _backoff(max_backoff_s: float, until: float | None = None) -> Callable[[RetryCallState], float]:
