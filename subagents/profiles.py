@@ -79,7 +79,7 @@ from baton.llm.types import ToolChoice
 from baton.subagents.a2a_config import A2A_KIND, A2AConfig
 from baton.subagents.errors import ProfileError
 from baton.subagents.mcp_config import McpServerConfig, check_server_name
-from baton.subagents.tools import SEND_MESSAGE, builtin_tools, import_tool
+from baton.subagents.tools import SEND_MESSAGE, builtin_tools, import_tool, send_message
 
 DEFAULT_MAX_STEPS = 8
 DEFAULT_IDLE_TIMEOUT_S = 60.0
@@ -169,8 +169,7 @@ class Profile:
                 f"tool {duplicate!r} is listed twice", source=None, profile=self.name, field="tools"
             )
         if SEND_MESSAGE not in names:
-            send = builtin_tools()[SEND_MESSAGE]
-            object.__setattr__(self, "tools", (*self.tools, send))
+            object.__setattr__(self, "tools", (*self.tools, send_message))
 
     @property
     def tool_names(self) -> tuple[str, ...]:
