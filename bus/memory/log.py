@@ -77,4 +77,3 @@ def _after(entries: Sequence[tuple[int, str]], cursor: int) -> list[tuple[int, s
         fresh.append((seq, raw))
     fresh.reverse()
     return fresh
-
