@@ -66,7 +66,6 @@ and the field, because a worker that starts with a half-read profile fails much 
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,6 +233,8 @@ def load_profiles(
     path: Path | str, catalogue: Mapping[str, Tool] | None = None
 ) -> dict[str, Profile]:
     """Read every ``[profiles.<name>]`` table of a TOML file; raises ``ProfileError``."""
+    import tomllib  # only a process given a profiles file reads TOML
+
     source = Path(path)
     try:
         data = tomllib.loads(source.read_text(encoding="utf-8"))
@@ -276,6 +277,8 @@ def parse_profiles(
 
 def load_lead_servers(path: Path | str) -> dict[str, McpServerConfig]:
     """The lead's MCP servers of a profiles file (``[lead.mcp.<server>]``; none: empty)."""
+    import tomllib
+
     source = Path(path)
     try:
         data = tomllib.loads(source.read_text(encoding="utf-8"))
