@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -39,7 +39,7 @@ def send_message_tool(deliver: Deliver, targets: Iterable[str]) -> Tool:
 
     template = _send_message_template()
     names = list(dict.fromkeys(targets))
-    parameters = copy.deepcopy(template.schema["function"]["parameters"])
+    parameters: dict[str, Any] = copy.deepcopy(dict(template.schema["function"]["parameters"]))
     if names:  # where pydantic would put it: its schemas' keys are sorted
         to = {**parameters["properties"]["to"], "enum": names}
         parameters["properties"]["to"] = dict(sorted(to.items()))

@@ -115,6 +115,7 @@ class TlsFront:
 def _pump(secure: ssl.SSLSocket, backend: socket.socket) -> None:
     """Relay both ways until either side closes."""
     while True:
+        readable: list[socket.socket]
         if secure.pending():
             readable = [secure]
         else:

@@ -55,7 +55,7 @@ def listed_masters(cluster: RedisCluster) -> set[int]:
     """The ports of the masters a running node's slot map lists (a dead one until its replica
     has taken over)."""
     with cluster.client(cluster.running()[0]) as client:
-        rows = client.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
+        rows = client.execute_command("CLUSTER", "SLOTS")
     return {int(row[2][1]) for row in rows}
 
 

@@ -124,7 +124,7 @@ def as_admin(server: RedisServer, *args: str) -> str:
     """Run a command as an administrator of the secured server (a client of the test's own,
     with the password: it is the test speaking, not baton); its reply."""
     with redis.Redis(port=server.port, password=PASSWORD, decode_responses=True) as admin:
-        return str(admin.execute_command(*args))  # type: ignore[no-untyped-call]
+        return str(admin.execute_command(*args))
 
 
 def drop_wake_connections(server: RedisServer, timeout_s: float = 30.0) -> None:
