@@ -41,7 +41,7 @@ pytestmark = pytest.mark.browser
 
 NO_CHROMIUM = (
     "no Chromium for the browser tests: install Debian's (apt-get install chromium) or "
-    "Playwright's (.venv/bin/playwright install --with-deps chromium)"
+    "Playwright's (playwright install --with-deps chromium, in the venv)"
 )
 ARGS = [
     "--headless",
