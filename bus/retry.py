@@ -22,21 +22,21 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_never
 
 from baton.bus.errors import BusOutage, BusUnreachable
+from baton.bus.options import DEFAULT_OUTAGE_S as DEFAULT_OUTAGE_S  # its home is the options
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 INITIAL_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 2.0
-DEFAULT_OUTAGE_S = 120.0
-"""The outage a session, ``baton watch`` and ``baton serve`` ride out by default
-(``bus_outage_s``): twice the 60 s a Redis restart or failover is planned to take."""
 
 
 def _backoff(max_backoff_s: float, until: float | None = None) -> Callable[[RetryCallState], float]:
@@ -91,6 +91,10 @@ async def persist(
         if isinstance(exc, BusOutage) or (give_up is not None and give_up()):
             raise  # an outage a nested call already outlasted is a verdict, not a blip
         first_failure: BusUnreachable | None = exc
+    # tenacity only once the bus has failed: every agent's bus calls pass through here, and a
+    # process whose bus never fails need not import it
+    from tenacity import AsyncRetrying, retry_if_exception, stop_never
+
     failing_since = anyio.current_time()
     until = None if outage_s is None else failing_since + outage_s
     outlasted = False

@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -600,6 +599,8 @@ class _FileSource(PydanticBaseSettingsSource):
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """The top-level keys of a TOML config file; raises ``ConfigError`` naming the file."""
+    import tomllib  # only a command given a config file reads TOML
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -66,7 +66,6 @@ and the field, because a worker that starts with a half-read profile fails much 
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +78,7 @@ from baton.llm.types import ToolChoice
 from baton.subagents.a2a_config import A2A_KIND, A2AConfig
 from baton.subagents.errors import ProfileError
 from baton.subagents.mcp_config import McpServerConfig, check_server_name
-from baton.subagents.tools import SEND_MESSAGE, builtin_tools, import_tool
+from baton.subagents.tools import SEND_MESSAGE, builtin_tools, import_tool, send_message
 
 DEFAULT_MAX_STEPS = 8
 DEFAULT_IDLE_TIMEOUT_S = 60.0
@@ -169,8 +168,7 @@ class Profile:
                 f"tool {duplicate!r} is listed twice", source=None, profile=self.name, field="tools"
             )
         if SEND_MESSAGE not in names:
-            send = builtin_tools()[SEND_MESSAGE]
-            object.__setattr__(self, "tools", (*self.tools, send))
+            object.__setattr__(self, "tools", (*self.tools, send_message))
 
     @property
     def tool_names(self) -> tuple[str, ...]:
@@ -237,6 +235,8 @@ def load_profiles(
     path: Path | str, catalogue: Mapping[str, Tool] | None = None
 ) -> dict[str, Profile]:
     """Read every ``[profiles.<name>]`` table of a TOML file; raises ``ProfileError``."""
+    import tomllib  # only a process given a profiles file reads TOML
+
     source = Path(path)
     try:
         data = tomllib.loads(source.read_text(encoding="utf-8"))
@@ -279,6 +279,8 @@ def parse_profiles(
 
 def load_lead_servers(path: Path | str) -> dict[str, McpServerConfig]:
     """The lead's MCP servers of a profiles file (``[lead.mcp.<server>]``; none: empty)."""
+    import tomllib
+
     source = Path(path)
     try:
         data = tomllib.loads(source.read_text(encoding="utf-8"))

@@ -100,7 +100,8 @@ async def publish(text: str) -> ToolResult:
 
 def builtin_tools() -> dict[str, Tool]:
     """The catalogue profiles draw from by name: the questions to a person
-    (``request_file_upload``, ``describe_image``: docs/protocol.md, *Questions*) among them."""
+    (``request_file_upload``, ``describe_image``: docs/protocol.md, *Questions*) among them.
+    A new mapping each call, of the same shared tools."""
     asks = (file_upload_tool(), image_tool())
     return {t.name: t for t in (send_message, generate_image, summarise, publish, *asks)}
 

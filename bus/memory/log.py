@@ -51,7 +51,7 @@ class MemoryEventLog(EventLog):
         log = self._broker.log(session, self._core.options.event_log_cap)
         while True:
             changed = log.changed
-            fresh = [(seq, raw) for seq, raw in log.entries if seq > cursor]
+            fresh = _after(log.entries, cursor)
             for seq, raw in fresh:
                 cursor = seq
                 yield LoggedEvent(str(seq), parse_event(raw))
@@ -64,3 +64,16 @@ class MemoryEventLog(EventLog):
     async def sessions(self) -> list[str]:
         touched = self._broker.session_touch
         return sorted(touched, key=touched.__getitem__, reverse=True)
+
+
+def _after(entries: Sequence[tuple[int, str]], cursor: int) -> list[tuple[int, str]]:
+    """The entries past ``cursor``, oldest first, found from the newest end: a tail that keeps
+    up reads what is new without walking the whole log on every wake-up (which made each
+    session's tails quadratic in its events)."""
+    fresh: list[tuple[int, str]] = []
+    for seq, raw in reversed(entries):
+        if seq <= cursor:
+            break
+        fresh.append((seq, raw))
+    fresh.reverse()
+    return fresh

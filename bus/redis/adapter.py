@@ -109,11 +109,12 @@ class Ask(Redirected):
 
 class ClusterUnsettled(RedisConnectionError):
     """``CLUSTERDOWN``, ``TRYAGAIN`` or ``MASTERDOWN``: the cluster is failing over or moving
-    keys. A fault, not a refusal: the same command succeeds once the cluster settles, so it is
-    retried with backoff like a lost connection (and the slot map read again)."""
+    keys; ``LOADING``: a node restarted and still reads its data back. A fault, not a refusal:
+    the same command succeeds once the node or the cluster settles, so it is retried with
+    backoff like a lost connection (and the slot map read again)."""
 
 
-_UNSETTLED = frozenset({"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN"})
+_UNSETTLED = frozenset({"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING"})
 
 _TYPED: dict[str, type[RedisRefused]] = {
     "NOSCRIPT": NoScript,

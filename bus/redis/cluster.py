@@ -134,6 +134,17 @@ def sharded(command: Command) -> Command:
     return command
 
 
+class NoNodeAnswered(ClusterUnsettled):
+    """No node the cluster URL names (nor any met since) answered ``CLUSTER SLOTS``: a fault,
+    saying how many were tried and the last one's error, in one line."""
+
+    def __init__(self, tried: Sequence[Address], last: BaseException | None) -> None:
+        shown = ", ".join(f"{host}:{port}" for host, port in tried[:6])
+        more = f" and {len(tried) - 6} more" if len(tried) > 6 else ""
+        why = f": {str(last) or type(last).__name__}" if last is not None else ""
+        super().__init__(f"no cluster node answered (tried {shown}{more}){why}")
+
+
 class _Node:
     """One master's connections and their batcher."""
 
@@ -160,6 +171,9 @@ class ClusterRouter:
         self._group: TaskGroup | None = None
         self._refresh_lock = anyio.Lock()
         self._failed: BaseException | None = None
+        self.answered = False
+        """Whether a node has ever answered (the map was read once): from then on the cluster
+        is there, and a fault at start-up is a failover to wait out, not a wrong URL."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -200,23 +214,33 @@ class ClusterRouter:
         self.slots.stale = True
 
     async def refresh(self) -> None:
-        """Read the slot map from the first node that answers: the masters known, then the
-        URL's seeds. Raises the last fault when none answers."""
+        """Read the slot map from the first node that answers: the masters known, the other
+        nodes met, then every node the URL names, in its order (a dead node first in the URL
+        costs one refused connection). A node that answers that it is still loading its data or
+        that the cluster is down is passed over like one that does not answer. Raises
+        :class:`NoNodeAnswered` (a fault) when none answers."""
         async with self._refresh_lock:
             if not self.slots.stale:
                 return
+            candidates = self._candidates()
             last: BaseException | None = None
-            for address in self._candidates():
+            for address in candidates:
                 try:
                     reply = await self._node(address).batcher.call(("CLUSTER", "SLOTS"))
                 except FAULTS as exc:
                     last = exc
                     continue
+                except RedisRefused as exc:
+                    if (fault := unsettled(exc)) is None:
+                        raise
+                    last = fault
+                    continue
                 self.slots.load(reply[0])
+                self.answered = True
                 for master in self.slots.masters():
                     await self._start(self._node(master))
                 return
-            raise last if last is not None else ClusterUnsettled("no cluster node answered")
+            raise NoNodeAnswered(candidates, last) from last
 
     def _candidates(self) -> list[Address]:
         known = self.slots.masters()

@@ -50,6 +50,7 @@ from baton.bus.redis.adapter import (
     RedisRefused,
     pubsub_client,
     tls_refusal,
+    unsettled,
 )
 from baton.bus.redis.batch import Command, CommandBatcher
 from baton.bus.redis.cluster import ClusterRouter, is_cluster_url
@@ -58,6 +59,7 @@ from baton.bus.redis.scripts import ACK_AND_DELETE, APPEND_AND_WAKE, SCRIPTS
 from baton.bus.redis.shards import ShardedWake
 from baton.bus.redis.slots import Address
 from baton.bus.redis.wake import WakeDispatcher
+from baton.bus.retry import persist
 from baton.bus.wake import WakeHub, Watch
 
 Entry = tuple[str, dict[str, str] | None]
@@ -162,7 +164,7 @@ class RedisCore(Service):
         ``ConfigError`` (exit 2: no retry will help)."""
         stack.push_async_callback(self._close_connections)
         try:
-            await self._batcher.call(("PING",))
+            await self._connect()
         except (CredentialsRefused, RedisRefused) as exc:
             reply = exc.reply if isinstance(exc, RedisRefused) else str(exc)
             raise ConfigError(
@@ -182,6 +184,37 @@ class RedisCore(Service):
         stack.callback(self._cancel_background)  # unwound first: the group then exits at once
         await group.start(self._background, self._batcher.run)
         await group.start(self._background, self._dispatcher.run)
+
+    async def _connect(self) -> None:
+        """The first contact, then a ``PING``.
+
+        Nothing that answers at all — the one server, or any node a cluster URL names — fails
+        at once: the URL is wrong or the server is down, and waiting would only hide it. Once
+        something has answered (a cluster's map was read; a server replied ``LOADING``), a fault
+        is a failover or a restart under way, and the ``PING`` is retried with backoff for up to
+        ``options.outage_s``, the slot map read again (from any node) before each try: a session
+        started while a master of its cluster fails over waits for the replica to take over."""
+        if self.cluster is not None:
+            await self.cluster.refresh()  # every node the URL names, until one answers
+        else:
+            try:
+                await self._batcher.call(("PING",))
+                return
+            except RedisRefused as exc:
+                if unsettled(exc) is None:
+                    raise
+        await persist(self._ping_until_settled, "starting the bus", outage_s=self.options.outage_s)
+
+    async def _ping_until_settled(self) -> list[Any]:
+        async def ping() -> list[Any]:
+            try:
+                return await self._batcher.call(("PING",))
+            except RedisRefused as exc:
+                if (fault := unsettled(exc)) is not None:
+                    raise fault from exc
+                raise
+
+        return await self._retried(ping)
 
     async def _background(
         self, run: Callable[..., Awaitable[None]], *, task_status: TaskStatus[None]

@@ -49,7 +49,8 @@ LEAD_LOST = "lead lost"
 async def shared_bus(settings: BatonSettings) -> AsyncIterator[Bus]:
     """The configured bus, started and pinged; refuses the in-process one."""
     require_shared_bus(settings.bus)
-    options = BusOptions(signing_key=settings.signing_key)  # what it posts is signed with it
+    # what it posts is signed with the key; its start rides out a failover as long as a session
+    options = BusOptions(signing_key=settings.signing_key, outage_s=settings.bus_outage)
     async with open_bus(settings.bus, options, prefix=settings.prefix) as bus:
         await bus.ping()
         yield bus

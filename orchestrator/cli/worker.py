@@ -256,7 +256,9 @@ def _open_bus(settings: BatonSettings, options: WorkerOptions) -> AbstractAsyncC
     from baton.bus.base import BusOptions
     from baton.bus.connect import open_bus
 
-    bus_options = BusOptions(lease_s=options.lease_s, signing_key=settings.signing_key)
+    bus_options = BusOptions(
+        lease_s=options.lease_s, signing_key=settings.signing_key, outage_s=settings.bus_outage
+    )
     return open_bus(settings.bus, bus_options, prefix=settings.prefix)
 
 

@@ -15,6 +15,7 @@ model as a follow-up *user* message with image content, since tool messages cann
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
@@ -70,13 +71,19 @@ def describe_image(image: str = "", prompt: str = "") -> str:
     raise RuntimeError("describe_image is answered by the engine, never run directly")
 
 
+@functools.cache
 def file_upload_tool() -> Tool:
-    """The ``request_file_upload`` tool, to register with an agent that may ask for files."""
+    """The ``request_file_upload`` tool, to register with an agent that may ask for files.
+
+    One, shared, like every tool (its calls are claimed by the engine, never run): building a
+    tool builds its argument model and schema, which every profile and agent paid for again."""
     return Tool(request_file_upload, name=REQUEST_FILE_UPLOAD)
 
 
+@functools.cache
 def image_tool() -> Tool:
-    """The ``describe_image`` tool, to register with an agent backed by a vision model."""
+    """The ``describe_image`` tool, to register with an agent backed by a vision model (one,
+    shared, as :func:`file_upload_tool`)."""
     return Tool(describe_image, name=DESCRIBE_IMAGE)
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import sys
 import threading
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
@@ -94,6 +95,15 @@ def _otel_installed() -> bool:
 _INSTALLED = _otel_installed()
 """Looked up once (and without importing it): a failed import on every send would cost more
 than the send."""
+
+
+def _in_use(api: str) -> bool:
+    """Whether the API's ``api`` module (``opentelemetry.metrics``, ``opentelemetry.trace``) has
+    been imported by anyone: a provider can only have been set, or a span started, through it.
+    Until then every instrument and span is a no-op, and the API is not imported here either (its
+    import is a few per cent of a ``baton run``'s first token); checked at each use, so an API
+    set up after a :class:`Telemetry` was made is still picked up."""
+    return _INSTALLED and api in sys.modules
 
 
 class AgentCounts(Protocol):
@@ -180,7 +190,7 @@ def _extract(trace: TraceContext) -> Context:
 def current_trace() -> TraceContext | None:
     """The W3C trace context of the current span, for the envelope or spawn request about to be
     sent; None when nothing is traced (the message then goes out exactly as before)."""
-    if not _INSTALLED:
+    if not _in_use("opentelemetry.trace"):
         return None
     from opentelemetry import trace
 
@@ -264,7 +274,7 @@ def _instruments(provider: MeterProvider) -> _Instruments:
 class Telemetry:
     """The engine's instruments; one per loop (cheap) or shared."""
 
-    __slots__ = ("_inst", "_tracer", "_tracer_provider", "provider_name")
+    __slots__ = ("_given", "_tracer", "_tracer_provider", "provider_name")
 
     def __init__(
         self,
@@ -274,16 +284,25 @@ class Telemetry:
         provider_name: str = "openai",
     ) -> None:
         self.provider_name = provider_name
-        self._inst: _Instruments | None = None
+        self._given: _Instruments | None = None
         self._tracer: Tracer | None = None
         self._tracer_provider = tracer_provider
         if not _INSTALLED:
             return
-        from opentelemetry import metrics
-
-        self._inst = _instruments(meter_provider or metrics.get_meter_provider())
+        if meter_provider is not None:
+            self._given = _instruments(meter_provider)
         if tracer_provider is not None:
             self._tracer = tracer_provider.get_tracer(_SCOPE)
+
+    @property
+    def _inst(self) -> _Instruments | None:
+        """The given meter provider's instruments, else the global provider's once the metrics
+        API is in use (:func:`_in_use`)."""
+        if self._given is not None or not _in_use("opentelemetry.metrics"):
+            return self._given
+        from opentelemetry import metrics
+
+        return _instruments(metrics.get_meter_provider())
 
     def _current_tracer(self) -> Tracer | None:
         """The tracer to use now: the given provider's, else the global one's once an SDK is set.
@@ -291,8 +310,10 @@ class Telemetry:
         The API's default proxy provider only ever yields no-op spans, and going through it costs
         ~17 µs a span, so spans are skipped while it is what the global provider is.
         """
-        if self._tracer is not None or self._tracer_provider is not None or self._inst is None:
+        if self._tracer is not None or self._tracer_provider is not None:
             return self._tracer
+        if not _in_use("opentelemetry.trace"):
+            return None
         from opentelemetry import trace
 
         provider = trace.get_tracer_provider()
@@ -304,29 +325,33 @@ class Telemetry:
     # -- metrics --------------------------------------------------------------------------------
 
     def loop_outcome(self, outcome: LoopOutcome, amount: int = 1) -> None:
-        if self._inst is not None and amount:
-            self._inst.loop.add(amount, {"outcome": outcome})
+        inst = self._inst
+        if inst is not None and amount:
+            inst.loop.add(amount, {"outcome": outcome})
 
     def hitl_decision(
         self, outcome: HitlOutcome, side: str = "chat", amount: int = 1, *, source: str = "python"
     ) -> None:
-        if self._inst is not None and amount:
-            self._inst.hitl.add(amount, {"outcome": outcome, "side": side, "source": source})
+        inst = self._inst
+        if inst is not None and amount:
+            inst.hitl.add(amount, {"outcome": outcome, "side": side, "source": source})
 
     def woke(self, profile: str, batch: Sequence[Envelope]) -> None:
         """A sub-agent woke to ``batch``: its inbox depth and how long the oldest had waited."""
-        if self._inst is None or not batch:
+        inst = self._inst
+        if inst is None or not batch:
             return
         attributes = {"baton.profile": profile}
-        self._inst.depth.record(len(batch), attributes)
+        inst.depth.record(len(batch), attributes)
         now = datetime.now(UTC)
         waited = max(now - _aware(envelope.created_at) for envelope in batch).total_seconds()
-        self._inst.wake.record(max(0.0, waited), attributes)
+        inst.wake.record(max(0.0, waited), attributes)
 
     def watch_agents(self, source: AgentCounts) -> None:
         """Report ``source``'s agents on the ``baton.worker.agents`` gauge while it lives."""
-        if self._inst is not None:
-            self._inst.watch(source)
+        inst = self._inst
+        if inst is not None:
+            inst.watch(source)
 
     def model_usage(self, span: SpanHandle, model: str, usage: Usage | None) -> None:
         """A model reply's usage (when the server sent one): on its ``chat`` span and the token
@@ -336,15 +361,16 @@ class Telemetry:
         input_tokens, output_tokens = usage.prompt_tokens, usage.completion_tokens
         span.set("gen_ai.usage.input_tokens", input_tokens)
         span.set("gen_ai.usage.output_tokens", output_tokens)
-        if self._inst is None:
+        inst = self._inst
+        if inst is None:
             return
         base = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": self.provider_name,
             "gen_ai.request.model": model,
         }
-        self._inst.tokens.record(input_tokens, {**base, "gen_ai.token.type": "input"})
-        self._inst.tokens.record(output_tokens, {**base, "gen_ai.token.type": "output"})
+        inst.tokens.record(input_tokens, {**base, "gen_ai.token.type": "input"})
+        inst.tokens.record(output_tokens, {**base, "gen_ai.token.type": "output"})
 
     # -- spans ----------------------------------------------------------------------------------
 

@@ -205,6 +205,22 @@ class Tool:
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
 
+    def bound_to(self, fn: ToolFunction, *, parameters: dict[str, Any] | None = None) -> Tool:
+        """This tool running ``fn`` instead (which takes the same parameters: the same model
+        validates them), its schema's ``parameters`` replaced when given. For a tool made again
+        and again with another function or another ``enum`` (the lead's ``send_message``, per
+        lead and per roster): building a tool builds its argument model and schema, which
+        costs more than everything else a lead does before its first request."""
+        copy = object.__new__(Tool)
+        for slot in Tool.__slots__:
+            setattr(copy, slot, getattr(self, slot))
+        copy.fn = fn
+        copy.is_async = inspect.iscoroutinefunction(fn)
+        if parameters is not None:
+            function = {**self.schema["function"], "parameters": parameters}
+            copy.schema = cast(ToolSchema, {"type": "function", "function": function})
+        return copy
+
     def parse(self, arguments: str) -> dict[str, object]:
         """Validate the model's raw JSON arguments; raises ``pydantic.ValidationError``."""
         parsed = self.args_model.model_validate_json(arguments or "{}")

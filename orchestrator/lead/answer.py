@@ -19,6 +19,7 @@ the URLs its text cites. docs/lead.md says why this shape was chosen over the al
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -58,35 +59,39 @@ def answer_tool(taken: Collection[str]) -> Tool | None:
     tool already has the name."""
     if ANSWER in taken:
         return None
+    return _answer_tool()
 
-    async def answer(
-        text: str, status: AnswerStatus = "done", media: list[str] | None = None
-    ) -> str:
-        return "Answered."
 
-    answer.__annotations__ = {
-        "text": Annotated[str, Field(description="your whole reply to the user")],
-        "status": Annotated[
-            AnswerStatus,
-            Field(
-                description=(
-                    "'done': you answered the request yourself; 'delegated': you sent the work "
-                    "to sub-agents with send_message and it is under way; 'cannot': neither you "
-                    "nor any sub-agent can do it (say why in text)"
-                )
-            ),
-        ],
-        "media": Annotated[
-            list[str] | None,
-            Field(
-                description=(
-                    "the media URLs your sub-agents reported that this answer presents, exactly "
-                    "as given; never a URL you made up"
-                )
-            ),
-        ],
-        "return": str,
-    }
+async def answer(
+    text: Annotated[str, Field(description="your whole reply to the user")],
+    status: Annotated[
+        AnswerStatus,
+        Field(
+            description=(
+                "'done': you answered the request yourself; 'delegated': you sent the work "
+                "to sub-agents with send_message and it is under way; 'cannot': neither you "
+                "nor any sub-agent can do it (say why in text)"
+            )
+        ),
+    ] = "done",
+    media: Annotated[
+        list[str] | None,
+        Field(
+            description=(
+                "the media URLs your sub-agents reported that this answer presents, exactly "
+                "as given; never a URL you made up"
+            )
+        ),
+    ] = None,
+) -> str:
+    return "Answered."
+
+
+@functools.cache
+def _answer_tool() -> Tool:
+    """The one ``answer`` tool of the process: it is the same for every lead (its calls are read
+    by the lead, never run for an effect), and building a tool builds its argument model and
+    schema, which each lead paid for again."""
     return Tool(
         answer,
         name=ANSWER,

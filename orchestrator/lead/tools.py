@@ -13,10 +13,12 @@ recovery hint listing the profiles and what each does, not a bare validation err
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field
 
 from baton.engine import Tool, ToolResult
 from baton.lead.delegation import content_key
@@ -33,34 +35,49 @@ def send_message_tool(deliver: Deliver, targets: Iterable[str]) -> Tool:
     profile names, then the running agents) become the ``to`` enum."""
 
     async def send_message(to: str, content: str, type: SendKind = "task") -> str | ToolResult:
-        """Delegate to a sub-agent, follow one up, or stop one.
-
-        type="task" to a profile name starts a NEW sub-agent of that profile, so independent tasks
-        run in parallel (one call per task). To a running agent's name (e.g. "painter-2", or
-        "painter" with type="message") it is a follow-up to that agent, which keeps its context.
-        type="shutdown" stops an agent. Results come back to you later as
-        "[result from <name>] ..." blocks: do not wait or poll for them.
-        """
         return await deliver(to, content, type)
 
+    template = _send_message_template()
     names = list(dict.fromkeys(targets))
-    to_field = Field(
-        description=(
-            "a profile name (type='task' starts a new agent of it) or a running agent's name "
-            "(a follow-up to that agent)"
+    parameters: dict[str, Any] = copy.deepcopy(dict(template.schema["function"]["parameters"]))
+    if names:  # where pydantic would put it: its schemas' keys are sorted
+        to = {**parameters["properties"]["to"], "enum": names}
+        parameters["properties"]["to"] = dict(sorted(to.items()))
+    return template.bound_to(send_message, parameters=parameters)
+
+
+async def _send_message(
+    to: Annotated[
+        str,
+        Field(
+            description=(
+                "a profile name (type='task' starts a new agent of it) or a running agent's name "
+                "(a follow-up to that agent)"
+            )
         ),
-        json_schema_extra={"enum": list[JsonValue](names)} if names else None,
-    )
-    send_message.__annotations__ = {
-        "to": Annotated[str, to_field],
-        "content": Annotated[str, Field(description="the task or message, self-contained")],
-        "type": Annotated[
-            SendKind,
-            Field(description="'task' for new work, 'message' to follow up, 'shutdown' to stop it"),
-        ],
-        "return": str | ToolResult,
-    }
-    return Tool(send_message, name=SEND_MESSAGE, repeat_key=content_key)
+    ],
+    content: Annotated[str, Field(description="the task or message, self-contained")],
+    type: Annotated[
+        SendKind,
+        Field(description="'task' for new work, 'message' to follow up, 'shutdown' to stop it"),
+    ] = "task",
+) -> str | ToolResult:
+    """Delegate to a sub-agent, follow one up, or stop one.
+
+    type="task" to a profile name starts a NEW sub-agent of that profile, so independent tasks
+    run in parallel (one call per task). To a running agent's name (e.g. "painter-2", or
+    "painter" with type="message") it is a follow-up to that agent, which keeps its context.
+    type="shutdown" stops an agent. Results come back to you later as
+    "[result from <name>] ..." blocks: do not wait or poll for them.
+    """
+    raise RuntimeError("the template of send_message is bound to a lead before it runs")
+
+
+@functools.cache
+def _send_message_template() -> Tool:
+    """``send_message`` without a lead or an ``enum``: built once, then bound to each lead and
+    each roster (:meth:`~baton.engine.Tool.bound_to`) with the same argument model."""
+    return Tool(_send_message, name=SEND_MESSAGE, repeat_key=content_key)
 
 
 def unknown_agent_hint(name: str, profiles: Mapping[str, str]) -> str:

@@ -39,19 +39,12 @@ runaway answer.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
 
 from baton.base_errors import ConfigError
 from baton.errors import ModelError, StreamBroken
@@ -75,6 +68,9 @@ from baton.llm.types import (
     ToolChoice,
     ToolSchema,
 )
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 _NO_ACCOUNT_HEADERS = {"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()}
 _REQUEST_OPTIONS: Any = {"security": {"bearer_auth": True}, "headers": _NO_ACCOUNT_HEADERS}
@@ -168,11 +164,6 @@ class OpenAIChatModel:
                     f"cannot set up the model client for {settings.model!r}: {exc}"
                 ) from exc
         self._fields = _request_fields(settings)
-        self._backoff = wait_exponential_jitter(
-            multiplier=settings.backoff_initial,
-            max=settings.backoff_max,
-            jitter=settings.backoff_initial,
-        )
 
     @property
     def model(self) -> str:
@@ -220,6 +211,10 @@ class OpenAIChatModel:
                 return await call.attempt()  # the common case, without building retry machinery
             except AttemptFailed as failure:
                 call.first_failure = failure
+            # tenacity only once a request failed: a session whose requests all succeed never
+            # imports it (its import is a few per cent of the first token's)
+            from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
             retrying = AsyncRetrying(
                 stop=stop_after_attempt(self.settings.max_retries + 1),
                 wait=self._wait,
@@ -273,7 +268,13 @@ class OpenAIChatModel:
         retry_after = retried_failure(state).retry_after
         if retry_after is not None:
             return min(retry_after, self.settings.retry_after_cap)
-        return self._backoff(state)
+        from tenacity import wait_exponential_jitter
+
+        initial = self.settings.backoff_initial
+        backoff = wait_exponential_jitter(
+            multiplier=initial, max=self.settings.backoff_max, jitter=initial
+        )
+        return backoff(state)
 
     def _give_up(
         self, failure: AttemptFailed, attempts: int, shown: bool, stuck: bool

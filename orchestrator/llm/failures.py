@@ -17,11 +17,10 @@ import email.utils
 import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import openai
-from tenacity import RetryCallState
 
 from baton.llm.types import (
     CallDeltaSink,
@@ -31,6 +30,9 @@ from baton.llm.types import (
     RetrySink,
     TextSink,
 )
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 StreamOnce = Callable[
     [dict[str, Any], TextSink | None, CallDeltaSink | None], Awaitable[ModelReply]

@@ -90,7 +90,7 @@ class BatonServer(Service):
         config = self.config
         bus = self._given_bus
         if bus is None:
-            options = BusOptions(signing_key=config.signing_key)
+            options = BusOptions(signing_key=config.signing_key, outage_s=config.bus_outage_s)
             opened = open_bus(config.bus_url, options, prefix=config.prefix)
             bus = await stack.enter_async_context(opened)
         profiles = self._profiles

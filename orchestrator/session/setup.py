@@ -111,7 +111,7 @@ async def session_bus(stack: AsyncExitStack, config: SessionConfig, given: Bus |
             f"session {config.session_id} cannot be resumed from a memory:// bus: an in-process "
             "bus ends with its process; run sessions on Redis (--bus redis://...) to resume them"
         )
-    options = BusOptions(signing_key=config.bus_signing_key)
+    options = BusOptions(signing_key=config.bus_signing_key, outage_s=config.bus_outage_s)
     opened = open_bus(config.bus_url, options, prefix=config.bus_prefix)
     return await stack.enter_async_context(opened)
 

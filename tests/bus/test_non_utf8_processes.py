@@ -51,9 +51,11 @@ def admin(server: RedisServer) -> Redis:
     return Redis.from_url(server.url, decode_responses=False)
 
 
-async def xadd_with_redis_cli(url: str, key: str, field: str) -> None:
-    """``printf '\\377' | redis-cli -u URL -x XADD KEY '*' FIELD``, as in the report."""
-    await anyio.run_process(["redis-cli", "-u", url, "-x", "XADD", key, "*", field], input=BAD)
+async def xadd_raw(url: str, key: str, field: str) -> None:
+    """What ``printf '\\377' | redis-cli -u URL -x XADD KEY '*' FIELD`` of the report writes:
+    one entry whose value is the byte 0xff, from a client of the test's own."""
+    async with Redis.from_url(url, decode_responses=False) as client:
+        await client.xadd(key, {field.encode(): BAD})
 
 
 @pytest.mark.process
@@ -68,7 +70,7 @@ async def test_a_worker_survives_a_non_utf8_spawn_request_and_serves_the_next(
         await c.bus.spawns.submit(first)
         await lead.until_results(1, timeout=60)
         key = keys(c).spawn_stream(first)  # the stream the worker claims "crash" requests from
-        await xadd_with_redis_cli(redis_server.url, key, "req")
+        await xadd_raw(redis_server.url, key, "req")
 
         await c.bus.inboxes.send(task("a2", "paint a pike"))
         await c.bus.spawns.submit(SpawnRequest(session=SESSION, agent="a2", profile="crash"))
@@ -95,7 +97,7 @@ async def test_an_agent_whose_inbox_holds_a_non_utf8_entry_finishes_and_leaves_i
     async with cluster(redis_server, tmp_path, offline_reply) as c, admin(redis_server) as raw:
         worker = await c.start_worker()
         inbox = keys(c).inbox(SESSION, "a1")
-        await xadd_with_redis_cli(redis_server.url, inbox, "msg")
+        await xadd_raw(redis_server.url, inbox, "msg")
         await c.bus.inboxes.send(task("a1", "paint a heron"))
         await c.bus.spawns.submit(SpawnRequest(session=SESSION, agent="a1", profile="crash"))
         exited = await wait_for_event(
@@ -160,7 +162,7 @@ def test_watch_and_sessions_skip_a_non_utf8_event_without_a_traceback(
         async with RedisBus(redis_server.url, prefix=prefix) as bus:
             log = bus.keys.events(session_id)
             await bus.log.emit(SessionStarted(session=session_id, agent="lead", task="paint a fox"))
-            await xadd_with_redis_cli(redis_server.url, log, "event")
+            await xadd_raw(redis_server.url, log, "event")
             await bus.log.emit(RoundStarted(session=session_id, agent="lead", round=1))
             await bus.log.emit(
                 SessionFinished(session=session_id, agent="lead", status="completed")
@@ -183,7 +185,7 @@ def test_watch_and_sessions_skip_a_non_utf8_event_without_a_traceback(
     assert "Traceback" not in err
     assert "not UTF-8: field 'event' has byte 0xff" in err  # said, as a warning
 
-    anyio.run(xadd_with_redis_cli, redis_server.url, log, "event")  # again, for `sessions`
+    anyio.run(xadd_raw, redis_server.url, log, "event")  # again, for `sessions`
     code, out, err = invoke_baton("sessions", "--json", env=env)
     assert code == 0, err
     [row] = [json.loads(line) for line in out.splitlines()]

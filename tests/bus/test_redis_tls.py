@@ -21,6 +21,7 @@ from baton.bus.errors import ConfigError, ExitCode
 from baton.bus.redis import RedisBus
 from baton.settings import load_settings
 from baton.testing import Certificates, RedisServer, make_certificates
+from baton.testing.redis_server import speaks_tls
 from tests.cli.helpers import clean_env, invoke_baton, processes
 
 PASSWORD = "tls-user-secret-77"
@@ -49,12 +50,19 @@ def mtls_server(certificates: Certificates) -> Iterator[RedisServer]:
 
 
 def test_the_server_speaks_tls_only(tls_server: RedisServer) -> None:
-    """What the other tests reach is the TLS port, and there is no plain one to reach."""
+    """What the other tests reach is a TLS port: a client speaking plain RESP there gets no
+    answer. A server built with TLS has no plain port at all; one built without it (the one from
+    PyPI) has its TLS front on the port (baton.testing.tls_front)."""
     assert tls_server.bare_url.startswith("rediss://")
     with redis.Redis.from_url(tls_server.url, decode_responses=True) as admin:
-        assert admin.config_get("port") == {"port": "0"}
-        assert admin.config_get("tls-port") == {"tls-port": str(tls_server.port)}
+        assert admin.ping()
         assert admin.connection_pool.connection_kwargs["ssl_ca_certs"]
+        if speaks_tls(tls_server.binary):
+            assert admin.config_get("port") == {"port": "0"}
+            assert admin.config_get("tls-port") == {"tls-port": str(tls_server.port)}
+    plain = redis.Redis(port=tls_server.port, password=PASSWORD, socket_timeout=5)
+    with plain, pytest.raises((redis.ConnectionError, redis.TimeoutError)):
+        plain.ping()
 
 
 @pytest.mark.process

@@ -24,6 +24,7 @@ from baton.bus.redis import RedisBus
 from baton.bus.signing import KID_FIELD, SIG_FIELD, Signer, key_id
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
+from tests.support.redis_cli import path_with_redis_cli
 
 KEY = SecretStr("a shared secret, the same in every process")
 S = "s-sign"
@@ -109,13 +110,16 @@ def test_protocol_doc_key_id_example_computes_the_key_id_baton_writes() -> None:
     assert done.stdout.strip() == key_id(KEY) == Signer(KEY).key_id
 
 
-async def test_protocol_doc_signed_post_example_is_taken_by_a_signing_reader() -> None:
+async def test_protocol_doc_signed_post_example_is_taken_by_a_signing_reader(
+    tmp_path: Path,
+) -> None:
     example = _doc_example()
     with RedisServer() as server:
         async with RedisBus(server.url, BusOptions(signing_key=KEY)) as bus:  # the doc's prefix
             assert await bus.inboxes.read("demo", "lead") == []
             secret = KEY.get_secret_value()
-            env = {**os.environ, "REDIS_URL": server.url, "BATON_SIGNING_KEY": secret}
+            path = path_with_redis_cli(tmp_path / "bin")
+            env = {**os.environ, "REDIS_URL": server.url, "BATON_SIGNING_KEY": secret, "PATH": path}
             done = await anyio.run_process(["bash", "-euo", "pipefail", "-c", example], env=env,
                                            check=False, stderr=subprocess.STDOUT)  # fmt: skip
             assert done.returncode == 0, done.stdout.decode()

@@ -19,6 +19,7 @@ from baton.bus.messages import DEFAULT_POOL, LOCAL_POOL, Envelope, SpawnRequest
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
+from tests.support.redis_cli import path_with_redis_cli
 
 
 def local(session: str, agent: str, profile: str = "painter") -> SpawnRequest:
@@ -230,15 +231,16 @@ def _doc_example() -> str:
     return match.group(1)
 
 
-async def test_protocol_doc_spawn_example_reaches_a_gpu_worker() -> None:
+async def test_protocol_doc_spawn_example_reaches_a_gpu_worker(tmp_path: Path) -> None:
     example = _doc_example()
+    path = path_with_redis_cli(tmp_path / "bin")
     with RedisServer() as server:
         async with RedisBus(server.url) as bus:  # the default prefix, as in the doc
             gpu = SpawnQueue.of_pool("gpu", ["painter"])
             assert await bus.claims.claim(gpu, timeout=0) is None  # subscribed, groups made
             done = await anyio.run_process(
                 ["bash", "-euo", "pipefail", "-c", example],
-                env={**os.environ, "REDIS_URL": server.url},
+                env={**os.environ, "REDIS_URL": server.url, "PATH": path},
                 check=False,
                 stderr=subprocess.STDOUT,
             )

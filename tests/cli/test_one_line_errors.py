@@ -16,9 +16,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import redis
 
 from baton.testing import RedisServer, free_port
-from baton.testing.redis_server import DATABASES, redis_cli
+from baton.testing.redis_server import DATABASES
 from tests.cli.helpers import BATON, REPO, TIMEOUT_S, invoke_baton, processes, run_baton
 
 PASSWORD = "hunter2-secret"
@@ -94,11 +95,8 @@ def test_an_unknown_scheme_is_named_without_the_password(env: dict[str, str]) ->
 def test_serve_names_its_bus_without_the_password(env: dict[str, str]) -> None:
     """The start-up line of a server whose Redis wants a password shows the URL redacted."""
     with RedisServer() as server, processes() as start:
-        subprocess.run(
-            [redis_cli(), "-p", str(server.port), "CONFIG", "SET", "requirepass", PASSWORD],
-            check=True,
-            capture_output=True,
-        )
+        with redis.Redis(port=server.port) as admin:
+            admin.config_set("requirepass", PASSWORD)
         url = f"redis://:{PASSWORD}@127.0.0.1:{server.port}/0"
         serve = start("serve", "--port", "0", "--bus", url, env=env)
         line = serve.expect("baton serve: http", stream="err")

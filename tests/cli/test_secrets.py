@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from baton.bus.errors import redact_url
-from baton.testing import RedisServer, free_port, redis_cli
+from baton.testing import RedisServer, free_port
 from tests.cli.helpers import Proc, clean_env, invoke_baton
 
 PASSWORD = "S3cretPW-xyz"
@@ -121,16 +121,10 @@ def test_commands_that_read_the_bus_show_no_password(
 
 
 def as_admin(server: RedisServer, *args: str) -> str:
-    """Run a command as an administrator of the secured server (the password on redis-cli's
-    own command line: it is the test speaking, not baton); its reply."""
-    done = subprocess.run(
-        [redis_cli(), "-p", str(server.port), "--no-auth-warning", "-a", PASSWORD, *args],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    return done.stdout.strip()
+    """Run a command as an administrator of the secured server (a client of the test's own,
+    with the password: it is the test speaking, not baton); its reply."""
+    with redis.Redis(port=server.port, password=PASSWORD, decode_responses=True) as admin:
+        return str(admin.execute_command(*args))
 
 
 def drop_wake_connections(server: RedisServer, timeout_s: float = 30.0) -> None:

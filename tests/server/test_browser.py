@@ -1,15 +1,22 @@
-"""The live page in a real browser: headless Chromium from Debian's packages, driven by Playwright.
+"""The live page in a real browser: headless Chromium, driven by Playwright.
 
-No browser is downloaded: Playwright launches ``/usr/bin/chromium`` (``apt-get install
-chromium``). Every wait is for a selector or a condition in the page, never a sleep.
+No browser is downloaded when the tests run: Playwright launches the Chromium on ``PATH``
+(Debian's ``apt-get install chromium``), else its own once ``playwright install --with-deps
+chromium`` has installed it (Chromium needs system
+libraries no Python package brings). With neither, each test fails in one line saying so.
+Every wait is for a selector or a condition in the page, never a sleep.
 """
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
-from playwright.async_api import async_playwright
+from playwright._impl._driver import compute_driver_executable, get_driver_env
+from playwright.async_api import Browser, Playwright, async_playwright
 
 from baton.bus.events import (
     AgentClaimed,
@@ -32,7 +39,10 @@ from tests.support.events import wait_for_event
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
+NO_CHROMIUM = (
+    "no Chromium for the browser tests: install Debian's (apt-get install chromium) or "
+    "Playwright's (playwright install --with-deps chromium, in the venv)"
+)
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -44,6 +54,37 @@ ARGS = [
     "--disable-sync",
 ]
 WAIT_MS = 30_000
+
+
+def system_chromium() -> str | None:
+    """A Chromium on ``PATH``; None: Playwright's own."""
+    found = (shutil.which(name) for name in ("chromium", "chromium-browser"))
+    return next((path for path in found if path is not None), None)
+
+
+def playwright_chromium() -> bool:
+    """Whether Playwright's own headless Chromium is installed (where ``playwright install``
+    puts it: the driver says, without downloading anything)."""
+    driver = compute_driver_executable()  # the same driver `playwright install` runs
+    done = subprocess.run(
+        [*driver, "install", "--dry-run", "chromium"],
+        env=get_driver_env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    found = re.search(r"chromium-headless-shell v\d+\)\s+Install location:\s+(\S+)", done.stdout)
+    return found is not None and Path(found.group(1)).is_dir()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def chromium() -> str | None:
+    """The Chromium to launch (None: Playwright's own); each test fails in one line without."""
+    path = system_chromium()
+    if path is None and not playwright_chromium():
+        pytest.fail(NO_CHROMIUM, pytrace=False)
+    return path
+
+
+async def launch(playwright: Playwright) -> Browser:
+    return await playwright.chromium.launch(executable_path=system_chromium(), args=ARGS)
 
 
 def _image_loaded(agent: str) -> str:
@@ -60,7 +101,7 @@ async def test_live_page_streams_cards_images_and_an_approval(tmp_path: Path) ->
         serving(bus, tmp_path, token=TOKEN) as server,
         async_playwright() as playwright,
     ):
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = await launch(playwright)
         try:
             page = await browser.new_page()
             errors: list[str] = []
@@ -164,7 +205,7 @@ async def test_live_page_shows_retries_retractions_the_budget_and_the_check(
     ):
         for event in before:
             await bus.log.emit(event)
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = await launch(playwright)
         try:
             page = await browser.new_page()
             errors: list[str] = []
@@ -202,7 +243,7 @@ async def test_page_of_an_unknown_session_says_so(tmp_path: Path) -> None:
         serving(bus, tmp_path, token=TOKEN) as server,
         async_playwright() as playwright,
     ):
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = await launch(playwright)
         try:
             page = await browser.new_page()
             errors: list[str] = []
@@ -233,7 +274,7 @@ async def test_a_dropped_stream_reconnects_without_a_page_error(tmp_path: Path) 
     session = "s-dropped"
     async with MemoryBus() as bus, async_playwright() as playwright:
         await bus.log.emit(SessionStarted(session=session, agent="lead", task="paint", model="m"))
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = await launch(playwright)
         try:
             page = await browser.new_page()
             errors: list[str] = []
@@ -271,7 +312,7 @@ async def test_first_paint_shows_a_waiting_approval_and_the_script_carries_on(
         session = await start_session(http, "publish a haiku", profiles=["publisher"])
         asked = await wait_for_event(bus, session, ApprovalRequested)
         call = asked.calls[0].call_id
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = await launch(playwright)
         try:
             bare = await browser.new_context(java_script_enabled=False)
             page = await bare.new_page()
@@ -319,7 +360,7 @@ async def test_live_page_says_an_agent_waits_for_a_worker_then_which_worker_took
     ):
         await bus.log.emit(SessionStarted(session=session, agent="lead", task="paint", model="m"))
         await bus.log.emit(AgentSpawned(session=session, agent="painter", profile="painter"))
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = await launch(playwright)
         try:
             page = await browser.new_page()
             errors: list[str] = []
