@@ -1,7 +1,7 @@
 """Questions on the live page, in headless Chromium: a file input answers a sub-agent's
 ``request_file_upload``, and an image question's picker offers the session's own pictures.
 
-As in :mod:`tests.server.test_browser`, Playwright drives Debian's ``/usr/bin/chromium`` and
+As in :mod:`tests.server.test_browser`, Playwright drives the Chromium on ``PATH`` (or its own) and
 every wait is for something on the page or in the log, never a sleep.
 """
 
@@ -31,16 +31,19 @@ from baton.server import BatonServer, ServerConfig
 from baton.subagents.png import picture_for
 from baton.subagents.profiles import builtin_profiles
 from tests.server.helpers import TOKEN, client, start_session
-from tests.server.test_browser import ARGS, CHROMIUM, WAIT_MS
+from tests.server.test_browser import WAIT_MS, chromium, launch
 from tests.support.events import wait_for_event
 
 pytestmark = pytest.mark.browser
 
 
+__all__ = ["chromium"]  # the module fixture that finds a Chromium, or fails in one line
+
+
 @asynccontextmanager
-async def chromium() -> AsyncIterator[Browser]:
+async def headless() -> AsyncIterator[Browser]:
     async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = await launch(playwright)
         try:
             yield browser
         finally:
@@ -65,7 +68,7 @@ async def test_a_file_chosen_on_the_page_reaches_the_reviewer_and_is_used(tmp_pa
         MemoryBus() as bus,
         BatonServer(config, bus=bus, profiles=builtin_profiles()) as server,
         client(server, headers={"Authorization": f"Bearer {TOKEN}"}) as http,
-        chromium() as browser,
+        headless() as browser,
     ):
         session = await start_session(http, "review my notes", profiles=["reviewer"])
         errors: list[str] = []
@@ -112,7 +115,7 @@ async def test_an_image_question_is_answered_from_the_picker(tmp_path: Path) -> 
     async with (
         MemoryBus() as bus,
         BatonServer(config, bus=bus, profiles=builtin_profiles()) as server,
-        chromium() as browser,
+        headless() as browser,
     ):
         for event in (
             SessionStarted(session=session, agent="lead", task="paint and look", model="m"),
