@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -16,34 +15,26 @@ from pydantic import TypeAdapter
 
 from baton.compose import resolve_profiles
 from baton.subagents.profiles import Profile, load_profiles
+from tests.support.node import client, node
 from tests.support.profiles import SURVEYORS
 
-CLIENT = Path(__file__).resolve().parents[1] / "clients" / "ag-ui"
-INSTALL = "npm ci --prefix tests/clients/ag-ui"
 NODE_TIMEOUT_S = 100.0
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "ag-ui.md"
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
 Json = dict[str, Any]
 
 
-def node() -> str:
-    """The ``node`` to run the client with; fails (never skips) saying how to get the client."""
-    found = shutil.which("node")
-    if found is None:
-        pytest.fail(f"node (20 or later) is not on PATH: install it, then {INSTALL}", False)
-    if not (CLIENT / "node_modules" / "@ag-ui" / "client").is_dir():
-        pytest.fail(f"the AG-UI client is not installed: run {INSTALL}", False)
-    return found
-
-
 def run_cases(settings: Json) -> Json:
-    """Run ``cases.mjs`` once with ``settings``; what it printed, parsed."""
+    """Run ``cases.mjs`` once with ``settings``; what it printed, parsed. The client is made
+    ready first (:func:`tests.support.node.client`): installed once, outside the checkout."""
+    folder = client("ag-ui")
     done = subprocess.run(
-        [node(), str(CLIENT / "cases.mjs")],
-        input=json.dumps(settings),
+        [node(), str(folder / "cases.mjs")],
+        input=json.dumps({"docs": str(DOCS), **settings}),
         capture_output=True,
         text=True,
         timeout=NODE_TIMEOUT_S,
-        cwd=CLIENT,
+        cwd=folder,
     )
     assert done.returncode == 0, (
         f"node failed ({done.returncode}):\n{done.stderr[-4000:]}\n{done.stdout[-2000:]}"

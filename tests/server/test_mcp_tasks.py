@@ -4,8 +4,9 @@ revisions (V2: the 2026-07-28 tasks extension; V1: 2025-11-25 core tasks), again
 ``baton serve`` processes on one Redis.
 
 One Node process runs every case (``tests/clients/mcp/tasks.mjs``) and prints what each saw;
-the cases here assert on it. Its packages are installed by ``npm ci --prefix tests/clients/mcp``
-(CI does); without them the tests fail with that line. The last case kills the first server
+the cases here assert on it. Its packages are installed on first use, outside the checkout, as
+``tests/clients/mcp``'s lock file pins them (:mod:`tests.support.node`); when they cannot be,
+the tests fail in one line saying why. The last case kills the first server
 with SIGKILL while its task waits for a person, and asks the second server for the task.
 """
 
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -23,6 +23,7 @@ import pytest
 
 from baton.testing import RedisServer
 from tests.cli.helpers import REPO, clean_env, processes
+from tests.support.node import client, node
 from tests.support.profiles import GALLERY
 
 pytestmark = [pytest.mark.process, pytest.mark.browser, pytest.mark.timeout(400)]
@@ -34,23 +35,11 @@ SECRET = re.compile(r"^s-[0-9a-f]{12}~[A-Za-z0-9_-]{43}$")
 NODE_TIMEOUT_S = 300
 
 
-def _require_client() -> str:
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is not installed: the MCP task tests need Node 20+", pytrace=False)
-    if not (CLIENT / "node_modules" / "@modelcontextprotocol" / "ext-tasks").is_dir():
-        pytest.fail(
-            "the MCP task client is not installed: run `npm ci --prefix tests/clients/mcp`",
-            pytrace=False,
-        )
-    return node
-
-
 @pytest.fixture(scope="module")
 def seen(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Two servers on one Redis (a fresh key prefix), then the Node client's cases: what each
     case saw, by name."""
-    node = _require_client()
+    folder = client("mcp")  # installed once, outside the checkout (tests/support/node.py)
     tmp = tmp_path_factory.mktemp("mcp-tasks")
     profiles = tmp / "gallery.toml"
     profiles.write_text(GALLERY)
@@ -62,8 +51,8 @@ def seen(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) ->
         urls = [_url(server.expect("baton serve: ", stream="err")) for server in servers]
         config = {"a": urls[0], "b": urls[1], "token": TOKEN, "pidA": servers[0].pid}
         done = subprocess.run(
-            [node, str(CLIENT / "tasks.mjs"), json.dumps(config)],
-            cwd=CLIENT,
+            [node(), str(folder / "tasks.mjs"), json.dumps(config)],
+            cwd=folder,
             capture_output=True,
             text=True,
             timeout=NODE_TIMEOUT_S,

@@ -94,29 +94,44 @@ function say(agent, text) {
   agent.addMessage({ id: `user-${userIds}-${Date.now()}`, role: "user", content: text });
 }
 
+// A promise that resolves after `ms`, and the means to stop its timer (so it keeps nothing alive).
+function bounded(ms) {
+  let timer;
+  const elapsed = new Promise((resolve) => { timer = setTimeout(() => resolve("elapsed"), ms); });
+  return { elapsed, stop: () => clearTimeout(timer) };
+}
+
 // One runAgent: the events the client verified and applied, its result, or the error it threw.
+// A run the client aborted (abortRun) may leave runAgent's promise unsettled with nothing left to
+// settle it; it is then taken as ended a few seconds after the abort, since an unsettled promise
+// with no work left ends Node with exit 13 and every case's results lost.
 async function run(agent, parameters = {}, onEvent = null) {
   const events = [];
   const before = agent.raw.length;
   let error = null;
   let result = null;
-  try {
-    result = await agent.runAgent(parameters, {
-      onEvent: ({ event }) => {
-        events.push(event);
-        if (onEvent) onEvent(event, agent);
-      },
-    });
-  } catch (exc) {
+  let aborted;
+  const abort = new Promise((resolve) => { aborted = resolve; });
+  const abortRun = agent.abortRun.bind(agent);
+  agent.abortRun = () => { aborted(); abortRun(); };
+  const settled = agent.runAgent(parameters, {
+    onEvent: ({ event }) => {
+      events.push(event);
+      if (onEvent) onEvent(event, agent);
+    },
+  }).then((value) => { result = value; }, (exc) => {
     error = String(exc && exc.message ? exc.message : exc);
-  }
+  });
+  let grace = null; // counted from the abort
+  await Promise.race([settled, abort.then(() => { grace = bounded(5000); return grace.elapsed; })]);
+  if (grace) grace.stop();
+  agent.abortRun = abortRun;
   const mine = agent.raw.slice(before);
   // The tee's copy read to its end (or its abort); a copy whose other half the client cancelled
   // may never end, so the wait is bounded (a bound, not a pause: it ends when the reads do).
-  let bound;
-  const limit = new Promise((resolve) => { bound = setTimeout(resolve, 2000); });
-  await Promise.race([Promise.all(mine.map((r) => r.read)), limit]);
-  clearTimeout(bound);
+  const limit = bounded(2000);
+  await Promise.race([Promise.all(mine.map((r) => r.read)), limit.elapsed]);
+  limit.stop();
   const frames = mine.flatMap((r) => parseFrames(r.text));
   return {
     events,
@@ -345,10 +360,10 @@ const cases = {
     return { first, held, again, messages: messagesOf(agent), whole, reference: messagesOf(reference) };
   },
 
-  // docs/ag-ui.md's front end, run as it is written (its import pointed at this folder's client,
-  // since it runs from a temporary folder: nothing is written into the checkout).
+  // docs/ag-ui.md's front end (the settings name the page), run as it is written (its import
+  // pointed at this folder's client, since it runs from a temporary folder of its own).
   async docs_front_end() {
-    const doc = readFileSync(join(here, "..", "..", "..", "docs", "ag-ui.md"), "utf8");
+    const doc = readFileSync(settings.docs, "utf8");
     const block = doc.split("<!-- example: front-end -->")[1].split("<!-- /example -->")[0];
     const code = block.split("```js\n")[1].split("```")[0];
     const client = pathToFileURL(join(here, "node_modules", "@ag-ui", "client", "dist", "index.mjs"));
@@ -389,6 +404,7 @@ const cases = {
 };
 
 for (const name of settings.cases) {
+  process.stderr.write(`case ${name}\n`); // on a failure, the last one named is where it stopped
   try {
     results[name] = await cases[name]();
   } catch (exc) {
