@@ -18,7 +18,8 @@ import anyio
 
 from baton.bus.base import SpawnClaim
 from baton.bus.events import AgentClaimed
-from baton.subagents.loop import PARKED, Parked, SubAgent
+from baton.subagents.intake import PARKED, Parked
+from baton.subagents.loop import SubAgent
 from baton.subagents.parking import Parking
 from baton.subagents.settling import ClaimSettler
 from baton.subagents.state import ExitKind
