@@ -96,7 +96,7 @@ RENEW_SLICE = 2000
 receipts before its first round trip, and the event loop serves nothing meanwhile: 50,000 at
 once held it for 55-85 ms when each receipt was renewed on its own (a task sent to any of the
 worker's agents waited for it: the dispatch p99 at 100,000 agents). On Redis a call now costs a
-round trip for its leases (one a pool), not one per receipt (bus/redis/claims.py): a slice of
+round trip for its leases (one a pool), not one per receipt (bus/redis/leases.py): a slice of
 2,000 takes about 1.2 ms, its round trip included, some 0.6 ms of it holding the loop."""
 
 UNWIND_S = 1.0
