@@ -31,6 +31,7 @@ from baton.engine import (
 )
 from baton.engine.bus_channel import BusInteractionChannel
 from baton.engine.channels import policy_channel
+from baton.engine.loop_options import LoopOptions, LoopParts
 from baton.llm.types import Message
 from baton.media import MediaStore, directory_of
 from baton.subagents.bookkeeping import Bookkeeper
@@ -149,13 +150,17 @@ class Round:
                 agent.tools,
                 session=agent.session,
                 agent=agent.name,
-                limits=agent.profile.limits.loop,
-                events=agent.forward,
-                telemetry=agent.telemetry,
-                tool_choice=agent.profile.tool_choice,
-                spend=agent.spend,
-                channel=self._channel(),
-                trace=self._trace,
+                options=LoopOptions(
+                    limits=agent.profile.limits.loop,
+                    tool_choice=agent.profile.tool_choice,
+                    trace=self._trace,
+                ),
+                parts=LoopParts(
+                    events=agent.forward,
+                    telemetry=agent.telemetry,
+                    spend=agent.spend,
+                    channel=self._channel(),
+                ),
             )
         self._runner = runner
         return runner
