@@ -38,7 +38,7 @@ import anyio
 import openai
 
 from baton.bus.events import Event
-from baton.engine import AgentLoop, tool
+from baton.engine import AgentLoop, LoopParts, tool
 from baton.llm.client import ModelSettings, OpenAIChatModel
 from baton.llm.script import Call, ScriptItem, text, tool_calls
 from baton.llm.scripted import IN_PROCESS_URL, ScriptedServer
@@ -103,7 +103,8 @@ class Paths:
         self.bare = bare
         self.model = model
         self.events: list[Event] = []
-        self.loop = AgentLoop(model, [weather], session="bench", agent="lead", events=self.sink)
+        parts = LoopParts(events=self.sink)
+        self.loop = AgentLoop(model, [weather], session="bench", agent="lead", parts=parts)
 
     async def sink(self, event: Event) -> None:
         self.events.append(event)

@@ -39,7 +39,7 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from baton.engine import AgentLoop, Telemetry, tool
+from baton.engine import AgentLoop, LoopParts, Telemetry, tool
 from baton.engine.telemetry import current_trace
 from baton.llm.client import ModelSettings, OpenAIChatModel
 from baton.llm.script import Call, ScriptItem, text, tool_calls
@@ -114,7 +114,13 @@ async def main(rounds: int) -> dict[str, float]:
         )
         async with OpenAIChatModel(settings, http_client=server.http_client()) as model:
             loops = [
-                AgentLoop(model, [weather], session="bench", agent="lead", telemetry=telemetry)
+                AgentLoop(
+                    model,
+                    [weather],
+                    session="bench",
+                    agent="lead",
+                    parts=LoopParts(telemetry=telemetry),
+                )
                 for telemetry in telemetries
             ]
 

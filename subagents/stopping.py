@@ -29,6 +29,11 @@ from contextvars import ContextVar, Token
 
 import anyio
 
+GIVE_BACK_GRACE_S = 2.0
+"""How long giving back may take before a stopping worker cuts what is still open: on a healthy
+bus a give-back takes milliseconds; on a bus that is down nothing would come of waiting longer,
+and what was not handed back is recovered from its lease."""
+
 
 class Shields:
     """The shielded steps running now in one worker; :meth:`cut` cancels them all."""

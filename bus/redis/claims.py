@@ -17,7 +17,8 @@ where renewing each entry's idle time was 50,000 ``XCLAIM`` calls every beat on 
 second of the worker's own loop. What the per-entry renewal also did, tell a worker which of its
 entries another took over, is now done only when that can have happened: when the lease had
 lapsed (a reply of ours says so, or was lost) or after a fault (a failover may lose a delivery),
-every entry under it is checked once with :file:`scripts/claim_if_mine.lua`.
+every entry under it is checked once with :file:`scripts/claim_if_mine.lua`. Keeping the leases on
+Redis is :mod:`baton.bus.redis.leases`; this module knows which receipts each lease holds.
 """
 
 from __future__ import annotations
@@ -39,47 +40,16 @@ from baton.bus.redis.consumers import ConsumerSweeper
 from baton.bus.redis.core import RedisCore, entry_fields
 from baton.bus.redis.inboxes import RELEASED_IDLE_MS
 from baton.bus.redis.keys import SPAWN_GROUP
-from baton.bus.redis.scripts import ACK_AND_DELETE, CLAIM_IF_MINE, CLAIM_SPAWN, KEEP_LEASE
+from baton.bus.redis.leases import Lease, LeaseKeeper, lease_ms_of
+from baton.bus.redis.scripts import ACK_AND_DELETE, CLAIM_SPAWN
 from baton.bus.redis.spawns import per_stream
 from baton.bus.utf8 import printable
 from baton.bus.wake import RELEASED
 
 log = logging.getLogger(__name__)
 
-RENEW_CHUNK = 250
-"""The most entries one check (or hand-back) operation holds. A script runs alone on its node:
-a worker of 12,500 agents renewing all at once held its master for 130 ms each heartbeat, and every
-command of every client there waited (the dispatch p99 at 100,000 agents). A chunk holds it for
-about 1 ms (``claim_if_mine.lua``: some 4-5 µs an entry, the chunk's ids in ascending order);
-between chunks the node serves the others."""
-
-CHECK_SLICE = 2000
-"""Receipts one full check of a lease prepares at a time (grouped and sorted before their first
-round trip, while the event loop serves nothing else): a few milliseconds each."""
-
 _Found = tuple[str, str, dict[str, str] | None]
 """A delivered entry: its stream, its id and its fields (None: deleted meanwhile)."""
-
-
-@dataclass(slots=True, eq=False)
-class _Lease:
-    """This worker's lease on its entries of the streams one channel wakes: its member of the
-    tag's leases, ``key``."""
-
-    key: str
-    epoch: int
-    """The fault epoch of the last full check (or of the lease's first use): after a fault, a
-    failover may have lost a delivery of ours that another worker has since been given."""
-    held: set[str] = field(default_factory=set)
-    """The receipts handed out under it and not yet acked, released or reported lost."""
-    lapses: int = 0
-    """How often a reply said the lease had lapsed, or was lost (it may have)."""
-    checked: int = 0
-    """How many of ``lapses`` a full check has answered for."""
-    streams: set[str] = field(default_factory=set)
-    """The streams it covers that this bus has met."""
-    left: bool = False
-    """Its session's worker left the queue: forgotten once it holds nothing."""
 
 
 @dataclass(slots=True)
@@ -88,7 +58,7 @@ class _Claiming:
 
     streams: tuple[str, ...]
     channel: str
-    lease: _Lease
+    lease: Lease
     epoch: int = -1  # the fault epoch in which we last re-read our own pending claims
     backlog: list[_Found] = field(default_factory=list)
     """Our own pending requests found after a fault and not handed out yet, one a claim: no
@@ -105,14 +75,15 @@ class RedisClaims(Claims):
         self._core = core
         self._quarantine = quarantine
         self._queues: dict[SpawnQueue, _Claiming] = {}
-        self._leases: dict[str, _Lease] = {}
+        self._leases: dict[str, Lease] = {}
         """Stream -> our lease on it (streams woken by one channel share one)."""
-        self._by_key: dict[str, _Lease] = {}
+        self._by_key: dict[str, Lease] = {}
         self._lost: set[str] = set()
         """Receipts a full check found no longer ours, until a renewal reports them."""
         self._broken: set[str] = set()
         """Streams a claim skips because they refuse to be read (reported once each)."""
         self._sweeper = ConsumerSweeper(core)
+        self._keeper = LeaseKeeper(core)
 
     def _claiming(self, queue: SpawnQueue) -> _Claiming:
         state = self._queues.get(queue)
@@ -122,7 +93,7 @@ class RedisClaims(Claims):
             state = self._queues[queue] = _Claiming(streams, channel, lease)
         return state
 
-    def _lease(self, stream: str) -> _Lease:
+    def _lease(self, stream: str) -> Lease:
         """Our lease on ``stream``'s entries, shared by every stream its channel wakes."""
         lease = self._leases.get(stream)
         if lease is None:
@@ -132,12 +103,12 @@ class RedisClaims(Claims):
             lease.streams.add(stream)
         return lease
 
-    def _lease_of_channel(self, channel: str) -> _Lease:
+    def _lease_of_channel(self, channel: str) -> Lease:
         """Our lease on the streams ``channel`` wakes (made on first use)."""
         key = self._core.keys.spawn_leases(channel)
         lease = self._by_key.get(key)
         if lease is None:
-            lease = self._by_key[key] = _Lease(key, self._core.epoch)
+            lease = self._by_key[key] = Lease(key, self._core.epoch)
         return lease
 
     def _holds(self, receipt: str) -> bool:
@@ -154,7 +125,7 @@ class RedisClaims(Claims):
                     self._drop(lease)
             self._lost.discard(receipt)
 
-    def _drop(self, lease: _Lease) -> None:
+    def _drop(self, lease: Lease) -> None:
         """Forget a lease (it lapses by itself within a lease): a long-running process
         meets a new session's stream for every session it hosts."""
         self._by_key.pop(lease.key, None)
@@ -243,7 +214,7 @@ class RedisClaims(Claims):
         flag = "1" if look else "0"
         lease = state.lease
         script = CLAIM_SPAWN.call_keys(
-            [*order, lease.key], SPAWN_GROUP, core.consumer, _lease_ms(lease_s), flag
+            [*order, lease.key], SPAWN_GROUP, core.consumer, lease_ms_of(lease_s), flag
         )
         try:
             reply = await core.one(*script)
@@ -317,7 +288,7 @@ class RedisClaims(Claims):
         if not receipts:
             return []
         leases = {self._lease(stream) for stream in {_stream_of(r) for r in receipts}}
-        await self._keep([lease for lease in leases if lease.held])
+        await self._keeper.keep([lease for lease in leases if lease.held], self._lost)
         holds: Callable[[str], bool] = self._holds
         if len(leases) == 1:  # the usual case: one pool's (or one session's) requests
             holds = next(iter(leases)).held.__contains__
@@ -325,68 +296,9 @@ class RedisClaims(Claims):
         if len(held) < len(receipts) and (
             unknown := [r for r in receipts if not self._holds(r) and r not in self._lost]
         ):
-            held.extend(await self._move_mine(unknown, self._core.consumer, 0))
+            held.extend(await self._keeper.move_mine(unknown, self._core.consumer, 0))
         if self._lost:
             self._forget([r for r in receipts if r in self._lost])
-        return held
-
-    async def _keep(self, leases: list[_Lease]) -> None:
-        core = self._core
-        lease_ms = _lease_ms(core.options.lease_s)
-        try:
-            kept = await core.call(
-                *(KEEP_LEASE.call(lease.key, core.consumer, lease_ms) for lease in leases)
-            )
-        except BaseException:
-            for lease in leases:
-                lease.lapses += 1  # it may have lapsed, and been made live again by this call
-            raise
-        for lease, was_there in zip(leases, kept, strict=True):
-            if not int(was_there):
-                lease.lapses += 1
-        for lease in leases:
-            if lease.lapses != lease.checked or lease.epoch != core.epoch:
-                await self._check(lease)
-
-    async def _check(self, lease: _Lease) -> None:
-        """Find which of the entries under ``lease`` are still ours; the rest are lost (another
-        worker took them over while the lease had lapsed), reported by the renewals that ask."""
-        lapses, epoch = lease.lapses, self._core.epoch
-        receipts = list(lease.held)
-        still: set[str] = set()
-        for first in range(0, len(receipts), CHECK_SLICE):
-            part = receipts[first : first + CHECK_SLICE]
-            still.update(await self._move_mine(part, self._core.consumer, 0))
-        # One acked or handed back meanwhile is no longer held, so not lost either.
-        lost = {r for r in receipts if r not in still and r in lease.held}
-        lease.held -= lost
-        self._lost |= lost
-        lease.checked, lease.epoch = lapses, epoch
-        if lost:
-            log.warning("%d spawn requests were taken over while our lease %s had lapsed",
-                        len(lost), lease.key)  # fmt: skip
-
-    async def _move_mine(self, receipts: Sequence[str], to: str, idle_ms: int) -> list[str]:
-        """Move the entries of ``receipts`` still pending for us to consumer ``to``, idle
-        ``idle_ms`` (``claim_if_mine.lua``), in chunks; the receipts moved. A stream whose group
-        is gone holds none of them."""
-        if not receipts:
-            return []
-        core = self._core
-        held: list[str] = []
-        gone: set[str] = set()
-        by_stream = spawn_receipts_by_stream(receipts)
-        for ids in by_stream.values():
-            ids.sort(key=_entry_order)  # each chunk one narrow range of the stream (the script)
-        for grouped in _chunks(by_stream, RENEW_CHUNK):
-            replies = await per_stream(core, CLAIM_IF_MINE, grouped, core.consumer, to, idle_ms)
-            for stream, reply in zip(grouped, replies, strict=True):
-                if reply is None:  # the group is gone: so is the request, nobody can take it
-                    gone.add(stream)  # over
-                    continue
-                held.extend(spawn_receipt(stream, str(entry_id)) for entry_id in reply)
-        for stream in gone:
-            core.forget_group(stream)
         return held
 
     async def ack(self, receipts: Sequence[str]) -> None:
@@ -408,7 +320,7 @@ class RedisClaims(Claims):
         core = self._core
         try:
             to = f"{core.consumer}:released"
-            released = await self._move_mine(receipts, to, RELEASED_IDLE_MS)
+            released = await self._keeper.move_mine(receipts, to, RELEASED_IDLE_MS)
             if streams := spawn_receipts_by_stream(released):
                 wake = core.keys.spawn_channel
                 await core.call(*(("PUBLISH", wake(stream), RELEASED) for stream in streams))
@@ -431,31 +343,3 @@ class RedisClaims(Claims):
 
 def _stream_of(receipt: str) -> str:
     return receipt.partition("@")[2]
-
-
-def _lease_ms(lease_s: float) -> int:
-    return max(1, int(lease_s * 1000))
-
-
-def _entry_order(entry_id: str) -> tuple[int, int]:
-    """A stream entry id (``<ms>-<seq>``) as the stream orders it."""
-    ms, _, seq = entry_id.partition("-")
-    try:
-        return int(ms), int(seq)
-    except ValueError:
-        raise ValueError(f"{entry_id!r} is not a stream entry id") from None
-
-
-def _chunks(grouped: dict[str, list[str]], most: int) -> list[dict[str, list[str]]]:
-    """``grouped`` (stream -> entry ids) cut into operations of at most ``most`` entries."""
-    operations: list[dict[str, list[str]]] = [{}]
-    size = 0
-    for stream, ids in grouped.items():
-        for first in range(0, len(ids), most):
-            part = ids[first : first + most]
-            if size + len(part) > most and size:
-                operations.append({})
-                size = 0
-            operations[-1].setdefault(stream, []).extend(part)
-            size += len(part)
-    return operations

@@ -1,9 +1,10 @@
 """The agent loop engine: one governed tool loop for the lead and every sub-agent (DESIGN §3).
 
 Build an :class:`AgentLoop` from a :class:`~baton.llm.types.ChatModel`, tools made with
-:func:`tool`, optional :class:`LoopLimits`, an :class:`InteractionChannel` for human questions and
-an event sink (optionally a ``tool_choice``, a :data:`CallRewriter` and a session ``Spend``); call
-:meth:`AgentLoop.run_turn` with the history; read the :class:`TurnResult`.
+:func:`tool`, its settings as :class:`LoopOptions` (:class:`LoopLimits`, a ``tool_choice``, a
+token budget) and its live parts as :class:`LoopParts` (an event sink, an
+:class:`InteractionChannel` for human questions, optionally a :data:`CallRewriter` and a session
+``Spend``); call :meth:`AgentLoop.run_turn` with the history; read the :class:`TurnResult`.
 
 The names resolve lazily (PEP 562): a process that reads a lead's checkpoint (``baton watch``,
 ``sessions``) imports a module or two of the engine, not the whole loop.
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         UploadQuestion,
     )
     from baton.engine.loop import AgentLoop, CallRewriter, StopReason, TurnResult
+    from baton.engine.loop_options import LoopOptions, LoopParts
     from baton.engine.media import (
         DESCRIBE_IMAGE,
         REQUEST_FILE_UPLOAD,
@@ -77,6 +79,7 @@ _HOMES = {
         "UploadQuestion",
     ),
     "baton.engine.loop": ("AgentLoop", "CallRewriter", "StopReason", "TurnResult"),
+    "baton.engine.loop_options": ("LoopOptions", "LoopParts"),
     "baton.engine.media": (
         "DESCRIBE_IMAGE",
         "REQUEST_FILE_UPLOAD",
@@ -107,6 +110,8 @@ __all__ = [
     "InteractionTimeout",
     "InteractionUnavailable",
     "LoopLimits",
+    "LoopOptions",
+    "LoopParts",
     "MemoryChannel",
     "PolicyChannel",
     "ProvidedMedia",

@@ -41,16 +41,14 @@ from baton.bus.events import (
     ToolResulted,
     ToolResultInfo,
 )
-from baton.bus.messages import TraceContext
 from baton.engine import budget as budgeting
 from baton.engine import messages as texts
-from baton.engine.calls import EventSink, ImageResolver, RoundContext
+from baton.engine.calls import RoundContext
 from baton.engine.errors import TurnInProgress
 from baton.engine.history import assistant_message, newest_user_index, tool_message
-from baton.engine.interaction import InteractionChannel
+from baton.engine.loop_options import DEFAULT_OPTIONS, NO_PARTS, LoopOptions, LoopParts
 from baton.engine.model_step import CallRewriter, ModelStep
 from baton.engine.round import RoundOutcome, run_round
-from baton.engine.spend import Spend
 from baton.engine.stops import StopReason
 from baton.engine.telemetry import Telemetry
 from baton.engine.tools import Tool, ToolRegistry
@@ -68,6 +66,8 @@ __all__ = [
     "UNSET",
     "AgentLoop",
     "CallRewriter",
+    "LoopOptions",
+    "LoopParts",
     "StopReason",
     "TurnResult",
 ]
@@ -137,18 +137,19 @@ class AgentLoop:
     Example::
 
         loop = AgentLoop(model, [search, tool(needs_approval=True)(delete_file)],
-                         session="s1", agent="lead", channel=MemoryChannel(), events=sink)
+                         session="s1", agent="lead",
+                         parts=LoopParts(channel=MemoryChannel(), events=sink))
         history = [{"role": "system", "content": "..."}, {"role": "user", "content": "hi"}]
         result = await loop.run_turn(history, on_text=print_delta)
         result.text, result.media_urls, result.stop, result.messages
 
     One turn at a time per loop; run several loops for several agents.
 
-    ``tool_choice`` is sent with every request that offers tools (small local models call tools
-    reliably only when asked for ``"required"``). ``call_rewriter`` maps each call — native or
-    written as text — before the round runs and the history records it (the lead maps a profile
-    name used as a tool to ``send_message``). ``spend`` is the session's shared budget, asked
-    before every request. Tools are read from the registry per request, so
+    ``options`` are its settings (:class:`~baton.engine.loop_options.LoopOptions`: limits, tool
+    choice, token budget, trace), ``parts`` its live parts
+    (:class:`~baton.engine.loop_options.LoopParts`: events, channel, telemetry, the session's
+    spend, the call rewriter — the lead maps a profile name used as a tool to ``send_message`` —
+    and the image resolver). Tools are read from the registry per request, so
     :meth:`ToolRegistry.replace` takes effect from the next one.
     """
 
@@ -159,31 +160,23 @@ class AgentLoop:
         *,
         session: str,
         agent: str,
-        limits: LoopLimits | None = None,
-        channel: InteractionChannel | None = None,
-        events: EventSink | None = None,
-        telemetry: Telemetry | None = None,
-        token_budget: budgeting.TokenBudget | None = None,
-        image_resolver: ImageResolver | None = None,
-        tool_choice: ToolChoice | None = None,
-        call_rewriter: CallRewriter | None = None,
-        spend: Spend | None = None,
-        trace: TraceContext | None = None,
+        options: LoopOptions = DEFAULT_OPTIONS,
+        parts: LoopParts = NO_PARTS,
     ) -> None:
         self.model = model
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.session = session
         self.agent = agent
-        self.limits = limits or LoopLimits()
-        self.channel = channel
-        self.events = events
-        self.telemetry = telemetry or Telemetry()
-        self.token_budget = token_budget
-        self.image_resolver = image_resolver
-        self.tool_choice = tool_choice
-        self.call_rewriter = call_rewriter
-        self.spend = spend
-        self.trace = trace
+        self.limits = options.limits or LoopLimits()
+        self.channel = parts.channel
+        self.events = parts.events
+        self.telemetry = parts.telemetry or Telemetry()
+        self.token_budget = options.token_budget
+        self.image_resolver = parts.image_resolver
+        self.tool_choice = options.tool_choice
+        self.call_rewriter = parts.call_rewriter
+        self.spend = parts.spend
+        self.trace = options.trace
         """The trace context its turns continue (what woke a sub-agent); when None, its first
         turn's own, so every later turn of a long-lived loop (the lead's) stays in one trace."""
         self._turn: AgentTurn | None = None

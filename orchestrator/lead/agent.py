@@ -49,6 +49,7 @@ from baton.bus.inbox import InboxReader
 from baton.bus.interrupt import RoundWatch
 from baton.bus.messages import Envelope
 from baton.engine import AgentLoop, LoopLimits, StopReason, ToolRegistry, TurnResult
+from baton.engine.loop_options import LoopOptions, LoopParts
 from baton.lead import delegation as delegating
 from baton.lead import prompt
 from baton.lead.answer import Answer, answer_tool
@@ -131,11 +132,10 @@ class Lead:
             model,
             session=session,
             agent=LEAD_NAME,
-            limits=LoopLimits(soft_max_rounds=1, hard_max_rounds=1),
-            events=self._shown,
-            telemetry=parts.telemetry,
-            tool_choice="required",
-            spend=parts.spend,
+            options=LoopOptions(
+                limits=LoopLimits(soft_max_rounds=1, hard_max_rounds=1), tool_choice="required"
+            ),
+            parts=LoopParts(events=self._shown, telemetry=parts.telemetry, spend=parts.spend),
         )
         self._router = Router(routing_loop, self.team, self.state)
         system = prompt.system_prompt(
@@ -150,15 +150,16 @@ class Lead:
             registry,
             session=session,
             agent=LEAD_NAME,
-            limits=options.limits,
-            channel=parts.channel,
-            events=self._engine_event,
-            telemetry=parts.telemetry,
-            tool_choice=options.tool_choice,
-            call_rewriter=delegation_rewriter(
-                self.team.targets, lambda: registry.names, SEND_MESSAGE
+            options=LoopOptions(limits=options.limits, tool_choice=options.tool_choice),
+            parts=LoopParts(
+                channel=parts.channel,
+                events=self._engine_event,
+                telemetry=parts.telemetry,
+                call_rewriter=delegation_rewriter(
+                    self.team.targets, lambda: registry.names, SEND_MESSAGE
+                ),
+                spend=parts.spend,
             ),
-            spend=parts.spend,
         )
 
     async def _engine_event(self, event: Event) -> None:

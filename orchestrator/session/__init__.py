@@ -52,8 +52,11 @@ that runs it does the same and re-raises the cancellation.
 The package, a module per job: :mod:`~baton.session.config` (what a session is told and what it
 ends with), :mod:`~baton.session.setup` (the resumable setup: what the lead's record keeps, how a
 resume reads it back), :mod:`~baton.session.build` (the composition root: the lead, its router,
-its spawn watch and its own worker from the config) and :mod:`~baton.session.lifecycle` (running
-the parts built, and ending them).
+its spawn watch and its own worker from the config), :mod:`~baton.session.lifecycle` (running
+the parts built, and ending them), :mod:`~baton.session.beginning` (its start on the bus),
+:mod:`~baton.session.tail` (the other agents' events to its viewers),
+:mod:`~baton.session.ending` (its end on the bus) and :mod:`~baton.session.answers` (what
+``Session.answer`` accepts).
 """
 
 from __future__ import annotations

@@ -2,6 +2,11 @@
 its lead to an outcome, and ending it — the last event, the spawn queue, the keys' lifetime, the
 inboxes — whether it finished, was cancelled, lost its bus or was taken over by another lead.
 The package docstring (:mod:`baton.session`) says what a user sees of it.
+
+:class:`Session` is the public surface and decides what happens when; the steps are modules of
+their own: :mod:`~baton.session.beginning` (the start on the bus), :mod:`~baton.session.tail` (the
+other agents' events to the viewers), :mod:`~baton.session.ending` (the end on the bus) and
+:mod:`~baton.session.answers` (what :meth:`Session.answer` accepts).
 """
 
 from __future__ import annotations
@@ -14,27 +19,17 @@ from pathlib import Path
 from types import TracebackType
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 from pydantic import ValidationError
 
 from baton.base_errors import ConfigError
 from baton.bus.base import Bus
-from baton.bus.errors import BusError, BusOutage, InvalidEnvelope
-from baton.bus.events import AgentSpawned, SessionFinished, SessionStarted
+from baton.bus.errors import BusOutage
 from baton.bus.lifecycle import Service
 from baton.bus.messages import MessageType, make_envelope
-from baton.bus.parts.dead import set_aside
-from baton.bus.parts.retention import Leftovers
-from baton.bus.retry import persist
-from baton.bus.tail import tail_events
-from baton.bus.user_post import USER
 from baton.engine import Tool
-from baton.engine.bus_channel import approvals_inbox
 from baton.engine.questions import (
-    Cancelled,
-    Decision,
     OpenQuestion,
-    Provided,
     Reply,
     answer_question,
     open_questions,
@@ -42,15 +37,18 @@ from baton.engine.questions import (
 )
 from baton.errors import describe_validation
 from baton.lead.agent import LeadOutcome
-from baton.lead.keeper import LeadRecord, LeadTakenOver
+from baton.lead.keeper import LeadTakenOver
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.stream import EventFanout, EventStream
-from baton.llm.offline import OFFLINE_MODEL_NAME
 from baton.llm.types import ChatModel
 from baton.media import MediaStore, open_store
+from baton.session.answers import reply_of
+from baton.session.beginning import begin
 from baton.session.build import Built, Given, Hooks, build_session
 from baton.session.config import SessionConfig, SessionResult
+from baton.session.ending import SessionEnd
 from baton.session.setup import session_bus
+from baton.session.tail import ViewerTail
 from baton.subagents.models import ModelFactory
 
 log = logging.getLogger(__name__)
@@ -59,12 +57,6 @@ WORKER_STOP_S = 5.0
 """Bound on stopping the in-process worker at the end of a session."""
 TAIL_DRAIN_S = 2.0
 """How long the end of a session waits for the event tail to catch up with the log."""
-DROP_QUEUE_S = 1.0
-"""Bound on deleting the session's own spawn queue as it ends."""
-RETIRE_S = 2.0
-"""Bound on giving the session's keys their lifetime as it ends."""
-RELEASE_INBOXES_S = 1.0
-"""Bound on unsubscribing the lead's inboxes as the session ends here."""
 CANCEL_SLACK_S = 5.0
 """Leaving the block of a running session waits for its graceful end at most the shutdown grace,
 the worker's and the tail's bounds and this much more (the bus's own retries of the last writes);
@@ -92,10 +84,12 @@ class Session(Service):
         self._built: Built | None = None
         """The session's parts, once opened (:mod:`baton.session.build`)."""
         self._bus: Bus | None = None
-        self._inboxes_released = False
+        self._end: SessionEnd | None = None
+        """Its end on the bus, once opened (:mod:`baton.session.ending`)."""
+        self._tail: ViewerTail | None = None
+        """Its viewers' tail of its log, once opened (:mod:`baton.session.tail`)."""
         self._started = False
         self._done = anyio.Event()
-        self._tail_done = anyio.Event()
         self._result: SessionResult | None = None
         self._error: BaseException | None = None
         self._bus_lost: BusOutage | None = None
@@ -121,11 +115,7 @@ class Session(Service):
         raises :class:`~baton.lead.keeper.ResumeRefused` for a session that finished, one whose
         lead is alive, one the bus has no record of, and one on a ``memory://`` URL.
         """
-        fields = {**settings, "session_id": session_id, "resume": True}
-        try:
-            config = SessionConfig.model_validate(fields)
-        except ValidationError as exc:
-            raise ConfigError(f"bad session setting: {describe_validation(exc)}") from exc
+        config = _validated({**settings, "session_id": session_id, "resume": True})
         return cls(config, bus=bus, model=model, tools=tools, subagent_models=subagent_models)
 
     @property
@@ -155,10 +145,13 @@ class Session(Service):
     async def _open(self, stack: AsyncExitStack) -> None:
         stack.callback(self._fanout.close_viewers)  # unwound last, whatever failed before it
         bus = self._bus = await session_bus(stack, self.config, self._given.bus)
-        stack.push_async_callback(self._release_inboxes)  # taken over, or failed to start
+        end = self._end = SessionEnd(bus, self.id, self._fanout)
+        stack.push_async_callback(end.release_inboxes)  # taken over, or failed to start
         hooks = Hooks(give_up=self._cancelling, on_outage=self._lose_bus)
         built = await build_session(stack, self.config, bus, self._given, self._fanout, hooks)
         self.config, self._built = built.config, built
+        self._tail = ViewerTail(bus, self.id, self._fanout, outage_s=self.config.bus_outage_s,
+                                on_outage=self._lose_bus)  # fmt: skip
         self._group = await stack.enter_async_context(anyio.create_task_group())
         stack.push_async_exit(self._stop)  # unwound first: end the session, then its parts
         await self._group.start(built.router.run_flusher)
@@ -282,23 +275,13 @@ class Session(Service):
         Raises ``QuestionNotFound`` (unknown, answered, expired) or ``AnswerRefused`` (the reply
         does not fit the question); ``ApprovalNotFound`` for a ``bool`` to no open approval.
         ``approved=`` is the same as a ``bool`` reply (the older spelling)."""
-        if approved is not None:
-            reply = approved
-        if reply is None:
-            raise TypeError("answer() needs a reply: True/False, a Decision, a Path, Provided")
-        if isinstance(reply, bool):
-            reply = Decision(approved=reply, reason=reason, nobody=nobody)
+        reply = reply_of(reply, reason, approved=approved, nobody=nobody)
         if isinstance(reply, Path):
             agent, _ = await upload_file(
                 self._media_store(), self.bus, self.id, question_id, reply,
                 self.config.upload_max_bytes,
             )  # fmt: skip
             return agent
-        if not isinstance(reply, Decision | Provided | Cancelled):
-            raise TypeError(
-                f"answer() takes True/False, a Decision, a Path, Provided or Cancelled, not "
-                f"{type(reply).__name__} (a file's path is a pathlib.Path)"
-            )
         return await answer_question(self.bus, self.id, question_id, reply)
 
     async def questions(self) -> list[OpenQuestion]:
@@ -316,36 +299,17 @@ class Session(Service):
     # -- the session's own task -----------------------------------------------------------------
 
     async def _main(self) -> None:
-        assert self._built is not None and self._group is not None
+        assert self._built is not None and self._group is not None and self._end is not None
         built = self._built
-        lead, router = built.lead, built.router
+        lead = built.lead
         outcome = LeadOutcome("failed", "")
         resumed = built.record
         try:
-            started = SessionStarted(
-                session=self.id,
-                agent=LEAD_NAME,
-                task=self.config.task,
-                model=built.model_name,
-                offline=built.model_name == OFFLINE_MODEL_NAME,
-                resumed=resumed is not None,
-            )
-            if resumed is not None:
-                await self._take_inbox(resumed)
-            else:
-                await built.keeper.begin(built.setup)
-            if self.config.budget is not None and resumed is None:  # before the first spawn
-                write = partial(self.bus.budget.set_limits, self.id, self.config.budget)
-                await persist(
-                    write,
-                    "the session's budget",
-                    give_up=self._cancelling,
-                    outage_s=self.config.bus_outage_s,
-                )
-            cursor = await router.emit(started)
+            cursor = await begin(self.bus, built, give_up=self._cancelling)
             if self._bus_lost is not None:
                 raise self._bus_lost
-            await self._group.start(self._tail, cursor)
+            assert self._tail is not None
+            await self._group.start(self._tail.run, cursor)
             if resumed is not None and resumed.outcome is not None:
                 outcome = resumed.outcome  # decided before the lead died: logged now, once
             elif resumed is not None and resumed.restorable:
@@ -358,7 +322,7 @@ class Session(Service):
                 raise self._bus_lost
         except LeadTakenOver as exc:  # another lead runs the session now: leave it alone
             with anyio.CancelScope(shield=True):
-                await self._wind_down()
+                await self._end.wind_down(built, within_s=WORKER_STOP_S)
             self._leave(exc)
             return
         except anyio.get_cancelled_exc_class():
@@ -366,7 +330,7 @@ class Session(Service):
                 self._leave(self._error)
                 raise
             with anyio.CancelScope(shield=True):
-                await self._wind_down()
+                await self._end.wind_down(built, within_s=WORKER_STOP_S)
                 await self._finish(LeadOutcome("cancelled", "", lead.roster.media_urls))
             raise
         except BusOutage as exc:  # met by the start, the tail or the lead's event log
@@ -378,24 +342,8 @@ class Session(Service):
             self._error = exc
             outcome = LeadOutcome("failed", "", lead.roster.media_urls, f"{exc}")
         with anyio.CancelScope(shield=True):
-            await self._wind_down()
+            await self._end.wind_down(built, within_s=WORKER_STOP_S)
             await self._finish(outcome)
-
-    async def _take_inbox(self, resumed: LeadRecord) -> None:
-        """A resumed lead reads the dead one's inbox: what was delivered to it and not acked is
-        handed back (claimable at once, not a lease later), then the record names our consumer."""
-        if resumed.consumer:
-            release = partial(
-                self.bus.inboxes.hand_back, self.id, LEAD_NAME, consumer=resumed.consumer
-            )
-            await persist(
-                release,
-                "hand back the dead lead's inbox",
-                give_up=self._cancelling,
-                outage_s=self.config.bus_outage_s,
-            )
-        assert self._built is not None
-        await self._built.keeper.adopt_inbox(resumed)
 
     def _leave(self, exc: LeadTakenOver) -> None:
         """End this copy of a session taken over: no last event (the session is another's)."""
@@ -403,186 +351,18 @@ class Session(Service):
         self._fanout.close()
         self._done.set()
 
-    async def _wind_down(self) -> None:
-        """The lead is done: its spawn requests are watched no more (nothing is logged after
-        the session's end), and the in-process worker stops."""
-        if self._built is not None:
-            self._built.watch.stop()
-        await self._stop_worker()
-
-    async def _stop_worker(self) -> None:
-        """Stop the in-process worker before the last event, so ``SessionFinished`` is last.
-
-        Its agents have all reported by now, unless the session was cancelled or timed out: those
-        are given back unfinished (their ``shutdown`` is already in their inboxes).
-        """
-        worker = None if self._built is None else self._built.worker
-        if worker is None:
-            return
-        worker.give_back_now()
-        with anyio.move_on_after(WORKER_STOP_S):
-            await worker.stopped.wait()
-
     async def _finish(self, outcome: LeadOutcome) -> None:
-        """Write ``SessionFinished`` last (after the tail caught up), end the viewers' streams."""
-        await self._release_inboxes()  # first: whoever sees the end sees them unsubscribed
-        result = SessionResult(
-            session=self.id,
-            status=outcome.status,
-            answer=outcome.answer,
-            media_urls=outcome.media_urls,
-            error=self._why(outcome),
-            invented_urls=outcome.invented_urls,
-        )
-        self._result = result
-        finished = SessionFinished(
-            session=self.id,
-            agent=LEAD_NAME,
-            status=result.status,
-            answer=result.answer,
-            media_urls=result.media_urls,
-            invented_urls=result.invented_urls,
-        )
-        assert self._built is not None
-        keeper, router = self._built.keeper, self._built.router
-        logged = False
-        try:
-            with anyio.fail_after(TAIL_DRAIN_S):
-                await keeper.decided(outcome)  # a resume after this logs this same end
-                await self._set_aside_unread(outcome)  # posts are refused from here on
-                await router.emit(finished, publish=False)
-                await keeper.ended()
-                logged = True
-                await self._tail_done.wait()
-        except Exception as exc:  # the bus is gone: viewers still get the end of the story
-            log.warning("session %s: could not log its end: %s", self.id, exc)
-        await self._drop_spawn_queue()
-        if logged:
-            await self._retire()
-        await self._fanout.publish(finished)
-        self._fanout.close()
+        """Write ``SessionFinished`` last (after the tail caught up), end the viewers' streams
+        (:class:`~baton.session.ending.SessionEnd`)."""
+        assert self._built is not None and self._end is not None and self._tail is not None
+        await self._end.release_inboxes()  # first: whoever sees the end sees them unsubscribed
+        result = self._result = self._end.result(self._built, outcome)
+        await self._end.record(
+            self._built, outcome, result, tail=self._tail.done, within_s=TAIL_DRAIN_S,
+            bus_lost=lambda: self._bus_lost is not None,
+        )  # fmt: skip
         self._done.set()
         log.info("session %s %s", self.id, result.status)
-
-    async def _set_aside_unread(self, outcome: LeadOutcome) -> None:
-        """A person's posts that reached the lead's inbox after its last read go to the dead
-        letters, each with why, rather than sit unread while their sender was told they were
-        sent. A lead that answered closed first (lead/keeper.py: nothing lands unread then); one
-        cancelled, failed or timed out stopped reading without that step. Best effort: the end
-        of the session is logged whatever happens here."""
-        assert self._built is not None
-        if self._built.keeper.closed:
-            return
-        taken = set(self._built.lead.state.taken)  # in its context, though not acked
-        why = f"the session ended ({outcome.status}) before its lead read this post"
-        try:
-            try:
-                while unread := await self.bus.inboxes.read(self.id, LEAD_NAME):
-                    for envelope in unread:
-                        if envelope.sender == USER and envelope.id not in taken:
-                            await set_aside(
-                                self.bus.letters,
-                                InvalidEnvelope(why),
-                                source=f"inbox of {LEAD_NAME}",
-                                session=self.id,
-                                raw=envelope.model_dump_json(),
-                            )
-                    await self.bus.inboxes.ack(self.id, LEAD_NAME, [e.id for e in unread])
-            finally:  # the inbox was released already, and a read watches it again
-                await self.bus.inboxes.forget(self.id, LEAD_NAME)
-        except BusError as exc:
-            log.warning("session %s: posts left unread not set aside: %s", self.id, exc)
-
-    def _why(self, outcome: LeadOutcome) -> str:
-        """The result's error: the lead's, unless work was left undone because an agent could
-        not start (no worker serves it, or a worker refused it): that reason names the cause."""
-        ended = self._built.watch.ended if self._built is not None else []
-        if outcome.status == "incomplete" and ended:
-            return ended[0]
-        return outcome.error
-
-    async def _drop_spawn_queue(self) -> None:
-        """The session's own spawn queue ends with it (once its end is recorded): what is left
-        there, agents given back unfinished that nobody resumes now, would stay on the bus for
-        ever. Never for a session taken over by another lead: that one goes on with it."""
-        if self._built is None or self._built.worker is None or self._bus_lost is not None:
-            return
-        with anyio.move_on_after(DROP_QUEUE_S):
-            try:
-                left = await self.bus.spawns.drop_queue(self.id)
-            except BusError as exc:
-                log.warning("session %s: could not delete its spawn queue: %s", self.id, exc)
-                return
-            if left:
-                log.info("session %s: deleted %d spawn request(s) left in its queue", self.id, left)
-
-    async def _release_inboxes(self) -> None:
-        """Stop watching the lead's inboxes (its own and its approvals'): the session ended in
-        this process (finished, cancelled, taken over). A process hosting session after session
-        (an embedding application, ``baton serve``) would otherwise stay subscribed to the wake-up
-        channel of every session it ever ran. Idempotent, bounded and best effort: the bus may be
-        gone, and a message sent later still lands in the stream, only unwatched."""
-        bus = self._bus
-        if bus is None or self._inboxes_released:
-            return
-        self._inboxes_released = True
-        with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_INBOXES_S):
-            for inbox in (LEAD_NAME, approvals_inbox(LEAD_NAME)):
-                try:
-                    await bus.inboxes.forget(self.id, inbox)
-                except BusError as exc:
-                    log.debug("session %s: %s inbox not released: %s", self.id, inbox, exc)
-
-    async def _retire(self) -> None:
-        """The session's end is logged: its keys expire after ``retention_s``, and the inboxes
-        nobody reads any more are emptied now (``docs/bus.md``, *Retention*): the lead's (a
-        cancelled session's late results), and with the session's own worker, stopped and its
-        spawn queue gone, its agents' too (the shutdowns of agents given back unfinished). A
-        pool's agent may still have its shutdown to read: its inbox only expires. Bounded and
-        best effort: keys left without a lifetime are still removed by ``baton clean``."""
-        assert self._built is not None
-        agents = list(self._built.lead.roster.agents)
-        inboxes = [
-            name for agent in (LEAD_NAME, *agents) for name in (agent, approvals_inbox(agent))
-        ]
-        done = (LEAD_NAME, *agents) if self._built.worker is not None else (LEAD_NAME,)
-        unread = [approvals_inbox(agent) for agent in done] + list(done)
-        retire = partial(self.bus.retention.retire, self.id, self.config.retention_s)
-        with anyio.move_on_after(RETIRE_S) as bounded:
-            try:
-                retired = await retire(Leftovers(agents, inboxes, unread))
-            except BusError as exc:
-                log.warning("session %s: its keys got no expiry: %s", self.id, exc)
-                return
-            log.debug("session %s: %s", self.id, retired)
-        if bounded.cancelled_caught:
-            log.warning("session %s: its keys got no expiry within %.1f s", self.id, RETIRE_S)
-
-    async def _tail(self, after: str | None, *, task_status: TaskStatus[None]) -> None:
-        """Forward other agents' logged events to the viewers, until ``SessionFinished``.
-
-        The session's own events reach the viewers directly (the lead's text token by token), so
-        they are skipped here: anything from ``lead``, and ``AgentSpawned`` (the lead logs it, in
-        its sub-agent's name; the worker that claims the agent logs ``AgentClaimed``). The tail
-        resumes at its cursor after a bus outage; one longer than ``bus_outage_s`` fails the
-        session (see the module docstring).
-        """
-        task_status.started()
-        events = tail_events(self.bus, self.id, after=after, outage_s=self.config.bus_outage_s)
-        try:
-            async for logged in events:
-                event = logged.event
-                if isinstance(event, SessionFinished):
-                    break
-                if event.agent == LEAD_NAME or isinstance(event, AgentSpawned):
-                    continue
-                await self._fanout.publish(event)
-        except BusOutage as exc:
-            self._lose_bus(exc)
-        finally:
-            self._tail_done.set()
-            with anyio.CancelScope(shield=True):
-                await events.aclose()
 
 
 def open_session(
@@ -608,8 +388,13 @@ def open_session(
         # only those count as set, which a resume's config relies on (setup.resumed_config)
         given = config.model_fields_set | {"session_id"}
         fields = {name: getattr(config, name) for name in given}
+    config = _validated({**fields, **settings})
+    return Session(config, bus=bus, model=model, tools=tools, subagent_models=subagent_models)
+
+
+def _validated(fields: dict[str, object]) -> SessionConfig:
+    """``fields`` as a config, validated as :class:`SessionConfig` validates its fields."""
     try:
-        config = SessionConfig.model_validate({**fields, **settings})
+        return SessionConfig.model_validate(fields)
     except ValidationError as exc:
         raise ConfigError(f"bad session setting: {describe_validation(exc)}") from exc
-    return Session(config, bus=bus, model=model, tools=tools, subagent_models=subagent_models)

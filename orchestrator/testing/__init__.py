@@ -3,7 +3,8 @@
 - :class:`RedisServer`: a real, throwaway ``redis-server`` on a free port (killable, restartable,
   removed on exit), for testing Redis-backed code against Redis itself; :func:`free_port` and
   :func:`redis_cli` go with it. It can be secured as a deployment would be (a password, ACL
-  users, TLS only), with certificates :func:`make_certificates` makes at run time.
+  users, TLS only: a :class:`RedisSecurity`), with certificates :func:`make_certificates` makes
+  at run time.
 - :class:`S3Server`: a throwaway S3-compatible server (moto's server mode) on a free port, for
   the media store's bucket (``docs/media.md``); :meth:`S3Server.env` gives the ``AWS_*``
   variables that reach it.
@@ -18,12 +19,13 @@ Nothing in the runtime imports this package.
 from baton.llm.guard import ModelRequestRefused
 from baton.testing.certificates import Certificates, make_certificates
 from baton.testing.models import local_model_requests_only
-from baton.testing.redis_server import RedisServer, free_port, redis_cli
+from baton.testing.redis_server import RedisSecurity, RedisServer, free_port, redis_cli
 from baton.testing.s3_server import S3Server
 
 __all__ = [
     "Certificates",
     "ModelRequestRefused",
+    "RedisSecurity",
     "RedisServer",
     "S3Server",
     "free_port",

@@ -6,11 +6,13 @@ the ``redis-server`` on ``PATH``, else the Valkey server the ``test`` extra inst
 
 Readiness is read from the server's own log line, not polled with sleeps.
 
-It can also be the secured server of a deployment (``docs/securing-redis.md``): a password on the
-default user (``password``), ACL users (``users``), and TLS only (``tls``: ``--tls-port`` with
-``--port 0``, certificates from :func:`baton.testing.certificates.make_certificates`), optionally
-asking every client for a certificate (``client_certs``). A server built without TLS (the one from
-PyPI) gets it from a :class:`~baton.testing.tls_front.TlsFront` on its port instead.
+It can also be the secured server of a deployment (``docs/securing-redis.md``), as its
+:class:`RedisSecurity` says: a password on the default user (``password``), ACL users
+(``users``), and TLS only (``tls``: ``--tls-port`` with ``--port 0``, certificates from
+:func:`baton.testing.certificates.make_certificates`), optionally asking every client for a
+certificate (``client_certs``).
+A server built without TLS (the one from PyPI) gets it from a
+:class:`~baton.testing.tls_front.TlsFront` on its port instead.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -61,6 +64,24 @@ DATABASES = 256
 """Numbered databases the server offers: the CLI tests give each test one of its own."""
 
 
+@dataclass(frozen=True, slots=True)
+class RedisSecurity:
+    """How a server is secured (none: any client may connect, as a test's server usually is).
+
+    ``password`` is the default user's (``requirepass``); each of ``users`` is the rules of one
+    ACL user as ``ACL SETUSER`` takes them after the name (``"baton on >pw ~baton:* ..."``), set
+    from the start (``--user``). With ``tls`` the server listens only for TLS (its ``port`` is
+    then its TLS port) and asks clients for a certificate when ``client_certs``."""
+
+    password: str | None = None
+    users: Sequence[str] = ()
+    tls: Certificates | None = None
+    client_certs: bool = False
+
+
+OPEN = RedisSecurity()
+
+
 class RedisServer:
     """Owns one ``redis-server`` process and its data directory."""
 
@@ -71,21 +92,15 @@ class RedisServer:
         data_dir: Path | None = None,
         start_timeout: float = 10,
         appendfsync: str = "always",
-        password: str | None = None,
-        users: Sequence[str] = (),
-        tls: Certificates | None = None,
-        client_certs: bool = False,
+        security: RedisSecurity = OPEN,
         extra_args: Sequence[str] = (),
         cluster_bus: bool = False,
     ) -> None:
         """``appendfsync="always"`` makes a kill lose nothing (tests); benchmarks pass
         ``"everysec"``, the production setting.
 
-        ``password`` is the default user's (``requirepass``); each of ``users`` is the rules of
-        one ACL user as ``ACL SETUSER`` takes them after the name (``"baton on >pw ~baton:*
-        ..."``), set from the start (``--user``). With ``tls`` the server listens only for TLS
-        (``port`` is then its TLS port) and asks clients for a certificate when
-        ``client_certs``. ``extra_args`` are more ``redis-server`` options (a cluster node's:
+        ``security``: how it is secured (:class:`RedisSecurity`; a password, ACL users, TLS
+        only). ``extra_args`` are more ``redis-server`` options (a cluster node's:
         :class:`~baton.testing.redis_cluster.RedisCluster`). ``cluster_bus``: a cluster node,
         whose cluster bus port (:attr:`bus_port`) is picked free beside its own (the default,
         its port + 10000, cannot be free for a port high in the range) and picked again with
@@ -97,17 +112,17 @@ class RedisServer:
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="baton-redis-"))
         self.start_timeout = start_timeout
         self.appendfsync = appendfsync
-        self.password = password
-        self.users = tuple(users)
-        self.tls = tls
-        self.client_certs = client_certs
+        self.password = security.password
+        self.users = tuple(security.users)
+        self.tls = security.tls
+        self.client_certs = security.client_certs
         self.extra_args = tuple(extra_args)
         self.bus_port: int | None = free_port() if cluster_bus else None
         self._front: TlsFront | None = None
         self._backend_port: int | None = None
         """With ``tls`` on a server built without it: the loopback port it listens on behind
         its :class:`~baton.testing.tls_front.TlsFront` (None: it speaks TLS itself)."""
-        if tls is not None and not speaks_tls(self.binary):
+        if self.tls is not None and not speaks_tls(self.binary):
             self._backend_port = free_port()
         self._proc: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None

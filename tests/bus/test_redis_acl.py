@@ -25,7 +25,7 @@ from baton.bus.events import AgentSpawned
 from baton.bus.redis import RedisBus
 from baton.bus.redis.adapter import RedisRefused
 from baton.settings import load_settings
-from baton.testing import RedisServer
+from baton.testing import RedisSecurity, RedisServer
 from tests.cli.helpers import REPO, clean_env, invoke_baton, processes
 
 DOC = REPO / "docs" / "securing-redis.md"
@@ -53,7 +53,8 @@ def user_rules(password: str) -> str:
 
 @pytest.fixture(scope="module")
 def acl_server() -> Iterator[RedisServer]:
-    with RedisServer(password=ADMIN_PASSWORD, users=[user_rules(PASSWORD)]) as server:
+    security = RedisSecurity(password=ADMIN_PASSWORD, users=[user_rules(PASSWORD)])
+    with RedisServer(security=security) as server:
         yield server
 
 

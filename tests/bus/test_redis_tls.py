@@ -20,7 +20,7 @@ from baton.bus.base import BusOptions
 from baton.bus.errors import ConfigError, ExitCode
 from baton.bus.redis import RedisBus
 from baton.settings import load_settings
-from baton.testing import Certificates, RedisServer, make_certificates
+from baton.testing import Certificates, RedisSecurity, RedisServer, make_certificates
 from baton.testing.redis_server import speaks_tls
 from tests.cli.helpers import clean_env, invoke_baton, processes
 
@@ -39,13 +39,13 @@ def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
 
 @pytest.fixture(scope="module")
 def tls_server(certificates: Certificates) -> Iterator[RedisServer]:
-    with RedisServer(tls=certificates, password=PASSWORD) as server:
+    with RedisServer(security=RedisSecurity(tls=certificates, password=PASSWORD)) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def mtls_server(certificates: Certificates) -> Iterator[RedisServer]:
-    with RedisServer(tls=certificates, client_certs=True) as server:
+    with RedisServer(security=RedisSecurity(tls=certificates, client_certs=True)) as server:
         yield server
 
 
@@ -114,7 +114,7 @@ def test_a_wrong_ca_is_one_line_without_the_password(
 async def test_a_certificate_for_another_host_is_refused(tmp_path: Path) -> None:
     """The server's certificate must name the host of the URL, whatever CA issued it."""
     elsewhere = make_certificates(tmp_path, hosts=["redis.internal"])
-    with RedisServer(tls=elsewhere) as server:
+    with RedisServer(security=RedisSecurity(tls=elsewhere)) as server:
         assert server.url.startswith("rediss://127.0.0.1:")
         with pytest.raises(ConfigError, match=r"failed TLS verification: .*127\.0\.0\.1"):
             async with RedisBus(server.url, BusOptions()) as bus:

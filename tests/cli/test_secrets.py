@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from baton.bus.errors import redact_url
-from baton.testing import RedisServer, free_port
+from baton.testing import RedisSecurity, RedisServer, free_port
 from tests.cli.helpers import Proc, clean_env, invoke_baton
 
 PASSWORD = "S3cretPW-xyz"
@@ -34,7 +34,7 @@ SECRETS = (PASSWORD, WRONG)
 @pytest.fixture(scope="module")
 def secured() -> Iterator[RedisServer]:
     """A ``redis-server`` that takes only the password (``requirepass``)."""
-    with RedisServer(password=PASSWORD) as server:
+    with RedisServer(security=RedisSecurity(password=PASSWORD)) as server:
         yield server
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 import anyio
@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from baton.bus.events import Event
 from baton.engine import AgentLoop, MemoryChannel, Question, QuestionClosed, Telemetry, Tool
+from baton.engine.loop_options import LoopOptions, LoopParts
 from baton.llm.client import ModelSettings, OpenAIChatModel
 from baton.llm.script import Responder, ScriptItem
 from baton.llm.scripted import RecordedRequest, ScriptedServer
@@ -125,13 +126,15 @@ async def harness(
             backoff_initial=0.0,
         )
         async with OpenAIChatModel(settings) as model:
+            given = {"events": log, "telemetry": observed.telemetry, **loop_options}
+            named = {option.name for option in fields(LoopOptions)}
             loop = AgentLoop(
                 model,
                 tools,
                 session="s1",
                 agent="tester",
-                events=log,
-                **{"telemetry": observed.telemetry, **loop_options},
+                options=LoopOptions(**{k: v for k, v in given.items() if k in named}),
+                parts=LoopParts(**{k: v for k, v in given.items() if k not in named}),
             )
             try:
                 yield Harness(server, loop, log, observed)

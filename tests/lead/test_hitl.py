@@ -14,6 +14,7 @@ from baton.engine.bus_channel import (
     answer_approval,
     approvals_inbox,
 )
+from baton.engine.loop_options import LoopOptions, LoopParts
 from baton.llm.script import Reply
 from tests.conftest import BusFactory
 from tests.lead.helpers import gated_tool
@@ -38,9 +39,10 @@ async def test_subagent_approval_answered_from_another_process(
             [gated_tool()],
             session=SESSION,
             agent="painter",
-            channel=BusInteractionChannel(worker_bus, SESSION, "painter"),
-            events=emit,
-            limits=LoopLimits(approval_timeout_s=30),
+            options=LoopOptions(limits=LoopLimits(approval_timeout_s=30)),
+            parts=LoopParts(
+                channel=BusInteractionChannel(worker_bus, SESSION, "painter"), events=emit
+            ),
         )
         history = [{"role": "user", "content": "deploy"}]
         async with anyio.create_task_group() as group:

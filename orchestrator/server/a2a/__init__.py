@@ -4,7 +4,8 @@ One module a job: :mod:`.paths` (where it lives), :mod:`.access` (what a session
 :mod:`.card` (the agent card), :mod:`.contexts` (a task's context, written in its id, and a
 context's tasks), :mod:`.mapping` (baton's events as A2A tasks, updates and artifacts),
 :mod:`.messages` (a client message's text and verdict), :mod:`.tracing` (the caller's
-``traceparent``), :mod:`.handler` (the SDK's request handler over the server's bus),
+``traceparent``), :mod:`.reading` (tasks read from the sessions' logs), :mod:`.sending` (what a
+client's message does), :mod:`.handler` (the SDK's request handler over the server's bus),
 :mod:`.routes` (the Starlette routes). The SDK is the ``a2a`` extra: without it the server
 runs without these routes (:func:`routes_if_installed`).
 """

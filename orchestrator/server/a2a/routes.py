@@ -16,8 +16,9 @@ from starlette.routing import BaseRoute, Mount, Route, Router
 
 from baton.server.a2a.body import BodyLimit
 from baton.server.a2a.card import build_card
-from baton.server.a2a.handler import ROOT, BatonRequestHandler
+from baton.server.a2a.handler import BatonRequestHandler
 from baton.server.a2a.paths import CARD_PATH, JSONRPC_PATH, REST_PREFIX
+from baton.server.a2a.reading import ROOT
 from baton.server.context import ServerContext
 
 
