@@ -4,7 +4,9 @@ package's event models, run input and encoder.
 One module a job: :mod:`.inputs` (the run input, checked before a stream opens), :mod:`.threads`
 (a thread's sessions, and what is kept of each on the bus), :mod:`.plan` (what a run does
 before it streams: start, follow up, answer, cancel), :mod:`.interrupts` (questions to a person
-as interrupts, ``resume`` entries as answers), :mod:`.mapping` (a session's log as AG-UI events),
+as interrupts, ``resume`` entries as answers), :mod:`.mapping` (a session's log as AG-UI events:
+the run, its state, how questions end), :mod:`.texts`, :mod:`.tool_calls` and :mod:`.subagents`
+(the rounds' text messages, the tool calls, each invocation's events: the mapping's parts),
 :mod:`.invocations` (which delegation is which subagent invocation), :mod:`.holdings` (what a
 client already has), :mod:`.state` (the session as AG-UI state), :mod:`.stream` (a run's
 stream), :mod:`.wire` (frames and ``id:`` cursors), :mod:`.capabilities`, :mod:`.app` (the

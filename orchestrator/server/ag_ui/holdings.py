@@ -43,3 +43,24 @@ class Holdings:
                 for call in message.tool_calls or ():
                     held.arguments[call.id] = call.function.arguments
         return held
+
+
+@dataclass(slots=True)
+class HeldMark:
+    """Where a client's stream stopped, found as the log is folded: each event whose content
+    the translation would send says whether the client holds it whole (:meth:`note`), and the
+    first it lacks, with the last it holds before that, mark the place (:mod:`.stream`)."""
+
+    cursor: str | None = None
+    """The logged event being folded."""
+    held_through: str | None = None
+    """The cursor of the last logged event whose content the client holds whole."""
+    missing_from: str | None = None
+    """The cursor of the first logged event whose content the client lacks (in part)."""
+
+    def note(self, whole: bool) -> None:
+        """Whether the client holds the content of the event being folded."""
+        if not whole and self.missing_from is None:
+            self.missing_from = self.cursor
+        elif whole and self.missing_from is None:
+            self.held_through = self.cursor

@@ -22,6 +22,11 @@ Ids, all derived from the log so they are stable across runs and servers:
 A client coming back without a cursor may already hold part of what is replayed (its input's
 messages): :class:`~.holdings.Holdings` says what, and content it holds — text, a tool call's
 arguments, a result — is not sent again.
+
+The translator keeps the run (its beginning, its end for an interrupt or the session's end), the
+state and how questions end; the rest is told to one part a kind: :mod:`.texts` (the rounds'
+text messages), :mod:`.tool_calls` (tool calls and their results) and :mod:`.subagents` (each
+invocation's subagent events and progress card).
 """
 
 from __future__ import annotations
@@ -29,25 +34,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from ag_ui.core import (
-    ActivityDeltaEvent,
-    ActivitySnapshotEvent,
     BaseEvent,
     CustomEvent,
     Interrupt,
     StateDeltaEvent,
     StateSnapshotEvent,
-    SubagentErrorEvent,
-    SubagentFinishedEvent,
-    SubagentFinishedSuspendedOutcome,
-    SubagentStartedEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
     TokenUsage,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
 )
 
 from baton.bus.events import (
@@ -77,15 +69,16 @@ from baton.bus.events import (
     ToolResulted,
 )
 from baton.engine.questions import OpenQuestion, QuestionBook
-from baton.server.ag_ui.holdings import Holdings
+from baton.server.ag_ui.holdings import HeldMark, Holdings
 from baton.server.ag_ui.interrupts import expired, to_interrupt
-from baton.server.ag_ui.invocations import Invocation, Invocations
+from baton.server.ag_ui.invocations import Invocations
 from baton.server.ag_ui.state import JsonObject, patch, project
+from baton.server.ag_ui.subagents import SubagentRuns
+from baton.server.ag_ui.texts import TextMessages
+from baton.server.ag_ui.tool_calls import ToolCalls
 from baton.server.state import StateFolder
-from baton.view import LEAD_NAME, describe_placement
+from baton.view import LEAD_NAME
 
-ACTIVITY_TYPE = "baton.subagent"
-"""The ``activityType`` of a sub-agent's progress card."""
 RESOLVED = "baton.interrupt.resolved"
 """The ``CUSTOM`` event saying how a question ended (approved, declined, expired, provided...)."""
 STATEFUL = (
@@ -118,20 +111,33 @@ class Translator:
         """Questions this run answered, open until the log says how they ended."""
         self.finished: SessionFinished | None = None
         self.lead_errors: list[str] = []
-        self.cursor: str | None = None
-        self.live = False
-        self.held_through: str | None = None
-        """The cursor of the last logged event whose content the client holds whole."""
-        self.missing_from: str | None = None
-        """The cursor of the first logged event whose content the client lacks (in part)."""
+        self.held = HeldMark()
+        self.texts = TextMessages(session, self.holdings, self.held)
+        self.runs = SubagentRuns(self.invocations, self.folder.view, self.texts, self.media_url)
+        self.calls = ToolCalls(self.texts, self.runs, self.holdings, self.held)
         self._requested: dict[str, ApprovalRequested] = {}
-        self._calls: dict[tuple[str, str], str] = {}
-        self._used: set[str] = set()
-        self._rounds: dict[str, str] = {}
-        self._chars: dict[str, int] = {}
-        self._open_texts: dict[str, str | None] = {}
         self._state: JsonObject | None = None
         self._usage: dict[str, list[int]] = {}
+
+    @property
+    def cursor(self) -> str | None:
+        """The cursor of the last logged event fed."""
+        return self.held.cursor
+
+    @property
+    def live(self) -> bool:
+        """Whether the run began: the events fed now are the run's."""
+        return self.runs.live
+
+    @property
+    def held_through(self) -> str | None:
+        """The cursor of the last logged event whose content the client holds whole."""
+        return self.held.held_through
+
+    @property
+    def missing_from(self) -> str | None:
+        """The cursor of the first logged event whose content the client lacks (in part)."""
+        return self.held.missing_from
 
     def media_url(self, url: str) -> str:
         """A media URL as the client opens it (remembered: the state names each again and
@@ -146,14 +152,14 @@ class Translator:
     def begin_run(self) -> list[BaseEvent]:
         """Open a run here: the state as it stands, then every invocation still running,
         announced again under its id. Events fed after this are the run's."""
-        self.live = True
-        self._open_texts.clear()
+        self.runs.live = True
+        self.texts.new_run()
         self._usage.clear()
         self._state = self._project()
         out: list[BaseEvent] = [StateSnapshotEvent(snapshot=self._state)]
         for invocation in self.invocations.running():
             invocation.announced = False
-            out.extend(self._announce(invocation))
+            out.extend(self.runs.announce(invocation))
         return out
 
     def open_questions(self) -> list[OpenQuestion]:
@@ -164,7 +170,7 @@ class Translator:
         """End the run's part of the session for an interrupt: close the open messages, finish
         every invocation it announced as suspended (the asking ones naming their interrupts);
         returns those events and the interrupts."""
-        out = self._close_texts()
+        out = self.texts.close_all()
         interrupts = []
         asked: dict[str, list[str]] = {}
         for question in questions:
@@ -172,31 +178,15 @@ class Translator:
             run_id = invocation.id if invocation is not None else None
             if run_id is not None:
                 asked.setdefault(run_id, []).append(question.id)
-            call = self._calls.get((question.agent, question.call_id))
+            call = self.calls.id_of(question.agent, question.call_id)
             interrupts.append(to_interrupt(question, call, run_id))
-        for invocation in self.invocations.running():
-            if invocation.announced:
-                ids = asked.get(invocation.id)
-                outcome = SubagentFinishedSuspendedOutcome(interrupt_ids=ids)
-                out.append(SubagentFinishedEvent(subagent_run_id=invocation.id, outcome=outcome))
-                invocation.announced = False
+        out.extend(self.runs.suspended(asked))
         return out, interrupts
 
     def close(self, why: str) -> list[BaseEvent]:
         """The session ended: close what is still open (an invocation that never reported is
         ended with ``why`` as its error code: ``cancelled``, ``failed``...)."""
-        out = self._close_texts()
-        for invocation in self.invocations.running():
-            if invocation.announced:
-                message = f"{invocation.agent} gave no result before the session ended ({why})"
-                out.append(
-                    SubagentErrorEvent(
-                        subagent_run_id=invocation.id, message=message, code=why.replace(" ", "_")
-                    )
-                )
-            invocation.announced = False
-        self.invocations.clear()
-        return out
+        return self.texts.close_all() + self.runs.ended(why)
 
     def usage(self) -> list[TokenUsage] | None:
         """The run's token usage per model, sub-agents included (None when none was logged)."""
@@ -211,7 +201,7 @@ class Translator:
 
     def feed(self, cursor: str, event: Event) -> list[BaseEvent]:
         """Fold one logged event; returns what it means in AG-UI (empty before the run began)."""
-        self.cursor = cursor
+        self.held.cursor = cursor
         self.folder.add(cursor, event)
         self.book.fold(event)
         out = self._translate(cursor, event)
@@ -224,32 +214,32 @@ class Translator:
     def _translate(self, cursor: str, event: Event) -> list[BaseEvent]:
         match event:
             case RoundStarted():
-                out = self._close_text(self._rounds.get(event.agent))
-                self._rounds[event.agent] = self._message_id(event.agent, cursor)
-                return out
+                return self.texts.round_started(event.agent, cursor)
             case RoundEnded():
-                return self._close_text(self._rounds.get(event.agent))
+                return self.texts.round_ended(event.agent)
             case TextDelta():
-                return self._text(event, cursor)
+                message = self.texts.current(event.agent, cursor)
+                out, owner = self.runs.owner(event.agent)
+                return out + self.texts.stream(message, event.text, owner)
             case TextRetracted():
                 return self._retracted(event, cursor)
             case ToolCalled():
-                return self._tool_call(event, cursor)
+                return self.calls.called(event, cursor)
             case ToolResulted():
-                return self._tool_result(event)
+                return self.calls.resulted(event)
             case _:
-                return self._translate_agents(cursor, event)
+                return self._translate_agents(event)
 
-    def _translate_agents(self, cursor: str, event: Event) -> list[BaseEvent]:
+    def _translate_agents(self, event: Event) -> list[BaseEvent]:
         match event:
             case AgentSpawned() if event.agent != LEAD_NAME:
-                return self._spawned(event)
+                return self.runs.spawned(event)
             case AgentClaimed() | AgentUnclaimed() | AgentProgress():
-                return self._activity(event.agent)
+                return self.runs.activity(event.agent)
             case AgentResult():
-                return self._result(event)
+                return self.runs.result(event)
             case AgentExited():
-                return self._exited(event)
+                return self.runs.exited(event)
             case _:
                 return self._translate_rest(event)
 
@@ -278,247 +268,15 @@ class Translator:
                 pass
         return []
 
-    # -- text ---------------------------------------------------------------------------------
-
-    def _message_id(self, agent: str, cursor: str) -> str:
-        return f"{self.session}.{agent}.{cursor}"
-
-    def _text(self, event: TextDelta, cursor: str) -> list[BaseEvent]:
-        message = self._rounds.get(event.agent)
-        if message is None:
-            message = self._rounds[event.agent] = self._message_id(event.agent, cursor)
-        out, owner = self._owner(event.agent)
-        return out + self._stream_text(message, event.text, owner)
-
-    def _stream_text(self, message: str, text: str, owner: str | None) -> list[BaseEvent]:
-        """Append ``text`` to ``message``, opening it in this run first; what the client holds
-        of it already is left out."""
-        start = self._chars.get(message, 0)
-        self._chars[message] = start + len(text)
-        held = self.holdings.text.get(message, 0)
-        if start + len(text) <= held:
-            self._held(True)
-            return []
-        self._held(False)
-        delta = text[max(held - start, 0) :]
-        out: list[BaseEvent] = []
-        if message not in self._open_texts:
-            self._open_texts[message] = owner
-            out.append(
-                TextMessageStartEvent(message_id=message, role="assistant", subagent_run_id=owner)
-            )
-        out.append(TextMessageContentEvent(message_id=message, delta=delta, subagent_run_id=owner))
-        return out
-
-    def _held(self, whole: bool) -> None:
-        """Note whether the client holds the content of the event being fed: the first it lacks
-        and the last it holds before that say where its stream stopped."""
-        if not whole and self.missing_from is None:
-            self.missing_from = self.cursor
-        elif whole and self.missing_from is None:
-            self.held_through = self.cursor
-
-    def _close_text(self, message: str | None) -> list[BaseEvent]:
-        if message is None or message not in self._open_texts:
-            return []
-        owner = self._open_texts.pop(message)
-        return [TextMessageEndEvent(message_id=message, subagent_run_id=owner)]
-
-    def _close_texts(self) -> list[BaseEvent]:
-        out: list[BaseEvent] = []
-        for message in list(self._open_texts):
-            out.extend(self._close_text(message))
-        return out
-
     def _retracted(self, event: TextRetracted, cursor: str) -> list[BaseEvent]:
         """Text taken back: the message ends where it is, and what follows is a new message
         (AG-UI cannot take text back; a ``CUSTOM`` event says how much is void)."""
-        message = self._rounds.get(event.agent)
-        if message is None:
+        retracted = self.texts.retract(event.agent, cursor)
+        if retracted is None:
             return []
-        out = self._close_text(message)
-        self._rounds[event.agent] = f"{message}.{cursor}"
+        out, message = retracted
         value = {"messageId": message, "chars": event.chars, "why": event.why}
         out.append(self._custom("baton.text.retracted", value, event.agent))
-        return out
-
-    # -- tool calls ---------------------------------------------------------------------------
-
-    def _tool_call(self, event: ToolCalled, cursor: str) -> list[BaseEvent]:
-        agent, call = event.agent, event.call
-        base = call.call_id if agent == LEAD_NAME else f"{agent}.{call.call_id}"
-        tool_call = base if base not in self._used else f"{base}.{cursor}"
-        self._used.add(tool_call)
-        self._calls[(agent, call.call_id)] = tool_call
-        parent = self._rounds.get(agent)
-        if parent is None:
-            parent = self._rounds[agent] = self._message_id(agent, cursor)
-        if agent == LEAD_NAME:
-            self.invocations.delegated(tool_call, call.name, call.arguments, parent)
-        out, owner = self._owner(agent)
-        held = self.holdings.arguments.get(tool_call)
-        self._held(held is not None and held == call.arguments)
-        if held is not None and held == call.arguments:
-            return out
-        arguments = call.arguments
-        if held is not None and arguments.startswith(held):
-            arguments = arguments[len(held) :]
-        out.append(
-            ToolCallStartEvent(
-                tool_call_id=tool_call,
-                tool_call_name=call.name,
-                parent_message_id=parent,
-                subagent_run_id=owner,
-            )
-        )
-        if arguments:
-            out.append(
-                ToolCallArgsEvent(tool_call_id=tool_call, delta=arguments, subagent_run_id=owner)
-            )
-        out.append(ToolCallEndEvent(tool_call_id=tool_call, subagent_run_id=owner))
-        return out
-
-    def _tool_result(self, event: ToolResulted) -> list[BaseEvent]:
-        agent, result = event.agent, event.result
-        tool_call = self._calls.get((agent, result.call_id))
-        if tool_call is None:  # its call is older than what the log kept
-            return []
-        out: list[BaseEvent] = []
-        if agent == LEAD_NAME:
-            started = self.invocations.answered(tool_call, result.content, result.is_error)
-            if started is not None:  # a follow-up that reached a living agent
-                out.extend(self._opened(started))
-        prefix, owner = self._owner(agent)
-        out.extend(prefix)
-        message = f"{tool_call}.result"
-        self._held(message in self.holdings.ids)
-        if message not in self.holdings.ids:
-            out.append(
-                ToolCallResultEvent(
-                    message_id=message,
-                    tool_call_id=tool_call,
-                    content=result.content,
-                    role="tool",
-                    subagent_run_id=owner,
-                )
-            )
-        return out
-
-    # -- sub-agents ---------------------------------------------------------------------------
-
-    def _spawned(self, event: AgentSpawned) -> list[BaseEvent]:
-        started = self.invocations.spawned(event.agent, event.profile)
-        return self._opened(started) if started is not None else []
-
-    def _opened(self, invocation: Invocation) -> list[BaseEvent]:
-        """A new invocation: its card as it stands, announced when the run is live."""
-        invocation.activity = self._activity_of(invocation.agent, invocation.profile)
-        return self._announce(invocation)
-
-    def _announce(self, invocation: Invocation) -> list[BaseEvent]:
-        if not self.live or invocation.announced:
-            return []
-        invocation.announced = True
-        return [
-            SubagentStartedEvent(
-                subagent_run_id=invocation.id,
-                name=invocation.agent,
-                description=f"a {invocation.profile} sub-agent",
-                parent_tool_call_id=invocation.parent_call,
-                parent_message_id=invocation.parent_message,
-            ),
-            ActivitySnapshotEvent(
-                message_id=invocation.activity_id,
-                activity_type=ACTIVITY_TYPE,
-                content=dict(invocation.activity),
-                replace=True,
-                subagent_run_id=invocation.id,
-            ),
-        ]
-
-    def _owner(self, agent: str) -> tuple[list[BaseEvent], str | None]:
-        """The invocation an agent's event belongs to (None: the lead's), announcing it first
-        when it was not yet in this run; an agent seen working with none gets one."""
-        if agent == LEAD_NAME:
-            return [], None
-        newest = self.invocations.newest(agent)
-        invocation = self.invocations.working(agent, self._profile_of(agent))
-        if invocation is not newest:
-            return self._opened(invocation), invocation.id
-        return self._announce(invocation), invocation.id
-
-    def _profile_of(self, agent: str) -> str:
-        view = self.folder.view.agents.get(agent)
-        return view.profile if view is not None and view.profile else agent
-
-    def _activity_of(self, agent: str, profile: str) -> JsonObject:
-        view = self.folder.view.agents.get(agent)
-        if view is None:
-            return {"agent": agent, "profile": profile, "status": "spawned", "progress": "",
-                    "placement": ""}  # fmt: skip
-        return {
-            "agent": agent,
-            "profile": view.profile or profile,
-            "status": view.status,
-            "progress": view.progress,
-            "placement": describe_placement(view),
-        }
-
-    def _activity(self, agent: str) -> list[BaseEvent]:
-        if not self.invocations.known(agent):
-            return []  # a worker's claim logged before the lead's spawn: its card comes with it
-        out, owner = self._owner(agent)
-        invocation = self.invocations.newest(agent)
-        if invocation is None or owner is None:
-            return out
-        fresh = self._activity_of(agent, invocation.profile)
-        ops = patch(invocation.activity, fresh)
-        invocation.activity = fresh
-        if ops and self.live:
-            out.append(
-                ActivityDeltaEvent(
-                    message_id=invocation.activity_id,
-                    activity_type=ACTIVITY_TYPE,
-                    patch=ops,
-                    subagent_run_id=owner,
-                )
-            )
-        return out
-
-    def _result(self, event: AgentResult) -> list[BaseEvent]:
-        out = self._activity(event.agent)
-        invocations = self.invocations.finish(event.agent)
-        result = {
-            "agent": event.agent,
-            "content": event.content,
-            "mediaUrls": [self.media_url(url) for url in event.media_urls],
-        }
-        for index, invocation in enumerate(invocations):
-            out.extend(self._announce(invocation))
-            if index == len(invocations) - 1 and event.content:
-                message = f"{invocation.id}.result"
-                out.extend(self._stream_text(message, event.content, invocation.id))
-                out.extend(self._close_text(message))
-            if invocation.announced:
-                out.append(SubagentFinishedEvent(subagent_run_id=invocation.id, result=result))
-        return out
-
-    def _exited(self, event: AgentExited) -> list[BaseEvent]:
-        had = self.invocations.newest(event.agent) is not None
-        out = self._activity(event.agent) if had else []
-        for invocation in self.invocations.left(event.agent):
-            out.extend(self._announce(invocation))
-            if not invocation.announced:
-                continue
-            if event.reason == "finished":
-                out.append(SubagentFinishedEvent(subagent_run_id=invocation.id))
-            else:
-                message = f"{event.agent} left without a result ({event.reason})"
-                out.append(
-                    SubagentErrorEvent(
-                        subagent_run_id=invocation.id, message=message, code=event.reason
-                    )
-                )
         return out
 
     # -- questions, state ---------------------------------------------------------------------
@@ -543,9 +301,7 @@ class Translator:
         return [self._custom(RESOLVED, value, event.agent)]
 
     def _custom(self, name: str, value: JsonObject, agent: str) -> BaseEvent:
-        invocation = self.invocations.newest(agent) if agent != LEAD_NAME else None
-        owner = invocation.id if invocation is not None and invocation.announced else None
-        return CustomEvent(name=name, value=value, subagent_run_id=owner)
+        return CustomEvent(name=name, value=value, subagent_run_id=self.runs.announced_owner(agent))
 
     def _project(self) -> JsonObject:
         interrupts = [question.id for question in self.open_questions()]

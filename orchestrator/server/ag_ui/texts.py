@@ -1,0 +1,102 @@
+"""Each agent's rounds as AG-UI text messages: one assistant message per round, opened by its
+first text in the run, streamed as deltas, closed when the round ends or the run stops.
+
+A round's message id is ``<session>.<agent>.<cursor of round.started>`` (or of the round's first
+text or tool call, when its ``round.started`` is older than what the log kept). Text the client
+already holds (:class:`~.holdings.Holdings`) is not sent again; text taken back ends the message
+where it is, and what follows is a new message (AG-UI cannot take text back).
+"""
+
+from __future__ import annotations
+
+from ag_ui.core import (
+    BaseEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+)
+
+from baton.server.ag_ui.holdings import HeldMark, Holdings
+
+
+class TextMessages:
+    """The text messages of one session's rounds, as the translation meets them."""
+
+    __slots__ = ("_chars", "_held", "_holdings", "_open", "_rounds", "_session")
+
+    def __init__(self, session: str, holdings: Holdings, held: HeldMark) -> None:
+        self._session = session
+        self._holdings = holdings
+        self._held = held
+        self._rounds: dict[str, str] = {}
+        """Each agent's round message now."""
+        self._chars: dict[str, int] = {}
+        """How much text each message has had, in the whole log."""
+        self._open: dict[str, str | None] = {}
+        """The messages open in this run, with the invocation each belongs to."""
+
+    def round_started(self, agent: str, cursor: str) -> list[BaseEvent]:
+        """A new round of ``agent``: its last round's message ends."""
+        out = self.close(self._rounds.get(agent))
+        self._rounds[agent] = self._message_id(agent, cursor)
+        return out
+
+    def round_ended(self, agent: str) -> list[BaseEvent]:
+        return self.close(self._rounds.get(agent))
+
+    def current(self, agent: str, cursor: str) -> str:
+        """The message of ``agent``'s round, begun at ``cursor`` when it has none yet."""
+        message = self._rounds.get(agent)
+        if message is None:
+            message = self._rounds[agent] = self._message_id(agent, cursor)
+        return message
+
+    def stream(self, message: str, text: str, owner: str | None) -> list[BaseEvent]:
+        """Append ``text`` to ``message``, opening it in this run first; what the client holds
+        of it already is left out."""
+        start = self._chars.get(message, 0)
+        self._chars[message] = start + len(text)
+        held = self._holdings.text.get(message, 0)
+        if start + len(text) <= held:
+            self._held.note(True)
+            return []
+        self._held.note(False)
+        delta = text[max(held - start, 0) :]
+        out: list[BaseEvent] = []
+        if message not in self._open:
+            self._open[message] = owner
+            out.append(
+                TextMessageStartEvent(message_id=message, role="assistant", subagent_run_id=owner)
+            )
+        out.append(TextMessageContentEvent(message_id=message, delta=delta, subagent_run_id=owner))
+        return out
+
+    def close(self, message: str | None) -> list[BaseEvent]:
+        """End ``message`` if it is open in this run."""
+        if message is None or message not in self._open:
+            return []
+        owner = self._open.pop(message)
+        return [TextMessageEndEvent(message_id=message, subagent_run_id=owner)]
+
+    def close_all(self) -> list[BaseEvent]:
+        out: list[BaseEvent] = []
+        for message in list(self._open):
+            out.extend(self.close(message))
+        return out
+
+    def new_run(self) -> None:
+        """A run begins: nothing is open in it yet (what the fold opened before was not sent)."""
+        self._open.clear()
+
+    def retract(self, agent: str, cursor: str) -> tuple[list[BaseEvent], str] | None:
+        """``agent``'s round took text back: its message ends where it is and the round goes on
+        in a new one; the ended message's events and id (None: the agent has no round)."""
+        message = self._rounds.get(agent)
+        if message is None:
+            return None
+        out = self.close(message)
+        self._rounds[agent] = f"{message}.{cursor}"
+        return out, message
+
+    def _message_id(self, agent: str, cursor: str) -> str:
+        return f"{self._session}.{agent}.{cursor}"
