@@ -40,8 +40,10 @@ benchmark cannot rot). ``--capable`` plays a capable lead instead of calling a s
 model that answers each request as its ``plan`` says, through the typed ``answer`` call (a
 question at once; otherwise the delegations and a short note in one reply, then the answer citing
 every media URL), its sub-agents the offline model's; it shows what the runtime costs and decides
-around a model that is right. Per-session records go to stderr as JSON lines with ``--verbose``
-(each with a ``trail``: the lead's calls, guards and sub-agents' exits, seconds into the session).
+around a model that is right; with ``--items`` it declares several tasks for one profile as one
+send's ``items`` (docs/lead.md, *Deliverables*). Per-session records go to stderr as JSON lines
+with ``--verbose`` (each with a ``trail``: the lead's calls, guards and sub-agents' exits,
+seconds into the session).
 ``--shape question`` (repeatable) runs only the requests of that shape; ``--held-out`` runs
 :data:`HELD_OUT`, requests no change was fitted to, instead of :data:`ASKS`; ``--dump DIR``
 keeps every request body and raw reply the server sent.
@@ -82,6 +84,8 @@ class Ask:
     needs: tuple[str, ...] = ()
     answer_any: tuple[str, ...] = ()
     plan: tuple[tuple[str, str], ...] | str = ()
+    answer_all: tuple[str, ...] = ()
+    """For a list of questions: a word each right answer has, every one of which must be there."""
 
 
 P, W = "painter", "writer"
@@ -134,6 +138,16 @@ ASKS = (
     Ask("Give me one word that rhymes with 'cat'.", "question",
         answer_any=("hat", "bat", "mat", "rat", "sat", "fat", "pat", "chat", "flat", "that"),
         plan="Hat."),
+    Ask("Paint three birds, each in its own picture: an owl, a parrot and a penguin.", "several",
+        pictures=3, agents=3,
+        plan=((P, "Paint an owl."), (P, "Paint a parrot."), (P, "Paint a penguin."))),
+    Ask("Paint a sunrise and a sunset, two pictures, and have the writer write one caption for "
+        "both.", "several", pictures=2, agents=3, needs=("painter", "writer"),
+        plan=((P, "Paint a sunrise."), (P, "Paint a sunset."),
+              (W, "Write one caption for a pair of pictures: a sunrise and a sunset."))),
+    Ask("Answer these three: how many legs does a spider have, what is 9 plus 6, and what gas do "
+        "plants take in?", "question-list", agents=3, answer_all=("8", "15", "carbon"),
+        plan="A spider has 8 legs; 9 plus 6 is 15; plants take in carbon dioxide."),
 )  # fmt: skip
 """Requests of many shapes (pictures, several items, two profiles, writing, plain questions,
 other languages): a session per request, in order, wrapping around."""
@@ -304,6 +318,10 @@ class SessionRecord:
     """What happened when (:attr:`Seen.trail`)."""
     unmet: str = ""
     """Why the session did not meet its request (:func:`judged`); empty when it did."""
+    missing_items: list[str] = field(default_factory=list)
+    """Items the lead declared that got no result (``answer.checked``, newer batons)."""
+    items_sends: int = 0
+    """The lead's ``send_message`` calls that declared ``items``."""
 
     @property
     def met(self) -> bool:
@@ -354,10 +372,7 @@ def capable_reply(body: Mapping[str, Any]) -> Any:
         return answer(plan)
     said = [m for m in messages if m.get("role") == "assistant"]
     if not said:
-        calls = [
-            Call("send_message", json.dumps({"to": to, "content": what, "type": "task"}))
-            for to, what in plan
-        ]
+        calls = [Call("send_message", json.dumps(send)) for send in capable_sends(plan)]
         note: dict[str, Any] = {"text": "I've asked my team; the results will follow."}
         if typed:
             note["status"] = "delegated"
@@ -367,6 +382,26 @@ def capable_reply(body: Mapping[str, Any]) -> Any:
         return answer("Still working on it.")
     lines = [f"Here is what my team made for “{task}”:", *media]
     return answer("\n".join(lines), media=[url for url in media if url.startswith("file:")])
+
+
+CAPABLE_ITEMS = False
+"""``--items``: the capable lead declares several tasks for one profile as one send's ``items``
+(what a baton with deliverables teaches); otherwise one send per task."""
+
+
+def capable_sends(plan: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The ``send_message`` arguments of a capable lead's plan."""
+    if not CAPABLE_ITEMS:
+        return [{"to": to, "content": what, "type": "task"} for to, what in plan]
+    by_profile: dict[str, list[str]] = {}
+    for to, what in plan:
+        by_profile.setdefault(to, []).append(what)
+    return [
+        {"to": to, "content": tasks[0], "type": "task"}
+        if len(tasks) == 1
+        else {"to": to, "content": "Do this one task.", "type": "task", "items": tasks}
+        for to, tasks in by_profile.items()
+    ]
 
 
 def answer_with(calls: list[Any], final: Any) -> Any:
@@ -386,6 +421,15 @@ def model_settings(base_url: str, model: str, options: Mapping[str, Any]) -> Any
     return ModelSettings(model=model, base_url=base_url, api_key=SecretStr("local"), **extra)
 
 
+def _declared(arguments: str) -> list[str]:
+    """The items a ``send_message`` call's arguments declare (none when they do not parse)."""
+    try:
+        items = json.loads(arguments).get("items")
+    except (ValueError, AttributeError):
+        return []
+    return [str(item) for item in items] if isinstance(items, list) else []
+
+
 @dataclass
 class Seen:
     """What one session's events showed, counted as they arrive."""
@@ -399,6 +443,8 @@ class Seen:
     agents: dict[str, str] = field(default_factory=dict)
     routed: int = 0
     composed: bool = False
+    missing_items: list[str] = field(default_factory=list)
+    items_sends: int = 0
     trail: list[str] = field(default_factory=list)
     """Seconds into the session and what happened (lead's calls, guards, agents' exits): where a
     slow or failed session spent its time, for ``--verbose``."""
@@ -431,6 +477,8 @@ class Seen:
             self.agents[event.agent] = f"{self.agents.get(event.agent, '?')}: {event.reason}"
         elif isinstance(event, ToolCalled):
             self.routed += event.call.name == "route"
+            if event.agent == "lead" and event.call.name == "send_message":
+                self.items_sends += bool(_declared(event.call.arguments))
             if event.agent == "lead":
                 self.mark(f"lead {event.call.name} {event.call.arguments[:80]}")
         elif isinstance(event, ToolResulted):
@@ -439,6 +487,7 @@ class Seen:
             self.tool_urls.update(event.media_urls)
         elif event.type == "answer.checked":  # an event newer batons have
             self.appended = list(getattr(event, "missing_media", []))
+            self.missing_items = list(getattr(event, "missing_items", []))
             self.composed = bool(getattr(event, "composed", False))
 
 
@@ -457,6 +506,9 @@ def judged(ask: Ask, answer: str, media: Sequence[str], agents: Mapping[str, str
     folded = answer.casefold()
     if ask.answer_any and not any(word in folded for word in ask.answer_any):
         return "the answer has none of " + "/".join(ask.answer_any)
+    left = [word for word in ask.answer_all if word not in folded]
+    if left:
+        return "the answer lacks " + "/".join(left)
     return ""
 
 
@@ -524,6 +576,8 @@ async def run_one(
         trail=seen.trail,
         appended=seen.appended,
         unmet=judged(ask, answer, media, seen.agents),
+        missing_items=seen.missing_items,
+        items_sends=seen.items_sends,
     )
 
 
@@ -568,6 +622,8 @@ def summarise(records: Sequence[SessionRecord], max_tokens: int | None) -> dict[
         "tokens": sum(r.tokens for r in records),
         "over_budget": sum(1 for r in records if max_tokens and r.tokens > max_tokens),
         "spawned": sum(r.spawned for r in records),
+        "sessions_declaring_items": sum(1 for r in records if r.items_sends),
+        "sessions_missing_items": sum(1 for r in records if r.missing_items),
     }
 
 
@@ -585,6 +641,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
                         help="a SessionConfig field, e.g. --set profile_tools=true")  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="2 sessions, offline model")
     parser.add_argument("--capable", action="store_true", help="a scripted capable lead")
+    parser.add_argument("--items", action="store_true",
+                        help="with --capable: one send's items for a profile's tasks")  # fmt: skip
     parser.add_argument("--verbose", action="store_true", help="per-session JSON on stderr")
     parser.add_argument("--log", default=None, help="log level of baton's own log on stderr")
     parser.add_argument("--first", type=int, default=0, help="start at this prompt")
@@ -617,6 +675,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
 
     elif args.capable:
         sessions = args.sessions
+        global CAPABLE_ITEMS
+        CAPABLE_ITEMS = args.items
 
         def make_model(counts: Counts) -> Any:
             from baton.llm import IN_PROCESS_URL, ModelSettings, ScriptedServer

@@ -108,6 +108,7 @@ class GuardFired(_Event):
         "declined-repeat",
         "interaction-budget",
         "send-cap",
+        "quoted",
         "blocked-rounds",
         "length",
         "runaway",
@@ -298,6 +299,9 @@ class AnswerChecked(_Event):
     type: Literal["answer.checked"] = "answer.checked"
     missing_media: list[str] = Field(default_factory=list)
     """Media URLs sub-agents produced that the answer left out (baton appended them)."""
+    missing_items: list[str] = Field(default_factory=list)
+    """Deliverables the lead declared (``send_message`` ``items``) that got no result: the
+    session is then ``incomplete``."""
     invented_urls: list[str] = Field(default_factory=list)
     """URLs in the answer that no tool produced."""
     composed: bool = False

@@ -264,6 +264,11 @@ class SessionView:
         return list(self.answer_check.missing_media) if self.answer_check is not None else []
 
     @property
+    def missing_items(self) -> list[str]:
+        """Deliverables the lead declared that got no result (the session is incomplete)."""
+        return list(self.answer_check.missing_items) if self.answer_check is not None else []
+
+    @property
     def media_urls(self) -> list[str]:
         """Every media URL of the session: the final answer's, then each sub-agent's."""
         seen: dict[str, None] = {}

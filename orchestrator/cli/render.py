@@ -298,6 +298,8 @@ def describe_check(event: AnswerChecked) -> str:
     said = []
     if event.missing_media:
         said.append(f"{len(event.missing_media)} media URL(s) the answer left out were appended")
+    if event.missing_items:
+        said.append("declared item(s) without a result: " + "; ".join(event.missing_items))
     if event.invented_urls:
         said.append("it cites URL(s) no tool produced: " + ", ".join(event.invented_urls))
     if event.composed:

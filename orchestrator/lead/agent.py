@@ -57,6 +57,7 @@ from baton.lead.checkpoint import LastTurn, LeadCheckpoint
 from baton.lead.delegation import Waves, delegation_rewriter
 from baton.lead.dispatch import Delegating
 from baton.lead.ending import final_outcome, last_turn, late_outcome
+from baton.lead.items import items_reason, missing_items
 from baton.lead.keeper import LeadTakenOver
 from baton.lead.options import LeadOptions, LeadParts
 from baton.lead.outcome import LeadOutcome as LeadOutcome
@@ -471,12 +472,16 @@ class Lead:
             answer = Answer(outcome.answer)
         check = check_answer(answer.text, self.roster, self.history, presented=answer.media)
         reasons = self.policy.judge(answer, check, self._facts(None))
+        missing = missing_items(self.state.items, self.roster, self.options.media_profiles)
+        if missing:  # what the model declared, judged whatever the policy
+            reasons.append(items_reason(missing))
         if self._emit is not None:
             await self._emit(
                 AnswerChecked(
                     session=self.session,
                     agent=LEAD_NAME,
                     missing_media=check.missing_media,
+                    missing_items=[item.text for item in missing],
                     invented_urls=check.invented_urls,
                     composed=outcome.composed,
                     policy=self.policy.name,

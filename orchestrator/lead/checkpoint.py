@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageFunctionToolCallParam
 
 from baton.engine.history import tool_message
+from baton.lead.items import DeclaredItem
 from baton.lead.roster import Roster, Sent, SubAgentRecord
 from baton.llm.types import Message
 
@@ -112,6 +113,8 @@ class LeadCheckpoint(BaseModel):
     waves_spent: int = 0
     refused: list[str] = Field(default_factory=list)
     """What the delegation caps refused for the current request (the refusals, as told)."""
+    items: list[DeclaredItem] = Field(default_factory=list)
+    """The deliverables the model declared for the current request and who holds each."""
     progress: Progress = Field(default_factory=Progress)
     policy: dict[str, JsonValue] = Field(default_factory=dict)
     """The lead policy's own memory for the current request (lead/policy.py), opaque here."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Sequence
-from difflib import SequenceMatcher
 
+from baton.lead.quotes import opens_a_note, quoted, told_by_the_session
 from baton.llm.types import Message
 
 _MEDIA_NOUN = (
@@ -109,51 +109,16 @@ def refuses(answer: str) -> bool:
     return declines(answer) or disclaims(answer)
 
 
-_NOTE_OPENING = re.compile(r"\s*\[\w+ from session\]")
-
-
-def _told_by_the_session(role: object, content: str) -> bool:
-    """A message of the lead's context that the session wrote: its rules, a tool's result, or a
-    note (lead/prompt.py ``note_block``)."""
-    return role in ("tool", "system") or (
-        role == "user" and _NOTE_OPENING.match(content) is not None
-    )
-
-
-QUOTE_CHARS = 40
-"""A reply sharing this many characters in a row with one of the lead's tool results (or its system
-prompt) quotes it."""
-
-
-def _folded(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
 def quotes_what_it_was_told(reply: str, messages: Sequence[Message]) -> bool:
     """Whether ``reply`` repeats one of the lead's tool results, its system prompt or a note
-    from the session. The lead's tools are its delegation (lead/dispatch.py): their results are
-    receipts and guard notices meant for the lead alone ("...already called 3 times with the
-    exact same arguments"), and small models hand them to the user as the answer, as they do
-    their rules ("You must call a tool in every reply: to reply to the user...") and the
-    session's notes (a 0.5B lead answered "You have delegated enough for this request. All
-    delegated work is in..."). Which messages the session wrote is known by their role and
-    block (``[note from session]``), not by their words, so this holds whatever the notes say.
-    The sub-agents' results reach the lead as user messages of their own block
-    (``[result from painter]``), so quoting those stays an answer."""
-    said = _folded(reply)
-    if len(said) < QUOTE_CHARS:
-        return False
-    for message in messages:
-        content = message.get("content")
-        if not isinstance(content, str) or not _told_by_the_session(message.get("role"), content):
-            continue
-        told = _folded(content)
-        if len(told) < QUOTE_CHARS:
-            continue
-        match = SequenceMatcher(None, said, told, autojunk=False).find_longest_match()
-        if match.size >= QUOTE_CHARS:
-            return True
-    return False
+    from the session (lead/quotes.py). The lead's tools are its delegation (lead/dispatch.py):
+    their results are receipts and guard notices meant for the lead alone ("...already called 3
+    times with the exact same arguments"), and small models hand them to the user as the answer,
+    as they do their rules ("You must call a tool in every reply: to reply to the user...") and
+    the session's notes (a 0.5B lead answered "You have delegated enough for this request. All
+    delegated work is in..."). The sub-agents' results reach the lead as user messages of their
+    own block (``[result from painter]``), so quoting those stays an answer."""
+    return quoted(reply, told_by_the_session(messages)) is not None
 
 
 _TO_THE_LEAD = (
@@ -176,4 +141,4 @@ def echoes_note(text: str) -> bool:
     in") or quotes a send's receipt (a 0.5B lead answered "...Its result will arrive in your
     inbox: do not wait or poll"). Such a reply is no answer."""
     folded = text.casefold()
-    return _NOTE_OPENING.match(text) is not None or any(p in folded for p in _TO_THE_LEAD)
+    return opens_a_note(text) or any(p in folded for p in _TO_THE_LEAD)

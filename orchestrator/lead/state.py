@@ -28,6 +28,7 @@ from baton.lead.checkpoint import (
     turn_messages,
 )
 from baton.lead.delegation import Waves
+from baton.lead.items import DeclaredItem
 from baton.lead.keeper import LeadTakenOver
 from baton.lead.roster import Roster
 from baton.llm.types import Message
@@ -47,6 +48,8 @@ class LeadState:
     """The tasks sent for the current request: normalised content -> the agent that got it."""
     refused: list[str] = field(default_factory=list)
     """What the delegation caps refused for the current request (the refusal, as told)."""
+    items: list[DeclaredItem] = field(default_factory=list)
+    """The deliverables the model declared for the current request (lead/items.py)."""
     policy: dict[str, JsonValue] = field(default_factory=dict)
     """The lead policy's memory for the current request (lead/policy.py)."""
     taken: list[str] = field(default_factory=list)
@@ -58,6 +61,7 @@ class LeadState:
         """A person asked something new: its delegation and the policy's memory start over."""
         self.tasks.clear()
         self.refused.clear()
+        self.items.clear()
         self.policy.clear()
         self.waves.reset()
         self.progress.waves_noted = False
@@ -95,6 +99,7 @@ class LeadState:
             tasks=dict(self.tasks),
             waves_spent=self.waves.spent,
             refused=list(self.refused),
+            items=[item.model_copy() for item in self.items],
             progress=self.progress.model_copy(deep=True),
             policy=dict(self.policy),
             taken=list(self.taken),
@@ -111,6 +116,7 @@ class LeadState:
         self.tasks = dict(checkpoint.tasks)
         self.waves.spent = checkpoint.waves_spent
         self.refused = list(checkpoint.refused)
+        self.items = [item.model_copy() for item in checkpoint.items]
         self.progress = checkpoint.progress.model_copy(deep=True)
         self.policy = dict(checkpoint.policy)
         self.taken = list(checkpoint.taken)

@@ -121,10 +121,18 @@ class Team:
     # -- sends ----------------------------------------------------------------------------------
 
     async def deliver(
-        self, to: str, content: str, kind: SendKind, *, once: bool = True, news_first: bool = False
+        self,
+        to: str,
+        content: str,
+        kind: SendKind,
+        items: list[str] | None = None,
+        *,
+        once: bool = True,
+        news_first: bool = False,
     ) -> str | ToolResult:
         """``send_message``: the inbox read first, then routed, capped and sent (``once``: see
-        :meth:`Dispatcher.deliver`). ``news_first`` (the model's own sends): while results the
+        :meth:`Dispatcher.deliver`; ``items``: one agent per declared item,
+        :meth:`Dispatcher.deliver_items`). ``news_first`` (the model's own sends): while results the
         model has not seen are waiting when a round's first send is made, no send of the round
         is made and the turn ends, so the model decides again with them in view; a 1.5B lead
         sent five new agents a question each, round after round, while the first one's answer
@@ -139,12 +147,15 @@ class Team:
                     self._round_news = self._unseen_reports()
                 if self._round_news:
                     return ToolResult(prompt.news_first(self._round_news), ends_turn=True)
-            done = await self.dispatch.deliver(to, content, kind, once=once)
+            if items is not None:
+                done = await self.dispatch.deliver_items(to, content, items, kind)
+            else:
+                done = await self.dispatch.deliver(to, content, kind, once=once)
             self.roster_changed()
             if done.sent:
                 await self._hooks.saved()
-            if done.started is not None:
-                await self.dispatch.announce(done.started)
+            for started in done.started:
+                await self.dispatch.announce(started)
         return done.reply
 
     async def delegate(

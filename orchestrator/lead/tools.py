@@ -24,8 +24,8 @@ from baton.engine import Tool, ToolResult
 from baton.lead.delegation import content_key
 
 SendKind = Literal["task", "message", "shutdown"]
-Deliver = Callable[[str, str, SendKind], Awaitable[str | ToolResult]]
-"""``deliver(to, content, type)`` -> the text the model gets back."""
+Deliver = Callable[[str, str, SendKind, list[str] | None], Awaitable[str | ToolResult]]
+"""``deliver(to, content, type, items)`` -> the text the model gets back."""
 
 SEND_MESSAGE = "send_message"
 
@@ -34,12 +34,20 @@ def send_message_tool(deliver: Deliver, targets: Iterable[str]) -> Tool:
     """``send_message(to, content, type)`` bound to one lead's ``deliver``; ``targets`` (the
     profile names, then the running agents) become the ``to`` enum."""
 
-    async def send_message(to: str, content: str, type: SendKind = "task") -> str | ToolResult:
-        return await deliver(to, content, type)
+    async def send_message(
+        to: str, content: str, type: SendKind = "task", items: list[str] | None = None
+    ) -> str | ToolResult:
+        return await deliver(to, content, type, items)
 
     template = _send_message_template()
     names = list(dict.fromkeys(targets))
     parameters: dict[str, Any] = copy.deepcopy(dict(template.schema["function"]["parameters"]))
+    items = parameters["properties"]["items"]  # offered as a plain list: null stays accepted
+    parameters["properties"]["items"] = {
+        "description": items["description"],
+        "items": {"type": "string"},
+        "type": "array",
+    }
     if names:  # where pydantic would put it: its schemas' keys are sorted
         to = {**parameters["properties"]["to"], "enum": names}
         parameters["properties"]["to"] = dict(sorted(to.items()))
@@ -61,13 +69,24 @@ async def _send_message(
         SendKind,
         Field(description="'task' for new work, 'message' to follow up, 'shutdown' to stop it"),
     ] = "task",
+    items: Annotated[
+        list[str] | None,
+        Field(
+            description=(
+                "when the user asks for several separate things (three pictures, a list of "
+                "questions): one entry per thing; each starts its own agent, told content and "
+                "its own item"
+            )
+        ),
+    ] = None,
 ) -> str | ToolResult:
     """Delegate to a sub-agent, follow one up, or stop one.
 
     type="task" to a profile name starts a NEW sub-agent of that profile, so independent tasks
     run in parallel (one call per task). To a running agent's name (e.g. "painter-2", or
     "painter" with type="message") it is a follow-up to that agent, which keeps its context.
-    type="shutdown" stops an agent. Results come back to you later as
+    type="shutdown" stops an agent. For several separate deliverables, one call with items=[...]
+    starts one agent per item; each item must get its result. Results come back to you later as
     "[result from <name>] ..." blocks: do not wait or poll for them.
     """
     raise RuntimeError("the template of send_message is bound to a lead before it runs")

@@ -84,6 +84,10 @@ class SessionState(BaseModel):
     invented_urls: list[str] = Field(
         default_factory=list, description="URLs the answer cites that no tool produced"
     )
+    missing_items: list[str] = Field(
+        default_factory=list,
+        description="deliverables the lead declared (send_message items) that got no result",
+    )
     events: int = 0
     last_cursor: str | None = None
 
@@ -139,6 +143,7 @@ class StateFolder:
             last_retry=_retry(view),
             budget=_budget(view),
             missing_media=view.missing_media,
+            missing_items=view.missing_items,
             invented_urls=view.invented_urls,
             events=self.events,
             last_cursor=self.last_cursor,

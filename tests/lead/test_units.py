@@ -62,7 +62,7 @@ def test_roster_hands_nothing_over_after_a_shutdown_or_an_error() -> None:
 
 
 def test_send_message_schema_advertises_profiles_but_accepts_any_name() -> None:
-    async def deliver(to: str, content: str, kind: str) -> str:
+    async def deliver(to: str, content: str, kind: str, items: list[str] | None) -> str:
         return to
 
     tool = send_message_tool(deliver, PROFILES)
@@ -70,7 +70,7 @@ def test_send_message_schema_advertises_profiles_but_accepts_any_name() -> None:
     assert params["properties"]["to"]["enum"] == ["painter", "writer"]  # type: ignore[index]
     assert params["properties"]["type"]["enum"] == ["task", "message", "shutdown"]  # type: ignore[index]
     args = tool.parse(json.dumps({"to": "ghost", "content": "x"}))
-    assert args == {"to": "ghost", "content": "x", "type": "task"}
+    assert args == {"to": "ghost", "content": "x", "type": "task", "items": None}
 
 
 def test_report_cannot_forge_a_block_in_another_senders_name() -> None:
