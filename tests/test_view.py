@@ -158,6 +158,7 @@ def troubled_story() -> list[Event]:
             session=S,
             agent=LEAD_NAME,
             missing_media=["/m/fox.png"],
+            missing_items=["a heron"],
             invented_urls=["https://example.com/fox.png"],
         ),
         SessionFinished(
@@ -184,6 +185,7 @@ def test_the_fold_shows_retries_retractions_spend_and_the_answers_check() -> Non
     assert view.agents["painter"].retries == 1  # the lead's retry is the session's, not a card's
     assert view.budget is not None and (view.budget.calls, view.budget.tokens) == (5, 2400)
     assert view.missing_media == ["/m/fox.png"]
+    assert view.missing_items == ["a heron"]
     assert view.invented_urls == ["https://example.com/fox.png"]
 
 
@@ -208,6 +210,7 @@ def test_the_api_state_carries_the_models_trouble() -> None:
     assert state.budget is not None
     assert (state.budget.calls, state.budget.max_calls, state.budget.max_tokens) == (5, 10, None)
     assert state.missing_media == ["/m/fox.png"]
+    assert state.missing_items == ["a heron"]
     assert state.invented_urls == ["https://example.com/fox.png"]
     assert [(a.name, a.retries) for a in state.agents] == [("painter", 1)]
 

@@ -170,6 +170,7 @@ def _final(view: SessionView, media_root: Path) -> str:
     check = view.answer_check
     missing = [public_url(url, media_root) for url in check.missing_media] if check else []
     invented = list(check.invented_urls) if check else []
+    items = list(check.missing_items) if check else []
     if finished is not None and finished.invented_urls:
         invented = list(finished.invented_urls)
     answer = finished.answer if finished is not None else ""
@@ -178,6 +179,7 @@ def _final(view: SessionView, media_root: Path) -> str:
         f'<div id="answer" class="stream">{escape(answer)}</div>'
         + _line("invented", "error", "The answer cites URLs no tool produced: ", invented)
         + _line("missing-media", "muted", "Appended to the answer (it left them out): ", missing)
+        + _line("missing-items", "error", "Declared items without a result: ", items)
         + f'<div id="final-media" class="media">{media(urls, media_root)}</div>'
     )
 

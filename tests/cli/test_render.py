@@ -151,12 +151,14 @@ def test_without_caps_the_spend_is_only_summed_up_at_the_end() -> None:
 def test_the_answers_check_and_the_summary_name_invented_urls_and_keep_media_last() -> None:
     lines = plain([
         SessionStarted(session=S, agent=LEAD, task="paint a fox", model="m"),
-        AnswerChecked(session=S, agent=LEAD, missing_media=[FOX], invented_urls=[FAKE]),
+        AnswerChecked(session=S, agent=LEAD, missing_media=[FOX], missing_items=["a heron"],
+                      invented_urls=[FAKE]),
         SessionFinished(session=S, agent=LEAD, status="incomplete", answer=f"see {FAKE}",
                         media_urls=[FOX], invented_urls=[FAKE]),
     ])  # fmt: skip
     assert lines[1] == (
         "! answer checked: 1 media URL(s) the answer left out were appended; "
+        "declared item(s) without a result: a heron; "
         f"it cites URL(s) no tool produced: {FAKE}"
     )
     assert lines[2:] == [

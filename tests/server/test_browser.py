@@ -194,7 +194,8 @@ async def test_live_page_shows_retries_retractions_the_budget_and_the_check(
         ModelRetried(session=session, agent="painter", attempt=1, reason="HTTP 500", delay_s=1.0),
         BudgetUpdated(session=session, agent="painter", calls=4, tokens=1200, max_calls=4),
         TextDelta(session=session, agent=lead, text=f"Here: {fake}"),
-        AnswerChecked(session=session, agent=lead, invented_urls=[fake]),
+        AnswerChecked(session=session, agent=lead, invented_urls=[fake],
+                      missing_items=["a heron"]),
         SessionFinished(session=session, agent=lead, status="incomplete",
                         answer=f"Here: {fake}", invented_urls=[fake]),
     ]  # fmt: skip
@@ -232,6 +233,8 @@ async def test_live_page_shows_retries_retractions_the_budget_and_the_check(
             assert await invented.is_visible()
             assert fake in (await invented.text_content() or "")
             assert await page.locator("#missing-media").is_hidden()
+            items = await page.locator("#missing-items").text_content()
+            assert items == "Declared items without a result: a heron"
             assert errors == []
         finally:
             await browser.close()

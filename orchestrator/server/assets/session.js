@@ -341,6 +341,11 @@ const handlers = {
       box.hidden = false;
     }
     showInvented(e.invented_urls);
+    if (e.missing_items && e.missing_items.length) {
+      const box = $("missing-items");
+      box.textContent = `Declared items without a result: ${e.missing_items.join(", ")}`;
+      box.hidden = false;
+    }
   },
   "agent.spawned": (e) => {
     if (e.agent === "lead") return;
