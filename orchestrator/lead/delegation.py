@@ -118,11 +118,14 @@ class TurnSends:
 
 def content_key(args: Mapping[str, object]) -> str | None:
     """``send_message``'s repeat key: its normalised content, whatever the target, so the same
-    task cycled over painter → helper → writer counts as one call repeated."""
+    task cycled over painter → helper → writer counts as one call repeated; with its ``items``,
+    which make a shared instruction ("Paint this bird.") a different send for other items."""
     content = args.get("content", args.get("task"))
     if not isinstance(content, str) or args.get("type") == "shutdown":
         return None
-    return normalise_text(content)
+    items = args.get("items")
+    listed = [normalise_text(str(item)) for item in items] if isinstance(items, list) else []
+    return "\n".join([normalise_text(content), *listed])
 
 
 def task_of(arguments: str) -> str:

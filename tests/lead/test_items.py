@@ -293,3 +293,23 @@ def test_an_item_held_by_a_successor_that_finished_has_its_result() -> None:
     record = roster.agents["painter-2"]
     record.state, record.exit_reason, record.media_urls = "done", "finished", ["file:///owl.png"]
     assert missing_items([item], roster, {"painter"}) == []
+
+
+async def test_sends_sharing_an_instruction_for_other_items_are_no_repeats() -> None:
+    """The repeat guard keys a send by its content and its items: four sends of "Paint this
+    bird." for four birds are four sends, not one repeated past ``max_repeats`` (3)."""
+    birds = [*BIRDS, "a crow"]
+    painters = ["painter", "painter-2", "painter-3", "painter-4"]
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "s3":
+            for name in painters:
+                await s.report(name, "painted", media=[f"https://cdn.example/{name}.png"])
+
+    sends = [send(f"s{n}", items=[bird]) for n, bird in enumerate(birds)]
+    s, _ = await run_lead(
+        [Reply(calls=sends), answer("On it."), answer("Four birds.")], react, task="Four birds."
+    )
+    assert s.spawned == ["painter", "painter-2", "painter-3", "painter-4"]
+    assert "repeated" not in s.guards()
+    assert [item.text for item in s.lead.state.items] == birds
