@@ -161,8 +161,10 @@ class TaskWatch:
         try:
             await follow_session(backend.bus, session, report=report, asker=asker,
                                  outage_s=backend.config.bus_outage_s)  # fmt: skip
-        except BusError as exc:
+        except BusError as exc:  # gone past bus_outage_s: tasks/get still reads the task later
             log.warning("task of session %s: no longer watched: %s", session, exc)
+        except Exception:  # it runs in the server's own task group: nothing may escape it
+            log.exception("task of session %s: no longer watched", session)
 
     async def _elicit(self, params: dict[str, Any]) -> ElicitResult:
         return await elicit_on(self.peer, params, self.task_id)

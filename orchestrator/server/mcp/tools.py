@@ -210,6 +210,11 @@ async def run_tool(
             f"session {session} did not end within {bound:.0f} s of its start; `state` shows "
             "where it stands"
         )
+    except BusError as exc:  # gone longer than bus_outage_s: this call ends, the server goes on
+        return error_result(
+            f"run: session {session}: lost the bus while following it ({exc}); `state` shows "
+            "where it stands once the bus answers"
+        )
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):  # the caller gave up on the call: its session ends
             await _cancel_quietly(call, session)
