@@ -278,3 +278,37 @@ async def test_a_client_of_an_older_revision_gets_only_what_its_revision_has(
         [line] = [text for text in texts if text.startswith("[painter-")]
         assert f"{server.url}/media/" in line and "(resource baton://media/" in line
         assert ", image/png]" in line
+
+
+_INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {},
+    "clientInfo": {"name": "rebinding-test", "version": "1"}}}  # fmt: skip
+_ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+@pytest.mark.parametrize("token", [None, TOKEN])
+async def test_dns_rebinding_is_refused_without_a_token_and_a_token_is_not(
+    tmp_path: Path, gallery: Path, token: str | None
+) -> None:
+    """Without a token, a ``Host`` or ``Origin`` that is not ``localhost``-like is refused (a
+    page rebound to this loopback server); with one, the token is the protection, and a request
+    carrying it is answered whatever its ``Host`` (a tunnel, a proxy)."""
+    async with open_bus("memory://") as bus:
+        config = ServerConfig(port=0, bus_url=bus.url, media_dir=tmp_path / "media", token=token)
+        async with (
+            BatonServer(config, bus=bus, profiles=load_profiles(gallery)) as server,
+            httpx2.AsyncClient(headers=_ACCEPT) as http,
+        ):
+            url = server.url + "/mcp"
+            auth = {"Authorization": f"Bearer {token}"} if token else {}
+            local = await http.post(url, json=_INITIALIZE, headers=auth)
+            host, origin = {"Host": "attacker.example"}, {"Origin": "http://attacker.example"}
+            rebound = await http.post(url, json=_INITIALIZE, headers={**auth, **host})
+            page = await http.post(url, json=_INITIALIZE, headers={**auth, **origin})
+            forged = await http.post(url, json=_INITIALIZE, headers={"Host": "attacker.example"})
+    assert local.status_code == 200, local.text
+    if token is None:
+        assert rebound.status_code in (400, 403, 421) and page.status_code in (400, 403)
+    else:
+        assert rebound.status_code == 200 and page.status_code == 200, (rebound.text, page.text)
+        assert forged.status_code == 401  # without the token: the guard, as for every route
