@@ -106,6 +106,12 @@ def mcp_command(
 
     configure_logging(settings.log_level)  # on stderr: stdout carries the protocol
     try:
+        if "media_dir" not in settings.model_fields_set:  # the host's working directory may be
+            # read-only: a per-user folder then (docs/mcp-server.md)
+            from baton.server.mcp.media_home import default_media_dir
+
+            chosen = default_media_dir(settings.media_dir)
+            settings = settings.model_copy(update={"media_dir": chosen})
         server_config = ServerConfig(
             bus_url=settings.bus,
             prefix=settings.prefix,

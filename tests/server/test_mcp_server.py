@@ -14,11 +14,23 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    CallToolResult,
+    GetTaskRequest,
+    GetTaskRequestParams,
+    GetTaskResult,
+    ImageContent,
+    Request,
+    RequestParams,
+    ResourceLink,
+    TextContent,
+)
 
 from baton.bus.base import Bus
 from baton.bus.connect import open_bus
@@ -32,6 +44,7 @@ from tests.server.mcp_helpers import (
     SCENARIOS,
     TOKEN,
     TWO_PICTURES,
+    declining,
     fresh,
     over_http,
     over_stdio,
@@ -205,3 +218,97 @@ async def test_over_stdio_every_scenario(tmp_path: Path, gallery: Path, era: str
         assert host.client.protocol_version == ("2025-11-25" if era == "legacy" else era)
         for scenario in SCENARIOS.values():
             await scenario(await fresh(host))
+
+
+# -- older protocol revisions --------------------------------------------------------------------
+
+
+class _TaskCall(RequestParams):
+    """A ``tools/call`` carrying 2025-11-25's ``task`` (not of the older revisions)."""
+
+    name: str
+    arguments: dict[str, Any]
+    task: dict[str, Any]
+
+
+@pytest.mark.parametrize("revision", ["2024-11-05", "2025-03-26", "2025-06-18"])
+async def test_a_client_of_an_older_revision_gets_only_what_its_revision_has(
+    tmp_path: Path, gallery: Path, revision: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The official client made to offer an older revision in its handshake: no tasks before
+    2025-11-25 (no capability, no ``execution``, ``tasks/get`` is ``-32601``, a ``task`` on the
+    call is ignored); before 2025-06-18 no elicitation (the approval is declined by policy) and
+    media as text with their URL (no ``resource_link``)."""
+    monkeypatch.setattr("mcp.client.session.LATEST_HANDSHAKE_VERSION", revision)
+    async with serving(tmp_path, gallery) as (server, _), over_http(server, "legacy") as host:
+        negotiated = host.client.protocol_version
+        capabilities = host.client.server_capabilities
+        tools = {tool.name: tool for tool in (await host.client.list_tools()).tools}
+        painted = await host.run(task="paint a fox")
+        host.answer = declining  # it declared elicitation: asked only from 2025-06-18 on
+        gated = await host.run(task=PUBLISH)
+        with pytest.raises(MCPError) as no_tasks:
+            await host.client.session.send_request(
+                GetTaskRequest(params=GetTaskRequestParams(task_id="s-000000000000~x")),
+                GetTaskResult,
+            )
+        as_a_call = await host.client.session.send_request(
+            Request[Any, Any](method="tools/call", params=_TaskCall(
+                name="run", arguments={"task": "paint a fox"}, task={"ttl": 60000})),
+            CallToolResult,
+        )  # fmt: skip
+    assert negotiated == revision
+    assert capabilities.tasks is None
+    assert all(tool.execution is None for tool in tools.values())
+    assert no_tasks.value.error.code == -32601
+    assert as_a_call.structured_content is not None
+    assert as_a_call.structured_content["status"] == "completed"
+    links = [block for block in painted.content if isinstance(block, ResourceLink)]
+    texts = [block.text for block in painted.content if isinstance(block, TextContent)]
+    images = [block for block in painted.content if isinstance(block, ImageContent)]
+    assert len(images) == 1  # pictures inline in every revision
+    assert gated.structured_content is not None
+    if revision == "2025-06-18":
+        [link] = links
+        assert link.uri.startswith("baton://media/")
+        assert len(host.asked) == 1
+    else:
+        assert host.asked == [] and gated.structured_content["status"] == "incomplete"
+        assert links == []
+        [line] = [text for text in texts if text.startswith("[painter-")]
+        assert f"{server.url}/media/" in line and "(resource baton://media/" in line
+        assert ", image/png]" in line
+
+
+_INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {},
+    "clientInfo": {"name": "rebinding-test", "version": "1"}}}  # fmt: skip
+_ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+@pytest.mark.parametrize("token", [None, TOKEN])
+async def test_dns_rebinding_is_refused_without_a_token_and_a_token_is_not(
+    tmp_path: Path, gallery: Path, token: str | None
+) -> None:
+    """Without a token, a ``Host`` or ``Origin`` that is not ``localhost``-like is refused (a
+    page rebound to this loopback server); with one, the token is the protection, and a request
+    carrying it is answered whatever its ``Host`` (a tunnel, a proxy)."""
+    async with open_bus("memory://") as bus:
+        config = ServerConfig(port=0, bus_url=bus.url, media_dir=tmp_path / "media", token=token)
+        async with (
+            BatonServer(config, bus=bus, profiles=load_profiles(gallery)) as server,
+            httpx2.AsyncClient(headers=_ACCEPT) as http,
+        ):
+            url = server.url + "/mcp"
+            auth = {"Authorization": f"Bearer {token}"} if token else {}
+            local = await http.post(url, json=_INITIALIZE, headers=auth)
+            host, origin = {"Host": "attacker.example"}, {"Origin": "http://attacker.example"}
+            rebound = await http.post(url, json=_INITIALIZE, headers={**auth, **host})
+            page = await http.post(url, json=_INITIALIZE, headers={**auth, **origin})
+            forged = await http.post(url, json=_INITIALIZE, headers={"Host": "attacker.example"})
+    assert local.status_code == 200, local.text
+    if token is None:
+        assert rebound.status_code in (400, 403, 421) and page.status_code in (400, 403)
+    else:
+        assert rebound.status_code == 200 and page.status_code == 200, (rebound.text, page.text)
+        assert forged.status_code == 401  # without the token: the guard, as for every route

@@ -117,6 +117,9 @@ class ElicitAsker:
         try:
             with scope, anyio.move_on_after(_seconds_left(question.expires_at)):
                 await self._put(question)
+        except Exception as exc:  # one question's fault (its peer gone, the bus) ends the asking
+            # of that question alone: it stays open and expires (declined), the call goes on
+            log.warning("session %s: %s no longer asked: %s", self._session, question.id, exc)
         finally:
             if self._claims.get(claim) is scope:
                 del self._claims[claim]

@@ -15,6 +15,7 @@ from starlette.requests import Request
 
 from baton.server.mcp.backend import McpBackend
 from baton.server.mcp.media import MediaView
+from baton.server.mcp.revisions import has_elicitation
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -43,6 +44,8 @@ class Call:
             return False
         if elicitation.form is None and elicitation.url is not None:
             return False  # URL mode only
+        if not has_elicitation(self.ctx.protocol_version):
+            return False  # a revision before elicitation (:mod:`.revisions`)
         return self.modern or self.ctx.session.can_send_request
 
     @property

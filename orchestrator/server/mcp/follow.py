@@ -22,6 +22,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from baton.bus.base import Bus
+from baton.bus.errors import BusError
 from baton.bus.tail import tail_events
 from baton.engine.questions import OpenQuestion
 from baton.server.feeds import cursor_key
@@ -66,31 +67,43 @@ async def follow_session(
 ) -> Followed:
     """Follow ``session`` until it ends or (``pause``) a question not in ``skip`` is open; see
     the module docstring. ``asker`` None leaves questions alone (a task's host answers them
-    through ``tasks/update``)."""
+    through ``tasks/update``).
+
+    A bus gone longer than ``outage_s`` raises the tail's ``BusOutage`` (a :class:`BusError`)
+    as itself, never wrapped in an ``ExceptionGroup`` by the task group the askers run in: each
+    caller turns it into its own error (a tool error, a JSON-RPC error, a watcher that stops),
+    and nothing else of the server is touched."""
     fold = LogFold(session)
     asked: set[str] = set(skip)
+    paused: list[OpenQuestion] = []
+    failure: BusError | None = None
     async with anyio.create_task_group() as group:
-        async with aclosing(tail_events(bus, session, follow=False, outage_s=outage_s)) as logs:
-            async for logged in logs:
-                line = fold.apply(logged.cursor, logged.event)
-                if line and _later(logged.cursor, emit_after):
-                    await report(line)
-        paused: list[OpenQuestion] = []
-        if fold.finished is None:
-            paused = _settle(fold, asked, asker, group, pause)
-        if fold.finished is None and not paused:
-            live = tail_events(bus, session, after=fold.cursor, outage_s=outage_s)
-            async with aclosing(live) as logs:
+        try:
+            async with aclosing(tail_events(bus, session, follow=False, outage_s=outage_s)) as logs:
                 async for logged in logs:
                     line = fold.apply(logged.cursor, logged.event)
-                    if line:
+                    if line and _later(logged.cursor, emit_after):
                         await report(line)
-                    if fold.finished is not None:
-                        break
-                    paused = _settle(fold, asked, asker, group, pause)
-                    if paused:
-                        break
-        group.cancel_scope.cancel()  # whatever is still being asked: the session ended
+            if fold.finished is None:
+                paused = _settle(fold, asked, asker, group, pause)
+            if fold.finished is None and not paused:
+                live = tail_events(bus, session, after=fold.cursor, outage_s=outage_s)
+                async with aclosing(live) as logs:
+                    async for logged in logs:
+                        line = fold.apply(logged.cursor, logged.event)
+                        if line:
+                            await report(line)
+                        if fold.finished is not None:
+                            break
+                        paused = _settle(fold, asked, asker, group, pause)
+                        if paused:
+                            break
+        except BusError as exc:  # raised below, outside the group, as itself (not in a group)
+            failure = exc
+        finally:
+            group.cancel_scope.cancel()  # whatever is still being asked: the following ended
+    if failure is not None:
+        raise failure
     return Followed(fold, paused)
 
 

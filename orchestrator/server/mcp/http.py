@@ -4,9 +4,11 @@ elicitation requests, and 2026-07-28 single exchanges).
 
 It sits behind the server's token guard like every route (``Authorization: Bearer <token>``: the
 admin token; a session token is ``403`` here, since MCP reaches every session), so every MCP
-request, task requests included, is authorised by the same token. On a loopback server the SDK's
-DNS-rebinding protection is on too (only ``localhost``-style ``Host`` and ``Origin`` headers): a
-web page cannot drive a token-less local server through a visitor's browser.
+request, task requests included, is authorised by the same token. A server without a token
+(only a loopback one may be) has the SDK's DNS-rebinding protection on instead (only
+``localhost``-style ``Host`` and ``Origin`` headers): a web page cannot drive it through a
+visitor's browser. With a token the token is that protection — a rebound page does not have it —
+so a request that carries it is not refused for its ``Host`` (a tunnel, a proxy's name).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import BaseRoute, Route
 
-from baton.server.config import is_loopback
 from baton.server.context import ServerContext
 from baton.server.mcp.backend import McpBackend
 from baton.server.mcp.server import build_server
@@ -31,7 +32,7 @@ async def mcp_routes(stack: AsyncExitStack, ctx: ServerContext) -> list[BaseRout
     """The ``/mcp`` route over ``ctx``, its session manager running in ``stack``."""
     server = build_server(McpBackend.of_server(ctx))
     security = None
-    if is_loopback(ctx.config.host):
+    if ctx.config.token is None:  # a loopback server (the config refuses any other without one)
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
             allowed_hosts=LOOPBACK_HOSTS,

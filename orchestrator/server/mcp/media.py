@@ -79,6 +79,13 @@ class MediaView:
             return url
         return self.public_base + MEDIA_PREFIX + quote(relative)
 
+    def openable_resource(self, uri: str) -> str:
+        """The URL this host opens for a resource URI of a medium (other URIs as they are)."""
+        relative = relative_of(uri)
+        if relative is None:
+            return uri
+        return self.openable((self.root / relative).as_uri())
+
     async def content(self, urls: list[str]) -> list[ContentBlock]:
         """The content blocks of the media: each one's link, and small pictures inline (up to
         :data:`INLINE_TOTAL` bytes in all)."""

@@ -52,6 +52,7 @@ from baton.defaults import installed_version
 from baton.server.mcp import media
 from baton.server.mcp.backend import STATE_AUDIENCE, McpBackend, state_security
 from baton.server.mcp.call import Call
+from baton.server.mcp.revisions import has_tasks
 from baton.server.mcp.task_methods import LegacyTasks, TasksExtension
 from baton.server.mcp.tools import call_tool, tool_list
 
@@ -99,7 +100,7 @@ def build_server(backend: McpBackend) -> BatonMcpServer:
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        return ListToolsResult(tools=tool_list())
+        return ListToolsResult(tools=tool_list(ctx.protocol_version))
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
@@ -172,6 +173,8 @@ def _by_era(modern: MethodBinding | None, legacy: MethodBinding | None) -> Any:
 
     async def route(ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
         binding = modern if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else legacy
+        if binding is legacy and not has_tasks(ctx.protocol_version):
+            binding = None  # a revision before tasks: not offered (:mod:`.revisions`)
         if binding is None:
             raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=ctx.method)
         return await binding.handler(ctx, params)

@@ -65,6 +65,7 @@ from baton.server.mcp.backend import CallRefused, McpBackend
 from baton.server.mcp.call import RELATED_TASK, TASKS_EXTENSION, Call, elicit_on
 from baton.server.mcp.follow import Asker, follow_session
 from baton.server.mcp.results import run_result
+from baton.server.mcp.revisions import has_tasks
 from baton.server.mcp.schemas import RunArguments
 from baton.server.mcp.tasks import (
     POLL_MS,
@@ -161,8 +162,10 @@ class TaskWatch:
         try:
             await follow_session(backend.bus, session, report=report, asker=asker,
                                  outage_s=backend.config.bus_outage_s)  # fmt: skip
-        except BusError as exc:
+        except BusError as exc:  # gone past bus_outage_s: tasks/get still reads the task later
             log.warning("task of session %s: no longer watched: %s", session, exc)
+        except Exception:  # it runs in the server's own task group: nothing may escape it
+            log.exception("task of session %s: no longer watched", session)
 
     async def _elicit(self, params: dict[str, Any]) -> ElicitResult:
         return await elicit_on(self.peer, params, self.task_id)
@@ -377,11 +380,17 @@ class LegacyTasks:
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
-        """The middleware: a 2025-11-25 ``tools/call`` carrying ``task`` becomes a task."""
+        """The middleware: a 2025-11-25 ``tools/call`` carrying ``task`` becomes a task; a client
+        of an older revision is offered no tasks (:mod:`.revisions`): its ``initialize`` result
+        has no ``tasks`` capability, and a ``task`` on its call is not of its revision (ignored:
+        the call runs as a call)."""
         params = ctx.params
+        if ctx.method == "initialize":
+            return _without_tasks_before_them(await call_next(ctx))
         if (
             ctx.method != "tools/call"
             or ctx.protocol_version in MODERN
+            or not has_tasks(ctx.protocol_version)
             or not isinstance(params, Mapping)
             or params.get("task") is None
         ):
@@ -456,6 +465,18 @@ class LegacyTasks:
                                  outage_s=call.backend.config.bus_outage_s)  # fmt: skip
         except BusError as exc:
             raise bus_down(exc) from exc
+
+
+def _without_tasks_before_them(result: HandlerResult) -> HandlerResult:
+    """An ``initialize`` result (the wire dict) without the ``tasks`` capability when the
+    revision it negotiated predates tasks."""
+    if not isinstance(result, dict):
+        return result
+    version = result.get("protocolVersion")
+    capabilities = result.get("capabilities")
+    if isinstance(version, str) and not has_tasks(version) and isinstance(capabilities, dict):
+        return {**result, "capabilities": {k: v for k, v in capabilities.items() if k != "tasks"}}
+    return result
 
 
 async def _quiet(line: str) -> None:

@@ -48,6 +48,7 @@ from baton.server.mcp.backend import CallRefused
 from baton.server.mcp.call import Call
 from baton.server.mcp.follow import Asker, Followed, follow_session
 from baton.server.mcp.results import run_result
+from baton.server.mcp.revisions import has_links, has_tasks, links_as_text
 from baton.server.mcp.schemas import (
     CancelResult,
     NoArguments,
@@ -209,6 +210,11 @@ async def run_tool(
         return error_result(
             f"session {session} did not end within {bound:.0f} s of its start; `state` shows "
             "where it stands"
+        )
+    except BusError as exc:  # gone longer than bus_outage_s: this call ends, the server goes on
+        return error_result(
+            f"run: session {session}: lost the bus while following it ({exc}); `state` shows "
+            "where it stands once the bus answers"
         )
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):  # the caller gave up on the call: its session ends
@@ -375,15 +381,21 @@ TOOLS: dict[str, ToolSpec] = {
 }
 
 
-def tool_list() -> list[Tool]:
-    """Every tool with its schemas; ``run`` says it may be called as a 2025-11-25 task."""
+def tool_list(version: str) -> list[Tool]:
+    """Every tool with its schemas; from 2025-11-25 on, ``run`` says it may be called as a task
+    (an older client is offered no tasks: :mod:`.revisions`)."""
+    tasks = has_tasks(version)
     return [
         Tool(
             name=spec.name,
             description=spec.description,
             input_schema=input_schema(spec.arguments),
             output_schema=output_schema(spec.result),
-            execution=ToolExecution(task_support="optional" if spec.tasks else "forbidden"),
+            execution=(
+                ToolExecution(task_support="optional" if spec.tasks else "forbidden")
+                if tasks
+                else None
+            ),
         )
         for spec in TOOLS.values()
     ]
@@ -416,8 +428,11 @@ async def call_tool(
     if isinstance(args, CallToolResult):
         return args
     try:
-        return await spec.handler(call, args, params)
+        result = await spec.handler(call, args, params)
     except CallRefused as exc:
         return error_result(str(exc))
     except BusError as exc:
         return error_result(f"{spec.name}: the bus does not answer ({exc}); try again")
+    if isinstance(result, CallToolResult) and not has_links(call.ctx.protocol_version):
+        return links_as_text(result, call.media().openable_resource)
+    return result
