@@ -164,6 +164,29 @@ def test_a_follow_up_on_the_same_thread_carries_on_the_conversation(results: Jso
     assert of_type(second, "SUBAGENT_STARTED")[0]["subagentRunId"] not in first_ids
 
 
+def _tool_calls(messages: list[Json]) -> list[str]:
+    return [c["id"] for m in messages if m["role"] == "assistant" for c in m.get("toolCalls") or ()]
+
+
+def test_the_sessions_of_a_thread_never_share_a_tool_call_id(results: Json) -> None:
+    """The follow-up ran in the thread's next session, whose model numbers its calls anew: each
+    call is still its own in the client's history, and the thread replays as one clean run."""
+    found = case(results, "paint_and_follow_up")
+    started = [
+        e["toolCallId"] for run in (found["first"], found["second"])
+        for e in of_type(run, "TOOL_CALL_START")
+    ]  # fmt: skip
+    assert len(started) == len(set(started))
+    held = _tool_calls(found["messages"])
+    assert sorted(held) == sorted(started)
+    results_held = [m["id"] for m in found["messages"] if m["role"] == "tool"]
+    assert len(results_held) == len(set(results_held)) == len(started)
+    replay = found["replay"]
+    _clean(replay)
+    assert terminal(replay)["type"] == "RUN_FINISHED"
+    assert sorted(_tool_calls(found["replayed"])) == sorted(started)
+
+
 def _interrupt(run: Json) -> Json:
     finished = terminal(run)
     assert finished["type"] == "RUN_FINISHED", finished

@@ -12,9 +12,10 @@ Ids, all derived from the log so they are stable across runs and servers:
 
 - a lead round's message: ``<session>.lead.<cursor of round.started>`` (its text and its tool
   calls: one assistant message per round); a sub-agent round's likewise, with its name;
-- a tool call: the model's call id for the lead, ``<agent>.<call id>`` for a sub-agent (call ids
-  repeat across agents), with ``.<cursor>`` added should one repeat in the session; its result's
-  message is ``<tool call id>.result``;
+- a tool call: ``<session>:<call id>`` for the lead, ``<session>:<agent>.<call id>`` for a
+  sub-agent (call ids repeat across agents, and across the sessions of a thread), with
+  ``.<cursor>`` added should one repeat in the session; its result's message is
+  ``<tool call id>.result``;
 - an invocation (``subagentRunId``): ``<session>.<agent>.<n>``, new for every delegation — the
   agent's spawn, and each follow-up ``send_message`` to it while it lives (which delegation is
   which: :mod:`.invocations`).
@@ -114,7 +115,7 @@ class Translator:
         self.held = HeldMark()
         self.texts = TextMessages(session, self.holdings, self.held)
         self.runs = SubagentRuns(self.invocations, self.folder.view, self.texts, self.media_url)
-        self.calls = ToolCalls(self.texts, self.runs, self.holdings, self.held)
+        self.calls = ToolCalls(session, self.texts, self.runs, self.holdings, self.held)
         self._requested: dict[str, ApprovalRequested] = {}
         self._state: JsonObject | None = None
         self._usage: dict[str, list[int]] = {}

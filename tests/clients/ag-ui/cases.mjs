@@ -177,7 +177,11 @@ const cases = {
       pictures.push({ url, status: response.status, type: response.headers.get("content-type"),
                       png: body[1] === 0x50 && body[2] === 0x4e && body[3] === 0x47 });
     }
-    return { first, second, pictures, messages: messagesOf(agent) };
+    // The whole thread (both sessions) again, by a client that holds nothing: one run.
+    const fresh = agentOf("main", agent.threadId, { "Last-Event-ID": "0" });
+    const replay = await run(fresh);
+    return { first, second, pictures, messages: messagesOf(agent), replay,
+             replayed: messagesOf(fresh) };
   },
 
   // "publish a haiku": the approval is an interrupt; a resume approves it. A resume whose
