@@ -163,6 +163,38 @@ def test_a_follow_up_to_a_living_agent_is_a_new_invocation_and_a_refused_send_is
     assert progress["subagentRunId"] == started[1]["subagentRunId"]
 
 
+def test_a_message_belongs_to_one_invocation_when_a_follow_up_reaches_its_agent_mid_round() -> None:
+    """The lead's follow-up reaches the writer while its round is streaming: the writer's work
+    belongs to the new invocation from then on, and no message (nor its tool calls) changes
+    owner between its start and its end."""
+    events: list[Event] = [
+        *START,
+        send("c1", "writer"),
+        AgentSpawned(session=S, agent="writer", profile="writer"),
+        result("lead", "c1", "send_message", "Started writer, a new writer agent, on this task"),
+        RoundStarted(session=S, agent="writer", round=1),
+        TextDelta(session=S, agent="writer", text="Drafting"),
+        send("c2", "writer", "message"),
+        result("lead", "c2", "send_message", "Sent to writer (profile writer)"),
+        TextDelta(session=S, agent="writer", text=" the poem"),
+        call("writer", "w1", "publish"),
+        RoundEnded(session=S, agent="writer", round=1),
+    ]
+    _, out = translate(events)
+    first, second = (e["subagentRunId"] for e in of(out, "SUBAGENT_STARTED"))
+    owners: dict[str, set[str | None]] = {}
+    for event in out:
+        if event["type"].startswith("TEXT_MESSAGE"):
+            owners.setdefault(event["messageId"], set()).add(event.get("subagentRunId"))
+    assert all(len(found) == 1 for found in owners.values()), owners
+    said = {e["delta"]: e["subagentRunId"] for e in of(out, "TEXT_MESSAGE_CONTENT")}
+    assert said == {"Drafting": first, " the poem": second}
+    [tool] = [e for e in of(out, "TOOL_CALL_START") if e.get("subagentRunId")]
+    assert owners[tool["parentMessageId"]] == {tool["subagentRunId"]} == {second}
+    opened = [e["messageId"] for e in of(out, "TEXT_MESSAGE_START")]
+    assert sorted(opened) == sorted(e["messageId"] for e in of(out, "TEXT_MESSAGE_END"))
+
+
 def test_text_taken_back_ends_its_message_and_the_retry_is_a_new_one() -> None:
     events: list[Event] = [
         *START,

@@ -219,9 +219,9 @@ class Translator:
             case RoundEnded():
                 return self.texts.round_ended(event.agent)
             case TextDelta():
-                message = self.texts.current(event.agent, cursor)
                 out, owner = self.runs.owner(event.agent)
-                return out + self.texts.stream(message, event.text, owner)
+                ended, message = self.texts.attributed(event.agent, cursor, owner)
+                return out + ended + self.texts.stream(message, event.text, owner)
             case TextRetracted():
                 return self._retracted(event, cursor)
             case ToolCalled():

@@ -62,10 +62,13 @@ class ToolCalls:
         tool_call = base if base not in self._used else f"{base}.{cursor}"
         self._used.add(tool_call)
         self._ids[(agent, call.call_id)] = tool_call
-        parent = self._texts.current(agent, cursor)
+        out, owner = self._runs.owner(agent)
+        ended, parent = self._texts.attributed(
+            agent, cursor, owner
+        )  # the call's owner is its message's
+        out.extend(ended)
         if agent == LEAD_NAME:
             self._runs.invocations.delegated(tool_call, call.name, call.arguments, parent)
-        out, owner = self._runs.owner(agent)
         held = self._holdings.arguments.get(tool_call)
         self._held.note(held is not None and held == call.arguments)
         if held is not None and held == call.arguments:
