@@ -304,6 +304,28 @@ def test_cancelling_on_purpose_ends_both_runs_cancelled_with_everything_closed(
         )
 
 
+def test_a_cancel_while_an_interrupt_waits_ends_cancelled_with_the_interrupt_closed(
+    results: Json,
+) -> None:
+    found = case(results, "cancel")
+    interrupt = _interrupt(found["asked"])
+    cancelled = found["cancelled"]
+    _clean(cancelled)
+    assert terminal(cancelled)["outcome"] == {"type": "cancelled"}
+    closed = [
+        e["value"] for e in of_type(cancelled, "CUSTOM") if e["name"] == "baton.interrupt.resolved"
+    ]
+    assert [(v["interruptId"], v["outcome"]) for v in closed] == [(interrupt["id"], "closed")]
+    assert cancelled["pendingInterrupts"] == []
+    opened = {e["subagentRunId"] for e in of_type(cancelled, "SUBAGENT_STARTED")}
+    ended = {
+        e["subagentRunId"]
+        for e in cancelled["events"]
+        if e["type"] in ("SUBAGENT_FINISHED", "SUBAGENT_ERROR")
+    }
+    assert opened == ended
+
+
 def test_a_model_that_fails_ends_the_run_with_run_error(results: Json) -> None:
     run = case(results, "failing_model")["run"]
     assert types(run)[0] == "RUN_STARTED"

@@ -69,6 +69,7 @@ from baton.bus.events import (
     ToolCalled,
     ToolResulted,
 )
+from baton.engine.approval import WITHDRAWN
 from baton.engine.questions import OpenQuestion, QuestionBook
 from baton.server.ag_ui.holdings import HeldMark, Holdings
 from baton.server.ag_ui.interrupts import expired, to_interrupt
@@ -289,6 +290,8 @@ class Translator:
             requested = self._requested.get(event.call_id)
             if expired(requested, event):
                 outcome = "expired"
+            elif not event.approved and event.policy is None and event.reason == WITHDRAWN:
+                outcome = "closed"  # its agent stopped waiting: cancelled, nobody declined it
             else:
                 outcome = "approved" if event.approved else "declined"
             value = {"interruptId": event.call_id, "kind": "approval", "outcome": outcome,

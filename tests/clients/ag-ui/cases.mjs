@@ -256,7 +256,14 @@ const cases = {
     const stopper = agentOf("main", threadId);
     stopper.setMessages(messagesOf(agent).filter((m) => m.role === "user"));
     const stop = await run(stopper, { forwardedProps: { baton: { cancel: true } } });
-    return { running: await running, stop };
+    // A cancel while a question waits: the client must address the interrupt in the same run.
+    const asking = agentOf("main", `cancel-asked-${Date.now()}`);
+    say(asking, "publish a haiku");
+    const asked = await run(asking);
+    const [pending] = asking.pendingInterrupts;
+    const resume = buildResumeArray(asking.pendingInterrupts, { [pending.id]: { status: "cancelled" } });
+    const cancelled = await run(asking, { resume, forwardedProps: { baton: { cancel: true } } });
+    return { running: await running, stop, asked, cancelled };
   },
 
   // The lead's model fails: the run ends with RUN_ERROR.
