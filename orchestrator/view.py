@@ -144,6 +144,8 @@ class SessionView:
                 self.errors.append(f"{event.agent}: {event.message}")
             case SessionFinished():
                 self.finished, self.status = event, event.status
+                self.pending.clear()  # the session ended (a cancel included): nobody waits
+                self.questions.clear()
             case _:
                 if not self._apply_model(event):
                     self._apply_agent(event)

@@ -21,8 +21,15 @@ from baton.engine.calls import Answer, PendingCall, RoundContext
 from baton.engine.channels import new_question_id
 from baton.engine.errors import ApprovalTimeout
 from baton.engine.interaction import ApprovalDecision, ApprovalQuestion
+from baton.engine.media import CLOSING_EMIT_S
 
 log = logging.getLogger(__name__)
+
+WITHDRAWN = "withdrawn: the agent's turn was cancelled before anyone answered"
+"""The reason of the ``approval.decided`` logged for each call of a question whose agent stopped
+waiting because it was cancelled (its session cancelled, the agent stopped): the question is
+closed for every reader of the log, as a file question's ``closed`` outcome closes it, and the
+call did not run. (The AG-UI endpoint reports it as ``closed``, never as a person's decline.)"""
 
 _NO_DECISION = ApprovalDecision(approved=False, reason="no decision was given for this call")
 
@@ -61,7 +68,15 @@ class HumanApproval:
                 session=ctx.session, agent=ctx.agent, calls=list(infos), expires_at=expires_at
             )
         )
-        decisions, failure = await _ask(ctx, question)
+        try:
+            decisions, failure = await _ask(ctx, question)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSING_EMIT_S):
+                for call in gated:
+                    await ctx.emit(ApprovalDecided(session=ctx.session, agent=ctx.agent,
+                                                   call_id=call.id, approved=False,
+                                                   reason=WITHDRAWN))  # fmt: skip
+            raise
         answers: dict[str, Answer] = {}
         for call in gated:
             policy = None

@@ -39,6 +39,7 @@ from baton.bus.events import (
     ApprovalRequested,
     QuestionAnswered,
     QuestionAsked,
+    SessionFinished,
     SessionStarted,
     asked_for,
     utc_now,
@@ -217,11 +218,14 @@ class QuestionBook:
                 self._forget(agent)  # it left, or another instance took over: nobody waits
             case SessionStarted(resumed=True, agent=agent):
                 self._forget(agent)  # a resumed lead asks anew
+            case SessionFinished():
+                self._forget(None)  # the session ended (a cancel included): nobody waits
             case _:
                 pass
 
-    def _forget(self, agent: str) -> None:
-        for question in [q for q in self._open.values() if q.agent == agent]:
+    def _forget(self, agent: str | None) -> None:
+        """Close the questions ``agent`` asked (None: every question)."""
+        for question in [q for q in self._open.values() if agent in (None, q.agent)]:
             del self._open[question.id]
             self._closed.add(question.id)
             if question.kind != "approval":

@@ -15,6 +15,7 @@ from baton.bus.events import (
     ApprovalRequested,
     QuestionAnswered,
     QuestionAsked,
+    SessionFinished,
     SessionStarted,
     ToolCallInfo,
     utc_now,
@@ -101,6 +102,7 @@ def test_an_agent_that_left_or_was_taken_over_waits_for_nothing() -> None:
     for ending in (
         AgentExited(session=S, agent="reviewer", reason="error"),
         AgentClaimed(session=S, agent="reviewer", profile="reviewer", worker="w-2"),
+        SessionFinished(session=S, agent="lead", status="cancelled"),  # nobody is left to wait
     ):
         book, view = QuestionBook(), SessionView()
         for event in (ApprovalRequested(session=S, agent="reviewer", calls=[call]), _asked("q1"),

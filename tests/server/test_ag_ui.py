@@ -24,6 +24,7 @@ from baton.bus.redis import RedisBus
 from baton.server import BatonServer, ServerConfig
 from baton.server.ag_ui import routes_if_installed
 from baton.server.ag_ui.app import AgUiApp
+from baton.server.ag_ui.interrupts import questions_of
 from baton.server.state import session_state
 from baton.subagents.profiles import load_profiles
 from baton.testing import RedisServer
@@ -352,3 +353,43 @@ async def test_a_bus_gone_past_its_outage_bound_ends_the_run_with_run_error(
     error = seen[-1]
     assert error["type"] == "RUN_ERROR" and error["code"] == "BusOutage"
     assert "\n" not in error["message"]
+
+
+async def test_a_cancel_while_an_interrupt_is_pending_ends_the_run_cancelled_and_closes_it(
+    tmp_path: Path,
+) -> None:
+    """The client must address a pending interrupt in every run (the spec's coverage rule), so
+    its cancel carries a resume entry: nothing is answered, the session is cancelled, and the
+    run follows it to its end — the question closed on the bus and in the stream, the run
+    finished as cancelled, nothing left open or running."""
+    async with server(tmp_path) as (running, http):
+        thread_id = thread()
+        history = [user("publish a haiku")]
+        asked = await run(http, body(thread_id, history))
+        [interrupt] = events(asked)[-1]["outcome"]["interrupts"]
+        resume = [{"interruptId": interrupt["id"], "status": "cancelled"}]
+        options = {"baton": {"cancel": True}}
+        stop = await run(http, body(thread_id, history, resume=resume, forwardedProps=options))
+        assert running.ctx is not None
+        host, bus = running.ctx.host, running.ctx.bus
+
+        async def left() -> bool:
+            return not host.is_hosted(thread_id)
+
+        await until(left, "the cancelled session to leave")
+        book, _ = await questions_of(bus, thread_id)
+        again = await run(http, body(thread_id, history))
+    assert events(stop)[-1]["type"] == "RUN_FINISHED"
+    assert events(stop)[-1]["outcome"] == {"type": "cancelled"}
+    ignored = [e["value"] for e in events(stop, "CUSTOM") if e["name"] == "baton.resume.ignored"]
+    assert [value["interruptId"] for value in ignored] == [interrupt["id"]]
+    assert [(v["interruptId"], v["outcome"]) for v in resolved(stop)] == [
+        (interrupt["id"], "closed")
+    ]
+    assert book.open() == []
+    [snapshot] = events(again, "STATE_SNAPSHOT")
+    assert (
+        snapshot["snapshot"]["openInterrupts"] == []
+        and snapshot["snapshot"]["status"] == "cancelled"
+    )
+    assert events(again)[-1]["outcome"] == {"type": "cancelled"}

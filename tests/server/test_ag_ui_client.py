@@ -164,6 +164,29 @@ def test_a_follow_up_on_the_same_thread_carries_on_the_conversation(results: Jso
     assert of_type(second, "SUBAGENT_STARTED")[0]["subagentRunId"] not in first_ids
 
 
+def _tool_calls(messages: list[Json]) -> list[str]:
+    return [c["id"] for m in messages if m["role"] == "assistant" for c in m.get("toolCalls") or ()]
+
+
+def test_the_sessions_of_a_thread_never_share_a_tool_call_id(results: Json) -> None:
+    """The follow-up ran in the thread's next session, whose model numbers its calls anew: each
+    call is still its own in the client's history, and the thread replays as one clean run."""
+    found = case(results, "paint_and_follow_up")
+    started = [
+        e["toolCallId"] for run in (found["first"], found["second"])
+        for e in of_type(run, "TOOL_CALL_START")
+    ]  # fmt: skip
+    assert len(started) == len(set(started))
+    held = _tool_calls(found["messages"])
+    assert sorted(held) == sorted(started)
+    results_held = [m["id"] for m in found["messages"] if m["role"] == "tool"]
+    assert len(results_held) == len(set(results_held)) == len(started)
+    replay = found["replay"]
+    _clean(replay)
+    assert terminal(replay)["type"] == "RUN_FINISHED"
+    assert sorted(_tool_calls(found["replayed"])) == sorted(started)
+
+
 def _interrupt(run: Json) -> Json:
     finished = terminal(run)
     assert finished["type"] == "RUN_FINISHED", finished
@@ -279,6 +302,28 @@ def test_cancelling_on_purpose_ends_both_runs_cancelled_with_everything_closed(
         assert all(
             e.get("code") == "cancelled" for e in run["events"] if e["type"] == "SUBAGENT_ERROR"
         )
+
+
+def test_a_cancel_while_an_interrupt_waits_ends_cancelled_with_the_interrupt_closed(
+    results: Json,
+) -> None:
+    found = case(results, "cancel")
+    interrupt = _interrupt(found["asked"])
+    cancelled = found["cancelled"]
+    _clean(cancelled)
+    assert terminal(cancelled)["outcome"] == {"type": "cancelled"}
+    closed = [
+        e["value"] for e in of_type(cancelled, "CUSTOM") if e["name"] == "baton.interrupt.resolved"
+    ]
+    assert [(v["interruptId"], v["outcome"]) for v in closed] == [(interrupt["id"], "closed")]
+    assert cancelled["pendingInterrupts"] == []
+    opened = {e["subagentRunId"] for e in of_type(cancelled, "SUBAGENT_STARTED")}
+    ended = {
+        e["subagentRunId"]
+        for e in cancelled["events"]
+        if e["type"] in ("SUBAGENT_FINISHED", "SUBAGENT_ERROR")
+    }
+    assert opened == ended
 
 
 def test_a_model_that_fails_ends_the_run_with_run_error(results: Json) -> None:

@@ -39,10 +39,14 @@ Json = dict[str, Any]
 
 
 def translate(
-    events: Sequence[Event], *, holdings: Holdings | None = None, begin_at: int = 0
+    events: Sequence[Event],
+    *,
+    holdings: Holdings | None = None,
+    begin_at: int = 0,
+    session: str = S,
 ) -> tuple[Translator, list[Json]]:
     """Feed ``events`` (cursors 1, 2, ...), the run beginning before event ``begin_at``."""
-    translator = Translator(S, media_url=lambda url: url, holdings=holdings)
+    translator = Translator(session, media_url=lambda url: url, holdings=holdings)
     out: list[Json] = []
     for number, event in enumerate(events):
         if number == begin_at:
@@ -92,14 +96,43 @@ def test_call_ids_two_agents_share_stay_apart_and_the_approval_names_the_right_o
     ]  # fmt: skip
     translator, out = translate(events)
     ids = [e["toolCallId"] for e in of(out, "TOOL_CALL_START") if e.get("subagentRunId")]
-    assert ids == ["painter.call_res_4", "painter-2.call_res_4"]
+    assert ids == [f"{S}:painter.call_res_4", f"{S}:painter-2.call_res_4"]
     started = {e["name"]: e for e in of(out, "SUBAGENT_STARTED")}
-    assert started["painter"]["parentToolCallId"] == "c1"
-    assert started["painter-2"]["parentToolCallId"] == "c2"
+    assert started["painter"]["parentToolCallId"] == f"{S}:c1"
+    assert started["painter-2"]["parentToolCallId"] == f"{S}:c2"
     _, interrupts = translator.suspend(translator.open_questions())
     [interrupt] = interrupts
-    assert interrupt.tool_call_id == "painter-2.call_res_4"
+    assert interrupt.tool_call_id == f"{S}:painter-2.call_res_4"
     assert interrupt.subagent_run_id == started["painter-2"]["subagentRunId"]
+
+
+def test_the_sessions_of_a_thread_never_share_a_tool_call_id_and_a_replay_keeps_them() -> None:
+    """A thread's next session (``<thread>.t2``) runs a model that numbers its calls anew: the
+    same call ids, lead's and sub-agents', must not name the first session's calls again (a
+    client holding the thread would merge the two), and a replay names each call alike."""
+
+    def log(session: str) -> list[Event]:
+        return [
+            SessionStarted(session=session, agent="lead", task="t"),
+            RoundStarted(session=session, agent="lead", round=1),
+            call("lead", "call_answer_5", "answer"),
+            result("lead", "call_answer_5", "answer", "ok"),
+            send("c1", "painter"),
+            AgentSpawned(session=session, agent="painter", profile="painter"),
+            call("painter", "call_res_4", "generate_image"),
+            result("painter", "call_res_4", "generate_image", "done"),
+        ]
+
+    def ids(out: list[Json]) -> list[str]:
+        return [e["toolCallId"] for e in of(out, "TOOL_CALL_START")] + [
+            e["messageId"] for e in of(out, "TOOL_CALL_RESULT")
+        ]
+
+    _, first = translate(log(S), session=S)
+    _, later = translate(log(f"{S}.t2"), session=f"{S}.t2")
+    _, replayed = translate(log(f"{S}.t2"), session=f"{S}.t2")
+    assert len(ids(first)) == 5 and not set(ids(first)) & set(ids(later))
+    assert ids(replayed) == ids(later)
 
 
 def test_a_follow_up_to_a_living_agent_is_a_new_invocation_and_a_refused_send_is_none() -> None:
@@ -118,8 +151,8 @@ def test_a_follow_up_to_a_living_agent_is_a_new_invocation_and_a_refused_send_is
     _, out = translate(events)
     started = of(out, "SUBAGENT_STARTED")
     assert [(e["name"], e["parentToolCallId"]) for e in started] == [
-        ("writer", "c1"),
-        ("writer", "c2"),
+        ("writer", f"{S}:c1"),
+        ("writer", f"{S}:c2"),
     ]
     assert started[0]["subagentRunId"] != started[1]["subagentRunId"]
     finished = of(out, "SUBAGENT_FINISHED")
@@ -128,6 +161,38 @@ def test_a_follow_up_to_a_living_agent_is_a_new_invocation_and_a_refused_send_is
                                       "mediaUrls": ["file:///m/a.png"]}  # fmt: skip
     progress = of(out, "ACTIVITY_DELTA")[-1]  # the newest invocation carries the agent's work
     assert progress["subagentRunId"] == started[1]["subagentRunId"]
+
+
+def test_a_message_belongs_to_one_invocation_when_a_follow_up_reaches_its_agent_mid_round() -> None:
+    """The lead's follow-up reaches the writer while its round is streaming: the writer's work
+    belongs to the new invocation from then on, and no message (nor its tool calls) changes
+    owner between its start and its end."""
+    events: list[Event] = [
+        *START,
+        send("c1", "writer"),
+        AgentSpawned(session=S, agent="writer", profile="writer"),
+        result("lead", "c1", "send_message", "Started writer, a new writer agent, on this task"),
+        RoundStarted(session=S, agent="writer", round=1),
+        TextDelta(session=S, agent="writer", text="Drafting"),
+        send("c2", "writer", "message"),
+        result("lead", "c2", "send_message", "Sent to writer (profile writer)"),
+        TextDelta(session=S, agent="writer", text=" the poem"),
+        call("writer", "w1", "publish"),
+        RoundEnded(session=S, agent="writer", round=1),
+    ]
+    _, out = translate(events)
+    first, second = (e["subagentRunId"] for e in of(out, "SUBAGENT_STARTED"))
+    owners: dict[str, set[str | None]] = {}
+    for event in out:
+        if event["type"].startswith("TEXT_MESSAGE"):
+            owners.setdefault(event["messageId"], set()).add(event.get("subagentRunId"))
+    assert all(len(found) == 1 for found in owners.values()), owners
+    said = {e["delta"]: e["subagentRunId"] for e in of(out, "TEXT_MESSAGE_CONTENT")}
+    assert said == {"Drafting": first, " the poem": second}
+    [tool] = [e for e in of(out, "TOOL_CALL_START") if e.get("subagentRunId")]
+    assert owners[tool["parentMessageId"]] == {tool["subagentRunId"]} == {second}
+    opened = [e["messageId"] for e in of(out, "TEXT_MESSAGE_START")]
+    assert sorted(opened) == sorted(e["messageId"] for e in of(out, "TEXT_MESSAGE_END"))
 
 
 def test_text_taken_back_ends_its_message_and_the_retry_is_a_new_one() -> None:
@@ -173,8 +238,8 @@ def test_what_the_client_holds_is_not_sent_again() -> None:
     holdings = Holdings.of([
         UserMessage(id="u1", content="t"),
         AssistantMessage(id=message, content="Hello", tool_calls=[ToolCall(
-            id="c1", function=FunctionCall(name="answer", arguments='{"a": 1}'))]),
-        ToolMessage(id="c1.result", tool_call_id="c1", content="ok"),
+            id=f"{S}:c1", function=FunctionCall(name="answer", arguments='{"a": 1}'))]),
+        ToolMessage(id=f"{S}:c1.result", tool_call_id=f"{S}:c1", content="ok"),
     ])  # fmt: skip
     events: list[Event] = [
         *START,

@@ -12,9 +12,10 @@ Ids, all derived from the log so they are stable across runs and servers:
 
 - a lead round's message: ``<session>.lead.<cursor of round.started>`` (its text and its tool
   calls: one assistant message per round); a sub-agent round's likewise, with its name;
-- a tool call: the model's call id for the lead, ``<agent>.<call id>`` for a sub-agent (call ids
-  repeat across agents), with ``.<cursor>`` added should one repeat in the session; its result's
-  message is ``<tool call id>.result``;
+- a tool call: ``<session>:<call id>`` for the lead, ``<session>:<agent>.<call id>`` for a
+  sub-agent (call ids repeat across agents, and across the sessions of a thread), with
+  ``.<cursor>`` added should one repeat in the session; its result's message is
+  ``<tool call id>.result``;
 - an invocation (``subagentRunId``): ``<session>.<agent>.<n>``, new for every delegation — the
   agent's spawn, and each follow-up ``send_message`` to it while it lives (which delegation is
   which: :mod:`.invocations`).
@@ -68,6 +69,7 @@ from baton.bus.events import (
     ToolCalled,
     ToolResulted,
 )
+from baton.engine.approval import WITHDRAWN
 from baton.engine.questions import OpenQuestion, QuestionBook
 from baton.server.ag_ui.holdings import HeldMark, Holdings
 from baton.server.ag_ui.interrupts import expired, to_interrupt
@@ -114,7 +116,7 @@ class Translator:
         self.held = HeldMark()
         self.texts = TextMessages(session, self.holdings, self.held)
         self.runs = SubagentRuns(self.invocations, self.folder.view, self.texts, self.media_url)
-        self.calls = ToolCalls(self.texts, self.runs, self.holdings, self.held)
+        self.calls = ToolCalls(session, self.texts, self.runs, self.holdings, self.held)
         self._requested: dict[str, ApprovalRequested] = {}
         self._state: JsonObject | None = None
         self._usage: dict[str, list[int]] = {}
@@ -218,9 +220,9 @@ class Translator:
             case RoundEnded():
                 return self.texts.round_ended(event.agent)
             case TextDelta():
-                message = self.texts.current(event.agent, cursor)
                 out, owner = self.runs.owner(event.agent)
-                return out + self.texts.stream(message, event.text, owner)
+                ended, message = self.texts.attributed(event.agent, cursor, owner)
+                return out + ended + self.texts.stream(message, event.text, owner)
             case TextRetracted():
                 return self._retracted(event, cursor)
             case ToolCalled():
@@ -288,6 +290,8 @@ class Translator:
             requested = self._requested.get(event.call_id)
             if expired(requested, event):
                 outcome = "expired"
+            elif not event.approved and event.policy is None and event.reason == WITHDRAWN:
+                outcome = "closed"  # its agent stopped waiting: cancelled, nobody declined it
             else:
                 outcome = "approved" if event.approved else "declined"
             value = {"interruptId": event.call_id, "kind": "approval", "outcome": outcome,

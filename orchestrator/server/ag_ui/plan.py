@@ -92,6 +92,9 @@ class RunPlan:
     """The questions this run answered: not asked again while their answer travels."""
     notes: list[BaseEvent] = field(default_factory=list)
     """``CUSTOM`` reports the run opens with (resume entries that answered nothing)."""
+    cancelling: bool = False
+    """The run cancels the session: it follows the session to its end, not stopping for the
+    questions still open (the cancel closes them)."""
 
 
 async def plan_run(ctx: ServerContext, given: RunInput) -> RunPlan:
@@ -117,7 +120,9 @@ async def plan_run(ctx: ServerContext, given: RunInput) -> RunPlan:
     current = thread.sessions[-1]
     plan.segments = await _segments(ctx, thread, given, holdings)
     if given.options.cancel:
-        _cancel(ctx, thread)
+        plan.cancelling = _cancel(ctx, thread)
+        why = "the run cancels the session: nothing is answered"
+        plan.notes = _ignored_all(run.resume or [], why)
         return plan
     if thread.live:
         plan.answered, plan.notes = await _resume(ctx, current, run.resume or [])
@@ -165,9 +170,11 @@ async def _segments(
     return [Segment(session, resumption.cursor), *(Segment(s, None) for s in later)]
 
 
-def _cancel(ctx: ServerContext, thread: Thread) -> None:
+def _cancel(ctx: ServerContext, thread: Thread) -> bool:
+    """Cancel the thread's live session; whether one was cancelled (False: it had ended, and
+    the stream shows how)."""
     if not thread.live:
-        return  # ended already: the stream shows how
+        return False
     current = thread.sessions[-1]
     if not ctx.host.cancel(current):
         raise HTTPException(
@@ -175,6 +182,7 @@ def _cancel(ctx: ServerContext, thread: Thread) -> None:
             f"session {current!r} runs in another process (baton run, another server): cancel "
             "it there; nothing was cancelled",
         )
+    return True
 
 
 async def _resume(

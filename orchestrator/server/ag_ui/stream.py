@@ -9,7 +9,8 @@ segment's start, then as AG-UI events; the last segment is followed live. The ru
   ended incomplete;
 - when a question has waited for a person a moment (:data:`GATHER_S`, so questions asked
   together end one run): every message is closed, every invocation finished as suspended, and
-  ``RUN_FINISHED`` carries the interrupts;
+  ``RUN_FINISHED`` carries the interrupts — but for a run that cancels the session, which
+  follows it to its end (its questions closed by the cancel) and finishes cancelled;
 - on a failure after the stream opened (the bus gone past its outage bound, anything
   unexpected): ``RUN_ERROR``.
 
@@ -211,7 +212,9 @@ class RunStream:
         if not translator.live:
             await self._send(translator.begin_run())
         await self._flush()
-        if translator.finished is None and not translator.open_questions():
+        if translator.finished is None and (
+            self.plan.cancelling or not translator.open_questions()
+        ):
             await self._live(translator, start)
         await self._end(translator)
 
@@ -225,8 +228,8 @@ class RunStream:
             async with receive:
                 deadline: float | None = None
                 while translator.finished is None:
-                    if not translator.open_questions():
-                        deadline = None
+                    if self.plan.cancelling or not translator.open_questions():
+                        deadline = None  # a cancelled session closes its questions as it ends
                     elif deadline is None:
                         deadline = anyio.current_time() + GATHER_S
                     wait = math.inf if deadline is None else deadline - anyio.current_time()

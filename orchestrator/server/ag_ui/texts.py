@@ -5,6 +5,12 @@ A round's message id is ``<session>.<agent>.<cursor of round.started>`` (or of t
 text or tool call, when its ``round.started`` is older than what the log kept). Text the client
 already holds (:class:`~.holdings.Holdings`) is not sent again; text taken back ends the message
 where it is, and what follows is a new message (AG-UI cannot take text back).
+
+A message belongs to one invocation from its start to its end (the client's verifier holds every
+event of a message id, and the tool calls it carries, to the owner it opened with). An agent's
+work belongs to its newest invocation, and a follow-up can start a new one in the middle of the
+agent's round: the round's message then ends where it is, and the round goes on in a new message
+of the new invocation, ``<message>.<cursor>`` (as after text taken back).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from baton.server.ag_ui.holdings import HeldMark, Holdings
 class TextMessages:
     """The text messages of one session's rounds, as the translation meets them."""
 
-    __slots__ = ("_chars", "_held", "_holdings", "_open", "_rounds", "_session")
+    __slots__ = ("_chars", "_held", "_holdings", "_open", "_owners", "_rounds", "_session")
 
     def __init__(self, session: str, holdings: Holdings, held: HeldMark) -> None:
         self._session = session
@@ -34,6 +40,8 @@ class TextMessages:
         """How much text each message has had, in the whole log."""
         self._open: dict[str, str | None] = {}
         """The messages open in this run, with the invocation each belongs to."""
+        self._owners: dict[str, str | None] = {}
+        """The invocation each round's message belongs to (None: the lead's), in the whole log."""
 
     def round_started(self, agent: str, cursor: str) -> list[BaseEvent]:
         """A new round of ``agent``: its last round's message ends."""
@@ -50,6 +58,18 @@ class TextMessages:
         if message is None:
             message = self._rounds[agent] = self._message_id(agent, cursor)
         return message
+
+    def attributed(self, agent: str, cursor: str, owner: str | None) -> tuple[list[BaseEvent], str]:
+        """The message of ``agent``'s round for work of the invocation ``owner``: the round's
+        message, or — when it belongs to another invocation — a new one, the other ended where
+        it is; returns the ended message's events and the message."""
+        message = self.current(agent, cursor)
+        if self._owners.setdefault(message, owner) == owner:
+            return [], message
+        out = self.close(message)
+        message = self._rounds[agent] = f"{message}.{cursor}"
+        self._owners[message] = owner
+        return out, message
 
     def stream(self, message: str, text: str, owner: str | None) -> list[BaseEvent]:
         """Append ``text`` to ``message``, opening it in this run first; what the client holds

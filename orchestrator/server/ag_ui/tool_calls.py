@@ -1,8 +1,12 @@
 """Each logged tool call and its result as AG-UI's tool call events, under ids that stay apart.
 
-A tool call's id is the model's call id for the lead, ``<agent>.<call id>`` for a sub-agent
-(call ids repeat across agents), with ``.<cursor>`` added should one repeat in the session; its
-result's message is ``<tool call id>.result``. A lead's call may be a delegation: the call and its
+A tool call's id is ``<session>:<call id>`` for the lead, ``<session>:<agent>.<call id>`` for a
+sub-agent, with ``.<cursor>`` added should one repeat in the session; its result's message is
+``<tool call id>.result``. Call ids repeat across agents, and across the sessions of one thread
+(a model numbers its calls anew in each): a client holds the whole thread, and a call id it has
+seen before would merge two calls into one. The session names the call (``:`` is in no session
+id, so no id of another session, nor a message id, can be the same), and a replay of the session
+names it alike. A lead's call may be a delegation: the call and its
 result tell :mod:`.invocations` which invocation it starts (a follow-up that reached a living
 agent starts one with its result). Arguments and results the client already holds are not sent
 again.
@@ -28,11 +32,17 @@ from baton.view import LEAD_NAME
 class ToolCalls:
     """The tool calls of one session's log, as the translation meets them."""
 
-    __slots__ = ("_held", "_holdings", "_ids", "_runs", "_texts", "_used")
+    __slots__ = ("_held", "_holdings", "_ids", "_runs", "_session", "_texts", "_used")
 
     def __init__(
-        self, texts: TextMessages, runs: SubagentRuns, holdings: Holdings, held: HeldMark
+        self,
+        session: str,
+        texts: TextMessages,
+        runs: SubagentRuns,
+        holdings: Holdings,
+        held: HeldMark,
     ) -> None:
+        self._session = session
         self._texts = texts
         self._runs = runs
         self._holdings = holdings
@@ -47,14 +57,18 @@ class ToolCalls:
 
     def called(self, event: ToolCalled, cursor: str) -> list[BaseEvent]:
         agent, call = event.agent, event.call
-        base = call.call_id if agent == LEAD_NAME else f"{agent}.{call.call_id}"
+        named = call.call_id if agent == LEAD_NAME else f"{agent}.{call.call_id}"
+        base = f"{self._session}:{named}"
         tool_call = base if base not in self._used else f"{base}.{cursor}"
         self._used.add(tool_call)
         self._ids[(agent, call.call_id)] = tool_call
-        parent = self._texts.current(agent, cursor)
+        out, owner = self._runs.owner(agent)
+        ended, parent = self._texts.attributed(
+            agent, cursor, owner
+        )  # the call's owner is its message's
+        out.extend(ended)
         if agent == LEAD_NAME:
             self._runs.invocations.delegated(tool_call, call.name, call.arguments, parent)
-        out, owner = self._runs.owner(agent)
         held = self._holdings.arguments.get(tool_call)
         self._held.note(held is not None and held == call.arguments)
         if held is not None and held == call.arguments:

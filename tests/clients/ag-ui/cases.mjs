@@ -177,7 +177,11 @@ const cases = {
       pictures.push({ url, status: response.status, type: response.headers.get("content-type"),
                       png: body[1] === 0x50 && body[2] === 0x4e && body[3] === 0x47 });
     }
-    return { first, second, pictures, messages: messagesOf(agent) };
+    // The whole thread (both sessions) again, by a client that holds nothing: one run.
+    const fresh = agentOf("main", agent.threadId, { "Last-Event-ID": "0" });
+    const replay = await run(fresh);
+    return { first, second, pictures, messages: messagesOf(agent), replay,
+             replayed: messagesOf(fresh) };
   },
 
   // "publish a haiku": the approval is an interrupt; a resume approves it. A resume whose
@@ -252,7 +256,14 @@ const cases = {
     const stopper = agentOf("main", threadId);
     stopper.setMessages(messagesOf(agent).filter((m) => m.role === "user"));
     const stop = await run(stopper, { forwardedProps: { baton: { cancel: true } } });
-    return { running: await running, stop };
+    // A cancel while a question waits: the client must address the interrupt in the same run.
+    const asking = agentOf("main", `cancel-asked-${Date.now()}`);
+    say(asking, "publish a haiku");
+    const asked = await run(asking);
+    const [pending] = asking.pendingInterrupts;
+    const resume = buildResumeArray(asking.pendingInterrupts, { [pending.id]: { status: "cancelled" } });
+    const cancelled = await run(asking, { resume, forwardedProps: { baton: { cancel: true } } });
+    return { running: await running, stop, asked, cancelled };
   },
 
   // The lead's model fails: the run ends with RUN_ERROR.
