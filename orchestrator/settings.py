@@ -550,13 +550,13 @@ class BatonSettings(BaseSettings):
 
     def profile_set(self) -> dict[str, Profile]:
         """The profiles by name: the profiles file's, or the built-in ones."""
-        from baton.compose import resolve_profiles
+        from baton.session.compose import resolve_profiles
 
         return resolve_profiles(self.profiles)
 
     def lead_servers(self) -> dict[str, McpServerConfig]:
         """The lead's MCP servers: the profiles file's ``[lead.mcp.<server>]`` tables."""
-        from baton.compose import lead_servers
+        from baton.session.compose import lead_servers
 
         return lead_servers(self.profiles)
 

@@ -5,8 +5,8 @@
 JSON object per line and nothing else (:class:`JsonRenderer`); a log file wants readable lines in
 order (:class:`PlainRenderer`); a person at a terminal wants the lead's text as it streams and one
 panel per sub-agent that updates in place (:class:`~baton.cli.render_live.LiveRenderer`). All
-three fold events into the same :class:`~baton.view.SessionView` (the one the HTTP API's state
-is folded into too), so what they show cannot disagree.
+three fold events into the same :class:`~baton.session.view.SessionView` (the one the HTTP API's
+state is folded into too), so what they show cannot disagree.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from baton.bus.events import (
     ToolCalled,
     dump_event,
 )
-from baton.view import LEAD_NAME as LEAD
-from baton.view import (
+from baton.session.view import LEAD_NAME as LEAD
+from baton.session.view import (
     AgentView,
     SessionView,
     describe_outcome,

@@ -45,8 +45,8 @@ from baton.cli.logs import quiet_http_loggers
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer, ending_line
 from baton.cli.sharedbus import in_process, require_shared_bus
 from baton.errors import describe_validation
+from baton.session.view import LEAD_NAME
 from baton.settings import BatonSettings
-from baton.view import LEAD_NAME
 
 Asked = ApprovalRequested | QuestionAsked
 """What the person at the terminal is asked: an approval, or a question for a file or image."""
@@ -256,7 +256,7 @@ async def _typed_while_open(
     """The line typed for ``question``, or None when it expired or closed first."""
     from baton.bus.events import utc_now
     from baton.cli.render_live import UPLOAD_PROMPT, LiveRenderer, read_line
-    from baton.view import describe_question
+    from baton.session.view import describe_question
 
     typed: str | None = None
     left = (question.expires_at - utc_now()).total_seconds()

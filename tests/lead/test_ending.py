@@ -25,13 +25,13 @@ from baton.bus.events import (
     ToolResulted,
 )
 from baton.bus.messages import make_envelope
-from baton.compose import media_profiles
 from baton.lead.delegation import DelegationLimits, Waves
 from baton.lead.guided import GuidedPolicy
 from baton.lead.heuristics import quotes_what_it_was_told
 from baton.lead.prompt import OWN_FINAL_NOTE, note_block, system_prompt, waves_note
 from baton.llm.script import Call, HttpError, Reply
 from baton.llm.types import Message
+from baton.session.compose import media_profiles
 from baton.settings import load_settings
 from baton.subagents.profiles import builtin_profiles
 from tests.lead.scenario import PROFILES, SESSION, React, Scenario, run_lead

@@ -2,8 +2,8 @@
 
 This is where the lead meets the sub-agents: ``baton.lead`` and ``baton.subagents`` sit side by
 side on one layer and never import each other (the import-linter contract in ``pyproject.toml``),
-so the lead's core only ever sees ``name -> description`` of the profiles. Everything above this
-layer may use both — :mod:`baton.session` hosts an in-process worker, :mod:`baton.api`
+so the lead's core only ever sees ``name -> description`` of the profiles. Everything from the
+session's layer up may use both — :mod:`baton.session` hosts an in-process worker, :mod:`baton.api`
 re-exports ``Worker`` and ``Profile``, the server and the CLI load profiles — and what they share
 about profiles and models lives here.
 """
