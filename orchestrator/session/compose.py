@@ -57,10 +57,10 @@ def descriptions(profiles: Mapping[str, Profile]) -> dict[str, str]:
 
 
 def media_profiles(profiles: Mapping[str, Profile]) -> frozenset[str]:
-    """The profiles with a tool that produces media (``Tool(media=True)``): a session that asked
+    """The profiles with a tool that produces media (``ToolRun(media=True)``): a session that asked
     one of them and got no media at all is not "completed" (lead/outcome.py)."""
     return frozenset(
-        name for name, profile in profiles.items() if any(t.media for t in profile.tools)
+        name for name, profile in profiles.items() if any(t.run.media for t in profile.tools)
     )
 
 
