@@ -223,7 +223,7 @@ def describe(event: Event) -> str:
 def describe_start(event: SessionStarted, model_label: str = "") -> str:
     """The session's header: its id, its model and its task. ``model_label`` is what the
     process that runs the session knows of the model (its endpoint too: ``llama3.1 at
-    http://localhost:11434/v1 (no API key)``, :meth:`~baton.settings.BatonSettings.model_label`);
+    http://localhost:11434/v1 (no API key)``, :func:`~baton.settings.made.model_label`);
     a viewer elsewhere has only the event's model name."""
     label = "offline model" if event.offline else (model_label or event.model)
     return f"── session {event.session} ({label}): {describe_task(event.task)}"

@@ -121,7 +121,7 @@ class SessionConfig(BaseModel):
     text_flush_s: float = Field(DEFAULT_FLUSH_S, gt=0)
     shutdown_grace_s: float = Field(1.0, ge=0, description="wait for sub-agents on cancel")
     tool_choice: ToolChoice | None = Field(
-        "required", description="the lead's tool_choice (None: not sent); see settings.py"
+        "required", description="the lead's tool_choice (None: not sent); see baton.settings"
     )
     budget: SpendLimits | None = Field(None, description="model calls and tokens, all agents")
     delegation: DelegationLimits = Field(default_factory=DelegationLimits)
