@@ -377,7 +377,7 @@ def cli() -> None:
         args.sessions, args.warmup, args.concurrency, args.running = 30, 10, 4, 2
     # Every session here runs the offline model, on purpose: say so once, not once a session.
     print("sessions and sub-agents run the offline model", file=sys.stderr)
-    logging.getLogger("baton.compose").setLevel(logging.ERROR)
+    logging.getLogger("baton.session.compose").setLevel(logging.ERROR)
     result = anyio.run(main, args)
     print(json.dumps(result))
     check(result, args)

@@ -36,7 +36,7 @@ from baton.bus.connect import open_bus
 from baton.bus.events import Event
 from baton.bus.messages import Envelope
 from baton.bus.spend import SpendLimits
-from baton.engine import LoopLimits, Tool, tool
+from baton.engine import LoopLimits, Tool, ToolRun, tool
 from baton.engine.bus_channel import (
     ApprovalNotFound,
     BusInteractionChannel,
@@ -95,6 +95,7 @@ __all__ = [
     "SessionResult",
     "SpendLimits",
     "Tool",
+    "ToolRun",
     "Worker",
     "WorkerLimits",
     "answer_approval",

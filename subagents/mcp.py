@@ -57,7 +57,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from baton.base_errors import ConfigError
 from baton.bus.lifecycle import Service
 from baton.bus.redact import redact_text
-from baton.engine import Tool, ToolResult
+from baton.engine import Tool, ToolResult, ToolRun
 from baton.engine.tools import Arguments
 from baton.media import MediaStore, extension_for
 from baton.subagents.context import current_agent
@@ -508,10 +508,9 @@ class McpTool(Tool):
             name=name or local_name(spec.name),
             description=spec.description or f"{spec.name} (MCP server {connection.name})",
             needs_approval=config.gated(spec.name),
-            timeout_s=config.timeout_s,
-            max_result_chars=config.max_result_chars,
-            source=f"mcp:{connection.name}",
+            run=ToolRun(timeout_s=config.timeout_s, max_result_chars=config.max_result_chars),
         )
+        self.source = f"mcp:{connection.name}"
         parameters = _parameters(spec.input_schema)
         self.schema = {
             "type": "function",

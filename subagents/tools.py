@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from baton.engine import Tool, ToolResult, tool
+from baton.engine import Tool, ToolResult, ToolRun, tool
 from baton.engine.media import file_upload_tool, image_tool
 from baton.media import extension_for
 from baton.media.store import CONTENT_TYPES
@@ -48,7 +48,8 @@ async def send_message(
     return "result recorded; it goes to the lead with every media URL you produced"
 
 
-@tool(timeout_s=180, media=True)  # a real model may take a minute or more (IMAGE_TIMEOUT_S)
+# A real model may take a minute or more (IMAGE_TIMEOUT_S).
+@tool(run=ToolRun(timeout_s=180, media=True))
 async def generate_image(prompt: str) -> ToolResult:
     """Draw a picture of the prompt and save it as an image file; returns the file's URL.
 

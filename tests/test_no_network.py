@@ -18,7 +18,7 @@ from baton.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel
 from baton.llm.guard import is_local_endpoint, model_requests_confined
 from baton.llm.offline import OFFLINE_MODEL_NAME
 from baton.llm.types import Message
-from baton.settings import load_settings
+from baton.settings import load_settings, model_settings
 from baton.subagents.models import EnvModels
 from baton.subagents.worker import Worker
 from baton.testing import ModelRequestRefused
@@ -34,7 +34,7 @@ async def test_a_model_request_off_this_machine_fails_loudly(
     # As `baton run` builds it with a key in the shell: baton.settings (the one reader of the
     # environment) takes the key, and no base URL means OpenAI's own endpoint, api.openai.com.
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-shell")
-    settings = load_settings().model_settings()
+    settings = model_settings(load_settings())
     assert settings is not None and settings.base_url is None
     async with OpenAIChatModel(settings) as model:
         with pytest.raises(ModelRequestRefused, match=r"https://api\.openai\.com/v1"):

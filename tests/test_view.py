@@ -1,4 +1,4 @@
-"""One fold of a session's events (``baton.view``), read by the terminal views and the HTTP
+"""One fold of a session's events (``baton.session.view``), read by the terminal views and the HTTP
 state alike: the same events give the same facts, each view only words them its own way."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from baton.bus.events import (
 from baton.cli.render import PlainRenderer, agent_status
 from baton.lead.prompt import LEAD_NAME
 from baton.server.state import StateFolder
-from baton.view import LEAD_NAME as VIEW_LEAD_NAME
-from baton.view import SessionView
+from baton.session.view import LEAD_NAME as VIEW_LEAD_NAME
+from baton.session.view import SessionView
 
 S = "s-view"
 PUBLISH = ToolCallInfo(call_id="call_1", name="publish", arguments='{"text": "hi"}')
@@ -219,7 +219,7 @@ def test_every_view_says_where_an_agent_runs_or_that_it_waits_for_a_worker() -> 
     """``agent.unclaimed`` and ``agent.claimed`` folded once, worded once (describe_placement),
     and carried by the API's state: the page, the A2A task and the terminal read the same."""
     from baton.bus.events import AgentUnclaimed
-    from baton.view import describe_placement
+    from baton.session.view import describe_placement
 
     folder = StateFolder(S)
     events: list[Event] = [
@@ -245,7 +245,7 @@ def test_every_view_says_where_an_agent_runs_or_that_it_waits_for_a_worker() -> 
 
 def test_an_agent_no_worker_serves_is_said_to_have_been_ended_unclaimed() -> None:
     from baton.bus.events import AgentUnclaimed
-    from baton.view import describe_placement
+    from baton.session.view import describe_placement
 
     view = SessionView()
     view.apply(AgentSpawned(session=S, agent="painter", profile="painter"))

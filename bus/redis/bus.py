@@ -15,6 +15,7 @@ from baton.bus.redis.core import RedisCore
 from baton.bus.redis.inboxes import RedisInboxes
 from baton.bus.redis.letters import RedisDeadLetters
 from baton.bus.redis.log import RedisEventLog
+from baton.bus.redis.probe import wake_round_trip
 from baton.bus.redis.records import RedisRecords
 from baton.bus.redis.retention import RedisRetention
 from baton.bus.redis.spawns import RedisSpawns
@@ -95,4 +96,4 @@ class RedisBus(Bus):
         self._core.fail_fast()
 
     async def probe(self, timeout_s: float) -> None:
-        await self._core.probe(timeout_s)
+        await wake_round_trip(self._core, timeout_s)

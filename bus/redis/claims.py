@@ -226,7 +226,7 @@ class RedisClaims(Claims):
             lease.lapses += 1  # set again with this claim: what we held before may be gone
         skipped = dict(zip(failed[::2], failed[1::2], strict=True)) if failed else {}
         seen = [key for key in order[: int(looked)] if key not in skipped]
-        core.groups_made(seen, [str(key) for key in created or ()])
+        core.groups.made(seen, [str(key) for key in created or ()])
         self._note_broken(seen, skipped)
         if look and how != "expired":
             state.expiry_checked_at = now

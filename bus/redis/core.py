@@ -14,22 +14,21 @@ duplicates by envelope id. No pickle anywhere: every value is JSON text.
 
 Data loss: a Redis that comes back empty (``FLUSHALL``, a restart without persistence) leaves
 streams without their consumer groups. Every reader makes its group again (inboxes on ``NOGROUP``,
-the spawn claim script by itself), and the core reports the loss once, as one line
-(:meth:`RedisCore.report_lost`): a group counts as lost only if this bus had met it before.
+the spawn claim script by itself), and the bus reports the loss once, as one line: a group counts
+as lost only if this bus had met it before (:mod:`baton.bus.redis.groups`, ``RedisCore.groups``).
+
+The clients themselves, one server's or a cluster's, are :mod:`baton.bus.redis.connections`'.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
-from redis.asyncio import Redis
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
@@ -43,32 +42,25 @@ from baton.bus.lifecycle import Phase, Service
 from baton.bus.options import BusOptions
 from baton.bus.redis.adapter import (
     FAULTS,
-    BusyGroup,
-    CommandPool,
     CredentialsRefused,
     NoScript,
     RedisRefused,
-    pubsub_client,
     tls_refusal,
     unsettled,
 )
-from baton.bus.redis.batch import Command, CommandBatcher
-from baton.bus.redis.cluster import ClusterRouter, is_cluster_url
+from baton.bus.redis.batch import Command
+from baton.bus.redis.cluster import ClusterRouter
+from baton.bus.redis.connections import Connections
+from baton.bus.redis.groups import ConsumerGroups
 from baton.bus.redis.keys import Keys
 from baton.bus.redis.scripts import ACK_AND_DELETE, APPEND_AND_WAKE, SCRIPTS
-from baton.bus.redis.shards import ShardedWake
 from baton.bus.redis.slots import Address
-from baton.bus.redis.wake import WakeDispatcher
 from baton.bus.retry import persist
 from baton.bus.wake import WakeHub, Watch
 
 Entry = tuple[str, dict[str, str] | None]
 
 log = logging.getLogger(__name__)
-
-LOSS_QUIET_S = 60.0
-"""After reporting that Redis lost baton's data, further findings within this long are part of
-the same loss (each stream is found gone by its own reader) and are not reported again."""
 
 
 def flat_fields(fields: Mapping[str, str]) -> list[str]:
@@ -120,31 +112,20 @@ class RedisCore(Service):
         self._attempts = attempts
         self._fast = False
         """Set by :meth:`fail_fast` until an operation succeeds again."""
-        client_name = f"baton:{options.consumer}"
-        self.cluster: ClusterRouter | None = None
-        self._pool: CommandPool | None = None
-        self._batcher: CommandBatcher | ClusterRouter
-        self._pubsub_client: Redis | None = None
-        self._dispatcher: WakeDispatcher | ShardedWake
         self.epoch = 0
         self.hub = WakeHub()
-        if is_cluster_url(url):
-            self.cluster = ClusterRouter(
-                url, connections=command_connections, client_name=client_name
-            )
-            self._batcher = self.cluster
-            self._dispatcher = ShardedWake(
-                self.cluster, self.hub, client_name=client_name, on_fault=self._fault
-            )
-        else:
-            self._pool = CommandPool(url, connections=command_connections, client_name=client_name)
-            self._batcher = CommandBatcher(self._pool, connections=command_connections)
-            self._pubsub_client = pubsub_client(url, client_name=client_name)
-            self._dispatcher = WakeDispatcher(
-                self._pubsub_client, self.hub, url=url, on_fault=self._fault
-            )
-        self._groups_ready: set[str] = set()
-        self._loss_reported_at = float("-inf")
+        self._connections = Connections(
+            url,
+            self.hub,
+            connections=command_connections,
+            client_name=f"baton:{options.consumer}",
+            on_fault=self._fault,
+        )
+        self.cluster: ClusterRouter | None = self._connections.cluster
+        self._batcher = self._connections.batcher
+        self._dispatcher = self._connections.dispatcher
+        self.groups = ConsumerGroups(url, self.one)
+        """The consumer groups this bus made or met: a lost one is reported once."""
         self._background_scopes: list[anyio.CancelScope] = []
         self._stopped = False
 
@@ -162,7 +143,7 @@ class RedisCore(Service):
         that answers but turns the URL down (a database it does not have, wrong or missing
         credentials, no permission to PING, a TLS certificate the CA file did not issue) raises
         ``ConfigError`` (exit 2: no retry will help)."""
-        stack.push_async_callback(self._close_connections)
+        stack.push_async_callback(self._connections.aclose)
         try:
             await self._connect()
         except (CredentialsRefused, RedisRefused) as exc:
@@ -236,15 +217,6 @@ class RedisCore(Service):
         self._batcher.fail_all(BusClosed(f"the bus {redact_url(self.url)} is closed"))
         self.hub.wake_all()
         self._cancel_background()
-
-    async def _close_connections(self) -> None:
-        with anyio.CancelScope(shield=True):
-            await self._batcher.aclose()
-            await self._dispatcher.aclose()
-            if self._pubsub_client is not None:
-                await self._pubsub_client.aclose()
-            if self._pool is not None:
-                await self._pool.aclose()
 
     @property
     def stopped(self) -> bool:
@@ -362,57 +334,7 @@ class RedisCore(Service):
         """XACK and XDEL in one script: a done entry leaves the stream."""
         await self.one(*ACK_AND_DELETE.call(key, group, *entry_ids))
 
-    # -- consumer groups -------------------------------------------------------------------
-
-    def group_ready(self, key: str) -> bool:
-        return key in self._groups_ready
-
-    async def ensure_group(self, key: str, group: str) -> None:
-        """Create the stream's consumer group unless this bus made or met it already."""
-        if key in self._groups_ready:
-            return
-        try:
-            await self.one("XGROUP", "CREATE", key, group, "0", "MKSTREAM")
-        except BusyGroup:
-            pass
-        self._groups_ready.add(key)
-
-    def forget_group(self, key: str) -> None:
-        """The group is gone (NOGROUP): the next ``ensure_group`` creates it again. If this bus
-        had met it before, Redis lost it: reported (:meth:`report_lost`)."""
-        if key in self._groups_ready:
-            self._groups_ready.discard(key)
-            self.report_lost([key])
-
-    def groups_deleted(self, keys: Sequence[str]) -> None:
-        """Streams deleted on purpose: forgotten, and not reported as lost if made again."""
-        self._groups_ready.difference_update(keys)
-
-    def groups_made(self, looked: Sequence[str], created: Sequence[str]) -> None:
-        """A script made sure ``looked`` have their groups, creating those of ``created``:
-        the created ones this bus had met before were lost, and are reported."""
-        lost = [key for key in created if key in self._groups_ready]
-        self._groups_ready.update(looked)
-        if lost:
-            self.report_lost(lost)
-
-    def report_lost(self, keys: Sequence[str]) -> None:
-        """Redis no longer has streams and groups this bus used (a ``FLUSHALL``, or a restart
-        without persistence); they were made again. One WARNING line per episode — the first
-        finding — and DEBUG for more within ``LOSS_QUIET_S``: every reader finds the loss on its
-        own, and a thousand agents must not log a thousand lines (nor any a traceback)."""
-        now = time.monotonic()
-        shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
-        if now - self._loss_reported_at < LOSS_QUIET_S:
-            log.debug("Redis lost %s as well; made again", shown)
-            return
-        self._loss_reported_at = now
-        log.warning(
-            "Redis at %s came back without baton's data (FLUSHALL, or a restart without "
-            "persistence): made %s again; whatever was queued there before is gone",
-            redact_url(self.url),
-            shown,
-        )
+    # -- consumer groups: self.groups (baton.bus.redis.groups) -------------------------
 
     async def own_pending(self, key: str, group: str, consumer: str) -> list[Entry]:
         """Entries delivered to us whose reply we may never have seen (``XREADGROUP ... 0``)."""
@@ -441,27 +363,6 @@ class RedisCore(Service):
         except BusUnreachable:
             self.check_open()
             raise
-
-    async def probe(self, timeout_s: float) -> None:
-        """One wake-up round trip on a fresh channel (SUBSCRIBE, PUBLISH, the message back
-        through the dispatcher), within ``timeout_s``; ``BusUnreachable`` saying which step
-        did not finish. Exercises what every waiting agent relies on, for three commands."""
-        channel = self.keys.probe(uuid.uuid4().hex)
-        step = "the subscription was not confirmed"
-        try:
-            with anyio.move_on_after(timeout_s):
-                watch = await self.watch(channel)
-                mark = watch.generation
-                step = "the wake-up was not published"
-                await self.one("PUBLISH", channel, "probe")
-                step = "the wake-up did not come back"
-                await watch.wait(timeout_s, since=mark)
-                if watch.generation != mark:
-                    return
-        finally:
-            await self.unwatch(channel)
-        self.check_open()
-        raise BusUnreachable(self.url, f"no wake-up round trip within {timeout_s:g} s: {step}")
 
     async def unwatch(self, *channels: str) -> None:
         """Stop watching the channels (many at once as cheaply as one)."""

@@ -84,8 +84,8 @@ class RedisInboxes(Inboxes):
         key = core.keys.inbox(session, agent)
         watch = await core.watch(core.keys.wake(session, agent))
         watch.mark_read()
-        if not core.group_ready(key):
-            await core.ensure_group(key, INBOX_GROUP)
+        if not core.groups.ready(key):
+            await core.groups.ensure(key, INBOX_GROUP)
         ledger = self.ledger(session, agent, consumer)
         if watch.releases != ledger.releases_seen:  # someone handed messages back: look now
             ledger.releases_seen = watch.releases
@@ -100,8 +100,8 @@ class RedisInboxes(Inboxes):
         except NoGroup:
             ledger.pending_epoch = -1
             # The stream was deleted (or a server came back empty): start it again, once.
-            core.forget_group(key)
-            await core.ensure_group(key, INBOX_GROUP)
+            core.groups.forget(key)
+            await core.groups.ensure(key, INBOX_GROUP)
             entries = await self._claim_and_read(key, me, count, ledger)
         except BaseException:
             ledger.pending_epoch = -1  # the reply may be lost: look at our own pending next time
@@ -209,7 +209,7 @@ class RedisInboxes(Inboxes):
             # No group (the agent was given back before its first read) or no stream (deleted,
             # or a server that came back empty): nothing was delivered to us, nothing to hand
             # back. The next read creates the group again.
-            core.forget_group(key)
+            core.groups.forget(key)
         self.forget_ledgers(session, agent)
         await core.one("PUBLISH", core.keys.wake(session, agent), RELEASED)
 

@@ -123,7 +123,7 @@ class LeaseKeeper:
                     continue
                 held.extend(spawn_receipt(stream, str(entry_id)) for entry_id in reply)
         for stream in gone:
-            core.forget_group(stream)
+            core.groups.forget(stream)
         return held
 
 

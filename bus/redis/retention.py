@@ -84,7 +84,7 @@ class RedisRetention(Retention):
         ttl_ms = max(1, round(retention_s * 1000))
         script = RETIRE_SESSION.call_keys([*emptied, *rest], ttl_ms, INBOX_GROUP, len(emptied))
         found, consumers, dropped = await core.one(*script)
-        core.groups_deleted(emptied)  # gone on purpose: not a loss if a read makes them again
+        core.groups.deleted(emptied)  # gone on purpose: not a loss if a read makes them again
         await self.prune_index(time.time() - retention_s)
         return Retired(keys=int(found), consumers=int(consumers), dropped=int(dropped))
 
@@ -121,7 +121,7 @@ class RedisRetention(Retention):
         core = self._core
         removed = int(await core.one("UNLINK", *session.keys)) if session.keys else 0
         await core.one("ZREM", core.keys.sessions, session.session)
-        core.groups_deleted(session.keys)
+        core.groups.deleted(session.keys)
         return removed
 
     async def _scan(self) -> dict[str, set[str]]:

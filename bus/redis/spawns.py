@@ -65,7 +65,7 @@ class RedisSpawns(Spawns):
                 inboxes.append(core.keys.inbox(request.session, request.agent))
         if inboxes:  # the agents never ran: what was sent to them goes too
             await core.call(*(("DEL", key) for key in inboxes))
-            core.groups_deleted(inboxes)
+            core.groups.deleted(inboxes)
         return withdrawn
 
     async def states(self, receipts: Sequence[str]) -> dict[str, SpawnState]:
@@ -87,5 +87,5 @@ class RedisSpawns(Spawns):
         core = self._core
         key = core.keys.spawn_local(session)
         held, _ = await core.call(("XLEN", key), ("DEL", key))
-        core.groups_deleted([key])
+        core.groups.deleted([key])
         return int(held)

@@ -37,7 +37,7 @@ from baton.cli.exits import is_tty
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
 from baton.cli.sharedbus import require_shared_bus
 from baton.lead.keeper import has_events, lead_lost
-from baton.settings import BatonSettings
+from baton.settings import BatonSettings, media_store
 
 log = logging.getLogger("baton.watch")
 
@@ -320,7 +320,7 @@ async def upload(settings: BatonSettings, session: str, question_id: str, answer
         await refuse_other_keys(bus, session, "this baton upload")
         if answer.path is not None:
             agent, url = await upload_file(
-                settings.media_store(), bus, session, question_id, answer.path,
+                media_store(settings), bus, session, question_id, answer.path,
                 settings.upload_max_bytes,
             )  # fmt: skip
             said = f"uploaded {answer.path.name} as {url}"

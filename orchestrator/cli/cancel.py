@@ -85,7 +85,7 @@ async def cancel(settings: BatonSettings, session: str, wait_s: float | None) ->
         shared_bus,
     )
     from baton.lead.keeper import lead_lost
-    from baton.view import LEAD_NAME, describe_status
+    from baton.session.view import LEAD_NAME, describe_status
 
     shutdown = make_envelope(session=session, sender=USER, recipient=LEAD_NAME, type="shutdown",
                              content="cancelled by `baton cancel`")  # fmt: skip

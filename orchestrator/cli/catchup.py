@@ -4,7 +4,7 @@
 began before them. Shown only from then on, a session that is waiting — most of all for an
 approval — showed nothing at all until something new happened, so the person sent to answer the
 approval could not see its call id. So both first fold the log so far (the same fold every view
-uses, :class:`~baton.view.SessionView`) and show *the present*: the logged events that still
+uses, :class:`~baton.session.view.SessionView`) and show *the present*: the logged events that still
 hold — the session's start, each sub-agent still running (its spawn and its latest progress) and
 each approval still undecided (with only its undecided calls), each question for a file or an
 image still open — then follow. The live view shows
@@ -27,7 +27,7 @@ from baton.bus.events import (
     ToolCallInfo,
     asked_for,
 )
-from baton.view import LEAD_NAME, SessionView
+from baton.session.view import LEAD_NAME, SessionView
 
 
 @dataclass(slots=True)

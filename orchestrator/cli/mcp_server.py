@@ -94,6 +94,7 @@ def mcp_command(
     try:
         from baton.server import ServerConfig
         from baton.server.mcp.stdio import serve_stdio
+        from baton.settings import image_generator, media_store, model_settings, session_fields
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "starlette", "uvicorn"):
             raise
@@ -116,12 +117,12 @@ def mcp_command(
             bus_url=settings.bus,
             prefix=settings.prefix,
             signing_key=settings.signing_key,
-            model=settings.model_settings(),
-            session_defaults=settings.session_fields((*LEAD_FIELDS, *SERVED)),
+            model=model_settings(settings),
+            session_defaults=session_fields(settings, (*LEAD_FIELDS, *SERVED)),
             profiles=settings.profiles,
             media_dir=settings.media_dir,
-            media=settings.media_store(),
-            images=settings.image_generator(),
+            media=media_store(settings),
+            images=image_generator(settings),
             session_timeout_s=settings.session_timeout,
             bus_outage_s=settings.bus_outage,
         )

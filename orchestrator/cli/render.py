@@ -5,8 +5,8 @@
 JSON object per line and nothing else (:class:`JsonRenderer`); a log file wants readable lines in
 order (:class:`PlainRenderer`); a person at a terminal wants the lead's text as it streams and one
 panel per sub-agent that updates in place (:class:`~baton.cli.render_live.LiveRenderer`). All
-three fold events into the same :class:`~baton.view.SessionView` (the one the HTTP API's state
-is folded into too), so what they show cannot disagree.
+three fold events into the same :class:`~baton.session.view.SessionView` (the one the HTTP API's
+state is folded into too), so what they show cannot disagree.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from baton.bus.events import (
     ToolCalled,
     dump_event,
 )
-from baton.view import LEAD_NAME as LEAD
-from baton.view import (
+from baton.session.view import LEAD_NAME as LEAD
+from baton.session.view import (
     AgentView,
     SessionView,
     describe_outcome,
@@ -223,7 +223,7 @@ def describe(event: Event) -> str:
 def describe_start(event: SessionStarted, model_label: str = "") -> str:
     """The session's header: its id, its model and its task. ``model_label`` is what the
     process that runs the session knows of the model (its endpoint too: ``llama3.1 at
-    http://localhost:11434/v1 (no API key)``, :meth:`~baton.settings.BatonSettings.model_label`);
+    http://localhost:11434/v1 (no API key)``, :func:`~baton.settings.made.model_label`);
     a viewer elsewhere has only the event's model name."""
     label = "offline model" if event.offline else (model_label or event.model)
     return f"── session {event.session} ({label}): {describe_task(event.task)}"

@@ -1,7 +1,7 @@
 """The live terminal view: the lead's text as it streams, one panel per sub-agent, approvals.
 
 Kept apart from :mod:`baton.cli.render` because rich's live machinery is only needed on a
-terminal. The view redraws from a :class:`~baton.view.SessionView` a dozen times a
+terminal. The view redraws from a :class:`~baton.session.view.SessionView` a dozen times a
 second, so a burst of tiny deltas costs one redraw, not one per token. An approval question is
 drawn inside the live region, with the keys typed so far (the terminal's own echo is off while it
 asks), so the panels keep updating while the person decides.
@@ -32,7 +32,7 @@ from baton.cli.render import (
     describe_retry,
     summary_lines,
 )
-from baton.view import SessionView, describe_question
+from baton.session.view import SessionView, describe_question
 
 _STATUS_STYLE = {"spawned": "cyan", "working": "yellow", "done": "green"}
 

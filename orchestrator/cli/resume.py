@@ -27,7 +27,7 @@ from baton.bus.errors import BusUnreachable
 from baton.cli.run import configure_logging, exit_for, interrupted_exit, view_session
 from baton.cli.sharedbus import require_shared_bus
 from baton.errors import describe_validation
-from baton.settings import SESSION_SOURCES, BatonSettings
+from baton.settings import SESSION_SOURCES, BatonSettings, session_fields
 
 if TYPE_CHECKING:
     from baton.session import Session
@@ -65,7 +65,7 @@ def resumed_session(settings: BatonSettings, session_id: str) -> Session:
     given = settings.model_fields_set
     changed = [name for name in RESUMABLE if given.intersection(SESSION_SOURCES[name])]
     fields: dict[str, object] = {
-        **settings.session_fields((*PROCESS_FIELDS, *changed)),
+        **session_fields(settings, (*PROCESS_FIELDS, *changed)),
         "session_id": session_id,
         "resume": True,
     }

@@ -45,8 +45,8 @@ from baton.cli.logs import quiet_http_loggers
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer, ending_line
 from baton.cli.sharedbus import in_process, require_shared_bus
 from baton.errors import describe_validation
-from baton.settings import BatonSettings
-from baton.view import LEAD_NAME
+from baton.session.view import LEAD_NAME
+from baton.settings import BatonSettings, model_label, profile_set, session_fields
 
 Asked = ApprovalRequested | QuestionAsked
 """What the person at the terminal is asked: an approval, or a question for a file or image."""
@@ -81,7 +81,7 @@ async def run_session(settings: BatonSettings, options: RunOptions) -> int:
     if not options.local_workers:
         require_shared_bus(settings.bus, NO_LOCAL_WORKERS)
     fields: dict[str, object] = {
-        **settings.session_fields(),
+        **session_fields(settings),
         "task": options.task,
         "profiles": select_profiles(settings, options.only),
         "local_workers": options.local_workers,
@@ -108,7 +108,7 @@ async def view_session(
     remote, nobody, or by a resumed session's new policy); ``baton run`` and ``baton resume``
     share it. Returns the signal that interrupted it (its name, ``SIGINT`` or ``SIGTERM``; ""
     when none did), and its ``session.finished`` (None when it never logged one)."""
-    renderer = make_renderer(as_json, settings.model_label())
+    renderer = make_renderer(as_json, model_label(settings))
     finished: SessionFinished | None = None
     signals = SignalWatch()
     try:
@@ -256,7 +256,7 @@ async def _typed_while_open(
     """The line typed for ``question``, or None when it expired or closed first."""
     from baton.bus.events import utc_now
     from baton.cli.render_live import UPLOAD_PROMPT, LiveRenderer, read_line
-    from baton.view import describe_question
+    from baton.session.view import describe_question
 
     typed: str | None = None
     left = (question.expires_at - utc_now()).total_seconds()
@@ -387,13 +387,13 @@ LEAD_FIELDS = ("tool_choice", "unclaimed_s", "budget", "profile_tools", "delegat
 def session_settings(settings: BatonSettings) -> dict[str, object]:
     """The :class:`~baton.session.SessionConfig` fields of :data:`LEAD_FIELDS` the settings set
     (unset: the config's own defaults)."""
-    return settings.session_fields(LEAD_FIELDS)
+    return session_fields(settings, LEAD_FIELDS)
 
 
 def select_profiles(settings: BatonSettings, only: tuple[str, ...]) -> dict[str, Profile]:
     """The profiles the lead may start: from the profiles file (or built-in), narrowed by
     ``--profile``; an unknown name is a ``ConfigError`` listing the known ones."""
-    profiles: Mapping[str, Profile] = settings.profile_set()
+    profiles: Mapping[str, Profile] = profile_set(settings)
     unknown = [name for name in only if name not in profiles]
     if unknown:
         known = ", ".join(sorted(profiles))

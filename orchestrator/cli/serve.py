@@ -139,6 +139,7 @@ def serve_command(
 
     try:
         from baton.server import ServerConfig, serve
+        from baton.settings import image_generator, media_store, model_settings, session_fields
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in SERVER_EXTRA_MODULES:
             raise
@@ -158,12 +159,12 @@ def serve_command(
             prefix=settings.prefix,
             signing_key=settings.signing_key,
             token=token,
-            model=settings.model_settings(),
-            session_defaults=settings.session_fields((*LEAD_FIELDS, *SERVED)),
+            model=model_settings(settings),
+            session_defaults=session_fields(settings, (*LEAD_FIELDS, *SERVED)),
             profiles=settings.profiles,
             media_dir=settings.media_dir,
-            media=settings.media_store(),
-            images=settings.image_generator(),
+            media=media_store(settings),
+            images=image_generator(settings),
             cors_origins=tuple(cors_origin or ()),
             upload_max_bytes=settings.upload_max_bytes,
             session_timeout_s=settings.session_timeout,

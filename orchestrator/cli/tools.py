@@ -78,7 +78,7 @@ class Listing:
 
 async def list_tools(settings: BatonSettings, as_json: bool) -> int:
     """Print the listings; 1 when a server could not be asked, else 0."""
-    from baton.compose import lead_servers, resolve_profiles
+    from baton.session.compose import lead_servers, resolve_profiles
 
     profiles = resolve_profiles(settings.profiles)
     lead = lead_servers(settings.profiles)

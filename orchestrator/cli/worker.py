@@ -318,14 +318,15 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
     """Run a worker until SIGTERM/SIGINT; the first drains, a second stops at once."""
     import anyio
 
+    from baton.settings import image_generator, media_store, model_settings
     from baton.subagents.heap import HeapKeeper
     from baton.subagents.loop import AgentParts
     from baton.subagents.models import ProfileModels
     from baton.subagents.worker import Worker, WorkerLimits
 
     profiles = worker_profiles(settings)
-    base = settings.model_settings()
-    media = settings.media_store()  # a bucket without the s3 extra: a usage error now
+    base = model_settings(settings)
+    media = media_store(settings)  # a bucket without the s3 extra: a usage error now
     async with _open_bus(settings, options) as bus, ProfileModels(base) as models:
         models.check(profiles.values())  # a profile's missing key: a usage error now, not later
         worker = Worker(
@@ -334,7 +335,7 @@ async def serve(settings: BatonSettings, options: WorkerOptions) -> int:
             models,
             pool=settings.pool,
             parts=AgentParts(
-                media_dir=settings.media_dir, media=media, images=settings.image_generator()
+                media_dir=settings.media_dir, media=media, images=image_generator(settings)
             ),
             limits=WorkerLimits(
                 concurrency=options.concurrency, shutdown_timeout_s=options.shutdown_timeout_s

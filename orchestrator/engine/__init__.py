@@ -50,7 +50,7 @@ if TYPE_CHECKING:
         image_tool,
     )
     from baton.engine.telemetry import Telemetry
-    from baton.engine.tools import Tool, ToolRegistry, ToolResult, tool
+    from baton.engine.tools import Tool, ToolRegistry, ToolResult, ToolRun, tool
     from baton.engine.turn import AgentTurn, LoopLimits, Verdict
 
 _HOMES = {
@@ -87,7 +87,7 @@ _HOMES = {
         "image_tool",
     ),
     "baton.engine.telemetry": ("Telemetry",),
-    "baton.engine.tools": ("Tool", "ToolRegistry", "ToolResult", "tool"),
+    "baton.engine.tools": ("Tool", "ToolRegistry", "ToolResult", "ToolRun", "tool"),
     "baton.engine.turn": ("AgentTurn", "LoopLimits", "Verdict"),
 }
 
@@ -124,6 +124,7 @@ __all__ = [
     "ToolDefinitionError",
     "ToolRegistry",
     "ToolResult",
+    "ToolRun",
     "ToolTimeout",
     "TurnInProgress",
     "TurnResult",

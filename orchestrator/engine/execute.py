@@ -54,7 +54,7 @@ async def run_call(call: PendingCall, ctx: RoundContext) -> Answer:
             call.problem or messages.unknown_tool(call.name, ctx.tools.names), is_error=True
         )
     limits = ctx.limits
-    timeout_s = tool.timeout_s if tool.timeout_s is not None else limits.tool_timeout_s
+    timeout_s = tool.run.timeout_s if tool.run.timeout_s is not None else limits.tool_timeout_s
     result: ToolResult | None = None
     with ctx.telemetry.tool_span(tool.name, call.id) as span:
         try:
@@ -74,7 +74,7 @@ async def run_call(call: PendingCall, ctx: RoundContext) -> Answer:
             return Answer(
                 messages.tool_timed_out(tool.name, error.timeout_s), synthetic=False, is_error=True
             )
-    limit = tool.max_result_chars or limits.max_result_chars
+    limit = tool.run.max_result_chars or limits.max_result_chars
     return Answer(
         truncate(result.content, limit),
         result.media_urls,

@@ -47,8 +47,10 @@ from baton.engine.calls import RoundContext
 from baton.engine.errors import TurnInProgress
 from baton.engine.history import assistant_message, newest_user_index, tool_message
 from baton.engine.loop_options import DEFAULT_OPTIONS, NO_PARTS, LoopOptions, LoopParts
-from baton.engine.model_step import CallRewriter, ModelStep
+from baton.engine.model_step import ModelStep
+from baton.engine.reply_calls import CallRewriter, ReplyCalls
 from baton.engine.round import RoundOutcome, run_round
+from baton.engine.step_report import StepReport
 from baton.engine.stops import StopReason
 from baton.engine.telemetry import Telemetry
 from baton.engine.tools import Tool, ToolRegistry
@@ -281,16 +283,13 @@ class AgentLoop:
     ) -> tuple[StopReason, ModelError | None]:
         """The loop itself: a short while over the steps below."""
         fixed_chars = budgeting.tools_chars(self.tools.schemas) if self.token_budget else 0
+        label = f"{self.session}/{self.agent}"
         step = ModelStep(
             self.model,
-            self.tools,
-            session=self.session,
-            agent=self.agent,
-            emit=self._emit,
-            telemetry=self.telemetry,
-            tool_choice=tool_choice,
-            call_rewriter=self.call_rewriter,
-            spend=self.spend,
+            ReplyCalls(self.tools, tool_choice, self.call_rewriter, label=label),
+            StepReport(
+                self.session, self.agent, self._emit, self.telemetry, self.model.model, self.spend
+            ),
             soft_max_rounds=state.turn.limits.soft_max_rounds,
         )
         turn = state.turn

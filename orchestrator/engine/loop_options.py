@@ -15,7 +15,7 @@ from baton.bus.messages import TraceContext
 from baton.engine.budget import TokenBudget
 from baton.engine.calls import EventSink, ImageResolver
 from baton.engine.interaction import InteractionChannel
-from baton.engine.model_step import CallRewriter
+from baton.engine.reply_calls import CallRewriter
 from baton.engine.spend import Spend
 from baton.engine.telemetry import Telemetry
 from baton.engine.turn import LoopLimits

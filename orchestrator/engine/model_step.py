@@ -14,28 +14,26 @@ short while over steps:
   a long run of blank lines after text is the exception: it ended where the run began (a small
   model that did not sample its end-of-turn token), and is taken as it stood there;
 - a reply with no native calls, when tools were offered, is parsed for calls written as text
-  (:mod:`baton.engine.textcalls`), and every call passes the call rewriter before the round.
+  (:mod:`baton.engine.textcalls`), and every call passes the call rewriter before the round
+  (:mod:`baton.engine.reply_calls`).
+
+What a step leaves on record — usage, budget, retries, guards, failures — is
+:mod:`baton.engine.step_report`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from baton.bus.events import BudgetUpdated, ErrorEvent, GuardFired, ModelRetried, ModelUsage
 from baton.engine import budget as budgeting
 from baton.engine import messages as texts
-from baton.engine.calls import EventSink
-from baton.engine.spend import Spend
+from baton.engine.reply_calls import ReplyCalls
+from baton.engine.step_report import StepReport
 from baton.engine.stops import StopReason
-from baton.engine.telemetry import Telemetry
-from baton.engine.textcalls import parse_text_calls
-from baton.engine.tools import ToolRegistry
-from baton.engine.turn import fingerprint
 from baton.engine.visible import RunawayText, VisibleText
 from baton.errors import BudgetExhausted, ModelError
 from baton.llm.types import (
@@ -44,15 +42,11 @@ from baton.llm.types import (
     ModelReply,
     RetryNotice,
     TextSink,
-    ToolCall,
     ToolChoice,
     Usage,
 )
 
 log = logging.getLogger(__name__)
-
-CallRewriter = Callable[[ToolCall], ToolCall | None]
-"""Maps a call the model made to the call to run (None: keep it as it is)."""
 
 CHARS_PER_TOKEN = 4
 """For the usage of a request cut short (a runaway): the server's own count never came."""
@@ -71,81 +65,55 @@ class Asked:
 
 
 class ModelStep:
-    """Asks the model for one reply of one agent's turn; see the module docstring."""
+    """Asks the model for one reply of one agent's turn; see the module docstring.
 
-    __slots__ = (
-        "_agent",
-        "_emit",
-        "_model",
-        "_session",
-        "_telemetry",
-        "call_rewriter",
-        "soft_max_rounds",
-        "spend",
-        "tool_choice",
-        "tools",
-    )
+    What the reply's calls are is :class:`~baton.engine.reply_calls.ReplyCalls`' to say, and what
+    the step leaves on record (usage, budget, retries, guards, failures) is
+    :class:`~baton.engine.step_report.StepReport`'s: this decides what to ask, and when a reply is
+    an answer.
+    """
+
+    __slots__ = ("_model", "calls", "report", "soft_max_rounds")
 
     def __init__(
         self,
         model: ChatModel,
-        tools: ToolRegistry,
+        calls: ReplyCalls,
+        report: StepReport,
         *,
-        session: str,
-        agent: str,
-        emit: EventSink,
-        telemetry: Telemetry,
-        tool_choice: ToolChoice | None = None,
-        call_rewriter: CallRewriter | None = None,
-        spend: Spend | None = None,
         soft_max_rounds: int | None = None,
     ) -> None:
         self._model = model
+        self.calls = calls
+        self.report = report
         self.soft_max_rounds = soft_max_rounds
-        self.tools = tools
-        self._session = session
-        self._agent = agent
-        self._emit = emit
-        self._telemetry = telemetry
-        self.tool_choice = tool_choice
-        self.call_rewriter = call_rewriter
-        self.spend = spend
 
     async def ask(self, history: list[Message], round_no: int, on_text: TextSink | None) -> Asked:
         """One reply, asked once more when it was cut; never raises a ``ModelError``."""
-        schemas = self.tools.schemas
+        report, tools = self.report, self.calls.tools
+        schemas = tools.schemas
         tool_choice = self._tool_choice(round_no)
-        shows = self.tools.shown_arguments
-        visible = VisibleText(self._session, self._agent, self._emit, on_text, shows)
+        visible = VisibleText(
+            report.session, report.agent, report.emit, on_text, tools.shown_arguments
+        )
         on_call_delta = visible.call_delta if schemas else None
         retries = 0
 
         async def on_retry(notice: RetryNotice) -> None:
             # Every request counts against the budget, a retry too: a refusal raised here leaves
             # the client unretried (before its wait) and ends the step as ``budget``.
-            if self.spend is not None:
-                await self.spend.reserve(self._agent)
+            await report.retried(notice)
             nonlocal retries
             retries += 1
-            await self._emit(
-                ModelRetried(
-                    session=self._session,
-                    agent=self._agent,
-                    attempt=notice.attempt,
-                    reason=notice.reason,
-                    delay_s=notice.delay_s,
-                    model=self._model.model,
-                )
-            )
 
         request: Sequence[Message] = history
         for second_try in (False, True):
-            refused = await self._reserve(round_no)
+            refused = await report.reserve(round_no)
             if refused is not None:
                 return Asked(None, StopReason.BUDGET, refused, retries)
             cut: Literal["length", "runaway"]
             try:
-                with self._telemetry.chat_span(self._model.model) as span:
+                with report.telemetry.chat_span(self._model.model) as span:
                     reply = await self._model.complete(
                         request,
                         schemas,
@@ -155,26 +123,26 @@ class ModelStep:
                         on_retract=visible.retract,
                         on_call_delta=on_call_delta,
                     )
-                    self._telemetry.model_usage(span, self._model.model, reply.usage)
+                    report.telemetry.model_usage(span, self._model.model, reply.usage)
             except RunawayText as exc:
                 usage = estimated_usage(request, exc.text)
-                await self._record(usage, estimated=True)
+                await report.record(usage, estimated=True)
                 ended = await self._ended(exc, usage, visible)
                 if ended is not None:
                     return Asked(ended, retries=retries)
                 reply, cut = ModelReply(exc.text, (), "length", usage), "runaway"
             except BudgetExhausted as exc:  # a retry the budget refused (see on_retry)
                 await visible.retract()
-                await self._refused(exc, round_no)
+                await report.refused(exc, round_no)
                 return Asked(None, StopReason.BUDGET, exc, retries)
             except ModelError as exc:
                 await visible.retract()
-                await self._failed(exc, round_no)
+                await report.failed(exc, round_no)
                 return Asked(None, StopReason.ERROR, exc, retries)
             else:
-                await self._record(reply.usage)
+                await report.record(reply.usage)
                 if reply.finish_reason != "length":
-                    return Asked(await self._settle(reply, visible), retries=retries)
+                    return Asked(await self.calls.settle(reply, visible), retries=retries)
                 cut = "length"
             if second_try:
                 await visible.finish(drop_held=False)
@@ -198,198 +166,51 @@ class ModelStep:
         ``"auto"`` there, free to answer; one with a terminal tool (a sub-agent's result) keeps
         ``"required"``, as that call still runs.
         """
-        choice = self.tool_choice
+        choice = self.calls.tool_choice
         if (
             choice == "required"
             and self.soft_max_rounds is not None
             and round_no > self.soft_max_rounds
-            and not self.tools.terminal_names
+            and not self.calls.tools.terminal_names
         ):
             return "auto"
         return choice
-
-    # -- the reply ------------------------------------------------------------------------------
-
-    async def _settle(self, reply: ModelReply, visible: VisibleText) -> ModelReply:
-        """The reply with its final calls: native ones rewritten, or calls read from its text."""
-        if reply.tool_calls:
-            await visible.finish(drop_held=True)
-            await visible.finish_calls(reply.tool_calls)
-            return self._rewritten(reply)
-        found = None
-        if self.tools and self.tool_choice != "none":
-            found = parse_text_calls(reply.text, self._resolve)
-        if found is None:
-            await visible.finish(drop_held=False)
-            return reply
-        await visible.keep_only(found.rest)
-        await visible.finish_calls(found.calls)
-        log.info(
-            "%s/%s wrote %d tool call(s) as text: %s",
-            self._session,
-            self._agent,
-            len(found.calls),
-            ", ".join(call.name for call in found.calls),
-        )
-        return dataclasses.replace(reply, text=found.rest, tool_calls=found.calls)
 
     async def _ended(
         self, runaway: RunawayText, usage: Usage, visible: VisibleText
     ) -> ModelReply | None:
         """The reply a runaway ended (None: it is cut): text shown as prose, or calls written as
         text, then nothing but line breaks; or calls, then the same calls again (each is run
-        once: :meth:`_looped_calls`)."""
-        looped = self._looped_calls(runaway, visible)
+        once: :meth:`ReplyCalls.looped`)."""
+        calls = self.calls
+        looped = calls.looped(runaway, visible)
         if looped:
-            log.info("%s/%s: reply looped after %d call(s) (%s); each is run once",
-                     self._session, self._agent, len(looped),
+            log.info("%s: reply looped after %d call(s) (%s); each is run once",
+                     calls.label, len(looped),
                      ", ".join(call.name for call in looped))  # fmt: skip
-            self._telemetry.loop_outcome("runaway")
-            await self._emit(
-                GuardFired(session=self._session, agent=self._agent, outcome="runaway")
-            )
+            await self.report.guard("runaway")
             await visible.retract()  # what was shown of the loop
             await visible.finish_calls(looped)
-            return self._rewritten(ModelReply("", looped, "tool_calls", usage))
-        if not runaway.ended or not (runaway.prose or self._holds_calls(runaway.text)):
+            return calls.rewritten(ModelReply("", looped, "tool_calls", usage))
+        if not runaway.ended or not (runaway.prose or calls.holds_calls(runaway.text)):
             return None
-        log.info("%s/%s: reply ended in blank lines after %d chars; taken as it stood",
-                 self._session, self._agent, len(runaway.text))  # fmt: skip
+        log.info("%s: reply ended in blank lines after %d chars; taken as it stood",
+                 calls.label, len(runaway.text))  # fmt: skip
         if runaway.prose:
             await visible.ended_at(runaway.text)
-        return await self._settle(ModelReply(runaway.text, (), "stop", usage), visible)
-
-    def _looped_calls(self, runaway: RunawayText, visible: VisibleText) -> tuple[ToolCall, ...]:
-        """The calls a reply made before it looped, each once (the repeat guard's identity of a
-        call, :func:`~baton.engine.turn.fingerprint`), up to
-        its first terminal call (where the model meant to stop: a 1.5B lead looped over an
-        answer and sends that parroted a receipt): the native calls that streamed whole, or,
-        when nothing was shown, calls written as text. The call the loop was found in never
-        closed, so it is not among them."""
-        if runaway.ended or not self.tools or self.tool_choice == "none":
-            return ()
-        calls: Sequence[ToolCall] = runaway.calls
-        if not calls and not visible.shown:
-            found = parse_text_calls(runaway.text, self._resolve)
-            calls = found.calls if found is not None else ()
-        once: dict[str, ToolCall] = {}
-        for call in calls:
-            once.setdefault(fingerprint(call.name, call.arguments), call)
-            if self._ends_turn(call):
-                break
-        return tuple(once.values())
-
-    def _ends_turn(self, call: ToolCall) -> bool:
-        tool = self.tools.get(call.name)
-        if tool is None:
-            return False
-        try:
-            arguments = json.loads(call.arguments or "{}")
-        except ValueError:
-            return False
-        return isinstance(arguments, dict) and tool.is_terminal(arguments)
-
-    def _holds_calls(self, text: str) -> bool:
-        """Whether ``text`` holds calls written as text that would run (see :meth:`_settle`)."""
-        if not self.tools or self.tool_choice == "none":
-            return False
-        return parse_text_calls(text, self._resolve) is not None
-
-    def _resolve(self, call: ToolCall) -> ToolCall | None:
-        """A call read from text runs when its tool is offered or the rewriter maps it."""
-        rewritten = self.call_rewriter(call) if self.call_rewriter is not None else None
-        if rewritten is not None:
-            return rewritten
-        return call if call.name in self.tools else None
-
-    def _rewritten(self, reply: ModelReply) -> ModelReply:
-        """Apply the call rewriter before the history records the calls, so the model sees the
-        calls that really ran (e.g. ``send_message``, not the profile name it used as a tool)."""
-        rewriter = self.call_rewriter
-        if rewriter is None:
-            return reply
-        calls = tuple(rewriter(call) or call for call in reply.tool_calls)
-        return dataclasses.replace(reply, tool_calls=calls)
+        return await calls.settle(ModelReply(runaway.text, (), "stop", usage), visible)
 
     async def _cut(
         self, outcome: Literal["length", "runaway"], text: str, visible: VisibleText
     ) -> None:
         log.info(
-            "%s/%s: reply cut (%s) after %d chars; asking once more for a shorter one",
-            self._session,
-            self._agent,
+            "%s: reply cut (%s) after %d chars; asking once more for a shorter one",
+            self.calls.label,
             outcome,
             len(text),
         )
-        self._telemetry.loop_outcome(outcome)
-        await self._emit(GuardFired(session=self._session, agent=self._agent, outcome=outcome))
+        await self.report.guard(outcome)
         await visible.retract()
-
-    # -- budget and failures --------------------------------------------------------------------
-
-    async def _reserve(self, round_no: int) -> BudgetExhausted | None:
-        """Count the next model call against the session's budget; the refusal, when spent."""
-        if self.spend is None:
-            return None
-        try:
-            await self.spend.reserve(self._agent)
-        except BudgetExhausted as exc:
-            await self._refused(exc, round_no)
-            return exc
-        return None
-
-    async def _refused(self, error: BudgetExhausted, round_no: int) -> None:
-        await self._failed(error, round_no)
-        self._telemetry.loop_outcome("budget")
-        await self._emit(GuardFired(session=self._session, agent=self._agent, outcome="budget"))
-
-    async def _record(self, usage: Usage | None, *, estimated: bool = False) -> None:
-        """Log the request's usage (``model.usage``, when known) and count it against the
-        session's budget (``budget.updated``, when it has one)."""
-        if usage is not None:
-            await self._emit(
-                ModelUsage(
-                    session=self._session,
-                    agent=self._agent,
-                    model=self._model.model,
-                    input_tokens=max(usage.prompt_tokens, 0),
-                    output_tokens=max(usage.completion_tokens, 0),
-                    total_tokens=max(usage.total_tokens, 0),
-                    estimated=estimated,
-                )
-            )
-        if self.spend is None:
-            return
-        totals = await self.spend.record(self._agent, usage)
-        await self._emit(
-            BudgetUpdated(
-                session=self._session,
-                agent=self._agent,
-                calls=totals.calls,
-                tokens=totals.tokens,
-                max_calls=totals.limits.max_model_calls,
-                max_tokens=totals.limits.max_tokens,
-            )
-        )
-
-    async def _failed(self, error: ModelError, round_no: int) -> None:
-        log.warning(
-            "model %s failed for %s/%s: %s", self._model.model, self._session, self._agent, error
-        )
-        await self._emit(
-            ErrorEvent(
-                session=self._session,
-                agent=self._agent,
-                message=str(error),
-                detail={
-                    "kind": type(error).__name__,
-                    "model": self._model.model,
-                    "round": round_no,
-                    "retryable": error.retryable,
-                    "attempts": error.attempts,
-                },
-            )
-        )
 
 
 def estimated_usage(request: Sequence[Message], text: str) -> Usage:

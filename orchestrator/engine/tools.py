@@ -11,11 +11,14 @@ Two flags change how governance treats a call, and both may depend on the argume
 - ``needs_approval``: a human must approve the call before it runs;
 - ``terminal``: the loop ends after the call has run.
 
-``media`` declares that the tool produces media (pictures, files): the lead uses it to know which
-profiles make media, so a session that asked for media and got none is not "completed".
+How its calls run, and what they yield, is one frozen :class:`ToolRun` (``run=``): the time a call
+may take, how much of its result the model reads, whether it produces media (pictures, files: the
+lead uses it to know which profiles make media, so a session that asked for media and got none is
+not "completed"), and whether a cancelled sync call's thread is left to finish.
 
 ``source`` says where a tool comes from, for telemetry (the ``hitl.decision`` counter): ``python``
-for a Python function, ``mcp:<server>`` for an MCP server's tool (``baton.subagents.mcp``).
+for a Python function; a subclass sets its own (``mcp:<server>`` for an MCP server's tool,
+``baton.subagents.mcp``).
 
 ``repeat_key`` lets a tool say which calls count as "the same" for the repeat guard beyond identical
 arguments (``send_message``: its content, whatever the target), so a model cycling one task through
@@ -54,6 +57,32 @@ identical arguments do)."""
 
 ToolFunction: TypeAlias = Callable[..., Any]
 """Any typed function; its return value becomes the tool's result (see :class:`ToolResult`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """How the calls of one tool run and what they yield (``Tool(fn, run=ToolRun(...))``).
+
+    Apart from the flags that govern a call (approval, ending the turn, repeats), because only the
+    executor and the judge of a session's outcome read these: one value, shared by every tool
+    that runs alike.
+    """
+
+    timeout_s: float | None = None
+    """Seconds one call may run before it is cut (None: the loop's ``tool_timeout_s``)."""
+    max_result_chars: int | None = None
+    """How much of a result the model reads (None: the loop's ``max_result_chars``)."""
+    media: bool = False
+    """Its calls produce media (pictures, files): a session that asked a profile with such a tool
+    and got no media at all is not "completed"."""
+    abandon_thread_on_cancel: bool = True
+    """A sync function's thread is left to finish on its own when its call is cancelled (anyio's
+    ``abandon_on_cancel``): the loop moves on at once instead of waiting for a function that
+    cannot be interrupted."""
+
+
+DEFAULT_RUN = ToolRun()
+"""How a tool runs when it says nothing: the loop's limits, no media."""
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -141,19 +170,16 @@ class Tool:
         "_approval",
         "_param_names",
         "_terminal",
-        "abandon_thread_on_cancel",
         "args_model",
         "description",
         "fn",
         "is_async",
-        "max_result_chars",
-        "media",
         "name",
         "repeat_key",
+        "run",
         "schema",
         "shows",
         "source",
-        "timeout_s",
     )
 
     def __init__(
@@ -164,18 +190,14 @@ class Tool:
         description: str | None = None,
         needs_approval: bool | ArgsPredicate = False,
         terminal: bool | ArgsPredicate = False,
-        timeout_s: float | None = None,
-        max_result_chars: int | None = None,
-        abandon_thread_on_cancel: bool = True,
         repeat_key: RepeatKey | None = None,
-        media: bool = False,
-        source: str = "python",
         shows: str | None = None,
+        run: ToolRun = DEFAULT_RUN,
     ) -> None:
         self.fn = fn
-        self.source = source
+        self.source = "python"
         self.repeat_key = repeat_key
-        self.media = media
+        self.run = run
         self.name = name or fn.__name__
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise ToolDefinitionError(self.name, "names are 1-64 letters, digits, '_' or '-'")
@@ -190,9 +212,6 @@ class Tool:
         self.is_async = inspect.iscoroutinefunction(fn)
         self._approval = needs_approval
         self._terminal = terminal
-        self.timeout_s = timeout_s
-        self.max_result_chars = max_result_chars
-        self.abandon_thread_on_cancel = abandon_thread_on_cancel
         self.schema: ToolSchema = {
             "type": "function",
             "function": {
@@ -257,7 +276,7 @@ class Tool:
         else:
             value = await anyio.to_thread.run_sync(
                 functools.partial(self.fn, **args),
-                abandon_on_cancel=self.abandon_thread_on_cancel,
+                abandon_on_cancel=self.run.abandon_thread_on_cancel,
             )
         return as_result(value)
 
@@ -306,10 +325,8 @@ def tool(
     description: str | None = None,
     needs_approval: bool | ArgsPredicate = False,
     terminal: bool | ArgsPredicate = False,
-    timeout_s: float | None = None,
-    max_result_chars: int | None = None,
     repeat_key: RepeatKey | None = None,
-    media: bool = False,
+    run: ToolRun = DEFAULT_RUN,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -321,12 +338,11 @@ def tool(
     description: str | None = None,
     needs_approval: bool | ArgsPredicate = False,
     terminal: bool | ArgsPredicate = False,
-    timeout_s: float | None = None,
-    max_result_chars: int | None = None,
     repeat_key: RepeatKey | None = None,
-    media: bool = False,
+    run: ToolRun = DEFAULT_RUN,
 ) -> Tool | Callable[[ToolFunction], Tool]:
-    """Make a :class:`Tool` of a function; usable bare (``@tool``) or with options."""
+    """Make a :class:`Tool` of a function; usable bare (``@tool``) or with options
+    (``@tool(needs_approval=True, run=ToolRun(timeout_s=60))``)."""
 
     def make(f: ToolFunction) -> Tool:
         return Tool(
@@ -335,10 +351,8 @@ def tool(
             description=description,
             needs_approval=needs_approval,
             terminal=terminal,
-            timeout_s=timeout_s,
-            max_result_chars=max_result_chars,
             repeat_key=repeat_key,
-            media=media,
+            run=run,
         )
 
     return make(fn) if fn is not None else make

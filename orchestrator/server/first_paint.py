@@ -3,7 +3,7 @@
 Why: the page used to arrive as an empty shell ("pending", "none pending" while an approval
 waited) until its script had replayed the whole event stream, and a page without script (a
 terminal browser, a screen reader that does not run it, a failed asset) never showed anything.
-Now the server folds the log (:class:`~baton.view.SessionView`, the fold every view shares)
+Now the server folds the log (:class:`~baton.session.view.SessionView`, the fold every view shares)
 and writes what it shows into the page — status, task, the lead's text, each sub-agent's card,
 the pending approvals with their call ids, the open questions for a file or an image with their
 inputs, the final answer — in the same markup the script
@@ -21,7 +21,7 @@ from pathlib import Path
 from baton.bus.events import QuestionAsked, ToolCallInfo, asked_for
 from baton.server.media import public_url
 from baton.server.state import StateFolder
-from baton.view import AgentView, SessionView, describe_placement
+from baton.session.view import AgentView, SessionView, describe_placement
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 TERMINAL = ("completed", "incomplete", "failed", "cancelled", "timed_out")

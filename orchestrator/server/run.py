@@ -24,13 +24,13 @@ from baton.bus.base import Bus, BusOptions
 from baton.bus.connect import open_bus
 from baton.bus.errors import redact_url
 from baton.bus.lifecycle import Service
-from baton.compose import resolve_profiles
 from baton.server.app import create_app
 from baton.server.config import ServerConfig, is_loopback
 from baton.server.context import ServerContext
 from baton.server.feeds import Feeds
 from baton.server.host import SessionHost
 from baton.server.mcp import routes_if_installed as mcp_routes_if_installed
+from baton.session.compose import resolve_profiles
 from baton.subagents.models import describe_model
 from baton.subagents.profiles import Profile
 

@@ -1,9 +1,9 @@
 """A session's state, folded from its event log: what ``GET /sessions/{id}/state`` and the list
 answer, for programs that would rather poll than stream.
 
-The fold itself is :class:`baton.view.SessionView`, the one every view of a session shares (the
-terminal's too); this module only projects it onto the API's schema. The live page folds the same
-events itself in JavaScript.
+The fold itself is :class:`baton.session.view.SessionView`, the one every view of a session shares
+(the terminal's too); this module only projects it onto the API's schema. The live page folds the
+same events itself in JavaScript.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from baton.bus.events import Event
 from baton.bus.parts.log import EventLog
 from baton.engine.questions import OpenQuestion, QuestionBook
-from baton.view import AgentView, SessionStatus, SessionView
+from baton.session.view import AgentView, SessionStatus, SessionView
 
 LIVE = ("pending", "running")
 """A session whose agents may still wait for an answer (once it ended, nothing does)."""

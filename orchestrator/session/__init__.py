@@ -55,15 +55,33 @@ resume reads it back), :mod:`~baton.session.build` (the composition root: the le
 its spawn watch and its own worker from the config), :mod:`~baton.session.lifecycle` (running
 the parts built, and ending them), :mod:`~baton.session.beginning` (its start on the bus),
 :mod:`~baton.session.tail` (the other agents' events to its viewers),
-:mod:`~baton.session.ending` (its end on the bus) and :mod:`~baton.session.answers` (what
-``Session.answer`` accepts).
+:mod:`~baton.session.ending` (its end on the bus), :mod:`~baton.session.answers` (what
+``Session.answer`` accepts), :mod:`~baton.session.compose` (the profiles and models a session
+gives its lead and workers), :mod:`~baton.session.spawn_watch` (its watch over the spawn requests
+no worker claims) and :mod:`~baton.session.view` (a session folded from its events: the one fold
+every view of a session shares, the terminal's and the HTTP API's).
+
+The names resolve lazily (PEP 562): the views that only fold events (``baton watch``, the server's
+state) import :mod:`baton.session.view` without the lead, the engine and the model client that
+:mod:`~baton.session.lifecycle` brings.
 """
 
 from __future__ import annotations
 
-from baton.bus.messages import ApproveMode
-from baton.session.config import SessionConfig, SessionResult, new_session_id
-from baton.session.lifecycle import Session, open_session
+from typing import TYPE_CHECKING
+
+from baton.lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from baton.bus.messages import ApproveMode
+    from baton.session.config import SessionConfig, SessionResult, new_session_id
+    from baton.session.lifecycle import Session, open_session
+
+_HOMES = {
+    "baton.bus.messages": ("ApproveMode",),
+    "baton.session.config": ("SessionConfig", "SessionResult", "new_session_id"),
+    "baton.session.lifecycle": ("Session", "open_session"),
+}
 
 __all__ = [
     "ApproveMode",
@@ -73,3 +91,6 @@ __all__ = [
     "new_session_id",
     "open_session",
 ]
+
+
+__getattr__ = lazy_attributes(__name__, _HOMES)

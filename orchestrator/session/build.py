@@ -16,13 +16,6 @@ from dataclasses import dataclass
 from baton.bus.base import Bus
 from baton.bus.errors import BusOutage
 from baton.bus.messages import LOCAL_POOL
-from baton.compose import (
-    descriptions,
-    lead_model,
-    lead_servers,
-    media_profiles,
-    resolve_profiles,
-)
 from baton.engine import InteractionChannel, Tool
 from baton.engine.bus_channel import BusInteractionChannel
 from baton.engine.channels import policy_channel
@@ -35,9 +28,16 @@ from baton.lead.prompt import LEAD_NAME
 from baton.lead.stream import EventFanout, EventRouter
 from baton.llm.types import ChatModel
 from baton.media import DirectoryStore, directory_of
+from baton.session.compose import (
+    descriptions,
+    lead_model,
+    lead_servers,
+    media_profiles,
+    resolve_profiles,
+)
 from baton.session.config import SessionConfig
 from baton.session.setup import Resumed, hold_the_lead, offered_profiles, setup_of
-from baton.spawn_watch import SpawnWatch
+from baton.session.spawn_watch import SpawnWatch
 from baton.subagents.a2a_worker import with_card_descriptions
 from baton.subagents.loop import AgentParts
 from baton.subagents.mcp_worker import lead_tools

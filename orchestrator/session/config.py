@@ -28,7 +28,7 @@ from baton.lead.stream import DEFAULT_FLUSH_S
 from baton.llm import ModelSettings
 from baton.llm.types import ToolChoice
 from baton.media import MediaStore
-from baton.spawn_watch import UNCLAIMED_S
+from baton.session.spawn_watch import UNCLAIMED_S
 from baton.subagents.images import ImageGenerator
 from baton.subagents.mcp_config import McpServerConfig
 from baton.subagents.profiles import Profile
@@ -78,7 +78,7 @@ class SessionConfig(BaseModel):
     ``unclaimed_s`` bounds how long a sub-agent's spawn request waits for a worker in silence:
     past it the session logs ``agent.unclaimed`` (one warning line in every view, naming the pool
     and the profile), and when no live worker of the pool serves the profile, it ends the agent
-    with that reason instead of waiting out ``timeout_s`` (:mod:`baton.spawn_watch`).
+    with that reason instead of waiting out ``timeout_s`` (:mod:`baton.session.spawn_watch`).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
@@ -121,7 +121,7 @@ class SessionConfig(BaseModel):
     text_flush_s: float = Field(DEFAULT_FLUSH_S, gt=0)
     shutdown_grace_s: float = Field(1.0, ge=0, description="wait for sub-agents on cancel")
     tool_choice: ToolChoice | None = Field(
-        "required", description="the lead's tool_choice (None: not sent); see settings.py"
+        "required", description="the lead's tool_choice (None: not sent); see baton.settings"
     )
     budget: SpendLimits | None = Field(None, description="model calls and tokens, all agents")
     delegation: DelegationLimits = Field(default_factory=DelegationLimits)

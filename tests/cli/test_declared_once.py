@@ -22,7 +22,13 @@ import baton.settings
 from baton.cli.app import app
 from baton.cli.options import MODEL, setting_options
 from baton.session import SessionConfig
-from baton.settings import NO_FLAG, NOT_FROM_SETTINGS, SESSION_SOURCES, BatonSettings
+from baton.settings import (
+    NO_FLAG,
+    NOT_FROM_SETTINGS,
+    SESSION_SOURCES,
+    BatonSettings,
+    session_fields,
+)
 
 COMMANDS: dict[str, Any] = typer.main.get_command(app).commands  # type: ignore[attr-defined]
 """Each command as click (typer's own copy of it) holds it."""
@@ -187,7 +193,7 @@ def test_every_session_field_has_its_source_in_the_settings_or_says_why_not() ->
     assert not sourced & unsourced
     for field, settings in SESSION_SOURCES.items():
         assert settings and set(settings) <= set(BatonSettings.model_fields), field
-    made = BatonSettings().session_fields()
+    made = session_fields(BatonSettings())
     assert set(made) <= sourced
     SessionConfig.model_validate({"task": "a task", **made})  # what they make, a session takes
 

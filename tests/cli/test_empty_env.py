@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from baton.defaults import DEFAULT_MODEL
-from baton.settings import load_settings
+from baton.settings import load_settings, model_settings
 from tests.cli.helpers import Proc, clean_env, invoke_baton
 
 EMPTY = (
@@ -43,7 +43,7 @@ def test_empty_variables_are_the_defaults(monkeypatch: pytest.MonkeyPatch) -> No
     for name, field in type(settings).model_fields.items():
         if field.default_factory is None:
             assert getattr(settings, name) == field.default, name
-    assert settings.offline and settings.model_settings() is None
+    assert settings.offline and model_settings(settings) is None
     assert settings.bus == "memory://" and settings.model == DEFAULT_MODEL
 
 
@@ -62,7 +62,7 @@ def test_an_empty_variable_falls_through_to_the_config_file(
 def test_with_a_key_an_empty_base_url_is_openais_own(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("OPENAI_BASE_URL", "")
-    model = load_settings().model_settings()
+    model = model_settings(load_settings())
     assert model is not None and model.base_url is None and model.model == DEFAULT_MODEL
 
 

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from baton.cli.app import app
 from baton.llm import ScriptedServer
 from baton.llm.offline import offline_reply
-from baton.settings import load_settings
+from baton.settings import load_settings, model_label, model_settings
 from tests.cli.helpers import processes
 
 
@@ -87,8 +87,8 @@ def test_the_model_settings_and_their_label(
         monkeypatch.setenv(name, value)
     settings = load_settings(model="m")
     assert settings.offline is offline
-    assert settings.model_label() == label
-    model = settings.model_settings()
+    assert model_label(settings) == label
+    model = model_settings(settings)
     assert (model is None) is offline
     if model is not None:
         assert (model.api_key is None) is ("OPENAI_API_KEY" not in env)

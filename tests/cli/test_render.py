@@ -1,5 +1,5 @@
 """The terminal renderers show what the model's trouble did: retries, text taken back, the spend
-against the budget, and the answer's check (events folded in ``baton.view``)."""
+against the budget, and the answer's check (events folded in ``baton.session.view``)."""
 
 from __future__ import annotations
 

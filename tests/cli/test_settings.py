@@ -14,7 +14,7 @@ from baton.cli.run import EXIT_CODES, session_settings
 from baton.engine.spend import SpendLimits
 from baton.lead.delegation import DelegationLimits
 from baton.llm.types import ToolChoice
-from baton.settings import ToolChoiceSetting, load_settings
+from baton.settings import ToolChoiceSetting, budget, delegation, load_settings, model_settings
 
 CONFIG = """
 temperature = 0.1
@@ -49,7 +49,7 @@ def test_flag_beats_environment_beats_file_for_every_model_setting(
     monkeypatch.setenv("BATON_TOOL_CHOICE", "required")
     monkeypatch.setenv("BATON_BUDGET_CALLS", "7")
     settings = load_settings(write(tmp_path, CONFIG), temperature=0.5, top_p=None)
-    model = settings.model_settings()
+    model = model_settings(settings)
     assert model is not None
     assert model.temperature == 0.5  # the flag
     assert model.max_tokens == 200  # the environment, over the file
@@ -57,7 +57,7 @@ def test_flag_beats_environment_beats_file_for_every_model_setting(
     assert model.parallel_tool_calls is False
     assert model.extra_body == {"cache_prompt": True}  # a TOML table, for this key only
     assert settings.tool_choice == "required"
-    assert settings.budget() == SpendLimits(max_tokens=1000, max_model_calls=7)
+    assert budget(settings) == SpendLimits(max_tokens=1000, max_model_calls=7)
     assert session_settings(settings) == {
         "tool_choice": "required",
         "lead_policy": "auto",
@@ -70,25 +70,25 @@ def test_defaults_bound_every_reply_and_leave_the_rest_to_the_server(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     settings = load_settings()
-    model = settings.model_settings()
+    model = model_settings(settings)
     assert model is not None
     assert model.max_tokens == 1024 and (model.timeout, model.max_retries) == (60, 3)
     assert (model.temperature, model.top_p, model.parallel_tool_calls) == (None, None, None)
     assert model.extra_body == {}
-    assert settings.budget() is None
+    assert budget(settings) is None
     # tool_choice measured: small models delegate more; the policy by the model's profile
     assert session_settings(settings) == {"tool_choice": "required", "lead_policy": "auto"}
 
 
 def test_max_tokens_zero_sends_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    model = load_settings(max_tokens=0).model_settings()
+    model = model_settings(load_settings(max_tokens=0))
     assert model is not None and model.max_tokens is None
 
 
 def test_without_a_key_there_are_no_model_settings_but_the_session_settings_stay() -> None:
     settings = load_settings(tool_choice="required", budget_calls=3, profile_tools=True)
-    assert settings.model_settings() is None
+    assert model_settings(settings) is None
     assert session_settings(settings) == {
         "tool_choice": "required",
         "lead_policy": "auto",
@@ -100,11 +100,11 @@ def test_without_a_key_there_are_no_model_settings_but_the_session_settings_stay
 def test_delegation_caps_from_the_environment_and_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert load_settings().delegation() is None  # the lead's own defaults
+    assert delegation(load_settings()) is None  # the lead's own defaults
     monkeypatch.setenv("BATON_MAX_SENDS_PER_TURN", "5")
     settings = load_settings(write(tmp_path, "max_sends_per_agent = 1\n"))
     expected = DelegationLimits(max_sends_per_turn=5, max_sends_per_agent=1)
-    assert settings.delegation() == expected
+    assert delegation(settings) == expected
     assert session_settings(settings) == {
         "tool_choice": "required",
         "delegation": expected,

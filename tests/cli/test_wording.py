@@ -8,7 +8,7 @@ import pytest
 
 from baton.bus.events import ApprovalDecided, SessionFinished, SessionStarted
 from baton.cli.render import TASK_SHOWN, PlainRenderer, describe, ending_line
-from baton.view import LEAD_NAME, SessionView
+from baton.session.view import LEAD_NAME, SessionView
 
 S = "s-words"
 

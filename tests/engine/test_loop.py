@@ -18,6 +18,7 @@ from baton.engine import (
     StopReason,
     TokenBudget,
     ToolResult,
+    ToolRun,
     TurnInProgress,
     tool,
 )
@@ -165,7 +166,7 @@ async def test_a_tool_exception_is_answered_with_the_error_text() -> None:
 async def test_a_tool_past_its_timeout_is_stopped() -> None:
     stopped = anyio.Event()
 
-    @tool(timeout_s=0.05)
+    @tool(run=ToolRun(timeout_s=0.05))
     async def hang() -> str:
         """Never returns."""
         try:
@@ -188,7 +189,7 @@ async def test_oversized_results_are_truncated_with_a_note() -> None:
         """A large result."""
         return "x" * 100
 
-    @tool(max_result_chars=30)
+    @tool(run=ToolRun(max_result_chars=30))
     def bigger() -> str:
         """A large result with its own limit."""
         return "y" * 100

@@ -36,7 +36,7 @@ from baton.engine.questions import (
     sniff_image,
     upload_name,
 )
-from baton.view import SessionView
+from baton.session.view import SessionView
 
 S = "s-q"
 

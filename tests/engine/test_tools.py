@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from baton.engine import Tool, ToolDefinitionError, ToolRegistry, ToolResult, tool
+from baton.engine import Tool, ToolDefinitionError, ToolRegistry, ToolResult, ToolRun, tool
 from baton.engine.tools import as_result, parse_docstring
 
 
@@ -110,9 +110,9 @@ def test_media_declares_a_tool_that_makes_media() -> None:
         """Paint a picture."""
         return subject
 
-    assert tool(media=True)(paint).media is True
-    assert Tool(paint, media=True).media is True
-    assert tool(paint).media is False and Tool(paint).media is False
+    assert tool(run=ToolRun(media=True))(paint).run.media is True
+    assert Tool(paint, run=ToolRun(media=True)).run.media is True
+    assert tool(paint).run.media is False and Tool(paint).run.media is False
 
 
 async def test_sync_tools_run_in_a_worker_thread() -> None:

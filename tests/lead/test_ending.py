@@ -25,14 +25,14 @@ from baton.bus.events import (
     ToolResulted,
 )
 from baton.bus.messages import make_envelope
-from baton.compose import media_profiles
 from baton.lead.delegation import DelegationLimits, Waves
 from baton.lead.guided import GuidedPolicy
 from baton.lead.heuristics import quotes_what_it_was_told
 from baton.lead.prompt import OWN_FINAL_NOTE, note_block, system_prompt, waves_note
 from baton.llm.script import Call, HttpError, Reply
 from baton.llm.types import Message
-from baton.settings import load_settings
+from baton.session.compose import media_profiles
+from baton.settings import delegation, load_settings
 from baton.subagents.profiles import builtin_profiles
 from tests.lead.scenario import PROFILES, SESSION, React, Scenario, run_lead
 from tests.support.models import call, scripted
@@ -141,8 +141,8 @@ def test_waves_count_turns_that_sent_and_start_over_for_a_new_request(
     assert (waves.spent, waves.exhausted) == (0, False)
     assert DelegationLimits().max_waves == 2
     monkeypatch.setenv("BATON_MAX_WAVES", "4")
-    delegation = load_settings().delegation()
-    assert delegation is not None and delegation.max_waves == 4
+    limits = delegation(load_settings())
+    assert limits is not None and limits.max_waves == 4
 
 
 # -- the final answer -------------------------------------------------------------------------

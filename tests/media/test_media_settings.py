@@ -11,15 +11,15 @@ import pytest
 from baton.bus.errors import ConfigError
 from baton.media import DirectoryStore
 from baton.media.s3 import S3Store
-from baton.settings import load_settings
+from baton.settings import image_generator, load_settings, media_store
 from baton.subagents.images import OpenAIImages
 
 
 def test_by_default_the_store_is_the_media_dir(monkeypatch: pytest.MonkeyPatch) -> None:
-    store = load_settings().media_store()
+    store = media_store(load_settings())
     assert isinstance(store, DirectoryStore) and store.root == Path("media").absolute()
     monkeypatch.setenv("BATON_MEDIA_DIR", "/srv/pictures")
-    store = load_settings().media_store()
+    store = media_store(load_settings())
     assert isinstance(store, DirectoryStore) and store.root == Path("/srv/pictures")
 
 
@@ -27,7 +27,7 @@ def test_by_default_the_store_is_the_media_dir(monkeypatch: pytest.MonkeyPatch) 
 def test_a_directory_replaces_media_dir(value: str) -> None:
     settings = load_settings(None, media=value, media_dir=Path("elsewhere"))
     assert settings.media_dir == Path("/srv/media")  # one folder: tools, lead check, /media
-    store = settings.media_store()
+    store = media_store(settings)
     assert isinstance(store, DirectoryStore) and store.root == Path("/srv/media")
 
 
@@ -39,7 +39,7 @@ def test_a_bucket_from_the_environment_with_its_companions(
     monkeypatch.setenv("BATON_MEDIA_BASE_URL", "https://cdn.example.com")
     settings = load_settings()
     assert settings.media_dir == Path("media")  # untouched by a bucket
-    store = settings.media_store()
+    store = media_store(settings)
     assert isinstance(store, S3Store)
     assert (store.bucket, store.prefix, store.url_expiry_s) == ("pictures", "team/a", 3600)
     assert store.base_url == "https://cdn.example.com"
@@ -74,17 +74,17 @@ def test_a_bad_value_is_one_line_naming_the_variable(
 def test_the_images_api_is_asked_only_with_a_model_endpoint(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert load_settings().image_generator() is None  # offline: the demo painter
+    assert image_generator(load_settings()) is None  # offline: the demo painter
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("BATON_IMAGE_MODEL", "img-1")
     monkeypatch.setenv("BATON_IMAGE_RESPONSE_FORMAT", "url")
-    images = load_settings().image_generator()
+    images = image_generator(load_settings())
     assert isinstance(images, OpenAIImages)
     assert (images.model, images.response_format) == ("img-1", "url")
     assert images.base_url == "http://127.0.0.1:9/v1"
     monkeypatch.setenv("BATON_IMAGE_MODEL", "demo")  # a chat-only server: the demo painter
-    assert load_settings().image_generator() is None
+    assert image_generator(load_settings()) is None
 
 
 def test_a_bucket_without_the_s3_extra_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,4 +96,4 @@ def test_a_bucket_without_the_s3_extra_is_a_usage_error(monkeypatch: pytest.Monk
     )
     hint = r"needs the 's3' extra .*pip install 'baton-orchestrator\[s3\]'"
     with pytest.raises(ConfigError, match=hint):
-        load_settings(None, media="s3://pictures").media_store()
+        media_store(load_settings(None, media="s3://pictures"))

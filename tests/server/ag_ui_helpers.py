@@ -13,7 +13,7 @@ import pytest
 from ag_ui.core import Event
 from pydantic import TypeAdapter
 
-from baton.compose import resolve_profiles
+from baton.session.compose import resolve_profiles
 from baton.subagents.profiles import Profile, load_profiles
 from tests.support.node import client, node
 from tests.support.profiles import SURVEYORS

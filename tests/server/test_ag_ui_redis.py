@@ -10,8 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from baton.compose import resolve_profiles
 from baton.server import BatonServer, ServerConfig
+from baton.session.compose import resolve_profiles
 from baton.testing import RedisServer
 from tests.cli.helpers import clean_env, processes
 from tests.server.ag_ui_helpers import (

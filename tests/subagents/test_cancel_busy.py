@@ -31,7 +31,7 @@ from baton.bus.interrupt import RoundWatch
 from baton.bus.memory import MemoryBus
 from baton.bus.messages import Envelope
 from baton.bus.redis import RedisBus
-from baton.engine import Tool
+from baton.engine import Tool, ToolRun
 from baton.llm.script import Reply
 from baton.subagents.profiles import Profile
 from tests.conftest import BusFactory
@@ -68,7 +68,7 @@ class Stall:
             self.finished = True
             return f"stalled on {text!r}"
 
-        return Tool(stall, timeout_s=300)
+        return Tool(stall, run=ToolRun(timeout_s=300))
 
 
 async def unread(bus: Bus, session: str, agent: str) -> int:
@@ -135,7 +135,9 @@ async def test_a_shutdown_abandons_a_sync_tool_running_in_a_thread(
     _, model = scripted([call("grind", text="the sky")])
     async with make_bus(lease_s=60) as bus, make_bus(lease_s=60) as lead_bus, model:
         await lead_bus.inboxes.send(task("worker", "grind the sky"))
-        agent = seated(bus, profile(Tool(grind, timeout_s=300)), model, "worker", tmp_path)
+        agent = seated(
+            bus, profile(Tool(grind, run=ToolRun(timeout_s=300))), model, "worker", tmp_path
+        )
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(agent.run)

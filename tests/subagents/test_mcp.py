@@ -162,7 +162,7 @@ async def test_allow_picks_the_tools_and_approve_gates_them() -> None:
     async with one_server("time", config) as tools:
         (clock,) = tools
     assert clock.name == "get_current_time" and clock.approval == "always"
-    assert clock.timeout_s == 7
+    assert clock.run.timeout_s == 7
 
 
 @pytest.mark.process

@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 from baton.bus.events import ToolResulted
-from baton.compose import lead_servers
 from baton.llm.script import text
 from baton.session import Session, SessionConfig
+from baton.session.compose import lead_servers
 from baton.subagents.errors import ProfileError
 from baton.subagents.mcp_config import McpServerConfig
 from baton.subagents.profiles import load_lead_servers, load_profiles

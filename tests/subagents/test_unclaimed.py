@@ -1,4 +1,4 @@
-"""A spawn request nobody claims is never a silent wait (``baton.spawn_watch``): past the
+"""A spawn request nobody claims is never a silent wait (``baton.session.spawn_watch``): past the
 session's bound it is logged once (``agent.unclaimed``, naming the pool and the profile); when no
 live worker of the pool serves the profile, the agent is ended with that reason and the session
 goes on at once instead of waiting out its timeout; and a worker whose signing key differs from

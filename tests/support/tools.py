@@ -13,7 +13,7 @@ import os
 
 import anyio
 
-from baton.engine import ToolResult, tool
+from baton.engine import ToolResult, ToolRun, tool
 from baton.media.store import CONTENT_TYPES
 from baton.subagents.context import current_agent
 
@@ -28,7 +28,7 @@ async def publish(text: str) -> str:
     return f"published {text!r}"
 
 
-@tool(needs_approval=True, media=True)
+@tool(needs_approval=True, run=ToolRun(media=True))
 async def exhibit(text: str) -> ToolResult:
     """Put a text up in the gallery for everyone to see; returns the URL of its card.
 
@@ -41,7 +41,7 @@ async def exhibit(text: str) -> ToolResult:
     return ToolResult(f"Exhibited the text: {url}", [url])
 
 
-@tool(timeout_s=300)
+@tool(run=ToolRun(timeout_s=300))
 async def ponder(text: str) -> str:
     """Think about a text for as long as it takes.
 
@@ -52,7 +52,7 @@ async def ponder(text: str) -> str:
     return f"pondered {text!r}"
 
 
-@tool(timeout_s=300)
+@tool(run=ToolRun(timeout_s=300))
 async def hold(text: str) -> str:
     """Work on a text until the test says the work may finish.
 

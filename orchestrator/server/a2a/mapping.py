@@ -50,7 +50,7 @@ from baton.bus.events import (
     SessionStarted,
 )
 from baton.server.a2a.contexts import context_of, request_of
-from baton.view import LEAD_NAME, describe_unclaimed, describe_verdict
+from baton.session.view import LEAD_NAME, describe_unclaimed, describe_verdict
 
 Update = TaskStatusUpdateEvent | TaskArtifactUpdateEvent
 ANSWER_ARTIFACT = "answer"

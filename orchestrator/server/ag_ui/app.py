@@ -37,7 +37,6 @@ from baton.bus.base import Bus, BusOptions
 from baton.bus.connect import open_bus
 from baton.bus.errors import BusError
 from baton.bus.lifecycle import Service
-from baton.compose import resolve_profiles
 from baton.server.access import issue_read
 from baton.server.ag_ui.capabilities import capabilities
 from baton.server.ag_ui.inputs import read_input
@@ -49,6 +48,7 @@ from baton.server.feeds import Feeds
 from baton.server.host import SessionHost
 from baton.server.media import media_file, public_url
 from baton.server.security import BodyInvalid, TokenGuard
+from baton.session.compose import resolve_profiles
 from baton.subagents.profiles import Profile
 
 PATH = "/ag-ui"

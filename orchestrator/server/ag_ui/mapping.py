@@ -79,7 +79,7 @@ from baton.server.ag_ui.subagents import SubagentRuns
 from baton.server.ag_ui.texts import TextMessages
 from baton.server.ag_ui.tool_calls import ToolCalls
 from baton.server.state import StateFolder
-from baton.view import LEAD_NAME
+from baton.session.view import LEAD_NAME
 
 RESOLVED = "baton.interrupt.resolved"
 """The ``CUSTOM`` event saying how a question ended (approved, declined, expired, provided...)."""

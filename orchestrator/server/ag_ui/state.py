@@ -1,8 +1,9 @@
 """The session as AG-UI state: ``STATE_SNAPSHOT`` once a run begins, ``STATE_DELTA`` as it moves.
 
-The state is a projection of the one fold every view shares (:class:`~baton.view.SessionView`,
-which ``GET /sessions/{id}/state`` projects too), so what an AG-UI front end shows of the
-sub-agents, the media and the budget agrees with the page, the terminal and the API. It is read
+The state is a projection of the one fold every view shares
+(:class:`~baton.session.view.SessionView`, which ``GET /sessions/{id}/state`` projects too), so
+what an AG-UI front end shows of the sub-agents, the media and the budget agrees with the page, the
+terminal and the API. It is read
 straight from the fold's dataclasses (no model built per event: it is recomputed after every
 event that can change it). It is run-scoped and owned by the server: a client's ``state`` in its
 run input is not read.
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from baton.view import SessionView
+from baton.session.view import SessionView
 
 JsonObject = dict[str, Any]
 SUBAGENTS = "subagents"

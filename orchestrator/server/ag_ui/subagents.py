@@ -25,7 +25,7 @@ from baton.bus.events import AgentExited, AgentResult, AgentSpawned
 from baton.server.ag_ui.invocations import Invocation, Invocations
 from baton.server.ag_ui.state import JsonObject, patch
 from baton.server.ag_ui.texts import TextMessages
-from baton.view import LEAD_NAME, SessionView, describe_placement
+from baton.session.view import LEAD_NAME, SessionView, describe_placement
 
 ACTIVITY_TYPE = "baton.subagent"
 """The ``activityType`` of a sub-agent's progress card."""

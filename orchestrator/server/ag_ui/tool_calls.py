@@ -26,7 +26,7 @@ from baton.bus.events import ToolCalled, ToolResulted
 from baton.server.ag_ui.holdings import HeldMark, Holdings
 from baton.server.ag_ui.subagents import SubagentRuns
 from baton.server.ag_ui.texts import TextMessages
-from baton.view import LEAD_NAME
+from baton.session.view import LEAD_NAME
 
 
 class ToolCalls:

@@ -64,7 +64,7 @@ function card(name) {
   return node;
 }
 
-// Where a sub-agent runs, worded as the server's paint words it (baton.view.describe_placement):
+// Where a sub-agent runs, worded as the server's paint words it (baton.session.view.describe_placement):
 // the worker that claimed it, or that none has claimed it in time.
 function setPlacement(node, text, waiting) {
   const line = node.querySelector(".worker");

@@ -27,7 +27,7 @@ from baton.server.context import ServerContext
 from baton.server.host import SessionHost
 from baton.server.mcp.schemas import RunArguments
 from baton.session import SessionConfig
-from baton.view import LEAD_NAME
+from baton.session.view import LEAD_NAME
 
 STATE_AUDIENCE = "baton"
 """The audience sealed into a 2026-07-28 ``requestState`` (the SDK's claim): this service."""

@@ -27,7 +27,7 @@ from baton.bus.events import (
     SessionStarted,
     ToolCalled,
 )
-from baton.view import (
+from baton.session.view import (
     LEAD_NAME,
     describe_outcome,
     describe_question,

@@ -19,11 +19,11 @@ from mcp.server.stdio import stdio_server
 
 from baton.bus.base import BusOptions
 from baton.bus.connect import open_bus
-from baton.compose import resolve_profiles
 from baton.server.config import ServerConfig
 from baton.server.host import SessionHost
 from baton.server.mcp.backend import McpBackend
 from baton.server.mcp.server import build_server
+from baton.session.compose import resolve_profiles
 
 log = logging.getLogger(__name__)
 

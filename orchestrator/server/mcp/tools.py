@@ -64,7 +64,7 @@ from baton.server.mcp.schemas import (
 )
 from baton.server.schemas import ProfileInfo
 from baton.server.state import session_state
-from baton.view import LEAD_NAME
+from baton.session.view import LEAD_NAME
 
 log = logging.getLogger(__name__)
 

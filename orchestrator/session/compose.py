@@ -2,8 +2,8 @@
 
 This is where the lead meets the sub-agents: ``baton.lead`` and ``baton.subagents`` sit side by
 side on one layer and never import each other (the import-linter contract in ``pyproject.toml``),
-so the lead's core only ever sees ``name -> description`` of the profiles. Everything above this
-layer may use both — :mod:`baton.session` hosts an in-process worker, :mod:`baton.api`
+so the lead's core only ever sees ``name -> description`` of the profiles. Everything from the
+session's layer up may use both — :mod:`baton.session` hosts an in-process worker, :mod:`baton.api`
 re-exports ``Worker`` and ``Profile``, the server and the CLI load profiles — and what they share
 about profiles and models lives here.
 """
@@ -57,10 +57,10 @@ def descriptions(profiles: Mapping[str, Profile]) -> dict[str, str]:
 
 
 def media_profiles(profiles: Mapping[str, Profile]) -> frozenset[str]:
-    """The profiles with a tool that produces media (``Tool(media=True)``): a session that asked
+    """The profiles with a tool that produces media (``ToolRun(media=True)``): a session that asked
     one of them and got no media at all is not "completed" (lead/outcome.py)."""
     return frozenset(
-        name for name, profile in profiles.items() if any(t.media for t in profile.tools)
+        name for name, profile in profiles.items() if any(t.run.media for t in profile.tools)
     )
 
 

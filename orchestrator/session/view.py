@@ -6,8 +6,9 @@ and fold them here, into one :class:`SessionView`; each then only chooses how to
 a terminal and a client of the API are told about a session therefore cannot disagree. (The live
 page folds the same events in JavaScript, next to the HTML it updates.)
 
-It sits beside :mod:`baton.session` in the layers (see ``[tool.importlinter]`` in
-``pyproject.toml``), below both the CLI and the server, and reads nothing but events.
+It lives in :mod:`baton.session` (the session's room, which resolves its names lazily), below both
+the CLI and the server, and reads nothing but events: importing it loads neither the lead nor the
+model client.
 """
 
 from __future__ import annotations
