@@ -246,6 +246,23 @@ async def a_file_by_url(host: Host) -> None:
     assert structured["media_urls"] == [notes]
 
 
+async def looser_approvals_are_refused(host: Host) -> None:
+    """On a server whose policy is ``ask`` (the default), ``approve="auto"`` is a tool error that
+    names the policy and the operator's flag, and starts nothing; a stricter ``deny`` runs, the
+    gated tool declined by the policy whatever the host would say."""
+    looser = await host.run(task=PUBLISH, approve="auto")
+    assert looser.is_error and looser.structured_content is None
+    said = _texts(looser)
+    assert 'approval policy ("ask")' in said and "--approve auto" in said, said
+    assert "no session was started" in said
+    assert host.lines == [] and host.asked == []  # nothing started, nobody asked
+    host.answer = approving(True)  # the policy decides first; a host asked anyway says yes
+    stricter = await host.run(task=PUBLISH, approve="deny")
+    structured = stricter.structured_content
+    assert structured is not None and not stricter.is_error
+    assert structured["status"] == "incomplete" and structured["media_urls"] == []
+
+
 SCENARIOS = {
     "paints_two_pictures": paints_two_pictures,
     "approval_accepted": approval_accepted,
@@ -253,6 +270,7 @@ SCENARIOS = {
     "file_by_url": a_file_by_url,
     "bad_arguments": bad_arguments_then_a_call_that_works,
     "cancel": cancelled_while_it_asks,
+    "looser_approvals": looser_approvals_are_refused,
 }
 
 
