@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,13 +102,15 @@ async def over_http(
 
 
 @asynccontextmanager
-async def over_stdio(tmp: Path, profiles: Path, era: str) -> AsyncIterator[Host]:
+async def over_stdio(
+    tmp: Path, profiles: Path, era: str, *, args: Sequence[str] = ()
+) -> AsyncIterator[Host]:
     """A client of a ``baton mcp`` process it starts (media under ``tmp``), as a desktop host
-    starts it: the command, its arguments, its environment."""
+    starts it: the command, its arguments (``args`` after the profiles), its environment."""
     host = Host()
     env = clean_env(tmp)
     params = StdioServerParameters(
-        command=BATON, args=["mcp", "--profiles", str(profiles)], env=env, cwd=str(tmp)
+        command=BATON, args=["mcp", "--profiles", str(profiles), *args], env=env, cwd=str(tmp)
     )
     async with Client(params, mode=era, elicitation_callback=host.elicit) as client:
         host.client = client
