@@ -31,6 +31,7 @@ from baton.cli.options import (
     ProfilesOpt,
     ProfileToolsOpt,
     RetentionOpt,
+    ServerApproveOpt,
     TemperatureOpt,
     ToolChoiceOpt,
     TopPOpt,
@@ -74,6 +75,7 @@ def mcp_command(
     profile_tools: ProfileToolsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_calls: BudgetCallsOpt = None,
+    approve: ServerApproveOpt = None,
     bus: BusOpt = None,
     prefix: PrefixOpt = None,
     bus_outage: BusOutageOpt = None,
@@ -125,6 +127,7 @@ def mcp_command(
             images=image_generator(settings),
             session_timeout_s=settings.session_timeout,
             bus_outage_s=settings.bus_outage,
+            approve=settings.approve,
         )
     except ConfigError as exc:
         fail(str(exc), exc.exit_code, command="baton mcp")

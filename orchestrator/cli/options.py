@@ -147,6 +147,17 @@ BusOutageOpt = Annotated[
     Setting("bus_outage"),
 ]  # fmt: skip
 
+ServerApproveOpt = Annotated[
+    str | None,
+    typer.Option("--approve", metavar="ask|auto|deny",
+                 help="the approval policy: the loosest approvals a client may ask for the "
+                      "sessions it starts (a stricter one it always may; deny > ask > auto) "
+                      "(or BATON_APPROVE)", show_default="ask", rich_help_panel=APPROVALS),
+    Setting("approve"),
+]  # fmt: skip
+"""``baton serve`` and ``baton mcp``: the server's policy, a ceiling on its clients' requests
+(:mod:`baton.server.approval_policy`), not the answer to every approval as ``run --approve``."""
+
 RetentionOpt = Annotated[
     float | None,
     typer.Option("--retention", metavar="SECONDS", min=0.001,

@@ -34,6 +34,7 @@ from baton.cli.options import (
     ProfilesOpt,
     ProfileToolsOpt,
     RetentionOpt,
+    ServerApproveOpt,
     TemperatureOpt,
     ToolChoiceOpt,
     TopPOpt,
@@ -48,7 +49,8 @@ command, and ``baton serve --help``, never imports them."""
 SERVED = ("retention_s", "lead_mcp")
 """The session fields ``baton serve`` gives every session from its settings beyond the lead's
 (:data:`baton.cli.run.LEAD_FIELDS`); the rest the server holds itself (the bus, the model, the
-profiles, the media, the timeout) or each request says (the task, the approvals)."""
+profiles, the media, the timeout) or each request says (the task, the approvals: within the
+server's policy, ``--approve``)."""
 
 SERVE_HELP = "Serve the HTTP API, Server-Sent Events and the live pages (see docs/http.md)."
 SERVE_EXAMPLES = """Examples:
@@ -120,6 +122,7 @@ def serve_command(
     profile_tools: ProfileToolsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_calls: BudgetCallsOpt = None,
+    approve: ServerApproveOpt = None,
     bus: BusOpt = None,
     prefix: PrefixOpt = None,
     bus_outage: BusOutageOpt = None,
@@ -169,6 +172,7 @@ def serve_command(
             upload_max_bytes=settings.upload_max_bytes,
             session_timeout_s=settings.session_timeout,
             bus_outage_s=settings.bus_outage,
+            approve=settings.approve,
             log_level=settings.log_level.lower()
             if settings.log_level != "CRITICAL"
             else "critical",

@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import SecretStr, ValidationError
 
 from baton.base_errors import ConfigError
+from baton.bus.messages import ApproveMode
 from baton.bus.retry import DEFAULT_OUTAGE_S
 from baton.engine.questions import UPLOAD_MAX_BYTES
 from baton.errors import describe_validation
@@ -63,6 +64,7 @@ class ServerConfig:
     the budget and the like) every session gets where the request that starts it does not say;
     a name that is no such field, or a value it refuses, is a ``ConfigError``.
     ``bus_outage_s`` is how long the sessions and the SSE feeds ride out a bus outage.
+    ``approve`` is the server's approval policy, a ceiling on what its clients ask for.
     """
 
     host: str = DEFAULT_HOST
@@ -92,6 +94,9 @@ class ServerConfig:
     health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S
     """How long ``/healthz`` gives the bus to carry one wake-up before it answers 503."""
     log_level: str = "warning"
+    approve: ApproveMode = "ask"
+    """The approval policy: the loosest approvals a client may ask for a session it starts
+    (:mod:`baton.server.approval_policy`); stricter ones it may always ask for."""
 
     def __post_init__(self) -> None:
         if self.token is not None and not self.token.strip():

@@ -22,6 +22,7 @@ from baton.bus.user_post import USER, user_post_problem
 from baton.engine.bus_channel import ApprovalNotFound, answer_approval
 from baton.lead.keeper import SessionExists
 from baton.server.access import session_tokens
+from baton.server.approval_policy import ApprovalTooLoose, session_approve
 from baton.server.context import ServerContext
 from baton.server.media import public_url
 from baton.server.schemas import (
@@ -58,13 +59,18 @@ async def start_session(request: Request) -> Response:
             known = ", ".join(sorted(profiles))
             raise HTTPException(422, f"profiles: unknown profile {unknown[0]!r} (known: {known})")
         profiles = {name: profiles[name] for name in body.profiles}
+    asked = body.approve if "approve" in body.model_fields_set else None
+    try:
+        approve = session_approve(asked, ctx.config.approve)
+    except ApprovalTooLoose as exc:
+        raise HTTPException(403, str(exc)) from exc
     timeout = min(body.timeout_s or ctx.config.session_timeout_s, ctx.config.max_session_timeout_s)
     config = SessionConfig(
         task=body.task,
         bus_url=ctx.bus.url,
         model=ctx.model,
         profiles=profiles,
-        approve=body.approve,
+        approve=approve,
         timeout_s=timeout,
         media_dir=ctx.media_root,
         media=ctx.config.media,

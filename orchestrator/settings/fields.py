@@ -161,7 +161,9 @@ class BatonSettings(BaseSettings):
         None, description="the Images API's response_format; unset: not sent, the server's default"
     )
     approve: ApproveMode = Field(
-        "ask", description="how `baton run` answers the approvals of every agent of its session"
+        "ask",
+        description="how `baton run` answers the approvals of every agent of its session; for "
+        "`baton serve` and `baton mcp`, the loosest approvals a client may ask for",
     )
     session_timeout: float = Field(600.0, gt=0, description="seconds a session may run")
     unclaimed_timeout: float | None = Field(

@@ -164,10 +164,11 @@ def test_a_command_that_takes_the_model_takes_all_of_its_options() -> None:
 
 
 def test_run_and_serve_start_sessions_from_the_same_settings() -> None:
-    """What ``serve`` leaves to each request (its approvals), or to its own local workers (the
-    pool), and the timeout it takes from the environment only; otherwise the same flags."""
+    """What ``serve`` leaves to its own local workers (the pool), and the timeout it takes from
+    the environment only; otherwise the same flags (``--approve`` included: there the ceiling
+    on what each request may ask, docs/http.md)."""
     run, serve = set(marked("run").values()), set(marked("serve").values())
-    assert run - serve == {"approve", "pool", "session_timeout"}
+    assert run - serve == {"pool", "session_timeout"}
     assert serve - run == set()
 
 

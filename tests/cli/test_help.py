@@ -155,11 +155,12 @@ def test_post_sends_to_the_lead_unless_told(redis_url: str) -> None:
 @pytest.mark.parametrize(
     ("command", "flag"),
     [("run", "--lead-policy"), ("serve", "--lead-policy"), ("run", "--image-model"),
-     ("worker", "--image-model"), ("serve", "--image-model")],
+     ("worker", "--image-model"), ("serve", "--image-model"), ("serve", "--approve"),
+     ("mcp", "--approve")],
 )  # fmt: skip
 def test_the_new_flags_reach_the_settings(command: str, flag: str) -> None:
     """Each flag is the setting of its name: a bad value is refused naming the flag."""
-    bad = {"--lead-policy": "bogus", "--image-model": ""}[flag]
+    bad = {"--lead-policy": "bogus", "--image-model": "", "--approve": "maybe"}[flag]
     args = [command, flag, bad, *(["paint a fox"] if command == "run" else [])]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, result.output

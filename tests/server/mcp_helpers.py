@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,13 +102,15 @@ async def over_http(
 
 
 @asynccontextmanager
-async def over_stdio(tmp: Path, profiles: Path, era: str) -> AsyncIterator[Host]:
+async def over_stdio(
+    tmp: Path, profiles: Path, era: str, *, args: Sequence[str] = ()
+) -> AsyncIterator[Host]:
     """A client of a ``baton mcp`` process it starts (media under ``tmp``), as a desktop host
-    starts it: the command, its arguments, its environment."""
+    starts it: the command, its arguments (``args`` after the profiles), its environment."""
     host = Host()
     env = clean_env(tmp)
     params = StdioServerParameters(
-        command=BATON, args=["mcp", "--profiles", str(profiles)], env=env, cwd=str(tmp)
+        command=BATON, args=["mcp", "--profiles", str(profiles), *args], env=env, cwd=str(tmp)
     )
     async with Client(params, mode=era, elicitation_callback=host.elicit) as client:
         host.client = client
@@ -246,6 +248,23 @@ async def a_file_by_url(host: Host) -> None:
     assert structured["media_urls"] == [notes]
 
 
+async def looser_approvals_are_refused(host: Host) -> None:
+    """On a server whose policy is ``ask`` (the default), ``approve="auto"`` is a tool error that
+    names the policy and the operator's flag, and starts nothing; a stricter ``deny`` runs, the
+    gated tool declined by the policy whatever the host would say."""
+    looser = await host.run(task=PUBLISH, approve="auto")
+    assert looser.is_error and looser.structured_content is None
+    said = _texts(looser)
+    assert 'approval policy ("ask")' in said and "--approve auto" in said, said
+    assert "no session was started" in said
+    assert host.lines == [] and host.asked == []  # nothing started, nobody asked
+    host.answer = approving(True)  # the policy decides first; a host asked anyway says yes
+    stricter = await host.run(task=PUBLISH, approve="deny")
+    structured = stricter.structured_content
+    assert structured is not None and not stricter.is_error
+    assert structured["status"] == "incomplete" and structured["media_urls"] == []
+
+
 SCENARIOS = {
     "paints_two_pictures": paints_two_pictures,
     "approval_accepted": approval_accepted,
@@ -253,6 +272,7 @@ SCENARIOS = {
     "file_by_url": a_file_by_url,
     "bad_arguments": bad_arguments_then_a_call_that_works,
     "cancel": cancelled_while_it_asks,
+    "looser_approvals": looser_approvals_are_refused,
 }
 
 

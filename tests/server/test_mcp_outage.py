@@ -1,5 +1,6 @@
 """The MCP server across a Redis outage (a ``redis-server`` of this test's own, killed and
-restarted on the same port with its AOF), through the official ``mcp`` client over ``/mcp``.
+restarted on the same port with its AOF), through the official ``mcp`` client over ``/mcp``,
+and once over stdio (a ``baton mcp`` process: the ``run`` it follows fails, the process lives).
 
 An outage longer than ``bus_outage_s`` ends only what needs the bus: a ``run`` call that was
 following its session returns a tool error naming the session, a task's watcher stops watching,
@@ -30,7 +31,7 @@ from baton.server import BatonServer, ServerConfig
 from baton.server.mcp.call import TASKS_EXTENSION
 from baton.subagents.profiles import load_profiles
 from baton.testing import RedisServer
-from tests.server.mcp_helpers import TOKEN, over_http
+from tests.server.mcp_helpers import TOKEN, over_http, over_stdio
 from tests.support.logged import when_logged
 from tests.support.profiles import GALLERY
 
@@ -155,5 +156,48 @@ async def test_a_redis_outage_ends_the_calls_that_need_the_bus_not_the_server(
     assert {tool.name for tool in tools.tools} >= {"run", "state"}
     assert "the bus does not answer" in unread.value.error.message
     assert task.task_id == task_id and task.status in {"working", "completed"}
+    assert again.structured_content is not None and not again.is_error
+    assert again.structured_content["status"] == "completed"
+
+
+@pytest.mark.process
+async def test_over_stdio_a_redis_outage_ends_the_run_not_the_process(
+    own_redis: RedisServer, tmp_path: Path
+) -> None:
+    """``baton mcp`` (a process, as a desktop host starts it) on a Redis that dies while a
+    ``run`` follows its session: that call is a tool error naming the session, and the process
+    goes on — ``tools/list`` answers during the outage, a new ``run`` completes once Redis is
+    back."""
+    profiles = tmp_path / "gallery.toml"
+    profiles.write_text(GALLERY)
+    args = ["--bus", own_redis.url, "--prefix", "mcp-stdio-outage", "--bus-outage", str(OUTAGE_S)]
+    async with over_stdio(tmp_path, profiles, "legacy", args=args) as host:
+        working = anyio.Event()
+        followed: list[CallToolResult] = []
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            host.lines.append(message or "")
+            if message == "sleeper calls ponder":
+                working.set()
+
+        async def follow() -> None:
+            arguments = {"task": "think it over", "profiles": ["sleeper"]}
+            followed.append(
+                await host.client.call_tool("run", arguments, progress_callback=progress)
+            )
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(follow)
+                await working.wait()
+                own_redis.kill()
+            tools = await host.client.list_tools()  # the process outlived the call's outage
+            await anyio.to_thread.run_sync(own_redis.start)  # same port, same AOF
+            again = await host.client.call_tool("run", {"task": "paint a fox"})
+    [result] = followed
+    session = host.session_started()
+    assert result.is_error and _text(result).startswith(f"run: session {session}: ")
+    assert "lost the bus" in _text(result)
+    assert {tool.name for tool in tools.tools} >= {"run", "state"}
     assert again.structured_content is not None and not again.is_error
     assert again.structured_content["status"] == "completed"

@@ -35,6 +35,7 @@ from mcp_types import (
 from baton.bus.base import Bus
 from baton.bus.connect import open_bus
 from baton.bus.events import SessionFinished
+from baton.bus.messages import ApproveMode
 from baton.bus.tail import tail_events
 from baton.server import BatonServer, ServerConfig
 from baton.subagents.profiles import load_profiles
@@ -44,6 +45,7 @@ from tests.server.mcp_helpers import (
     SCENARIOS,
     TOKEN,
     TWO_PICTURES,
+    approving,
     declining,
     fresh,
     over_http,
@@ -61,11 +63,15 @@ def gallery(tmp_path: Path) -> Path:
 
 
 @asynccontextmanager
-async def serving(tmp: Path, gallery: Path) -> AsyncIterator[tuple[BatonServer, Bus]]:
+async def serving(
+    tmp: Path, gallery: Path, approve: ApproveMode = "ask"
+) -> AsyncIterator[tuple[BatonServer, Bus]]:
     """A ``baton serve`` in this process, with its token, on an in-process bus (entered and left
-    in the test's own task: the server's task groups must be)."""
+    in the test's own task: the server's task groups must be); ``approve``: its policy."""
     async with open_bus("memory://") as bus:
-        config = ServerConfig(port=0, bus_url=bus.url, media_dir=tmp / "media", token=TOKEN)
+        config = ServerConfig(
+            port=0, bus_url=bus.url, media_dir=tmp / "media", token=TOKEN, approve=approve
+        )
         async with BatonServer(config, bus=bus, profiles=load_profiles(gallery)) as server:
             yield server, bus
 
@@ -98,9 +104,10 @@ async def test_a_host_that_cannot_ask_gets_the_sessions_policy(
     tmp_path: Path, gallery: Path, era: str
 ) -> None:
     """No elicitation declared: under ``ask`` the approval is declined on the spot (fail closed)
-    and the notes say why and what works; under ``auto`` the tool runs, nobody asked."""
+    and the notes say why and what works; under ``auto`` (the server's policy allows it) the
+    tool runs, nobody asked."""
     async with (
-        serving(tmp_path, gallery) as (server, _),
+        serving(tmp_path, gallery, approve="auto") as (server, _),
         over_http(server, era, eliciting=False) as host,
     ):
         declined = await host.run(task=PUBLISH)
@@ -111,6 +118,26 @@ async def test_a_host_that_cannot_ask_gets_the_sessions_policy(
     assert "offers no elicitation" in note and 'approve="auto"' in note
     assert auto.structured_content["status"] == "completed"
     assert len(auto.structured_content["media_urls"]) == 1
+
+
+async def test_under_a_deny_policy_run_declines_unasked_and_refuses_ask(
+    tmp_path: Path, gallery: Path
+) -> None:
+    """The server's ``deny`` policy: ``approve="ask"`` is looser, a tool error, and no session
+    starts on the bus; a ``run`` that says nothing gets ``deny`` (the host's yes never counts)."""
+    async with (
+        serving(tmp_path, gallery, approve="deny") as (server, bus),
+        over_http(server, "legacy") as host,
+    ):
+        refused = await host.run(task=PUBLISH, approve="ask")
+        assert await bus.log.sessions() == []
+        host.answer = approving(True)  # the policy decides first; a host asked anyway says yes
+        unsaid = await host.run(task=PUBLISH)
+    assert refused.is_error
+    [said] = [block.text for block in refused.content if isinstance(block, TextContent)]
+    assert 'approval policy ("deny")' in said and '"deny"' in said.split("ask for")[1]
+    assert unsaid.structured_content is not None and not unsaid.is_error
+    assert unsaid.structured_content["status"] == "incomplete"
 
 
 @pytest.mark.parametrize("era", ERAS)

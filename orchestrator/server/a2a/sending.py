@@ -40,6 +40,7 @@ from baton.server.a2a.contexts import (
 from baton.server.a2a.mapping import TaskTracker, Update
 from baton.server.a2a.messages import refuse_other_parts, text_of, verdict_of
 from baton.server.a2a.reading import TaskReader
+from baton.server.approval_policy import session_approve
 from baton.server.context import ServerContext
 from baton.session import SessionConfig
 
@@ -95,9 +96,9 @@ class MessageIntake:
 
     async def _start(self, text: str, *, session_id: str | None = None, context: str = "") -> str:
         """A new session for ``text``, as ``POST /sessions`` starts one, approvals asked of the
-        client (INPUT_REQUIRED). ``session_id``: the next task of a context (its id says which,
-        :mod:`.contexts`); a clash then raises ``SessionExists`` (another message started that
-        task meanwhile)."""
+        client (INPUT_REQUIRED), unless the server's approval policy is ``deny``. ``session_id``:
+        the next task of a context (its id says which, :mod:`.contexts`); a clash then raises
+        ``SessionExists`` (another message started that task meanwhile)."""
         ctx = self._ctx
         chosen: dict[str, str] = {} if session_id is None else {"session_id": session_id}
         config = SessionConfig(
@@ -106,7 +107,7 @@ class MessageIntake:
             bus_url=ctx.bus.url,
             model=ctx.model,
             profiles=ctx.host.profiles,
-            approve="ask",
+            approve=session_approve(None, ctx.config.approve),
             timeout_s=min(ctx.config.session_timeout_s, ctx.config.max_session_timeout_s),
             media_dir=ctx.media_root,
             media=ctx.config.media,

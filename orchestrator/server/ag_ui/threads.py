@@ -22,6 +22,7 @@ from baton.bus.base import Bus
 from baton.bus.ids import NAME_MAX, name_problem
 from baton.bus.parts.store import StoreTable
 from baton.server.a2a.contexts import Turn, exchange_text, parse, request_of, task_id, tasks_of
+from baton.server.approval_policy import session_approve
 from baton.server.context import ServerContext
 from baton.server.state import session_state
 from baton.session import SessionConfig
@@ -110,7 +111,8 @@ async def mark_delivered(bus: Bus, session: str, cursor: str) -> None:
 
 def session_config(ctx: ServerContext, session: str, task: str, context: str) -> SessionConfig:
     """A thread's session, as ``POST /sessions`` starts one (every profile; approvals asked of
-    the client, as interrupts; the server's timeout, model and media)."""
+    the client, as interrupts, unless the server's approval policy is ``deny``; the server's
+    timeout, model and media)."""
     return SessionConfig(
         task=task,
         context=context,
@@ -118,7 +120,7 @@ def session_config(ctx: ServerContext, session: str, task: str, context: str) ->
         bus_url=ctx.bus.url,
         model=ctx.model,
         profiles=ctx.host.profiles,
-        approve="ask",
+        approve=session_approve(None, ctx.config.approve),
         timeout_s=min(ctx.config.session_timeout_s, ctx.config.max_session_timeout_s),
         media_dir=ctx.media_root,
         media=ctx.config.media,

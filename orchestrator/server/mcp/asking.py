@@ -120,7 +120,8 @@ def nobody_note(question: OpenQuestion, why: str) -> str:
     if question.kind == "approval":
         return (
             f"{question.agent}'s call of {question.tool} was declined: {why}; call run with "
-            'approve="auto" to let such tools run without asking'
+            'approve="auto" to let such tools run without asking (where the server\'s approval '
+            "policy allows it: --approve auto)"
         )
     what = "file" if question.kind == "upload" else "image"
     return f"{question.agent}'s request for a {what} was cancelled: {why}"

@@ -22,6 +22,7 @@ from baton.bus.errors import SessionNotRunning
 from baton.bus.messages import make_envelope
 from baton.bus.user_post import USER
 from baton.lead.keeper import lead_lost
+from baton.server.approval_policy import ApprovalTooLoose, session_approve
 from baton.server.config import ServerConfig
 from baton.server.context import ServerContext
 from baton.server.host import SessionHost
@@ -67,7 +68,13 @@ class McpBackend:
         return cls(ctx.bus, ctx.host, ctx.config, ctx.media_root, served=True)
 
     def session_config(self, args: RunArguments) -> SessionConfig:
-        """The session ``run`` starts, as ``POST /sessions`` would start it."""
+        """The session ``run`` starts, as ``POST /sessions`` would start it: :class:`CallRefused`
+        for approvals looser than the server's policy (nothing starts)."""
+        asked = args.approve if "approve" in args.model_fields_set else None
+        try:
+            approve = session_approve(asked, self.config.approve)
+        except ApprovalTooLoose as exc:
+            raise CallRefused(str(exc)) from exc
         profiles = self.host.profiles
         if args.profiles is not None:
             unknown = [name for name in args.profiles if name not in profiles]
@@ -82,7 +89,7 @@ class McpBackend:
             bus_url=self.bus.url,
             model=config.model,
             profiles=profiles,
-            approve=args.approve,
+            approve=approve,
             timeout_s=timeout,
             media_dir=self.media_root,
             media=config.media,
