@@ -26,6 +26,11 @@ class ApprovalTooLoose(Exception):
     Its message is the one line the client sees: the policy, and how the operator changes it."""
 
 
+def allowed_modes(policy: ApproveMode) -> list[ApproveMode]:
+    """The modes a client may ask for under ``policy``, loosest first."""
+    return [mode for mode, rank in STRICTNESS.items() if rank >= STRICTNESS[policy]]
+
+
 def stricter(one: ApproveMode, other: ApproveMode) -> ApproveMode:
     """The stricter of two modes."""
     return one if STRICTNESS[one] >= STRICTNESS[other] else other
@@ -39,8 +44,7 @@ def session_approve(asked: ApproveMode | None, policy: ApproveMode) -> ApproveMo
     if asked is None:
         return stricter(CLIENT_DEFAULT, policy)
     if STRICTNESS[asked] < STRICTNESS[policy]:
-        floor = STRICTNESS[policy]
-        allowed = " or ".join(f'"{mode}"' for mode, rank in STRICTNESS.items() if rank >= floor)
+        allowed = " or ".join(f'"{mode}"' for mode in allowed_modes(policy))
         raise ApprovalTooLoose(
             f'approve: "{asked}" is looser than this server\'s approval policy ("{policy}"), '
             f"so no session was started; ask for {allowed}, or have the server's operator "

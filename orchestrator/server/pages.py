@@ -17,6 +17,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from baton.bus.messages import ApproveMode
+from baton.server.approval_policy import allowed_modes, session_approve
 from baton.server.context import ServerContext
 from baton.server.first_paint import fragments
 from baton.server.state import fold_session
@@ -62,8 +64,25 @@ def _page(
     return HTMLResponse(text, status_code=status, headers=PAGE_HEADERS)
 
 
+_APPROVE_LABELS: dict[ApproveMode, str] = {
+    "ask": "ask (answered on the page)",
+    "auto": "approve all",
+    "deny": "decline all",
+}
+
+
 async def index_page(request: Request) -> Response:
-    return _page("index.html")
+    """The start page; its approvals offer only what the server's policy lets a client ask
+    for (server/approval_policy.py), the default selected."""
+    policy = ServerContext.of(request).config.approve
+    chosen = session_approve(None, policy)
+    options = "".join(
+        f'<option value="{mode}"{" selected" if mode == chosen else ""}>{_APPROVE_LABELS[mode]}'
+        "</option>"
+        for mode in ("ask", "auto", "deny")
+        if mode in allowed_modes(policy)
+    )
+    return _page("index.html", markup={"APPROVE_OPTIONS": options})
 
 
 async def session_page(request: Request) -> Response:

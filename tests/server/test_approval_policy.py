@@ -5,6 +5,7 @@ HTTP on a real bus (MCP's ``run`` is in ``test_mcp_server.py`` and ``mcp_helpers
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,26 @@ async def test_an_auto_policy_lets_a_client_ask_auto(make_bus: BusFactory, tmp_p
     decided = [e.json() for e in events if e.event == "approval.decided"]
     assert decided and all(d["policy"] == "auto" and d["approved"] for d in decided)
     assert events[-1].json()["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("policy", "offered", "selected"),
+    [
+        ("auto", ["ask", "auto", "deny"], "ask"),
+        ("ask", ["ask", "deny"], "ask"),
+        ("deny", ["deny"], "deny"),
+    ],
+)
+async def test_the_start_page_offers_only_what_the_policy_allows(
+    tmp_path: Path, policy: ApproveMode, offered: list[str], selected: str
+) -> None:
+    from baton.bus.memory import MemoryBus
+
+    async with (
+        MemoryBus() as bus,
+        serving(bus, tmp_path, approve=policy) as server,
+        client(server) as http,
+    ):
+        page = (await http.get("/")).text
+    assert re.findall(r'<option value="(\w+)"', page) == offered
+    assert re.findall(r'<option value="(\w+)" selected', page) == [selected]
