@@ -74,6 +74,7 @@ from baton.engine.questions import OpenQuestion, QuestionBook
 from baton.server.ag_ui.holdings import HeldMark, Holdings
 from baton.server.ag_ui.interrupts import expired, to_interrupt
 from baton.server.ag_ui.invocations import Invocations
+from baton.server.ag_ui.links import Links
 from baton.server.ag_ui.state import JsonObject, patch, project
 from baton.server.ag_ui.subagents import SubagentRuns
 from baton.server.ag_ui.texts import TextMessages
@@ -103,8 +104,7 @@ class Translator:
         holdings: Holdings | None = None,
     ) -> None:
         self.session = session
-        self._public = media_url
-        self._urls: dict[str, str] = {}
+        self.links = Links(media_url)
         self.invocations = Invocations(session, delegations)
         self.holdings = holdings or Holdings()
         self.folder = StateFolder(session)
@@ -114,9 +114,9 @@ class Translator:
         self.finished: SessionFinished | None = None
         self.lead_errors: list[str] = []
         self.held = HeldMark()
-        self.texts = TextMessages(session, self.holdings, self.held)
-        self.runs = SubagentRuns(self.invocations, self.folder.view, self.texts, self.media_url)
-        self.calls = ToolCalls(session, self.texts, self.runs, self.holdings, self.held)
+        self.texts = TextMessages(session, self.holdings, self.held, self.links)
+        self.runs = SubagentRuns(self.invocations, self.folder.view, self.texts, self.links.url)
+        self.calls = ToolCalls(session, self.texts, self.runs, self.holdings, self.held, self.links)
         self._requested: dict[str, ApprovalRequested] = {}
         self._state: JsonObject | None = None
         self._usage: dict[str, list[int]] = {}
@@ -142,12 +142,8 @@ class Translator:
         return self.held.missing_from
 
     def media_url(self, url: str) -> str:
-        """A media URL as the client opens it (remembered: the state names each again and
-        again, and resolving a path under the media directory is not free)."""
-        found = self._urls.get(url)
-        if found is None:
-            found = self._urls[url] = self._public(url)
-        return found
+        """A media URL as the client opens it (:mod:`.links`)."""
+        return self.links.url(url)
 
     # -- the run --------------------------------------------------------------------------------
 
@@ -172,7 +168,7 @@ class Translator:
         """End the run's part of the session for an interrupt: close the open messages, finish
         every invocation it announced as suspended (the asking ones naming their interrupts);
         returns those events and the interrupts."""
-        out = self.texts.close_all()
+        out = self.texts.close_all(ended=False)
         interrupts = []
         asked: dict[str, list[str]] = {}
         for question in questions:
