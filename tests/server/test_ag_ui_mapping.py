@@ -335,7 +335,7 @@ def test_an_approval_nobody_answered_in_time_ends_expired_not_declined() -> None
     ]  # fmt: skip
     _, out = translate(events)
     outcomes = {e["value"]["interruptId"]: e["value"]["outcome"] for e in of(out, "CUSTOM")}
-    assert outcomes == {"a": "declined", "b": "expired", "c": "declined"}
+    assert outcomes == {f"{S}:a": "declined", f"{S}:b": "expired", f"{S}:c": "declined"}
 
 
 def test_state_patches_replace_what_changed_one_sub_agent_at_a_time() -> None:
