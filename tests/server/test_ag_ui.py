@@ -135,6 +135,9 @@ async def test_ag_ui_takes_the_admin_token_and_refuses_the_rest(tmp_path: Path) 
 async def test_an_interrupt_that_expired_is_reported_as_expired_never_as_declined(
     tmp_path: Path,
 ) -> None:
+    """The late answer may come while the session runs on, or after it ended (the agent went on
+    without the approval and finished): either way it is reported as the expiry it was (the
+    next test makes the second order certain)."""
     profiles_file = tmp_path / "quick.toml"
     profiles_file.write_text(QUICK_PUBLISHER)
     async with server(tmp_path, profiles=load_profiles(profiles_file)) as (running, http):
