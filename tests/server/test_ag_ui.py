@@ -24,7 +24,7 @@ from baton.bus.redis import RedisBus
 from baton.server import BatonServer, ServerConfig
 from baton.server.ag_ui import routes_if_installed
 from baton.server.ag_ui.app import AgUiApp
-from baton.server.ag_ui.interrupts import questions_of
+from baton.server.ag_ui.ledger import ledger_of
 from baton.server.state import session_state
 from baton.subagents.profiles import load_profiles
 from baton.testing import RedisServer
@@ -135,6 +135,9 @@ async def test_ag_ui_takes_the_admin_token_and_refuses_the_rest(tmp_path: Path) 
 async def test_an_interrupt_that_expired_is_reported_as_expired_never_as_declined(
     tmp_path: Path,
 ) -> None:
+    """The late answer may come while the session runs on, or after it ended (the agent went on
+    without the approval and finished): either way it is reported as the expiry it was (the
+    next test makes the second order certain)."""
     profiles_file = tmp_path / "quick.toml"
     profiles_file.write_text(QUICK_PUBLISHER)
     async with server(tmp_path, profiles=load_profiles(profiles_file)) as (running, http):
@@ -156,6 +159,66 @@ async def test_an_interrupt_that_expired_is_reported_as_expired_never_as_decline
     assert "expired" in ignored[0]["why"]
     assert [value["outcome"] for value in resolved(late)] == ["expired"]
     assert events(late)[-1]["type"] == "RUN_FINISHED"
+
+
+async def test_a_late_answer_to_an_expired_interrupt_is_an_expiry_once_the_session_ended_too(
+    tmp_path: Path,
+) -> None:
+    """The other order of the test above, made certain: the approval expires, the agent goes on
+    without it and the session ends; the answer that comes after all that is still reported as
+    the expiry it was (not as "the session has ended", nor as a decline)."""
+    profiles_file = tmp_path / "quick.toml"
+    profiles_file.write_text(QUICK_PUBLISHER)
+    async with server(tmp_path, profiles=load_profiles(profiles_file)) as (running, http):
+        thread_id = thread()
+        asked = await run(http, body(thread_id, [user("publish a haiku")]))
+        [interrupt] = events(asked)[-1]["outcome"]["interrupts"]
+        assert running.ctx is not None
+        host = running.ctx.host
+
+        async def ended() -> bool:
+            return not host.is_hosted(thread_id)
+
+        await until(ended, "the session to end, its approval expired")
+        resume = [{"interruptId": interrupt["id"], "status": "resolved",
+                   "payload": {"approved": True}}]  # fmt: skip
+        late = await run(http, body(thread_id, [user("publish a haiku")], resume=resume))
+    ignored = [e["value"] for e in events(late, "CUSTOM") if e["name"] == "baton.resume.ignored"]
+    assert ignored == [{"interruptId": interrupt["id"], "why": ignored[0]["why"], "expired": True}]
+    assert "expired" in ignored[0]["why"]
+    assert events(late)[-1]["type"] == "RUN_FINISHED"
+
+
+async def test_the_sessions_of_a_thread_never_share_an_interrupt_id(tmp_path: Path) -> None:
+    """Each session's model numbers its calls anew, so the thread's second session may ask to
+    publish under the gated call's id the first one used. The interrupt ids name the session:
+    an answer to the first session's (approved, its session ended) is refused as answered there,
+    and the second's is answered in its own session."""
+    async with server(tmp_path) as (_running, http):
+        thread_id = thread()
+        history = [user("publish a haiku")]
+        asked = await run(http, body(thread_id, history))
+        [first] = events(asked)[-1]["outcome"]["interrupts"]
+        approve = {"status": "resolved", "payload": {"approved": True}}
+        done = await run(http, body(thread_id, history,
+                                    resume=[{"interruptId": first["id"], **approve}]))  # fmt: skip
+        assert "outcome" not in events(done)[-1]  # the session went on, and ended
+        history.append(user("publish another haiku", 2))
+        again = await run(http, body(thread_id, history))
+        [second] = events(again)[-1]["outcome"]["interrupts"]
+        both = [{"interruptId": first["id"], **approve}, {"interruptId": second["id"], **approve}]
+        answered = await run(http, body(thread_id, history, resume=both))
+    assert first["id"].startswith(f"{thread_id}:")
+    assert second["id"].startswith(f"{thread_id}.t2:") and second["id"] != first["id"]
+    ignored = [
+        e["value"] for e in events(answered, "CUSTOM") if e["name"] == "baton.resume.ignored"
+    ]
+    assert [(v["interruptId"], v["expired"]) for v in ignored] == [(first["id"], False)]
+    assert f"already answered in session {thread_id} (approved)" in ignored[0]["why"]
+    assert [(v["interruptId"], v["outcome"]) for v in resolved(answered)] == [
+        (second["id"], "approved")
+    ]
+    assert events(answered)[-1]["type"] == "RUN_FINISHED"
 
 
 async def test_agents_that_wait_for_nobody_work_on_and_the_next_run_shows_it_once(
@@ -377,7 +440,7 @@ async def test_a_cancel_while_an_interrupt_is_pending_ends_the_run_cancelled_and
             return not host.is_hosted(thread_id)
 
         await until(left, "the cancelled session to leave")
-        book, _ = await questions_of(bus, thread_id)
+        book = (await ledger_of(bus, thread_id)).book
         again = await run(http, body(thread_id, history))
     assert events(stop)[-1]["type"] == "RUN_FINISHED"
     assert events(stop)[-1]["outcome"] == {"type": "cancelled"}

@@ -141,6 +141,21 @@ def test_the_pictures_open_in_a_browser_by_their_url_alone(results: Json) -> Non
         assert (picture["status"], picture["type"], picture["png"]) == (200, "image/png", True)
 
 
+def test_no_event_names_a_path_of_the_server(results: Json) -> None:
+    """The tools report ``file://`` URLs, and the agents repeat them in their text, their tool
+    calls, results and answer: each reaches the client as the URL the server serves it at."""
+    seen = json.dumps(list(every_event(results)))
+    assert "file://" not in seen
+    first = case(results, "paint_and_follow_up")["first"]
+    lead_text = "".join(
+        e["delta"] for e in of_type(first, "TEXT_MESSAGE_CONTENT") if "subagentRunId" not in e
+    )
+    main = results["_urls"]["main"]
+    linked = [line for line in lead_text.splitlines() if f"{main}/media/" in line]
+    assert len(linked) == 2 and all("token=" in line and TOKEN not in line for line in linked)
+    assert f"{main}/media/" in terminal(first)["result"]["answer"]
+
+
 def test_state_shows_the_sub_agents_and_their_media(results: Json) -> None:
     first = case(results, "paint_and_follow_up")["first"]
     snapshot = of_type(first, "STATE_SNAPSHOT")[0]["snapshot"]

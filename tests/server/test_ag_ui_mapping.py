@@ -31,6 +31,7 @@ from baton.bus.events import (
     utc_now,
 )
 from baton.server.ag_ui.holdings import Holdings
+from baton.server.ag_ui.links import MARKER
 from baton.server.ag_ui.mapping import Translator
 from baton.server.ag_ui.state import patch, pointer
 
@@ -46,13 +47,18 @@ def translate(
     session: str = S,
 ) -> tuple[Translator, list[Json]]:
     """Feed ``events`` (cursors 1, 2, ...), the run beginning before event ``begin_at``."""
-    translator = Translator(session, media_url=lambda url: url, holdings=holdings)
+    translator = Translator(session, media_url=served, holdings=holdings)
     out: list[Json] = []
     for number, event in enumerate(events):
         if number == begin_at:
             out += [e.model_dump(by_alias=True) for e in translator.begin_run()]
         out += [e.model_dump(by_alias=True) for e in translator.feed(str(number + 1), event)]
     return translator, out
+
+
+def served(url: str) -> str:
+    """The server's URL of a file of its media directory (``/m/``), anything else as it is."""
+    return url.replace("file:///m/", "http://h/media/", 1)
 
 
 def call(agent: str, call_id: str, name: str, arguments: str = "{}") -> ToolCalled:
@@ -158,7 +164,7 @@ def test_a_follow_up_to_a_living_agent_is_a_new_invocation_and_a_refused_send_is
     finished = of(out, "SUBAGENT_FINISHED")
     assert [e["subagentRunId"] for e in finished] == [e["subagentRunId"] for e in started]
     assert finished[-1]["result"] == {"agent": "writer", "content": "done",
-                                      "mediaUrls": ["file:///m/a.png"]}  # fmt: skip
+                                      "mediaUrls": ["http://h/media/a.png"]}  # fmt: skip
     progress = of(out, "ACTIVITY_DELTA")[-1]  # the newest invocation carries the agent's work
     assert progress["subagentRunId"] == started[1]["subagentRunId"]
 
@@ -255,6 +261,50 @@ def test_what_the_client_holds_is_not_sent_again() -> None:
     assert translator.held_through == "3" and translator.missing_from == "4"
 
 
+def test_text_names_media_by_their_served_urls_even_split_across_pieces() -> None:
+    events: list[Event] = [
+        *START,
+        TextDelta(session=S, agent="lead", text="Here: file:///m/s/a"),
+        TextDelta(session=S, agent="lead", text=".png, and fi"),
+        TextDelta(session=S, agent="lead", text="le:///etc/passwd. Then file:///m/s/b.png"),
+        call("lead", "c1", "answer", '{"text": "file:///m/s/a.png"}'),
+        result("lead", "c1", "answer", "saved file:///tmp/elsewhere.txt"),
+        RoundEnded(session=S, agent="lead", round=1),
+    ]
+    _, out = translate(events)
+    deltas = [e["delta"] for e in of(out, "TEXT_MESSAGE_CONTENT")]
+    assert all("file:" not in delta and not delta.endswith("fi") for delta in deltas)
+    assert "".join(deltas) == (
+        f"Here: http://h/media/s/a.png, and {MARKER}. Then http://h/media/s/b.png"
+    )
+    assert of(out, "TOOL_CALL_ARGS")[0]["delta"] == '{"text": "http://h/media/s/a.png"}'
+    assert of(out, "TOOL_CALL_RESULT")[0]["content"] == f"saved {MARKER}"
+    ends = [i for i, e in enumerate(out) if e["type"] == "TEXT_MESSAGE_END"]
+    last = max(i for i, e in enumerate(out) if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert ends and last < ends[0]  # the URL the text ended with went out before its end
+
+
+def test_what_the_client_holds_is_counted_in_the_text_it_was_sent() -> None:
+    message = f"{S}.lead.2"
+    sent = "Here: http://h/media/s/a.png"
+    holdings = Holdings.of([
+        UserMessage(id="u1", content="t"),
+        AssistantMessage(id=message, content=sent, tool_calls=[ToolCall(
+            id=f"{S}:c1", function=FunctionCall(
+                name="answer", arguments='{"u": "http://h/media/s/a.png?token=old"}'))]),
+    ])  # fmt: skip
+    events: list[Event] = [
+        *START,
+        TextDelta(session=S, agent="lead", text="Here: file:///m/s/a.png"),
+        TextDelta(session=S, agent="lead", text=" and more"),
+        call("lead", "c1", "answer", '{"u": "file:///m/s/a.png"}'),
+    ]
+    translator, out = translate(events, holdings=holdings)
+    assert "".join(e["delta"] for e in of(out, "TEXT_MESSAGE_CONTENT")) == " and more"
+    assert of(out, "TOOL_CALL_START") == []  # the same call, its link's token aside
+    assert translator.held_through == "3" and translator.missing_from == "4"
+
+
 def test_an_agent_that_leaves_without_a_result_is_a_sub_agent_error() -> None:
     events: list[Event] = [
         *START,
@@ -285,7 +335,7 @@ def test_an_approval_nobody_answered_in_time_ends_expired_not_declined() -> None
     ]  # fmt: skip
     _, out = translate(events)
     outcomes = {e["value"]["interruptId"]: e["value"]["outcome"] for e in of(out, "CUSTOM")}
-    assert outcomes == {"a": "declined", "b": "expired", "c": "declined"}
+    assert outcomes == {f"{S}:a": "declined", f"{S}:b": "expired", f"{S}:c": "declined"}
 
 
 def test_state_patches_replace_what_changed_one_sub_agent_at_a_time() -> None:

@@ -78,7 +78,8 @@ async def _media_urls(
 ) -> Callable[[str], Callable[[str], str]]:
     """For each session, its media as URLs the client's browser can open: a file of the media
     directory under this app's root (``/media/…``), with a read token of that session alone
-    when the server checks tokens; a bucket's URL as it is."""
+    when the server checks tokens; a bucket's URL as it is (and any other ``file://`` URL as it
+    is, which :mod:`.links` hides)."""
     mounted = str(request.scope.get("root_path", ""))  # where AgUiApp is mounted; "" in serve
     root = str(request.url.replace(path=mounted, query="", fragment="")).rstrip("/")
     tokens: dict[str, str] = {}

@@ -2,9 +2,10 @@
 
 An agent asks a person three things (docs/questions.md): may these gated calls run, give me a
 file, show me an image. Each open question becomes one :class:`~ag_ui.core.Interrupt` whose id
-*is* the question's id (for an approval, the gated call's id), so the same question is answered
-alike from AG-UI, ``baton approve``/``baton upload`` and the HTTP API. Its ``responseSchema``
-asks for what the question needs:
+is ``<session>:<question id>`` (for an approval, the question's id is the gated call's id, which
+``baton approve``/``baton upload`` and the HTTP API take): the sessions of a thread number their
+questions anew, and the session in the id keeps them apart (:mod:`.ledger`). Its
+``responseSchema`` asks for what the question needs:
 
 - an approval (``reason`` ``tool_approval``): ``{approved: boolean, reason: string}``;
 - a file (``file_upload``) or an image (``image_pick``): ``{url, name, mediaType}``, ``url``
@@ -12,20 +13,23 @@ asks for what the question needs:
   the server's media store first, as ``baton upload`` stores a file, and checked the same way:
   size, the types the question accepts).
 
-A ``resume`` entry answers by id: ``resolved`` with ``approved: true`` approves, ``resolved``
-with ``approved: false`` declines with its ``reason``, ``cancelled`` declines (an approval) or
-cancels (a file). Every entry is checked before any is sent, so a run whose resume does not fit
-is refused whole (422) and nothing is answered. An entry for a question that is no longer open
-is not an error: it is reported in the stream (``CUSTOM`` ``baton.resume.ignored``) with why —
-already answered, never asked, or *expired*: a question nobody answered in time declined itself
-when it expired, which is an expiry, never the person's decline.
+A ``resume`` entry answers by id a question of the thread's live session: ``resolved`` with
+``approved: true`` approves, ``resolved`` with ``approved: false`` declines with its ``reason``,
+``cancelled`` declines (an approval) or cancels (a file). Every entry is checked before any is
+sent, so a run whose resume does not fit is refused whole (422) and nothing is answered. An
+entry for a question that is no longer open — of any session of the thread — is not an error (a
+resume is safe to send again): it is reported in the stream (``CUSTOM``
+``baton.resume.ignored``) with why — already answered (and how), closed unanswered when its
+session ended, never asked, or *expired*: a question nobody answered in time declined itself
+when it expired, which is an expiry, never the person's decline, even where the session has
+ended since.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_to_bytes, urlsplit
@@ -33,8 +37,6 @@ from urllib.parse import unquote_to_bytes, urlsplit
 from ag_ui.core import Interrupt, ResumeEntry
 from pydantic import JsonValue
 
-from baton.bus.base import Bus
-from baton.bus.events import ApprovalDecided, ApprovalRequested, QuestionAnswered
 from baton.engine.questions import (
     UPLOAD_MAX_BYTES,
     AnswerRefused,
@@ -42,12 +44,12 @@ from baton.engine.questions import (
     Decision,
     OpenQuestion,
     Provided,
-    QuestionBook,
     QuestionNotFound,
     check_reply,
     media_type_of,
 )
 from baton.media import extension_for
+from baton.server.ag_ui.ledger import Ledger, split_interrupt_id
 
 APPROVAL_REASON = "tool_approval"
 REASONS = {"approval": APPROVAL_REASON, "upload": "file_upload", "image": "image_pick"}
@@ -83,9 +85,9 @@ def media_schema(question: OpenQuestion) -> dict[str, Any]:
 
 
 def to_interrupt(
-    question: OpenQuestion, tool_call_id: str | None, subagent_run_id: str | None
+    question: OpenQuestion, interrupt: str, tool_call_id: str | None, subagent_run_id: str | None
 ) -> Interrupt:
-    """The interrupt a client sees for an open question."""
+    """The interrupt a client sees for an open question (``interrupt``: its id)."""
     if question.kind == "approval":
         message = f"{question.agent} asks to run {question.tool}({question.arguments})"
         schema = APPROVAL_SCHEMA
@@ -99,7 +101,7 @@ def to_interrupt(
     if question.accept:
         meta["accept"] = list[JsonValue](question.accept)
     return Interrupt(
-        id=question.id,
+        id=interrupt,
         reason=REASONS[question.kind],
         message=message,
         tool_call_id=tool_call_id,
@@ -108,33 +110,6 @@ def to_interrupt(
         expires_at=question.expires_at.isoformat() if question.expires_at is not None else None,
         metadata={"baton": meta},
     )
-
-
-def expired(requested: ApprovalRequested | None, decided: ApprovalDecided) -> bool:
-    """Whether an approval's decline was its expiry: nobody answered, and it was decided at or
-    after its ``expires_at`` (the engine declines at its timeout, which ends after the time it
-    announced). A person's decline, a policy's and "nobody can be asked" are not expiries."""
-    if decided.approved or decided.policy is not None or requested is None:
-        return False
-    return requested.expires_at is not None and decided.ts >= requested.expires_at
-
-
-async def questions_of(bus: Bus, session: str) -> tuple[QuestionBook, set[str]]:
-    """The session's questions as its log stands (:class:`QuestionBook`), and the ids of those
-    that ended by expiring (an approval declined at its timeout, a file nobody gave in time)."""
-    book = QuestionBook()
-    requested: dict[str, ApprovalRequested] = {}
-    lapsed: set[str] = set()
-    async for logged in bus.log.tail(session, follow=False):
-        event = logged.event
-        book.fold(event)
-        if isinstance(event, ApprovalRequested):
-            requested.update((call.call_id, event) for call in event.calls)
-        elif isinstance(event, ApprovalDecided) and expired(requested.get(event.call_id), event):
-            lapsed.add(event.call_id)
-        elif isinstance(event, QuestionAnswered) and event.outcome == "expired":
-            lapsed.add(event.question_id)
-    return book, lapsed
 
 
 class ResumeRefused(ValueError):
@@ -171,31 +146,31 @@ class Ignored:
 
 
 def read_resume(
-    entries: Sequence[ResumeEntry], book: QuestionBook, session: str, lapsed: set[str]
+    entries: Sequence[ResumeEntry], ledgers: Mapping[str, Ledger], newest: str, *, live: bool
 ) -> tuple[list[Answer], list[Ignored]]:
-    """The answers ``entries`` give to the session's open questions, each checked against its
-    question; entries for no open question are returned apart (``lapsed``: the questions that
-    ended by expiring, reported so). Raises :class:`ResumeRefused` naming the first entry that
-    does not fit (``resume[i]...``)."""
+    """The answers ``entries`` give to the open questions of the thread's ``newest`` session
+    (when it is ``live``), each checked against its question; entries for no open question are
+    returned apart, with why (``ledgers``: each session of the thread the entries name, folded).
+    Raises :class:`ResumeRefused` naming the first entry that does not fit (``resume[i]...``)."""
     answers: list[Answer] = []
     ignored: list[Ignored] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for index, entry in enumerate(entries):
         where = f"resume[{index}]"
-        if entry.interrupt_id in seen:
+        session, question_id = split_interrupt_id(entry.interrupt_id, newest)
+        if (session, question_id) in seen:
             raise ResumeRefused(f"{where}.interruptId: {entry.interrupt_id!r} is answered twice")
-        seen.add(entry.interrupt_id)
-        try:
-            question = book.find(session, entry.interrupt_id)
-        except QuestionNotFound as exc:
-            lapsed_now = entry.interrupt_id in lapsed or "expired" in str(exc)
-            why = (
-                f"interrupt {entry.interrupt_id} expired: nobody answered in time, so the agent "
-                "stopped waiting and went on without it (an expiry, not a decline)"
-                if lapsed_now
-                else str(exc)
-            )
-            ignored.append(Ignored(entry.interrupt_id, why, expired=lapsed_now))
+        seen.add((session, question_id))
+        ledger = ledgers.get(session)
+        if ledger is None:
+            why = f"interrupt {entry.interrupt_id}: session {session} is not of this thread"
+            ignored.append(Ignored(entry.interrupt_id, why, expired=False))
+            continue
+        answering = live and session == newest
+        question = _open(ledger, session, question_id) if answering else None
+        if question is None:
+            closed = ledger.closed(session, question_id, entry.interrupt_id, live=answering)
+            ignored.append(Ignored(entry.interrupt_id, closed.why, expired=closed.expired))
             continue
         reply = _reply(question, entry, where)
         if not isinstance(reply, Upload | Decision):
@@ -205,6 +180,13 @@ def read_resume(
                 raise ResumeRefused(f"{where}.payload: {exc}") from exc
         answers.append(Answer(question, reply))
     return answers, ignored
+
+
+def _open(ledger: Ledger, session: str, question_id: str) -> OpenQuestion | None:
+    try:
+        return ledger.book.find(session, question_id)
+    except QuestionNotFound:
+        return None
 
 
 def _reply(question: OpenQuestion, entry: ResumeEntry, where: str) -> Reply:

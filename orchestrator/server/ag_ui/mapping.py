@@ -69,11 +69,12 @@ from baton.bus.events import (
     ToolCalled,
     ToolResulted,
 )
-from baton.engine.approval import WITHDRAWN
 from baton.engine.questions import OpenQuestion, QuestionBook
 from baton.server.ag_ui.holdings import HeldMark, Holdings
-from baton.server.ag_ui.interrupts import expired, to_interrupt
+from baton.server.ag_ui.interrupts import to_interrupt
 from baton.server.ag_ui.invocations import Invocations
+from baton.server.ag_ui.ledger import approval_outcome, interrupt_id
+from baton.server.ag_ui.links import Links
 from baton.server.ag_ui.state import JsonObject, patch, project
 from baton.server.ag_ui.subagents import SubagentRuns
 from baton.server.ag_ui.texts import TextMessages
@@ -103,20 +104,19 @@ class Translator:
         holdings: Holdings | None = None,
     ) -> None:
         self.session = session
-        self._public = media_url
-        self._urls: dict[str, str] = {}
+        self.links = Links(media_url)
         self.invocations = Invocations(session, delegations)
         self.holdings = holdings or Holdings()
         self.folder = StateFolder(session)
         self.book = QuestionBook()
         self.answered: set[str] = set()
-        """Questions this run answered, open until the log says how they ended."""
+        """The interrupts this run answered, open until the log says how they ended."""
         self.finished: SessionFinished | None = None
         self.lead_errors: list[str] = []
         self.held = HeldMark()
-        self.texts = TextMessages(session, self.holdings, self.held)
-        self.runs = SubagentRuns(self.invocations, self.folder.view, self.texts, self.media_url)
-        self.calls = ToolCalls(session, self.texts, self.runs, self.holdings, self.held)
+        self.texts = TextMessages(session, self.holdings, self.held, self.links)
+        self.runs = SubagentRuns(self.invocations, self.folder.view, self.texts, self.links.url)
+        self.calls = ToolCalls(session, self.texts, self.runs, self.holdings, self.held, self.links)
         self._requested: dict[str, ApprovalRequested] = {}
         self._state: JsonObject | None = None
         self._usage: dict[str, list[int]] = {}
@@ -142,12 +142,8 @@ class Translator:
         return self.held.missing_from
 
     def media_url(self, url: str) -> str:
-        """A media URL as the client opens it (remembered: the state names each again and
-        again, and resolving a path under the media directory is not free)."""
-        found = self._urls.get(url)
-        if found is None:
-            found = self._urls[url] = self._public(url)
-        return found
+        """A media URL as the client opens it (:mod:`.links`)."""
+        return self.links.url(url)
 
     # -- the run --------------------------------------------------------------------------------
 
@@ -166,22 +162,27 @@ class Translator:
 
     def open_questions(self) -> list[OpenQuestion]:
         """The questions that wait for a person now (those this run answered left out)."""
-        return [q for q in self.book.open() if q.id not in self.answered]
+        return [q for q in self.book.open() if self.interrupt_id(q.id) not in self.answered]
+
+    def interrupt_id(self, question_id: str) -> str:
+        """The interrupt id of this session's question (:mod:`.ledger`)."""
+        return interrupt_id(self.session, question_id)
 
     def suspend(self, questions: Sequence[OpenQuestion]) -> tuple[list[BaseEvent], list[Interrupt]]:
         """End the run's part of the session for an interrupt: close the open messages, finish
         every invocation it announced as suspended (the asking ones naming their interrupts);
         returns those events and the interrupts."""
-        out = self.texts.close_all()
+        out = self.texts.close_all(ended=False)
         interrupts = []
         asked: dict[str, list[str]] = {}
         for question in questions:
             invocation = self.invocations.newest(question.agent)
             run_id = invocation.id if invocation is not None else None
+            interrupt = self.interrupt_id(question.id)
             if run_id is not None:
-                asked.setdefault(run_id, []).append(question.id)
+                asked.setdefault(run_id, []).append(interrupt)
             call = self.calls.id_of(question.agent, question.call_id)
-            interrupts.append(to_interrupt(question, call, run_id))
+            interrupts.append(to_interrupt(question, interrupt, call, run_id))
         out.extend(self.runs.suspended(asked))
         return out, interrupts
 
@@ -286,19 +287,14 @@ class Translator:
     def _resolved(self, event: ApprovalDecided | QuestionAnswered) -> list[BaseEvent]:
         value: JsonObject
         if isinstance(event, ApprovalDecided):
-            self.answered.discard(event.call_id)
-            requested = self._requested.get(event.call_id)
-            if expired(requested, event):
-                outcome = "expired"
-            elif not event.approved and event.policy is None and event.reason == WITHDRAWN:
-                outcome = "closed"  # its agent stopped waiting: cancelled, nobody declined it
-            else:
-                outcome = "approved" if event.approved else "declined"
-            value = {"interruptId": event.call_id, "kind": "approval", "outcome": outcome,
+            self.answered.discard(self.interrupt_id(event.call_id))
+            outcome = approval_outcome(self._requested.get(event.call_id), event)
+            value = {"interruptId": self.interrupt_id(event.call_id), "kind": "approval",
+                     "outcome": outcome,
                      "reason": event.reason, "policy": event.policy}  # fmt: skip
         else:
-            self.answered.discard(event.question_id)
-            value = {"interruptId": event.question_id, "outcome": event.outcome,
+            self.answered.discard(self.interrupt_id(event.question_id))
+            value = {"interruptId": self.interrupt_id(event.question_id), "outcome": event.outcome,
                      "reason": event.reason, "name": event.name,
                      "url": self.media_url(event.url) if event.url else ""}  # fmt: skip
         value["agent"] = event.agent
@@ -308,7 +304,7 @@ class Translator:
         return CustomEvent(name=name, value=value, subagent_run_id=self.runs.announced_owner(agent))
 
     def _project(self) -> JsonObject:
-        interrupts = [question.id for question in self.open_questions()]
+        interrupts = [self.interrupt_id(question.id) for question in self.open_questions()]
         return project(self.session, self.folder.view, self.media_url, interrupts)
 
     def _state_delta(self) -> list[BaseEvent]:

@@ -9,7 +9,8 @@ stream, and the stream that follows shows the effect:
 - a **new user message** on a live session is a follow-up to its lead; on a thread whose session
   has ended it starts the thread's next session (:mod:`.threads`);
 - **``resume``** answers the open questions it names (:mod:`.interrupts`); entries for questions
-  no longer open are reported in the stream, not refused;
+  no longer open — of any session of the thread — are reported in the stream with how they
+  ended, not refused;
 - **``forwardedProps.baton.cancel``** cancels the thread's session (a session this server runs);
 - **nothing new** (the same history, no resume): the client comes back for what it missed.
 
@@ -40,13 +41,8 @@ from baton.lead.keeper import SessionExists
 from baton.media import DirectoryStore, MediaError, MediaStore
 from baton.server.ag_ui.holdings import Holdings
 from baton.server.ag_ui.inputs import RunInput, text_of, trailing_user_messages, transcript
-from baton.server.ag_ui.interrupts import (
-    Answer,
-    ResumeRefused,
-    Upload,
-    questions_of,
-    read_resume,
-)
+from baton.server.ag_ui.interrupts import Answer, ResumeRefused, Upload, read_resume
+from baton.server.ag_ui.ledger import interrupt_id, ledger_of, split_interrupt_id
 from baton.server.ag_ui.threads import (
     Thread,
     delivered,
@@ -89,7 +85,7 @@ class RunPlan:
     run_id: str
     segments: list[Segment]
     answered: set[str] = field(default_factory=set)
-    """The questions this run answered: not asked again while their answer travels."""
+    """The interrupts this run answered: not asked again while their answer travels."""
     notes: list[BaseEvent] = field(default_factory=list)
     """``CUSTOM`` reports the run opens with (resume entries that answered nothing)."""
     cancelling: bool = False
@@ -117,17 +113,13 @@ async def plan_run(ctx: ServerContext, given: RunInput) -> RunPlan:
         await _start(ctx, thread.id, user, _history(given, user), thread.id)
         plan.segments.append(Segment(thread.id, None))
         return plan
-    current = thread.sessions[-1]
     plan.segments = await _segments(ctx, thread, given, holdings)
     if given.options.cancel:
         plan.cancelling = _cancel(ctx, thread)
         why = "the run cancels the session: nothing is answered"
         plan.notes = _ignored_all(run.resume or [], why)
         return plan
-    if thread.live:
-        plan.answered, plan.notes = await _resume(ctx, current, run.resume or [])
-    else:
-        plan.notes = _ignored_all(run.resume or [], f"the session {current} has ended")
+    plan.answered, plan.notes = await _resume(ctx, thread, run.resume or [])
     if user is not None:
         started = await _follow_up(ctx, thread, user)
         if started is not None:
@@ -186,14 +178,18 @@ def _cancel(ctx: ServerContext, thread: Thread) -> bool:
 
 
 async def _resume(
-    ctx: ServerContext, session: str, entries: Sequence[ResumeEntry]
+    ctx: ServerContext, thread: Thread, entries: Sequence[ResumeEntry]
 ) -> tuple[set[str], list[BaseEvent]]:
-    """Answer the questions ``entries`` name; every entry is checked before any is sent."""
+    """Answer the questions of the live session ``entries`` name; every entry is checked before
+    any is sent. An entry for a question of an earlier session, or of one that has ended, is
+    reported with how the question ended (each session named is read from its log)."""
     if not entries:
         return set(), []
-    book, lapsed = await questions_of(ctx.bus, session)
+    session = thread.sessions[-1]
+    named = {split_interrupt_id(entry.interrupt_id, session)[0] for entry in entries}
+    ledgers = {s: await ledger_of(ctx.bus, s) for s in thread.sessions if s in named}
     try:
-        answers, ignored = read_resume(entries, book, session, lapsed)
+        answers, ignored = read_resume(entries, ledgers, session, live=thread.live)
     except ResumeRefused as exc:
         raise HTTPException(422, f"{exc}; nothing was answered") from exc
     if answers:
@@ -206,7 +202,7 @@ async def _resume(
         )
         for i in ignored
     ]
-    return {answer.question.id for answer in answers}, notes
+    return {interrupt_id(session, answer.question.id) for answer in answers}, notes
 
 
 async def _answer(ctx: ServerContext, session: str, answer: Answer) -> None:

@@ -14,6 +14,9 @@ segment's start, then as AG-UI events; the last segment is followed live. The ru
 - on a failure after the stream opened (the bus gone past its outage bound, anything
   unexpected): ``RUN_ERROR``.
 
+Every frame goes out with its ``file://`` URLs rewritten to ones the client opens, or to a
+marker where the server serves no such file (:mod:`.links`).
+
 A closed connection is not a cancel: the session runs on in its own task, and the client comes
 back for what it missed (docs/ag-ui.md). Only a clean end — the terminal event written — moves
 the session's ``delivered`` mark.
@@ -40,6 +43,7 @@ from starlette.types import Receive, Scope, Send
 
 from baton.bus.base import LoggedEvent
 from baton.bus.tail import tail_events
+from baton.server.ag_ui.links import Links
 from baton.server.ag_ui.mapping import Translator
 from baton.server.ag_ui.plan import RunPlan, Segment
 from baton.server.ag_ui.state import JsonObject
@@ -120,6 +124,9 @@ class RunStream:
         self._emit: Emit | None = None
         self._held: list[bytes] = []
         self._held_bytes = 0
+        last = plan.segments[-1].session if plan.segments else plan.thread
+        self._links = Links(media_urls(last))
+        """The links of the session streamed now (the run's own events: its last session's)."""
 
     async def __call__(self, emit: Emit) -> None:
         self._emit = emit
@@ -138,7 +145,7 @@ class RunStream:
 
     async def _send(self, events: Sequence[BaseEvent], cursor: str | None = None) -> None:
         """Write ``events`` now, after whatever a replay still holds."""
-        self._held.append(frames(events, cursor))
+        self._held.append(self._links.wire(frames(events, cursor)))
         await self._flush()
 
     async def _flush(self) -> None:
@@ -155,6 +162,7 @@ class RunStream:
             holdings=segment.holdings,
         )
         translator.answered = set(self.plan.answered)
+        self._links = translator.links
         return translator
 
     async def _feed(
@@ -164,10 +172,11 @@ class RunStream:
         in pieces of :data:`REPLAY_CHUNK` bytes (one write per event costs the reader more than
         the translation)."""
         if not translator.live and after(logged.cursor, start):
-            self._held.append(frames(translator.begin_run()))
+            self._held.append(translator.links.wire(frames(translator.begin_run())))
         events = translator.feed(logged.cursor, logged.event)
         if events:
             chunk = frames(events, event_id(translator.session, logged.cursor))
+            chunk = translator.links.wire(chunk)
             self._held.append(chunk)
             self._held_bytes += len(chunk)
         if not replay or self._held_bytes >= REPLAY_CHUNK:

@@ -11,6 +11,10 @@ event of a message id, and the tool calls it carries, to the owner it opened wit
 work belongs to its newest invocation, and a follow-up can start a new one in the middle of the
 agent's round: the round's message then ends where it is, and the round goes on in a new message
 of the new invocation, ``<message>.<cursor>`` (as after text taken back).
+
+Text goes out with its ``file://`` URLs rewritten (:mod:`.links`): a piece that ends in one (or
+in what may begin one) keeps it back until the URL ends — in the next piece, or when the message
+ends — and what the client holds is counted in the text as it was sent.
 """
 
 from __future__ import annotations
@@ -23,21 +27,28 @@ from ag_ui.core import (
 )
 
 from baton.server.ag_ui.holdings import HeldMark, Holdings
+from baton.server.ag_ui.links import Links, ready
 
 
 class TextMessages:
     """The text messages of one session's rounds, as the translation meets them."""
 
-    __slots__ = ("_chars", "_held", "_holdings", "_open", "_owners", "_rounds", "_session")
+    __slots__ = (
+        "_chars", "_held", "_holdings", "_kept", "_links", "_open", "_owners", "_rounds",
+        "_session",
+    )  # fmt: skip
 
-    def __init__(self, session: str, holdings: Holdings, held: HeldMark) -> None:
+    def __init__(self, session: str, holdings: Holdings, held: HeldMark, links: Links) -> None:
         self._session = session
         self._holdings = holdings
         self._held = held
+        self._links = links
         self._rounds: dict[str, str] = {}
         """Each agent's round message now."""
         self._chars: dict[str, int] = {}
-        """How much text each message has had, in the whole log."""
+        """How much text each message has had, in the whole log, as it is sent (rewritten)."""
+        self._kept: dict[str, tuple[str, str | None]] = {}
+        """Each message's text kept back (a URL that may go on), with its invocation."""
         self._open: dict[str, str | None] = {}
         """The messages open in this run, with the invocation each belongs to."""
         self._owners: dict[str, str | None] = {}
@@ -72,8 +83,20 @@ class TextMessages:
         return out, message
 
     def stream(self, message: str, text: str, owner: str | None) -> list[BaseEvent]:
-        """Append ``text`` to ``message``, opening it in this run first; what the client holds
-        of it already is left out."""
+        """Append ``text`` to ``message``, opening it in this run first; a ``file://`` URL it
+        ends in is kept back until it ends (:mod:`.links`)."""
+        kept, _ = self._kept.pop(message, ("", owner))
+        text = kept + text
+        cut = ready(text)
+        if cut < len(text):
+            self._kept[message] = (text[cut:], owner)
+        return self._send(message, self._links.text(text[:cut]), owner)
+
+    def _send(self, message: str, text: str, owner: str | None) -> list[BaseEvent]:
+        """Append ``text`` (rewritten) to ``message``; what the client holds of it already is
+        left out."""
+        if not text:
+            return []
         start = self._chars.get(message, 0)
         self._chars[message] = start + len(text)
         held = self._holdings.text.get(message, 0)
@@ -91,17 +114,30 @@ class TextMessages:
         out.append(TextMessageContentEvent(message_id=message, delta=delta, subagent_run_id=owner))
         return out
 
-    def close(self, message: str | None) -> list[BaseEvent]:
-        """End ``message`` if it is open in this run."""
-        if message is None or message not in self._open:
+    def close(self, message: str | None, *, ended: bool = True) -> list[BaseEvent]:
+        """End ``message`` if it is open in this run. When its text ``ended`` (not merely this
+        run), what it kept back goes out first: a URL at the end of a text has ended."""
+        if message is None:
             return []
+        out: list[BaseEvent] = []
+        if ended and message in self._kept:
+            kept, owner = self._kept.pop(message)
+            out = self._send(message, self._links.text(kept), owner)
+        if message not in self._open:
+            return out
         owner = self._open.pop(message)
-        return [TextMessageEndEvent(message_id=message, subagent_run_id=owner)]
+        out.append(TextMessageEndEvent(message_id=message, subagent_run_id=owner))
+        return out
 
-    def close_all(self) -> list[BaseEvent]:
+    def close_all(self, *, ended: bool = True) -> list[BaseEvent]:
+        """End every message open in this run (``ended``: as :meth:`close`; a run that stops
+        for an interrupt keeps what a round still streaming kept back, for the next run)."""
         out: list[BaseEvent] = []
         for message in list(self._open):
-            out.extend(self.close(message))
+            out.extend(self.close(message, ended=ended))
+        if ended:
+            for message in list(self._kept):
+                out.extend(self.close(message))
         return out
 
     def new_run(self) -> None:

@@ -8,8 +8,8 @@ seen before would merge two calls into one. The session names the call (``:`` is
 id, so no id of another session, nor a message id, can be the same), and a replay of the session
 names it alike. A lead's call may be a delegation: the call and its
 result tell :mod:`.invocations` which invocation it starts (a follow-up that reached a living
-agent starts one with its result). Arguments and results the client already holds are not sent
-again.
+agent starts one with its result). Arguments and results go out with their ``file://`` URLs
+rewritten (:mod:`.links`); those the client already holds are not sent again.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from ag_ui.core import (
 
 from baton.bus.events import ToolCalled, ToolResulted
 from baton.server.ag_ui.holdings import HeldMark, Holdings
+from baton.server.ag_ui.links import Links, comparable
 from baton.server.ag_ui.subagents import SubagentRuns
 from baton.server.ag_ui.texts import TextMessages
 from baton.session.view import LEAD_NAME
@@ -32,7 +33,7 @@ from baton.session.view import LEAD_NAME
 class ToolCalls:
     """The tool calls of one session's log, as the translation meets them."""
 
-    __slots__ = ("_held", "_holdings", "_ids", "_runs", "_session", "_texts", "_used")
+    __slots__ = ("_held", "_holdings", "_ids", "_links", "_runs", "_session", "_texts", "_used")
 
     def __init__(
         self,
@@ -41,8 +42,10 @@ class ToolCalls:
         runs: SubagentRuns,
         holdings: Holdings,
         held: HeldMark,
+        links: Links,
     ) -> None:
         self._session = session
+        self._links = links
         self._texts = texts
         self._runs = runs
         self._holdings = holdings
@@ -69,11 +72,12 @@ class ToolCalls:
         out.extend(ended)
         if agent == LEAD_NAME:
             self._runs.invocations.delegated(tool_call, call.name, call.arguments, parent)
+        arguments = self._links.text(call.arguments)
         held = self._holdings.arguments.get(tool_call)
-        self._held.note(held is not None and held == call.arguments)
-        if held is not None and held == call.arguments:
+        whole = held is not None and comparable(held) == comparable(arguments)
+        self._held.note(whole)
+        if whole:
             return out
-        arguments = call.arguments
         if held is not None and arguments.startswith(held):
             arguments = arguments[len(held) :]
         out.append(
@@ -110,7 +114,7 @@ class ToolCalls:
                 ToolCallResultEvent(
                     message_id=message,
                     tool_call_id=tool_call,
-                    content=result.content,
+                    content=self._links.text(result.content),
                     role="tool",
                     subagent_run_id=owner,
                 )
