@@ -225,7 +225,7 @@ class Team:
             self._hooks.stop()
 
     async def read_during_turn(self) -> list[Envelope]:
-        """Read the lead's inbox while a turn runs (lead/agent.py watches it): under the lock,
+        """Read the lead's inbox while a turn runs (lead/turns.py watches it): under the lock,
         read and noted at once, kept for the next gather; returns what was read."""
         async with self.lock:
             noted = await self.intake.note(await self.intake.read_now())
