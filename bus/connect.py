@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from baton.base_errors import ConfigError
 from baton.bus.base import Bus, BusOptions
 from baton.bus.errors import redact_url
+from baton.errors import ConfigError
 
 REDIS_SCHEMES = frozenset({"redis", "rediss", "unix", "redis+cluster", "rediss+cluster"})
 TLS_SCHEMES = frozenset({"rediss", "rediss+cluster"})

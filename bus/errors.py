@@ -1,17 +1,17 @@
-"""The bus's errors, under the one root :class:`baton.base_errors.BatonError`.
+"""The bus's errors, under the one root :class:`baton.errors.BatonError`.
 
-The root, ``ConfigError`` and the CLI's :class:`~baton.base_errors.ExitCode` live in
-:mod:`baton.base_errors`, the bottom layer; they are named here too because the bus raises them
+The root, ``ConfigError`` and the CLI's :class:`~baton.errors.ExitCode` live in
+:mod:`baton.errors`, the bottom layer; they are named here too because the bus raises them
 (a bus URL no backend understands is a ``ConfigError``) and older code imports them from here.
 """
 
 from __future__ import annotations
 
-from baton.base_errors import BatonError as BatonError
-from baton.base_errors import ConfigError as ConfigError
-from baton.base_errors import ExitCode as ExitCode
 from baton.bus.redact import redact_text
 from baton.bus.redact import redact_url as redact_url  # its home before bus/redact.py
+from baton.errors import BatonError as BatonError
+from baton.errors import ConfigError as ConfigError
+from baton.errors import ExitCode as ExitCode
 
 
 class BusError(BatonError):

@@ -32,7 +32,7 @@ from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Self
 
-from baton.base_errors import BatonError
+from baton.errors import BatonError
 
 
 class LifecycleError(BatonError, RuntimeError):

@@ -154,6 +154,11 @@ def make_envelope(**fields: Any) -> Envelope:
         raise InvalidEnvelope(f"invalid envelope: {describe_error(exc)}") from exc
 
 
+LEAD_NAME = "lead"
+"""The lead's agent name: its inbox, its events' ``agent``, the parent of every spawn request.
+Here, with the messages it names, so that what needs only the name (the lead's keeper, the fold
+of events) never imports the lead's prompt and, through it, the model client."""
+
 DEFAULT_POOL = "default"
 """The pool of ``baton worker``s and of sessions without local workers unless told otherwise."""
 LOCAL_POOL = "local"
@@ -185,7 +190,7 @@ ApproveMode = Literal["ask", "auto", "deny"]
 
 The one name of the approve mode, in the lowest layer that needs it: a session's setting, the
 lead's, each sub-agent's, and what its spawn request carries (:attr:`SpawnRequest.approve`);
-``baton.defaults`` and ``baton`` re-export it."""
+``baton`` re-exports it."""
 APPROVE_MODES: tuple[ApproveMode, ...] = ("ask", "auto", "deny")
 KEY_ID_MAX = 64
 SPAWN_VERSION: Literal[2] = 2
@@ -252,7 +257,7 @@ class SpawnRequest(BaseModel):
     session: SessionId
     agent: AgentName
     profile: str = Field(min_length=1, max_length=200)
-    parent: AgentName = "lead"
+    parent: AgentName = LEAD_NAME
     pool: PoolName = DEFAULT_POOL
     created_at: datetime = Field(default_factory=utc_now)
     approve: Annotated[ApproveMode, BeforeValidator(_check_approve)] = "ask"

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from baton.base_errors import BatonError
+from baton.errors import BatonError
 
 SpendCap = Literal["calls", "tokens"]
 

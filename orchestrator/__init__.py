@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from baton.lazy import lazy_attributes
+from baton.llm._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from baton.api import (

@@ -1,83 +1,80 @@
-"""Errors of the orchestrator layer, under the one root ``baton.base_errors.BatonError``."""
+"""The root of every error baton raises on purpose, the exit codes they end a command with, and
+the distribution's name that install hints give.
+
+This is the bottom layer (``pyproject.toml``, the import-linter contract): every module may import
+it and it imports nothing of baton, so the bus, the model client, the engine and the CLI share one
+root without the CLI's exit codes living inside any of them. Each layer adds its own subclasses in
+its own ``errors`` module (:mod:`baton.bus.errors`, :mod:`baton.llm.errors`,
+:mod:`baton.engine.errors`, :mod:`baton.subagents.errors`); third-party exceptions (redis, openai,
+httpx2) are mapped once, at the boundary where they occur, with ``raise ... from exc``. Messages
+say what happened, the value involved, and what to do about it.
+
+Each class carries the exit code a command ends with when that error stops it
+(:attr:`BatonError.exit_code`, one of :class:`ExitCode`): a new error class says how it ends a
+process where it is declared, and the CLI never has to recognise errors by name.
+
+An optional extra that is not installed is a usage error every layer may meet (the S3 store, an
+MCP or A2A server, telemetry), and its message says what to install: :func:`install_hint` names
+the distribution, which is not ``baton`` on PyPI (:data:`DISTRIBUTION`).
+"""
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
-from baton.base_errors import BatonError, ExitCode
-from baton.bus.errors import redact_url
-
-REFUSED_CONFIGURATION = frozenset({401, 403, 404})
-"""HTTP statuses that mean a wrong key, model name or endpoint path: a configuration to fix."""
+from enum import IntEnum
 
 
-class ModelError(BatonError):
-    """The model could not answer: retries spent, the endpoint refused, or the stream broke.
+class ExitCode(IntEnum):
+    """The exit codes of every ``baton`` command, defined once."""
 
-    ``retryable`` tells whether the fault was of the kind that retries address (rate limit, 5xx,
-    connection, timeout); ``attempts`` is how many requests were made; ``status_code`` is the HTTP
-    status of the last refusal, when there was one (e.g. 400 for a context that is too long).
-    A refusal of the configuration itself (401, 403, 404) ends a command as a usage error.
+    OK = 0
+    FAILED = 1
+    """The work failed (a session failed, a worker was stopped by force, an unexpected fault)."""
+    USAGE = 2
+    """A usage or configuration error: fix the command line, the config file or the environment."""
+    UNREACHABLE = 3
+    """The bus could not be reached."""
+    INCOMPLETE = 4
+    """The session ended without the work it delegated: no sub-agent delivered a result, or the
+    answer cites media nobody produced (status ``incomplete``)."""
+    INTERRUPTED = 130
+    """Stopped by Ctrl-C (128 + SIGINT), as shells report it."""
+    OUTPUT_CLOSED = 141
+    """Whoever read the output stopped reading (``baton run --json | head -1``): the process ends
+    quietly with the code a shell reports for a tool ended by SIGPIPE (128 + 13)."""
+
+
+class BatonError(Exception):
+    """Root of every error baton raises on purpose.
+
+    ``exit_code`` is how a command ends when this error stops it; subclasses override it, and an
+    instance may narrow it where the class alone cannot tell (``ModelError`` for a refused key).
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        retryable: bool = False,
-        attempts: int = 1,
-        status_code: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.attempts = attempts
-        self.status_code = status_code
-        if status_code in REFUSED_CONFIGURATION:
-            self.exit_code = ExitCode.USAGE
+    exit_code: int = ExitCode.FAILED
 
 
-class StreamBroken(ModelError):
-    """The stream ended before the server said it was done: the partial answer is discarded.
+class ConfigError(BatonError):
+    """A setting, URL or file given by the user cannot be used."""
 
-    ``text_delivered`` is True when some of its text had already reached ``on_text`` and the caller
-    gave no ``on_retract`` to take it back: a retry would have shown that text twice, so the client
-    did not retry and the turn should end with an error instead. (With ``on_retract`` the client
-    retracts and retries, and raises this only once retries are spent.)
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        retryable: bool = True,
-        attempts: int = 1,
-        text_delivered: bool = False,
-    ) -> None:
-        super().__init__(message, retryable=retryable, attempts=attempts)
-        self.text_delivered = text_delivered
+    exit_code = ExitCode.USAGE
 
 
-class BudgetExhausted(ModelError):
-    """The session's budget of model calls or tokens is spent: the call was refused before it
-    was made (never retried; the turn ends with ``StopReason.BUDGET``)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, retryable=False, attempts=0)
+DISTRIBUTION = "baton-orchestrator"
+"""baton's name on PyPI, which its install hints name: ``baton`` there is an unrelated project
+(and several ``baton-*`` names are other agent tools). The import name and the command stay
+``baton``."""
 
 
-def describe_validation(exc: ValidationError) -> str:
-    """The first problem of a failed validation as ``field: what is wrong (got value)``: the one
-    line a ``ConfigError`` built from it says (a secret's value is never shown)."""
-    first = exc.errors(include_url=False)[0]
-    if not first["loc"] and first["type"] == "value_error":  # a check across fields names its own
-        return str(first["msg"]).removeprefix("Value error, ")
-    where = ".".join(str(part) for part in first["loc"]) or "value"
-    if first["type"] == "extra_forbidden":
-        return f"{where}: unknown setting"
-    value = first.get("input")
-    hidden = isinstance(value, dict | list) or any(
-        secret in where for secret in ("key", "token", "password")
-    )
-    if isinstance(value, str):  # a bus URL quotes its password: never shown (redact_url)
-        value = redact_url(value)
-    return f"{where}: {first['msg']}" + ("" if hidden else f" (got {value!r})")
+def install_hint(extra: str) -> str:
+    """The command that installs an optional extra: ``pip install 'baton-orchestrator[s3]'``."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
+def installed_version() -> str:
+    """The installed distribution's version; ``0`` for a checkout run without installing."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "0"

@@ -14,9 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from baton.base_errors import ConfigError
 from baton.bus.redact import redact_text, redact_url
-from baton.defaults import install_hint
+from baton.errors import ConfigError, install_hint
 
 A2A_KIND: Literal["a2a"] = "a2a"
 DEFAULT_TIMEOUT_S = 300.0

@@ -63,7 +63,7 @@ from baton.bus.messages import Envelope, TraceContext
 from baton.engine import AgentTurn, ApprovalDecision, ApprovalQuestion, StopReason, TurnResult
 from baton.engine.channels import new_question_id
 from baton.engine.telemetry import current_trace
-from baton.errors import ModelError
+from baton.llm.errors import ModelError
 from baton.llm.types import Message as ChatMessage
 from baton.media.store import extension_for
 from baton.subagents.a2a_card import agent_card, http_client

@@ -1,10 +1,10 @@
-"""Errors of the sub-agent layer, under the one root ``baton.base_errors.BatonError``."""
+"""Errors of the sub-agent layer, under the one root ``baton.errors.BatonError``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from baton.base_errors import BatonError, ConfigError
+from baton.errors import BatonError, ConfigError
 
 
 class ProfileError(ConfigError):

@@ -27,9 +27,9 @@ import openai
 from openai.types import Image
 
 from baton.bus.redact import redact_text, redact_url
-from baton.defaults import DEFAULT_IMAGE_MODEL
 from baton.llm import ModelSettings
 from baton.llm.client import OPENAI_API_URL
+from baton.llm.defaults import DEFAULT_IMAGE_MODEL
 from baton.llm.guard import check_model_endpoint
 from baton.media import MediaError
 

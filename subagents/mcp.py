@@ -54,11 +54,11 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from baton.base_errors import ConfigError
 from baton.bus.lifecycle import Service
 from baton.bus.redact import redact_text
 from baton.engine import Tool, ToolResult, ToolRun
 from baton.engine.tools import Arguments
+from baton.errors import ConfigError
 from baton.media import MediaStore, extension_for
 from baton.subagents.context import current_agent
 from baton.subagents.mcp_config import McpServerConfig, McpServerUnavailable

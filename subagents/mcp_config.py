@@ -15,9 +15,8 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from baton.base_errors import ConfigError
 from baton.bus.redact import redact_url
-from baton.defaults import install_hint
+from baton.errors import ConfigError, install_hint
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What a server may be called: it appears in tool sources (``mcp:<server>``) and messages."""

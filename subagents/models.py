@@ -21,11 +21,11 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from baton.base_errors import ConfigError
 from baton.bus.redact import redact_url
-from baton.defaults import DEFAULT_MODEL
+from baton.errors import ConfigError
 from baton.llm import OFFLINE_LABEL, ModelSettings, OpenAIChatModel, offline_model
 from baton.llm.client import OPENAI_API_URL
+from baton.llm.defaults import DEFAULT_MODEL
 from baton.llm.types import ChatModel
 from baton.subagents.profiles import Profile, ProfileModel
 

@@ -25,7 +25,7 @@ from baton.cli.app import app
 from baton.cli.exits import run_async
 from baton.engine.bus_channel import ApprovalNotFound
 from baton.engine.spend import SpendLimits
-from baton.errors import ModelError, StreamBroken
+from baton.llm.errors import ModelError, StreamBroken
 from baton.server.config import ServerConfig
 from baton.server.host import SessionHost
 from baton.subagents.errors import ProfileError

@@ -13,8 +13,8 @@ import pytest
 
 from baton.bus.errors import BatonError, ExitCode
 from baton.bus.memory import MemoryBus
-from baton.errors import ModelError
 from baton.llm import IN_PROCESS_URL, ModelSettings, OpenAIChatModel
+from baton.llm.errors import ModelError
 from baton.llm.guard import is_local_endpoint, model_requests_confined
 from baton.llm.offline import OFFLINE_MODEL_NAME
 from baton.llm.types import Message

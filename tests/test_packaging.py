@@ -78,12 +78,11 @@ def test_the_approve_mode_has_one_name() -> None:
     """Defined once, in the bus's messages, and re-exported: the settings, a session's config and
     the spawn request that carries it to a worker name the same type (it had two names)."""
     import baton
-    import baton.defaults
     from baton.bus.messages import ApproveMode, SpawnRequest
     from baton.session import SessionConfig
     from baton.settings import BatonSettings
 
-    assert baton.ApproveMode is baton.defaults.ApproveMode is ApproveMode
+    assert baton.ApproveMode is ApproveMode
     assert get_args(ApproveMode) == ("ask", "auto", "deny")
     for model in (BatonSettings, SessionConfig, SpawnRequest):
         annotation: object = model.model_fields["approve"].annotation
@@ -190,7 +189,7 @@ def _distribution() -> str:
 
 def test_the_distribution_is_not_the_unrelated_baton_on_pypi() -> None:
     # `baton` on PyPI is another project: `pip install baton` would install it, not this.
-    from baton.defaults import DISTRIBUTION
+    from baton.errors import DISTRIBUTION
 
     assert _distribution() == DISTRIBUTION != "baton"
 

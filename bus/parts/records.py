@@ -6,6 +6,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+LEAD_LEASE_S = 10.0
+"""How long a session's lead lease lasts unless renewed (the ``lead_lease`` setting's default):
+how long ``baton resume`` waits after a lead died, and how soon ``baton watch`` sees it lost."""
+
 
 @dataclass(frozen=True, slots=True)
 class LeadLease:

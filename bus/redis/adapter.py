@@ -33,9 +33,9 @@ from redis.exceptions import AuthenticationError, NoPermissionError, NoScriptErr
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from baton.base_errors import ConfigError
 from baton.bus.errors import BusError, redact_url
 from baton.bus.redact import redact_text, url_secrets
+from baton.errors import ConfigError
 
 # What a lost connection raises (a round trip past its deadline raises the built-in TimeoutError,
 # an OSError): worth a retry, and the reply to what was sent may be lost.

@@ -30,7 +30,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from baton.base_errors import ConfigError
 from baton.bus.errors import BusError
 from baton.bus.redis.adapter import (
     FAULTS,
@@ -44,6 +43,7 @@ from baton.bus.redis.adapter import (
 from baton.bus.redis.batch import Command, CommandBatcher
 from baton.bus.redis.scripts import SCRIPTS, SHARDED
 from baton.bus.redis.slots import Address, SlotMap, routing_key, slot_of
+from baton.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,6 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from baton.base_errors import ConfigError
 from baton.bus.errors import BusClosed, BusError, BusUnreachable, redact_url
 from baton.bus.lifecycle import Phase, Service
 from baton.bus.options import BusOptions
@@ -57,6 +56,7 @@ from baton.bus.redis.scripts import ACK_AND_DELETE, APPEND_AND_WAKE, SCRIPTS
 from baton.bus.redis.slots import Address
 from baton.bus.retry import persist
 from baton.bus.wake import WakeHub, Watch
+from baton.errors import ConfigError
 
 Entry = tuple[str, dict[str, str] | None]
 

@@ -20,7 +20,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from baton.base_errors import ConfigError
 from baton.bus.errors import InvalidEnvelope
 from baton.bus.events import Event, dump_event, parse_event
 from baton.bus.messages import describe_error
@@ -32,6 +31,7 @@ from baton.bus.redis.core import RedisCore, stream_entries
 from baton.bus.redis.scripts import APPEND_AND_WAKE, APPEND_ONCE
 from baton.bus.utf8 import not_utf8, printable, utf8_problem
 from baton.bus.wake import Watch
+from baton.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -49,8 +49,8 @@ def main() -> None:
     """
     import sys
 
-    from baton.base_errors import ExitCode
     from baton.cli.exits import flush_or_quiet, output_closed
+    from baton.errors import ExitCode
 
     try:
         app_for(sys.argv[1:])()

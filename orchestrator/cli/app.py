@@ -69,7 +69,7 @@ app = typer.Typer(
 def _print_version(value: bool) -> None:
     """``baton --version``: eager, so it answers before any command or option is looked at."""
     if value:
-        from baton.defaults import installed_version
+        from baton.errors import installed_version
 
         typer.echo(f"baton {installed_version()}")
         raise typer.Exit()
@@ -209,8 +209,8 @@ def task_from_stdin(*, command: str) -> str:
     """The task piped in (``baton run -``): a long or multi-line prompt needs no shell quoting."""
     import sys
 
-    from baton.base_errors import ExitCode
     from baton.cli.exits import fail
+    from baton.errors import ExitCode
 
     text = sys.stdin.read().strip()
     if not text:
@@ -426,8 +426,8 @@ def approve(
     prefix: PrefixOpt = None,
 ) -> None:
     """Answer an approval that a sub-agent (on any worker) is waiting for."""
-    from baton.base_errors import ExitCode
     from baton.cli.exits import fail
+    from baton.errors import ExitCode
 
     if yes is None:
         fail("say --yes or --no", ExitCode.USAGE, command="baton approve")
@@ -463,10 +463,10 @@ def upload(
 ) -> None:
     """Answer an agent's question for a file or an image: upload FILE into the media store, give
     a URL, or cancel."""
-    from baton.base_errors import ExitCode
     from baton.cli.busops import Upload
     from baton.cli.busops import upload as do_upload
     from baton.cli.exits import fail
+    from baton.errors import ExitCode
 
     if sum((file is not None, url is not None, cancel)) != 1:
         fail("give exactly one of FILE, --url URL or --cancel", ExitCode.USAGE,
@@ -507,6 +507,6 @@ app.command("tools", cls=BatonCommand, help=TOOLS_HELP, epilog=TOOLS_EXAMPLES)(t
 @app.command(cls=BatonCommand)
 def version() -> None:
     """Print baton's version."""
-    from baton.defaults import installed_version
+    from baton.errors import installed_version
 
     typer.echo(installed_version())

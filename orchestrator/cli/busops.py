@@ -17,7 +17,6 @@ from pathlib import Path
 
 import anyio
 
-from baton.base_errors import ConfigError, ExitCode
 from baton.bus.base import Bus, BusOptions
 from baton.bus.connect import open_bus
 from baton.bus.errors import BusError, SessionNotRunning, redact_url
@@ -36,6 +35,7 @@ from baton.cli.catchup import approve_line, standing_of, upload_line
 from baton.cli.exits import is_tty
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer
 from baton.cli.sharedbus import require_shared_bus
+from baton.errors import ConfigError, ExitCode
 from baton.lead.keeper import has_events, lead_lost
 from baton.settings import BatonSettings, media_store
 

@@ -72,7 +72,6 @@ async def cancel(settings: BatonSettings, session: str, wait_s: float | None) ->
 
     import anyio
 
-    from baton.base_errors import ConfigError, ExitCode
     from baton.bus.events import SessionFinished
     from baton.bus.messages import make_envelope
     from baton.bus.tail import tail_events
@@ -84,6 +83,7 @@ async def cancel(settings: BatonSettings, session: str, wait_s: float | None) ->
         send_to_running,
         shared_bus,
     )
+    from baton.errors import ConfigError, ExitCode
     from baton.lead.keeper import lead_lost
     from baton.session.view import LEAD_NAME, describe_status
 

@@ -69,10 +69,10 @@ async def clean(settings: BatonSettings, older_than: float | None, dry_run: bool
     """Remove (or with ``dry_run`` only name) the finished sessions, oldest first."""
     import time
 
-    from baton.base_errors import ConfigError
     from baton.bus.errors import redact_url
     from baton.bus.redis import RedisBus
     from baton.cli.busops import shared_bus
+    from baton.errors import ConfigError
 
     async with shared_bus(settings) as bus:
         if not isinstance(bus, RedisBus):  # shared_bus refuses memory://; a bus of another kind

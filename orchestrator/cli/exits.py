@@ -3,7 +3,7 @@
 A user error (unreachable Redis, a bad URL or config file, an unknown profile, a model endpoint
 that refuses) must read as one clear line, never a traceback: :func:`run_async` runs a command's
 coroutine and ends it with the code the error carries (``BatonError.exit_code``; the codes are
-:class:`~baton.base_errors.ExitCode`, defined once beside the error root), so the commands
+:class:`~baton.errors.ExitCode`, defined once beside the error root), so the commands
 themselves raise ordinary exceptions and nothing here knows error classes by name.
 """
 
@@ -19,7 +19,7 @@ from typing import NoReturn, TypeVar
 
 import typer
 
-from baton.base_errors import BatonError, ExitCode
+from baton.errors import BatonError, ExitCode
 
 T = TypeVar("T")
 

@@ -86,11 +86,10 @@ def mcp_command(
     config: ConfigOpt = None,
 ) -> None:
     """Serve baton over MCP on stdin/stdout, for a desktop host (see docs/mcp-server.md)."""
-    from baton.base_errors import ConfigError, ExitCode
     from baton.cli.exits import fail, run_async
     from baton.cli.run import LEAD_FIELDS, configure_logging
     from baton.cli.serve import SERVED
-    from baton.defaults import install_hint
+    from baton.errors import ConfigError, ExitCode, install_hint
 
     settings = settings_from(ctx)
     try:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type
 
 import typer
 
-from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL
+from baton.llm.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from baton.settings import BatonSettings
@@ -172,8 +172,8 @@ def settings_from(ctx: typer.Context) -> BatonSettings:
     """The settings of the command that ``ctx`` runs: each of its options marked with a
     :class:`Setting` (None: not given) over the environment, its ``--config`` file and the
     defaults; or exit 2 with one line saying what is wrong."""
-    from baton.base_errors import ConfigError
     from baton.cli.exits import fail
+    from baton.errors import ConfigError
     from baton.settings import load_settings
 
     callback = ctx.command.callback

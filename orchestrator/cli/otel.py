@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal, cast
 
-from baton.defaults import install_hint
+from baton.errors import install_hint
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricExporter

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from baton.base_errors import BatonError, ConfigError
 from baton.bus.errors import BusUnreachable
 from baton.cli.run import configure_logging, exit_for, interrupted_exit, view_session
 from baton.cli.sharedbus import require_shared_bus
-from baton.errors import describe_validation
+from baton.errors import BatonError, ConfigError
+from baton.session.validation import describe_validation
 from baton.settings import SESSION_SOURCES, BatonSettings, session_fields
 
 if TYPE_CHECKING:

@@ -28,7 +28,6 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import ValidationError
 
-from baton.base_errors import ConfigError, ExitCode
 from baton.bus.errors import BusUnreachable
 from baton.bus.events import (
     ApprovalRequested,
@@ -44,7 +43,8 @@ from baton.cli.exits import is_tty
 from baton.cli.logs import quiet_http_loggers
 from baton.cli.render import JsonRenderer, PlainRenderer, Renderer, ending_line
 from baton.cli.sharedbus import in_process, require_shared_bus
-from baton.errors import describe_validation
+from baton.errors import ConfigError, ExitCode
+from baton.session.validation import describe_validation
 from baton.session.view import LEAD_NAME
 from baton.settings import BatonSettings, model_label, profile_set, session_fields
 
@@ -231,8 +231,8 @@ async def _answer_here(
     does not fit is said in one line and the question is asked again. The prompt goes away
     when the question expires or closes elsewhere, so the next line typed never goes to a
     question nobody waits on."""
-    from baton.base_errors import BatonError
     from baton.engine.questions import QuestionNotFound
+    from baton.errors import BatonError
 
     while not closed.is_set() and question.question_id in renderer.view.questions:
         typed = await _typed_while_open(renderer, question, closed)

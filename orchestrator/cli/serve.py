@@ -137,8 +137,7 @@ def serve_command(
     from baton.cli.run import LEAD_FIELDS, configure_logging
 
     settings = settings_from(ctx)
-    from baton.base_errors import ConfigError, ExitCode
-    from baton.defaults import install_hint
+    from baton.errors import ConfigError, ExitCode, install_hint
 
     try:
         from baton.server import ServerConfig, serve

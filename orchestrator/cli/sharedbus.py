@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from baton.base_errors import ConfigError
+from baton.errors import ConfigError
 
 GIVE_A_SHARED_BUS = "give --bus redis://HOST:PORT/DB (or set BATON_BUS / REDIS_URL)"
 

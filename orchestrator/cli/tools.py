@@ -121,7 +121,7 @@ async def _add_mcp(
     listing: Listing, servers: McpServers, owner: str, declared: Mapping[str, McpServerConfig]
 ) -> None:
     """Ask each server for its tools; one that cannot start is an error of the listing."""
-    from baton.base_errors import ConfigError
+    from baton.errors import ConfigError
 
     for server, config in declared.items():
         taken = [tool["name"] for tool in listing.tools]

@@ -21,7 +21,7 @@ passes only while PATH is younger than :data:`HEALTH_STALE_S`. That checks the w
 process, event loop and bus connection, not draining), where a plain ``--check`` only asks whether
 the bus answers. The compose file's health check uses it.
 
-Exit codes (:class:`~baton.base_errors.ExitCode`): 0 after a clean stop (first SIGTERM/SIGINT:
+Exit codes (:class:`~baton.errors.ExitCode`): 0 after a clean stop (first SIGTERM/SIGINT:
 drain) or a passing ``--check``; 1 after a forced stop (second signal) or a ``--check`` whose
 health file is missing or stale; 2 for a bad option, setting or profile file; 3 when the bus is
 unreachable.
@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from baton.base_errors import ExitCode
 from baton.bus.errors import redact_url
 from baton.cli.options import (
     BUS,
@@ -64,6 +63,7 @@ from baton.cli.options import (
     TopPOpt,
     settings_from,
 )
+from baton.errors import ExitCode
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -214,10 +214,10 @@ def run_worker(settings: BatonSettings, options: WorkerOptions, *, check: bool =
     is unreachable or goes away, a bad profiles file) ends it as one line and the error's own code,
     even when it surfaces from the worker's task group.
     """
-    from baton.base_errors import ConfigError
     from baton.cli.exits import fail, run_async
     from baton.cli.logs import quiet_http_loggers
     from baton.cli.sharedbus import require_shared_bus
+    from baton.errors import ConfigError
 
     # A worker says what it does (ready, draining) unless told otherwise: INFO by default, where
     # the interactive commands keep quiet.

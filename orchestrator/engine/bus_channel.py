@@ -34,7 +34,6 @@ from urllib.parse import unquote, urlsplit
 
 import anyio
 
-from baton.base_errors import BatonError, ExitCode
 from baton.bus.base import Bus
 from baton.bus.events import ApprovalDecided, ApprovalRequested
 from baton.bus.inbox import InboxReader
@@ -49,6 +48,7 @@ from baton.engine.interaction import (
     ProvidedMedia,
     UploadQuestion,
 )
+from baton.errors import BatonError, ExitCode
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ parsing messages. Most never escape the engine: governance turns them into answe
 
 from __future__ import annotations
 
-from baton.base_errors import BatonError
+from baton.errors import BatonError
 
 
 class EngineError(BatonError):

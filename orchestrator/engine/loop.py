@@ -55,7 +55,7 @@ from baton.engine.stops import StopReason
 from baton.engine.telemetry import Telemetry
 from baton.engine.tools import Tool, ToolRegistry
 from baton.engine.turn import AgentTurn, LoopLimits, Verdict
-from baton.errors import ModelError
+from baton.llm.errors import ModelError
 from baton.llm.types import ChatModel, Message, TextSink, ToolCall, ToolChoice, Usage
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ from baton.engine.reply_calls import ReplyCalls
 from baton.engine.step_report import StepReport
 from baton.engine.stops import StopReason
 from baton.engine.visible import RunawayText, VisibleText
-from baton.errors import BudgetExhausted, ModelError
+from baton.llm.errors import BudgetExhausted, ModelError
 from baton.llm.types import (
     ChatModel,
     Message,

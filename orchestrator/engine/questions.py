@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from baton.base_errors import BatonError, ExitCode
 from baton.bus.base import Bus
 from baton.bus.events import (
     AgentClaimed,
@@ -53,6 +52,7 @@ from baton.engine.bus_channel import (
     claim_answer,
     release_answer,
 )
+from baton.errors import BatonError, ExitCode
 from baton.media.store import MediaStore, extension_for
 
 QuestionKindName = Literal["approval", "upload", "image"]

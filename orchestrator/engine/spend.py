@@ -3,7 +3,7 @@
 A recursive delegation loop can burn a great many tokens before any per-agent limit notices, so a
 session may cap the model calls and tokens of *all* its agents together — the lead and every
 sub-agent, wherever they run. The engine asks :meth:`Spend.reserve` before each model call (a
-refusal is :class:`~baton.errors.BudgetExhausted`, raised before the request is made) and tells
+refusal is :class:`~baton.llm.errors.BudgetExhausted`, raised before the request is made) and tells
 :meth:`Spend.record` the usage after it. Implementations keep the totals where every process of the
 session sees them: :class:`BusSpend` keeps them on the bus.
 
@@ -18,7 +18,7 @@ from typing import Protocol
 from baton.bus.base import Bus
 from baton.bus.retry import persist
 from baton.bus.spend import SpendLimits, SpendRefused, SpendTotals
-from baton.errors import BudgetExhausted
+from baton.llm.errors import BudgetExhausted
 from baton.llm.types import Usage
 
 __all__ = ["BusSpend", "Spend", "SpendLimits", "SpendTotals"]

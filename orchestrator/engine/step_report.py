@@ -18,7 +18,7 @@ from baton.bus.events import BudgetUpdated, ErrorEvent, GuardFired, ModelRetried
 from baton.engine.calls import EventSink
 from baton.engine.spend import Spend
 from baton.engine.telemetry import Telemetry
-from baton.errors import BudgetExhausted, ModelError
+from baton.llm.errors import BudgetExhausted, ModelError
 from baton.llm.types import RetryNotice, Usage
 
 log = logging.getLogger(__name__)

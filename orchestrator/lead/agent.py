@@ -21,6 +21,12 @@ The engine's :class:`~baton.engine.AgentLoop` runs the micro-loop of one lead tu
              lead/ending.py), judged by the policy (lead/outcome.py) -> completed or incomplete
     failed:  as above
 
+Two collaborators hold the rest: :class:`~baton.lead.turns.LeadTurns` runs the turns (the engine
+turn under the deadline with the inbox watched, the session's notes, what arrived taken into the
+context) and :class:`~baton.lead.verdict.Verdict` says how the work ends (the facts the policy
+judges by, the final answer checked, the late turn, the failed model's answer); this module only
+decides which step comes next.
+
 Every step reads and changes the state only, and the state is checkpointed after each step (and
 after each send, by the delegation unit: lead/team.py), so a resumed lead picks up at the step
 its checkpoint says. Nothing here imports ``subagents``: profiles arrive as plain ``name ->
@@ -38,39 +44,29 @@ import anyio
 
 from baton.bus.base import Bus
 from baton.bus.errors import BusError
-from baton.bus.events import (
-    RETRACTED_DEADLINE,
-    RETRACTED_SENT_BACK,
-    AnswerChecked,
-    Event,
-    RoundStarted,
-)
+from baton.bus.events import RETRACTED_SENT_BACK
 from baton.bus.inbox import InboxReader
-from baton.bus.interrupt import RoundWatch
-from baton.bus.messages import Envelope
 from baton.engine import AgentLoop, LoopLimits, StopReason, ToolRegistry, TurnResult
 from baton.engine.loop_options import LoopOptions, LoopParts
 from baton.lead import delegation as delegating
 from baton.lead import prompt
 from baton.lead.answer import Answer, answer_tool
 from baton.lead.checkpoint import LastTurn, LeadCheckpoint
-from baton.lead.delegation import Waves, delegation_rewriter
+from baton.lead.delegation import Waves
 from baton.lead.dispatch import Delegating
-from baton.lead.ending import final_outcome, last_turn, late_outcome
-from baton.lead.items import items_reason, missing_items
+from baton.lead.ending import final_outcome, last_turn
 from baton.lead.keeper import LeadTakenOver
 from baton.lead.options import LeadOptions, LeadParts
 from baton.lead.outcome import LeadOutcome as LeadOutcome
 from baton.lead.outcome import LeadStatus as LeadStatus
-from baton.lead.outcome import check_answer, failure_answer
-from baton.lead.policy import Accept, AskAgain, Facts, Route, SendBack
+from baton.lead.policy import Accept, AskAgain, Route, SendBack
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.roster import Roster
 from baton.lead.routing import Router
-from baton.lead.shown import ShownText
 from baton.lead.state import LeadCheckpoints, LeadState
 from baton.lead.team import Team, TeamHooks
-from baton.lead.tools import SEND_MESSAGE
+from baton.lead.turns import LeadTurns
+from baton.lead.verdict import Verdict
 from baton.llm.types import ChatModel, Message
 
 log = logging.getLogger(__name__)
@@ -99,15 +95,10 @@ class Lead:
         parts = parts or LeadParts()
         self.session = session
         self.policy = parts.policy
-        self._emit = parts.events
-        self._profiles = dict(profiles)
         self._cancelled = False
         self._abandoned: LeadTakenOver | None = None
-        self._tools_offered = False
-        """Whether the last turn was offered tools (asked without them, it could not delegate)."""
         self.state = LeadState(session, [], Roster(profiles), Waves(options.delegation.max_waves))
         self._checkpoints = LeadCheckpoints(parts.checkpoints, self.state, self.abandon)
-        self._shown = None if parts.events is None else ShownText(session, parts.events)
         self.team = Team(
             bus,
             self.state,
@@ -118,7 +109,6 @@ class Lead:
             media_dir=options.media_dir,
         )
         registry = ToolRegistry([self.team.send_tool(), *parts.tools])
-        self._own_tools = frozenset(tool.name for tool in parts.tools)
         answer = answer_tool(registry.names) if options.tool_choice != "none" else None
         if answer is not None:
             registry.add(answer)
@@ -127,7 +117,13 @@ class Lead:
             for made in delegating.profile_tools(profiles, delegate, registry.names):
                 registry.add(made)
         self.team.attach(registry)
-        self._routes = options.tool_choice != "none"
+        hooks = TeamHooks(lambda: self._cancelled, self.cancel, self._save)
+        self._turns = LeadTurns(
+            model, registry, self.state, self.team, options=options, parts=parts, hooks=hooks
+        )
+        self._verdict = Verdict(
+            self.state, self.team, self._turns, profiles, options=options, parts=parts
+        )
         routing_loop = partial(
             AgentLoop,
             model,
@@ -136,7 +132,7 @@ class Lead:
             options=LoopOptions(
                 limits=LoopLimits(soft_max_rounds=1, hard_max_rounds=1), tool_choice="required"
             ),
-            parts=LoopParts(events=self._shown, telemetry=parts.telemetry, spend=parts.spend),
+            parts=LoopParts(events=self._turns.shown, telemetry=parts.telemetry, spend=parts.spend),
         )
         self._router = Router(routing_loop, self.team, self.state)
         system = prompt.system_prompt(
@@ -146,30 +142,6 @@ class Lead:
             must_call=options.tool_choice == "required",
         )
         self.state.history.append({"role": "system", "content": system})
-        self._engine = AgentLoop(
-            model,
-            registry,
-            session=session,
-            agent=LEAD_NAME,
-            options=LoopOptions(limits=options.limits, tool_choice=options.tool_choice),
-            parts=LoopParts(
-                channel=parts.channel,
-                events=self._engine_event,
-                telemetry=parts.telemetry,
-                call_rewriter=delegation_rewriter(
-                    self.team.targets, lambda: registry.names, SEND_MESSAGE
-                ),
-                spend=parts.spend,
-            ),
-        )
-
-    async def _engine_event(self, event: Event) -> None:
-        """The lead turn's events: a round's start opens the delegation unit's round (its sends
-        are one decision: news first holds all of them or none), and each goes on to the views."""
-        if isinstance(event, RoundStarted):
-            self.team.new_round()
-        if self._shown is not None:
-            await self._shown(event)
 
     # -- what the lead is -----------------------------------------------------------------------
 
@@ -193,7 +165,7 @@ class Lead:
     def cancel(self) -> None:
         """End the current turn and any wait now; ``run`` then stops the sub-agents."""
         self._cancelled = True
-        self._engine.cancel()
+        self._turns.engine.cancel()
         self.inbox.interrupt()
 
     def abandon(self, taken_over: LeadTakenOver) -> None:
@@ -228,7 +200,7 @@ class Lead:
             if self._abandoned is not None:
                 raise self._abandoned
             if outcome.status in ("completed", "incomplete", "timed_out"):
-                outcome = await self._checked(outcome)
+                outcome = await self._verdict.checked(outcome)
         except anyio.get_cancelled_exc_class():
             if self._abandoned is not None:
                 raise
@@ -257,7 +229,7 @@ class Lead:
             if self._cancelled:
                 return LeadOutcome("cancelled", self._last_text())
             if progress.phase == "failed":
-                return await self._failed(progress.error, deadline)
+                return await self._verdict.failed(progress.error, deadline)
             if progress.phase == "gather":
                 ended = await self._gather(deadline)
             else:
@@ -268,9 +240,9 @@ class Lead:
     async def _turn_step(self, deadline: float) -> LeadOutcome | None:
         """Run a turn and act on how it ended (see the module docstring)."""
         progress = self.state.progress
-        result = await self._turn(deadline)
+        result = await self._turns.run(deadline)
         if result is None:
-            return await self._late_answer()
+            return await self._verdict.late_answer()
         if result.stop is StopReason.CANCELLED or self._cancelled:
             return LeadOutcome("cancelled", self.policy.answer(result).text)
         if result.stop in (StopReason.ERROR, StopReason.BUDGET):
@@ -296,96 +268,26 @@ class Lead:
         """What the policy makes of an answered turn: the last turn to gather on, or None when
         the turn is to be run again (sent back) or the request was routed."""
         last = last_turn(result, answer)  # cut, blocked or silent: asked again (ending.py)
-        decision = self.policy.after_turn(answer, self._facts(result), self.state.policy)
+        decision = self.policy.after_turn(answer, self._verdict.facts(result), self.state.policy)
         match decision:
             case Accept():
                 return last
             case SendBack(note=note):
-                await self._retract_shown(RETRACTED_SENT_BACK)
-                self._add_note(note, kind="check")
+                await self._turns.retract_shown(RETRACTED_SENT_BACK)
+                self._turns.add_note(note, kind="check")
                 await self._save()
                 return None
             case AskAgain():
                 log.info("session %s: the answer is no answer; asking again", self.session)
-                await self._retract_shown(RETRACTED_SENT_BACK)
+                await self._turns.retract_shown(RETRACTED_SENT_BACK)
                 return LastTurn(reply="", wants_final=True)
             case Route(choices=choices, each=each):
-                if not self._routes:
+                if not self._turns.routes:
                     return last
-                retract = partial(self._retract_shown, RETRACTED_SENT_BACK)
+                retract = partial(self._turns.retract_shown, RETRACTED_SENT_BACK)
                 routed = await self._router.route(choices, deadline, each=each, before_send=retract)
                 await self._save()
                 return None if routed else last
-
-    def _facts(self, result: TurnResult | None) -> Facts:
-        state = self.state
-        return Facts(
-            request=state.progress.request,
-            profiles=self._profiles,
-            media_profiles=self.options.media_profiles,
-            roster=state.roster,
-            delegated=state.delegated,
-            refused=tuple(state.refused),
-            own_tools=result is not None and self._used_own_tools(result),
-            can_delegate=self._routes and self._tools_offered,
-            news_waiting=self.team.news_waiting,
-            history=tuple(state.history),
-        )
-
-    async def _turn(self, deadline: float) -> TurnResult | None:
-        """One engine turn under the session deadline (None: the deadline cut it).
-
-        It is asked without tools (``tool_choice="none"``) once the delegation waves of this
-        request are spent (with a note saying so, once) or the final answer is due.
-        """
-        state, progress = self.state, self.state.progress
-        if state.waves.exhausted and not progress.waves_noted:
-            progress.waves_noted = True
-            self._add_note(prompt.waves_note(state.roster.media_urls, state.roster.outstanding))
-        self.team.new_turn()
-        without_tools = progress.final_due or state.waves.exhausted
-        self._tools_offered = self._routes and not without_tools
-        if self._shown is not None:
-            self._shown.new_turn()
-        result = await self._watched_turn(deadline, without_tools)
-        state.waves.count(self.team.dispatch.sends.sends)
-        if result is None:
-            log.warning("session %s: the lead's turn was cut by the session deadline", self.session)
-            await self._retract_shown(RETRACTED_DEADLINE)  # the late answer streams anew
-        elif result.stop not in (StopReason.ERROR, StopReason.BUDGET):
-            progress.final_due = False
-        state.turn_sends.clear()
-        return result
-
-    async def _watched_turn(self, deadline: float, without_tools: bool) -> TurnResult | None:
-        """The engine turn, with the inbox watched while it runs (bus/interrupt.py): a
-        ``shutdown`` from outside cancels the lead at once, mid-model-request or mid-approval;
-        anything else read is noted and kept for the next gather. None: the deadline cut it."""
-        watch = RoundWatch(
-            self.inbox, stops=self.team.stops_a_turn, read=self.team.read_during_turn
-        )
-        result: TurnResult | None = None
-        async with anyio.create_task_group() as group:
-            group.start_soon(watch.watch, self.cancel)
-            try:
-                with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
-                    if without_tools:
-                        result = await self._engine.run_turn(self.history, tool_choice="none")
-                    else:
-                        result = await self._engine.run_turn(self.history)
-            finally:
-                watch.end()
-        return result
-
-    def _used_own_tools(self, result: TurnResult) -> bool:
-        """Whether the turn called one of the lead's own tools (it worked on the request itself)."""
-        for message in result.messages:
-            calls = message.get("tool_calls")
-            for call in calls if isinstance(calls, list) else ():
-                function = call.get("function") if isinstance(call, dict) else None
-                if isinstance(function, dict) and function.get("name") in self._own_tools:
-                    return True
-        return False
 
     async def _gather(self, deadline: float) -> LeadOutcome | None:
         """Wait for news while sub-agents work; with none and nothing outstanding, the last
@@ -398,112 +300,24 @@ class Lead:
                     return None  # a message came after the read: gather again, and read it
                 return final_outcome(progress.last, self.roster, progress.final_asked)
             progress.final_asked = True  # one more turn, asked for the answer without tools
-            self._add_note(prompt.final_note(bool(self.roster.agents)), final=True)
+            self._turns.add_note(prompt.final_note(bool(self.roster.agents)), final=True)
         progress.phase = "turn"
         if arrived:
             progress.final_asked = False
         else:
             await self._save()
-        await self._take(arrived)
+        await self._turns.take(arrived)
         if self._cancelled:
             return LeadOutcome("cancelled", progress.last.reply)
         if late:
-            return await self._late_answer()
+            return await self._verdict.late_answer()
         return None
-
-    async def _take(self, arrived: list[Envelope]) -> None:
-        """Put what arrived into the context (a new request starts its delegation over),
-        checkpoint it, then ack it: a lead that dies in between gets it again."""
-        if not arrived:
-            return
-        messages, request = self.team.render(arrived)
-        if request is not None:
-            self.state.new_request(request)
-        self.state.history.extend(messages)
-        self.state.took([envelope.id for envelope in arrived])
-        await self._save()
-        await self.team.ack(arrived)
-
-    def _add_note(self, text: str, *, final: bool = False, kind: str = "note") -> None:
-        """A note from the session in the context; ``final``: the next turns go without tools
-        until one answers."""
-        progress = self.state.progress
-        self.state.history.append(prompt.note_block(kind, text))
-        progress.final_due = progress.final_due or final
-
-    async def _late_answer(self) -> LeadOutcome:
-        """Past the session deadline: one short last turn without tools (``late_answer_s``),
-        told what is missing; no answer from it, one composed from the results."""
-        if not self._cancelled:  # what arrived while the cut turn ran (one read, no wait)
-            await self._take(await self.team.collect(anyio.current_time(), lambda _: True))
-        timeout_s = self.options.timeout_s
-        missing = ", ".join(self.roster.outstanding)
-        waiting = f"; still no result from: {missing}" if missing else ""
-        self._add_note(
-            f"The session timed out after {timeout_s:g} s{waiting}. Do not delegate again: "
-            "answer the user now with what you have, citing every media URL exactly.",
-            final=True,
-            kind="error",
-        )
-        result = await self._turn(anyio.current_time() + self.options.late_answer_s)
-        error = f"the session timed out after {timeout_s:g} s"
-        if result is not None and result.stop is StopReason.CANCELLED:
-            return LeadOutcome("cancelled", self.policy.answer(result).text, error=error)
-        failed = result is None or result.stop in (StopReason.ERROR, StopReason.BUDGET)
-        answer = None if result is None or failed else self.policy.answer(result)
-        return late_outcome(answer, self.roster, timeout_s)
-
-    async def _failed(self, error: str, deadline: float) -> LeadOutcome:
-        """The model failed for good (or the budget is spent): the sub-agents' work still counts,
-        so wait (bounded) for what is outstanding and answer with what they reported."""
-        log.warning("session %s: the lead's model failed for good: %s", self.session, error)
-        if self.roster.outstanding and not self._cancelled:
-            until = min(deadline, anyio.current_time() + self.options.failure_grace_s)
-            await self._take(await self.team.collect(until, lambda _: not self.roster.outstanding))
-        status: LeadStatus = "cancelled" if self._cancelled else "failed"
-        return LeadOutcome(status, failure_answer(error, self.roster), error=error)
-
-    async def _checked(self, outcome: LeadOutcome) -> LeadOutcome:
-        """The final answer against what the tools produced (lead/outcome.py), judged by the
-        policy, and the ``answer.checked`` event."""
-        last = self.state.progress.last
-        answer = Answer(outcome.answer, last.status, tuple(last.media))
-        if outcome.composed:
-            answer = Answer(outcome.answer)
-        check = check_answer(answer.text, self.roster, self.history, presented=answer.media)
-        reasons = self.policy.judge(answer, check, self._facts(None))
-        missing = missing_items(self.state.items, self.roster, self.options.media_profiles)
-        if missing:  # what the model declared, judged whatever the policy
-            reasons.append(items_reason(missing))
-        if self._emit is not None:
-            await self._emit(
-                AnswerChecked(
-                    session=self.session,
-                    agent=LEAD_NAME,
-                    missing_media=check.missing_media,
-                    missing_items=[item.text for item in missing],
-                    invented_urls=check.invented_urls,
-                    composed=outcome.composed,
-                    policy=self.policy.name,
-                    reasons=reasons,
-                )
-            )
-        status, error = outcome.status, outcome.error
-        if status == "completed" and reasons:  # nothing ran at all: the work failed outright
-            status = "failed" if self.roster.none_ran else "incomplete"
-            error = "; ".join(reasons)
-        return LeadOutcome(status, check.answer, [], error, check.invented_urls, outcome.composed)
 
     def _last_text(self) -> str:
         for message in reversed(self.history):
             if message.get("role") == "assistant" and isinstance(message.get("content"), str):
                 return str(message.get("content"))
         return ""
-
-    async def _retract_shown(self, why: str) -> None:
-        """Take back what the current turn showed of the lead's reply (lead/shown.py)."""
-        if self._shown is not None:
-            await self._shown.retract(why)
 
     # -- the checkpoint (lead/checkpoint.py) ----------------------------------------------------
 

@@ -39,7 +39,6 @@ from baton.engine.telemetry import current_trace
 from baton.engine.turn import normalise_text
 from baton.lead.checkpoint import TurnSend
 from baton.lead.delegation import DelegationLimits, TurnSends
-from baton.lead.items import DeclaredItem, declared_items, item_task, items_refusal
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.quotes import quoted, runtime_words
 from baton.lead.roster import Route, Sent
@@ -151,55 +150,6 @@ class Dispatcher:
         reply = f"{_what(to, route)}. {WAIT_HINT}"
         self.state.turn_sends.append(TurnSend(to=to, content=content, type=kind, reply=reply))
         return Delivered(reply, (route,) if route.start else (), sent=True)
-
-    async def deliver_items(
-        self, to: str, content: str, items: Sequence[str], kind: SendKind = "task"
-    ) -> Delivered:
-        """``send_message`` with ``items``: one new agent of ``to``'s profile per item, each
-        told the shared ``content`` and its own item (lead/items.py), each send capped and
-        checked as any other; every item is remembered with the agent that holds it, so the
-        answer is judged against all of them. An item the caps refuse is declared all the same:
-        it stays without a result unless a later send gets it out."""
-        declared = declared_items(items)
-        if not declared:  # items=[]: a plain send
-            return await self.deliver(to, content, kind)
-        refusal = items_refusal(declared, kind)
-        if refusal is not None:
-            return Delivered(ToolResult(refusal, blocked=True))
-        profile = self.roster.resolve(to)
-        if profile is None:
-            return Delivered(unknown_agent_hint(to, self.roster.profiles))
-        lines: list[str] = []
-        started: list[Route] = []
-        for item in declared:
-            task = item_task(content, item)
-            done = await self.deliver(profile, task, "task")
-            started.extend(done.started)
-            holder = self.state.tasks.get(normalise_text(task), "")
-            self._declare(item, profile, holder)
-            said = done.reply.content if isinstance(done.reply, ToolResult) else done.reply
-            lines.append(f"- {item}: {said.removesuffix(WAIT_HINT).strip()}")
-        reply = "\n".join([f"{len(declared)} item(s), one agent each:", *lines])
-        if started:
-            reply = f"{reply}\n{WAIT_HINT}"
-        told = reply if started else ToolResult(reply, blocked=True)
-        # The items are declared whatever went out: the state changed, so it is checkpointed.
-        return Delivered(told, tuple(started), sent=True)
-
-    def _declare(self, text: str, profile: str, agent: str) -> None:
-        """Remember a declared item. One declared again (its send was refused, or its agent
-        failed) keeps its place and takes the agent that got it now, which takes a failed
-        agent's work over (its successor), as a send to the failed agent's name would have."""
-        key = normalise_text(text)
-        for item in self.state.items:
-            if normalise_text(item.text) == key and item.profile == profile:
-                earlier = self.roster.agents.get(item.agent)
-                if agent and earlier is not None and agent != earlier.name:
-                    if earlier.state == "done" and earlier.exit_reason != "finished":
-                        self.roster.successors.setdefault(earlier.name, agent)
-                item.agent = agent or item.agent
-                return
-        self.state.items.append(DeclaredItem(text=text, profile=profile, agent=agent))
 
     def _quotes_the_runtime(self, content: str) -> str | None:
         """Why a task that repeats what the runtime told the lead is no task (the text for the

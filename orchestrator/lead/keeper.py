@@ -30,13 +30,14 @@ import anyio
 from anyio.abc import TaskStatus
 from pydantic import BaseModel, ValidationError
 
-from baton.base_errors import BatonError, ConfigError
 from baton.bus.base import Bus, LeadLease
 from baton.bus.errors import BusError, BusUnreachable
 from baton.bus.events import SessionFinished
 from baton.bus.ids import new_id
+from baton.bus.messages import LEAD_NAME
+from baton.bus.parts.records import LEAD_LEASE_S
 from baton.bus.retry import persist
-from baton.defaults import LEAD_LEASE_S, LEAD_NAME
+from baton.errors import BatonError, ConfigError
 from baton.lead.checkpoint import LeadCheckpoint
 from baton.lead.outcome import LeadOutcome, LeadStatus
 from baton.llm.types import Message

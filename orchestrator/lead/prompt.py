@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from baton.bus.messages import LEAD_NAME as LEAD_NAME
 from baton.bus.messages import Envelope
 from baton.bus.payloads import result_report
-from baton.defaults import LEAD_NAME as LEAD_NAME
 from baton.llm.offline import LEAD_MARKER
 from baton.llm.types import Message
 

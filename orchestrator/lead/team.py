@@ -29,6 +29,7 @@ from baton.bus.messages import Envelope, SpawnRequest
 from baton.engine import EventSink, Telemetry, Tool, ToolRegistry, ToolResult
 from baton.lead import prompt
 from baton.lead.dispatch import Delegating, Dispatcher
+from baton.lead.fan_out import FanOut
 from baton.lead.intake import Intake, Noted
 from baton.lead.prompt import LEAD_NAME
 from baton.lead.state import LeadState
@@ -75,6 +76,7 @@ class Team:
             telemetry=telemetry,
             give_up=hooks.cancelled,
         )
+        self.fan_out = FanOut(self.dispatch)
         inbox = InboxReader(bus, session, LEAD_NAME)
         self.intake = Intake(
             inbox,
@@ -132,7 +134,7 @@ class Team:
     ) -> str | ToolResult:
         """``send_message``: the inbox read first, then routed, capped and sent (``once``: see
         :meth:`Dispatcher.deliver`; ``items``: one agent per declared item,
-        :meth:`Dispatcher.deliver_items`). ``news_first`` (the model's own sends): while results the
+        :meth:`FanOut.deliver_items`). ``news_first`` (the model's own sends): while results the
         model has not seen are waiting when a round's first send is made, no send of the round
         is made and the turn ends, so the model decides again with them in view; a 1.5B lead
         sent five new agents a question each, round after round, while the first one's answer
@@ -148,7 +150,7 @@ class Team:
                 if self._round_news:
                     return ToolResult(prompt.news_first(self._round_news), ends_turn=True)
             if items is not None:
-                done = await self.dispatch.deliver_items(to, content, items, kind)
+                done = await self.fan_out.deliver_items(to, content, items, kind)
             else:
                 done = await self.dispatch.deliver(to, content, kind, once=once)
             self.roster_changed()
@@ -223,7 +225,7 @@ class Team:
             self._hooks.stop()
 
     async def read_during_turn(self) -> list[Envelope]:
-        """Read the lead's inbox while a turn runs (lead/agent.py watches it): under the lock,
+        """Read the lead's inbox while a turn runs (lead/turns.py watches it): under the lock,
         read and noted at once, kept for the next gather; returns what was read."""
         async with self.lock:
             noted = await self.intake.note(await self.intake.read_now())

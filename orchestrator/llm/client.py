@@ -16,11 +16,11 @@ is applied last and wins over everything.
 project's retry library, as in :mod:`baton.bus.retry`) retries rate limits (honouring
 ``retry-after-ms`` / ``Retry-After``, capped), 408/409/5xx, connection errors, timeouts and broken
 streams, with exponential backoff and jitter. Other 4xx fail at once. Spent retries raise
-:class:`~baton.errors.ModelError` (``retryable=True, attempts=n``). ``on_retry`` hears of each retry
-(attempt, reason, the exact wait) before the wait, so it is never invisible.
+:class:`~baton.llm.errors.ModelError` (``retryable=True, attempts=n``). ``on_retry`` hears of each
+retry (attempt, reason, the exact wait) before the wait, so it is never invisible.
 
 **Who saw what.** A stream that breaks (ends without ``[DONE]`` or a ``finish_reason``, drops,
-stalls, or carries an error event) raises :class:`~baton.errors.StreamBroken` — never a partial
+stalls, or carries an error event) raises :class:`~baton.llm.errors.StreamBroken` — never a partial
 reply. If some of its text already reached ``on_text``, a retry would show that text twice: so the
 retry happens only when the caller gave ``on_retract`` (awaited first, to take the text back);
 without it the error is raised at once with ``text_delivered=True``. Text nobody is shown (no
@@ -46,9 +46,9 @@ import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from baton.base_errors import ConfigError
-from baton.errors import ModelError, StreamBroken
+from baton.errors import ConfigError
 from baton.llm.correction import correction_message, retry_tool_choice, tool_names
+from baton.llm.errors import ModelError, StreamBroken
 from baton.llm.failures import (
     AttemptFailed,
     Attempts,

@@ -19,7 +19,7 @@ import ipaddress
 
 import httpx2
 
-from baton.base_errors import BatonError, ExitCode
+from baton.errors import BatonError, ExitCode
 
 _confined = False
 
@@ -28,8 +28,9 @@ class ModelRequestRefused(BatonError, RuntimeError):
     """A model request to an endpoint off this machine while requests are confined.
 
     A :class:`~baton.bus.errors.BatonError` like every error baton raises on purpose (and still a
-    ``RuntimeError``, as before), but not a :class:`~baton.errors.ModelError`: nothing retries it.
-    A command stopped by it ends as a usage error, like an endpoint that refuses the configuration.
+    ``RuntimeError``, as before), but not a :class:`~baton.llm.errors.ModelError`: nothing
+    retries it. A command stopped by it ends as a usage error, like an endpoint that refuses the
+    configuration.
     """
 
     exit_code = ExitCode.USAGE

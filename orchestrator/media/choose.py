@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from baton.base_errors import ConfigError
 from baton.bus.errors import redact_url
+from baton.errors import ConfigError
 from baton.media.directory import DirectoryStore
 from baton.media.store import MediaStore
 

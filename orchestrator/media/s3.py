@@ -31,8 +31,7 @@ from urllib.parse import quote
 
 import anyio
 
-from baton.base_errors import ConfigError
-from baton.defaults import install_hint
+from baton.errors import ConfigError, install_hint
 from baton.media.store import MediaError, check_name
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from typing import Protocol, runtime_checkable
 
-from baton.base_errors import BatonError
 from baton.bus.ids import NAME_PATTERN
+from baton.errors import BatonError
 
 NAME_MAX = 1024
 """The longest media name: S3's limit on a key (the prefix counts there too)."""

@@ -14,14 +14,14 @@ from pathlib import Path
 
 from pydantic import SecretStr, ValidationError
 
-from baton.base_errors import ConfigError
 from baton.bus.messages import ApproveMode
 from baton.bus.retry import DEFAULT_OUTAGE_S
 from baton.engine.questions import UPLOAD_MAX_BYTES
-from baton.errors import describe_validation
+from baton.errors import ConfigError
 from baton.llm import ModelSettings
 from baton.media import MediaStore
 from baton.session import SessionConfig
+from baton.session.validation import describe_validation
 from baton.subagents.images import ImageGenerator
 
 DEFAULT_HOST = "127.0.0.1"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from baton.base_errors import BatonError
+from baton.errors import BatonError
 from baton.server.context import ServerContext
 
 

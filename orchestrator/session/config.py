@@ -16,8 +16,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, mo
 from baton.bus.base import DEFAULT_RETENTION_S
 from baton.bus.ids import new_id
 from baton.bus.messages import DEFAULT_POOL, ApproveMode, SessionId, check_pool
+from baton.bus.parts.records import LEAD_LEASE_S
 from baton.bus.retry import DEFAULT_OUTAGE_S
-from baton.defaults import LEAD_LEASE_S
 from baton.engine import LoopLimits
 from baton.engine.questions import UPLOAD_MAX_BYTES
 from baton.engine.spend import SpendLimits

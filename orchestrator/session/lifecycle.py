@@ -22,7 +22,6 @@ import anyio
 from anyio.abc import TaskGroup
 from pydantic import ValidationError
 
-from baton.base_errors import ConfigError
 from baton.bus.base import Bus
 from baton.bus.errors import BusOutage
 from baton.bus.lifecycle import Service
@@ -35,7 +34,7 @@ from baton.engine.questions import (
     open_questions,
     upload_file,
 )
-from baton.errors import describe_validation
+from baton.errors import ConfigError
 from baton.lead.agent import LeadOutcome
 from baton.lead.keeper import LeadTakenOver
 from baton.lead.prompt import LEAD_NAME
@@ -49,6 +48,7 @@ from baton.session.config import SessionConfig, SessionResult
 from baton.session.ending import SessionEnd
 from baton.session.setup import session_bus
 from baton.session.tail import ViewerTail
+from baton.session.validation import describe_validation
 from baton.subagents.models import ModelFactory
 
 log = logging.getLogger(__name__)
@@ -378,7 +378,7 @@ def open_session(
 
     Keywords are validated exactly as :class:`SessionConfig` fields are (an unknown key, a
     negative timeout or an unknown approve mode is refused): a bad one raises
-    :class:`~baton.base_errors.ConfigError` naming the field.
+    :class:`~baton.errors.ConfigError` naming the field.
     """
     if isinstance(config, SessionConfig) and not settings:
         return Session(config, bus=bus, model=model, tools=tools, subagent_models=subagent_models)

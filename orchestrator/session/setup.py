@@ -18,13 +18,13 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from baton.base_errors import ConfigError
 from baton.bus.base import Bus, BusOptions
 from baton.bus.connect import open_bus
 from baton.bus.signing import SETUP_KEY_ID, key_mismatch, stored_key_id
-from baton.errors import describe_validation
+from baton.errors import ConfigError
 from baton.lead.keeper import LeadKeeper, LeadRecord, ResumeRefused
 from baton.session.config import SessionConfig
+from baton.session.validation import describe_validation
 from baton.subagents.profiles import Profile
 
 PROCESS_FIELDS = frozenset(

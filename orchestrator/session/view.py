@@ -41,7 +41,7 @@ from baton.bus.events import (
     ToolCallInfo,
     asked_for,
 )
-from baton.defaults import LEAD_NAME as LEAD_NAME
+from baton.bus.messages import LEAD_NAME as LEAD_NAME
 
 SessionStatus = Literal[
     "pending", "running", "completed", "incomplete", "failed", "cancelled", "timed_out"

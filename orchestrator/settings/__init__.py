@@ -55,7 +55,7 @@ variable set to the empty string counts as unset (compose's ``${VAR:-}`` passes 
 falling through to the config file and the default.
 
 Every problem — an unreadable or invalid file, an unknown key, a value of the wrong kind — is one
-:class:`~baton.base_errors.ConfigError` whose message names the source and the key, because the CLI
+:class:`~baton.errors.ConfigError` whose message names the source and the key, because the CLI
 prints it as the single line a user sees.
 
 The package, a module per job: :mod:`~baton.settings.fields` (the settings), :mod:`~.checks` (what

@@ -15,9 +15,9 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, ValidationInfo
 from pydantic_settings import NoDecode
 
-from baton.base_errors import ConfigError
 from baton.bus.connect import redis_url
 from baton.bus.messages import check_pool
+from baton.errors import ConfigError
 from baton.media import media_directory
 
 

@@ -13,8 +13,9 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from baton.bus.base import DEFAULT_RETENTION_S
 from baton.bus.messages import DEFAULT_POOL, ApproveMode
+from baton.bus.parts.records import LEAD_LEASE_S
 from baton.bus.retry import DEFAULT_OUTAGE_S
-from baton.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL, LEAD_LEASE_S
+from baton.llm.defaults import DEFAULT_IMAGE_MODEL, DEFAULT_MODEL
 from baton.settings.checks import (
     BusUrl,
     HttpUrl,

@@ -12,9 +12,9 @@ from typing import Any
 from pydantic import AliasChoices, ValidationError
 from pydantic.fields import FieldInfo
 
-from baton.base_errors import ConfigError
 from baton.bus.errors import redact_url
 from baton.bus.redact import redact_text
+from baton.errors import ConfigError
 from baton.settings.fields import TABLE_KEYS, BatonSettings
 from baton.settings.sources import ConfigData
 

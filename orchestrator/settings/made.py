@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from baton.defaults import DEMO_IMAGE_MODEL
+from baton.llm.defaults import DEMO_IMAGE_MODEL
 from baton.media import MediaStore, media_directory, open_store
 from baton.settings.fields import BatonSettings
 

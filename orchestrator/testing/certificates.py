@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from baton.base_errors import ConfigError
+from baton.errors import ConfigError
 
 DAYS = 2
 """How long the certificates are valid: a test run, with room for a clock that is a day off."""

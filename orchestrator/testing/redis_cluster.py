@@ -15,7 +15,7 @@ from typing import Any, Self
 
 import redis
 
-from baton.base_errors import ConfigError
+from baton.errors import ConfigError
 from baton.testing.redis_server import RedisServer
 
 SLOTS = 16384

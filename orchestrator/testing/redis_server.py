@@ -31,8 +31,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from baton.base_errors import ConfigError
 from baton.bus.connect import redis_url
+from baton.errors import ConfigError
 from baton.testing.certificates import Certificates
 from baton.testing.tls_front import TlsFront
 

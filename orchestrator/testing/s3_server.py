@@ -16,7 +16,7 @@ import threading
 from types import TracebackType
 from typing import Self
 
-from baton.base_errors import ConfigError
+from baton.errors import ConfigError
 from baton.testing.redis_server import free_port
 
 _READY_MARK = "Running on http://"

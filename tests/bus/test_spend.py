@@ -8,7 +8,7 @@ import pytest
 from baton.bus.redis import RedisBus
 from baton.bus.spend import SpendLimits, SpendRefused, SpendTotals
 from baton.engine.spend import BusSpend
-from baton.errors import BudgetExhausted
+from baton.llm.errors import BudgetExhausted
 from baton.llm.types import Usage
 from baton.testing import RedisServer
 from tests.conftest import BusFactory

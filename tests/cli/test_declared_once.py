@@ -174,10 +174,10 @@ def test_run_and_serve_start_sessions_from_the_same_settings() -> None:
 
 @pytest.mark.process
 def test_the_help_path_loads_no_pydantic(tmp_path: Path) -> None:
-    """``baton --help`` stays fast: the options and the defaults they show (the approve mode's
-    re-export included) are read without the settings' pydantic machinery."""
+    """``baton --help`` stays fast: the options and the defaults they show (the models, from
+    baton.llm.defaults) are read without the settings' pydantic machinery."""
     code = (
-        "import sys, baton.cli.app, baton.defaults\n"
+        "import sys, baton.cli.app, baton.llm.defaults\n"
         "print(sorted(name for name in sys.modules if name.split('.')[0] == 'pydantic'))"
     )
     result = subprocess.run(

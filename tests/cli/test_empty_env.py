@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from baton.defaults import DEFAULT_MODEL
+from baton.llm.defaults import DEFAULT_MODEL
 from baton.settings import load_settings, model_settings
 from tests.cli.helpers import Proc, clean_env, invoke_baton
 

@@ -12,7 +12,7 @@ from importlib.metadata import version
 
 import pytest
 
-from baton.defaults import DISTRIBUTION
+from baton.errors import DISTRIBUTION
 from tests.cli.helpers import invoke_baton
 
 COMMANDS = [

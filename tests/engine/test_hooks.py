@@ -24,7 +24,7 @@ from baton.engine import (
     tool,
 )
 from baton.engine.spend import SpendLimits, SpendTotals
-from baton.errors import BudgetExhausted
+from baton.llm.errors import BudgetExhausted
 from baton.llm.script import Call, ScriptItem, parse_failure, server_error, text, tool_calls
 from baton.llm.types import ToolCall, Usage
 from tests.engine.helpers import harness, tool_messages, user

@@ -22,7 +22,7 @@ from baton.engine import (
     TurnInProgress,
     tool,
 )
-from baton.errors import ModelError
+from baton.llm.errors import ModelError
 from baton.llm.script import Call, ScriptItem, pieces, server_error, text, tool_calls
 from baton.llm.types import Message
 from tests.engine.helpers import harness, tool_messages, user

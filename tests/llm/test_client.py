@@ -8,8 +8,8 @@ import anyio
 import openai
 import pytest
 
-from baton.errors import ModelError, StreamBroken
 from baton.llm.client import OPENAI_API_URL, ModelSettings, OpenAIChatModel
+from baton.llm.errors import ModelError, StreamBroken
 from baton.llm.script import (
     Call,
     HttpError,

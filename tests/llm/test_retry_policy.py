@@ -9,7 +9,7 @@ import copy
 import httpx2
 import pytest
 
-from baton.errors import ModelError, StreamBroken
+from baton.llm.errors import ModelError, StreamBroken
 from baton.llm.script import (
     LLAMA_PARSE_ERROR,
     Call,

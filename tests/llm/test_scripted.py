@@ -8,7 +8,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from baton.errors import ModelError
+from baton.llm.errors import ModelError
 from baton.llm.script import (
     LLAMA_PARSE_ERROR,
     Call,

@@ -16,7 +16,7 @@ import importlib.util
 import logging
 from typing import TYPE_CHECKING
 
-from baton.defaults import install_hint
+from baton.errors import install_hint
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute

@@ -22,7 +22,7 @@ from a2a.types import (
 )
 from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
 
-from baton.defaults import installed_version
+from baton.errors import installed_version
 from baton.server.a2a.paths import JSONRPC_PATH, REST_PREFIX
 from baton.subagents.profiles import Profile
 

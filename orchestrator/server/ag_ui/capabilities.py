@@ -28,7 +28,7 @@ from ag_ui.core import (
     TransportCapabilities,
 )
 
-from baton.defaults import installed_version
+from baton.errors import installed_version
 from baton.subagents.profiles import Profile
 
 

@@ -21,7 +21,7 @@ import logging
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
-from baton.defaults import install_hint
+from baton.errors import install_hint
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute

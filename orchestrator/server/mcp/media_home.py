@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from baton.base_errors import ConfigError
+from baton.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from baton.bus.errors import BusError
-from baton.defaults import installed_version
+from baton.errors import installed_version
 from baton.server.mcp import media
 from baton.server.mcp.backend import STATE_AUDIENCE, McpBackend, state_security
 from baton.server.mcp.call import Call

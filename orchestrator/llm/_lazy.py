@@ -1,5 +1,12 @@
 """Package attributes imported on first use (PEP 562), for packages whose re-exports would
-otherwise import what a light process never needs (``openai`` for ``baton watch``)."""
+otherwise import what a light process never needs: ``openai`` above all, which ``baton watch``,
+``post`` and ``--help`` must not pay for (half a second or more a process).
+
+Private to baton: the packages that re-export names this way (``baton`` itself, :mod:`baton.llm`,
+:mod:`baton.engine`, :mod:`baton.lead`, :mod:`baton.session`) use it. It lives with the model
+client, the heavy import that these re-exports keep out of light processes, in the lowest of those
+packages, which every one of the others may import; it imports nothing itself.
+"""
 
 from __future__ import annotations
 

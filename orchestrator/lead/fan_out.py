@@ -1,0 +1,78 @@
+"""The fan-out of declared items: ``send_message(..., items=[...])``, one new agent per item.
+
+:class:`FanOut` turns one send with ``items`` (lead/items.py) into one task per item, each made
+through :meth:`Dispatcher.deliver <baton.lead.dispatch.Dispatcher.deliver>` so each is capped
+and checked as any other send, and remembers every item with the agent that holds it (the
+lead's state, its checkpoint) so the answer is judged against all of them. It is apart from the
+dispatcher because it is a layer over single sends: it decides nothing a send does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from baton.engine import ToolResult
+from baton.engine.turn import normalise_text
+from baton.lead.dispatch import WAIT_HINT, Delivered, Dispatcher
+from baton.lead.items import DeclaredItem, declared_items, item_task, items_refusal
+from baton.lead.roster import Route
+from baton.lead.tools import SendKind, unknown_agent_hint
+
+
+class FanOut:
+    """One send's declared items, fanned out through ``dispatcher``; see the module docstring.
+    Like the dispatcher, it holds no lock: its caller (lead/team.py) serialises the sends."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+        self.state = dispatcher.state
+        self.roster = dispatcher.roster
+
+    async def deliver_items(
+        self, to: str, content: str, items: Sequence[str], kind: SendKind = "task"
+    ) -> Delivered:
+        """``send_message`` with ``items``: one new agent of ``to``'s profile per item, each
+        told the shared ``content`` and its own item (lead/items.py), each send capped and
+        checked as any other; every item is remembered with the agent that holds it, so the
+        answer is judged against all of them. An item the caps refuse is declared all the same:
+        it stays without a result unless a later send gets it out."""
+        declared = declared_items(items)
+        if not declared:  # items=[]: a plain send
+            return await self.dispatcher.deliver(to, content, kind)
+        refusal = items_refusal(declared, kind)
+        if refusal is not None:
+            return Delivered(ToolResult(refusal, blocked=True))
+        profile = self.roster.resolve(to)
+        if profile is None:
+            return Delivered(unknown_agent_hint(to, self.roster.profiles))
+        lines: list[str] = []
+        started: list[Route] = []
+        for item in declared:
+            task = item_task(content, item)
+            done = await self.dispatcher.deliver(profile, task, "task")
+            started.extend(done.started)
+            holder = self.state.tasks.get(normalise_text(task), "")
+            self._declare(item, profile, holder)
+            said = done.reply.content if isinstance(done.reply, ToolResult) else done.reply
+            lines.append(f"- {item}: {said.removesuffix(WAIT_HINT).strip()}")
+        reply = "\n".join([f"{len(declared)} item(s), one agent each:", *lines])
+        if started:
+            reply = f"{reply}\n{WAIT_HINT}"
+        told = reply if started else ToolResult(reply, blocked=True)
+        # The items are declared whatever went out: the state changed, so it is checkpointed.
+        return Delivered(told, tuple(started), sent=True)
+
+    def _declare(self, text: str, profile: str, agent: str) -> None:
+        """Remember a declared item. One declared again (its send was refused, or its agent
+        failed) keeps its place and takes the agent that got it now, which takes a failed
+        agent's work over (its successor), as a send to the failed agent's name would have."""
+        key = normalise_text(text)
+        for item in self.state.items:
+            if normalise_text(item.text) == key and item.profile == profile:
+                earlier = self.roster.agents.get(item.agent)
+                if agent and earlier is not None and agent != earlier.name:
+                    if earlier.state == "done" and earlier.exit_reason != "finished":
+                        self.roster.successors.setdefault(earlier.name, agent)
+                item.agent = agent or item.agent
+                return
+        self.state.items.append(DeclaredItem(text=text, profile=profile, agent=agent))
