@@ -39,7 +39,7 @@ class FanOut:
         declared = declared_items(items)
         if not declared:  # items=[]: a plain send
             return await self.dispatcher.deliver(to, content, kind)
-        refusal = items_refusal(declared, kind)
+        refusal = items_refusal(declared)
         if refusal is not None:
             return Delivered(ToolResult(refusal, blocked=True))
         profile = self.roster.resolve(to)

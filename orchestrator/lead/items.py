@@ -50,10 +50,8 @@ def declared_items(items: Iterable[str]) -> list[str]:
     return list(kept.values())
 
 
-def items_refusal(items: Sequence[str], kind: str) -> str | None:
+def items_refusal(items: Sequence[str]) -> str | None:
     """Why a send's ``items`` cannot go out as declared (the text for the model), or None."""
-    if kind != "task":
-        return 'Did not send: items go with type="task" (each item starts its own agent).'
     if len(items) > MAX_ITEMS:
         return (
             f"Did not send: {len(items)} items is more than one send may declare ({MAX_ITEMS}). "

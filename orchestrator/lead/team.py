@@ -149,7 +149,7 @@ class Team:
                     self._round_news = self._unseen_reports()
                 if self._round_news:
                     return ToolResult(prompt.news_first(self._round_news), ends_turn=True)
-            if items is not None:
+            if items and kind == "task":  # a follow-up or a shutdown declares nothing
                 done = await self.fan_out.deliver_items(to, content, items, kind)
             else:
                 done = await self.dispatch.deliver(to, content, kind, once=once)

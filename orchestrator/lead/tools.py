@@ -29,6 +29,12 @@ Deliver = Callable[[str, str, SendKind, list[str] | None], Awaitable[str | ToolR
 
 SEND_MESSAGE = "send_message"
 
+ITEMS_SAID = (
+    "the separate things the user asked for, one entry each (one thing: one entry); each entry "
+    "gets its own new agent, told content and its entry"
+)
+"""The ``items`` parameter as the model reads it."""
+
 
 def send_message_tool(deliver: Deliver, targets: Iterable[str]) -> Tool:
     """``send_message(to, content, type)`` bound to one lead's ``deliver``; ``targets`` (the
@@ -42,12 +48,17 @@ def send_message_tool(deliver: Deliver, targets: Iterable[str]) -> Tool:
     template = _send_message_template()
     names = list(dict.fromkeys(targets))
     parameters: dict[str, Any] = copy.deepcopy(dict(template.schema["function"]["parameters"]))
-    items = parameters["properties"]["items"]  # offered as a plain list: null stays accepted
-    parameters["properties"]["items"] = {
-        "description": items["description"],
-        "items": {"type": "string"},
-        "type": "array",
+    # ``items`` is offered as a required plain list, after ``to`` and before ``content``, and
+    # accepted missing or null: see _send_message_template.
+    declared = {"description": ITEMS_SAID, "items": {"type": "string"}, "type": "array"}
+    properties = parameters["properties"]
+    parameters["properties"] = {
+        "to": properties["to"],
+        "items": declared,
+        "content": properties["content"],
+        "type": properties["type"],
     }
+    parameters["required"] = ["to", "items", "content"]
     if names:  # where pydantic would put it: its schemas' keys are sorted
         to = {**parameters["properties"]["to"], "enum": names}
         parameters["properties"]["to"] = dict(sorted(to.items()))
@@ -69,16 +80,7 @@ async def _send_message(
         SendKind,
         Field(description="'task' for new work, 'message' to follow up, 'shutdown' to stop it"),
     ] = "task",
-    items: Annotated[
-        list[str] | None,
-        Field(
-            description=(
-                "when the user asks for several separate things (three pictures, a list of "
-                "questions): one entry per thing; each starts its own agent, told content and "
-                "its own item"
-            )
-        ),
-    ] = None,
+    items: Annotated[list[str] | None, Field(description=ITEMS_SAID)] = None,
 ) -> str | ToolResult:
     """Delegate to a sub-agent, follow one up, or stop one.
 
@@ -95,7 +97,15 @@ async def _send_message(
 @functools.cache
 def _send_message_template() -> Tool:
     """``send_message`` without a lead or an ``enum``: built once, then bound to each lead and
-    each roster (:meth:`~baton.engine.Tool.bound_to`) with the same argument model."""
+    each roster (:meth:`~baton.engine.Tool.bound_to`) with the same argument model.
+
+    The schema offered asks for ``items`` (required, before ``content``), while the argument
+    model accepts a call without it as one plain send. Asked for, a model declares what it
+    delivers before it writes the task: Qwen2.5-Coder 1.5B under llama-server's grammar listed
+    an owl, a parrot and a penguin as three items in 3 of 3 probes, where with ``items``
+    optional (described, and shown in an example) it declared none in 6 of 6 and in every
+    session measured. Accepting it missing keeps every model and client that sends without it
+    working (a capable model is never refused for a field it may leave out)."""
     return Tool(_send_message, name=SEND_MESSAGE, repeat_key=content_key)
 
 

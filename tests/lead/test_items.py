@@ -189,19 +189,49 @@ async def test_items_past_the_caps_are_refused_declared_and_missing() -> None:
     assert "a penguin (not sent)" in outcome.error
 
 
-async def test_items_with_a_message_or_too_many_are_refused_and_start_nothing() -> None:
+async def test_too_many_items_are_refused_and_a_follow_up_declares_none() -> None:
     many = [f"item {n}" for n in range(17)]
-    s, _ = await run_lead(
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "m":
+            await s.report("writer", "a poem about the sea")
+
+    s, outcome = await run_lead(
         [
-            Reply(calls=[send("m", type="message", items=BIRDS), send("x", items=many)]),
-            answer("I could not delegate."),
+            Reply(
+                calls=[
+                    send("x", items=many),
+                    # a message declares nothing: it goes as one plain message
+                    send("m", to="writer", content="A poem, please.", type="message", items=["a"]),
+                ]
+            ),
+            answer("The writer is on it."),
+            answer("Here is the poem."),
         ],
-        task="Paint birds.",
+        react,
+        task="Write things.",
     )
     results = s.tool_results()
-    assert 'items go with type="task"' in results["m"]
     assert "17 items is more than one send may declare (16)" in results["x"]
-    assert s.spawned == [] and s.lead.state.items == []
+    assert results["m"].startswith("Started writer")
+    assert s.spawned == ["writer"] and s.lead.state.items == []
+    assert [m.content for m in s.lead.roster.agents["writer"].sent] == ["A poem, please."]
+    assert outcome.status == "completed"
+
+
+def test_the_schema_asks_for_items_before_the_task_and_a_call_without_them_stands() -> None:
+    from baton.lead.tools import send_message_tool
+
+    async def deliver(to: str, content: str, kind: str, items: list[str] | None) -> str:
+        return to
+
+    tool = send_message_tool(deliver, ["painter"])
+    parameters: dict[str, Any] = dict(tool.schema["function"]["parameters"])
+    assert list(parameters["properties"]) == ["to", "items", "content", "type"]
+    assert parameters["required"] == ["to", "items", "content"]
+    assert parameters["properties"]["items"]["type"] == "array"
+    parsed = tool.parse(json.dumps({"to": "painter", "content": "Paint a fox."}))
+    assert parsed["items"] is None  # a model or client that leaves it out sends as before
 
 
 async def test_without_items_nothing_is_counted() -> None:
@@ -248,10 +278,13 @@ async def test_a_task_that_quotes_a_receipt_is_refused_and_spawns_nothing() -> N
 
 async def test_a_task_quoting_a_refusal_is_refused_one_quoting_the_request_is_not() -> None:
     request = "Write a limerick about a cat who learned to play the violin at midnight."
-    refusal = 'Did not send: items go with type="task" (each item starts its own agent).'
+    refusal = (
+        "Did not send: 17 items is more than one send may declare (16). Declare the deliverables "
+        "the user asked for, one item each."
+    )
     s, _ = await run_lead(
         [
-            Reply(calls=[send("a", to="writer", type="message", items=["x"])]),
+            Reply(calls=[send("a", to="writer", items=[f"item {n}" for n in range(17)])]),
             Reply(
                 calls=[
                     send("b", to="writer", content=f"Please: {refusal}"),
