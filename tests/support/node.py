@@ -71,7 +71,7 @@ def _cache() -> Path:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
@@ -86,7 +86,7 @@ def client(name: str) -> Path:
     lock = (source / "package-lock.json").read_bytes()
     key = hashlib.sha256(manifest + b"\0" + lock).hexdigest()[:16]
     home = _cache() / f"{name}-{key}"
-    with _locked(_cache() / f"{name}-{key}.lock"):
+    with locked(_cache() / f"{name}-{key}.lock"):
         if not (home / "node_modules" / ".package-lock.json").is_file():
             _install(source, home)
         for script in source.glob("*.mjs"):  # the scripts as they are now, beside the modules
