@@ -22,6 +22,7 @@ from pydantic import Field
 
 from baton.engine import Tool, ToolResult
 from baton.lead.delegation import content_key
+from baton.lead.items import MAX_ITEM_CHARS, MAX_ITEMS
 
 SendKind = Literal["task", "message", "shutdown"]
 Deliver = Callable[[str, str, SendKind, list[str] | None], Awaitable[str | ToolResult]]
@@ -50,7 +51,14 @@ def send_message_tool(deliver: Deliver, targets: Iterable[str]) -> Tool:
     parameters: dict[str, Any] = copy.deepcopy(dict(template.schema["function"]["parameters"]))
     # ``items`` is offered as a required plain list, after ``to`` and before ``content``, and
     # accepted missing or null: see _send_message_template.
-    declared = {"description": ITEMS_SAID, "items": {"type": "string"}, "type": "array"}
+    # Bounded as the runtime bounds them (lead/items.py): a server that decodes under the schema
+    # (llama-server) then cannot loop in the list or in one item.
+    declared = {
+        "description": ITEMS_SAID,
+        "items": {"maxLength": MAX_ITEM_CHARS, "type": "string"},
+        "maxItems": MAX_ITEMS,
+        "type": "array",
+    }
     properties = parameters["properties"]
     parameters["properties"] = {
         "to": properties["to"],

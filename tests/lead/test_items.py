@@ -230,6 +230,7 @@ def test_the_schema_asks_for_items_before_the_task_and_a_call_without_them_stand
     assert list(parameters["properties"]) == ["to", "items", "content", "type"]
     assert parameters["required"] == ["to", "items", "content"]
     assert parameters["properties"]["items"]["type"] == "array"
+    assert parameters["properties"]["items"]["maxItems"] == 16  # bounded for a decoding server
     parsed = tool.parse(json.dumps({"to": "painter", "content": "Paint a fox."}))
     assert parsed["items"] is None  # a model or client that leaves it out sends as before
 
