@@ -63,16 +63,25 @@ class FanOut:
         return Delivered(told, tuple(started), sent=True)
 
     def _declare(self, text: str, profile: str, agent: str) -> None:
-        """Remember a declared item. One declared again (its send was refused, or its agent
-        failed) keeps its place and takes the agent that got it now, which takes a failed
-        agent's work over (its successor), as a send to the failed agent's name would have."""
+        """Remember a declared item and the agent it went to (none: refused). One declared
+        again keeps its place and adds the agent that got it now, which takes over the work of
+        an earlier one that failed (its successor), as a send to the failed agent's name would
+        have: its result is any of theirs."""
         key = normalise_text(text)
-        for item in self.state.items:
-            if normalise_text(item.text) == key and item.profile == profile:
-                earlier = self.roster.agents.get(item.agent)
-                if agent and earlier is not None and agent != earlier.name:
-                    if earlier.state == "done" and earlier.exit_reason != "finished":
-                        self.roster.successors.setdefault(earlier.name, agent)
-                item.agent = agent or item.agent
-                return
-        self.state.items.append(DeclaredItem(text=text, profile=profile, agent=agent))
+        item = next(
+            (i for i in self.state.items if normalise_text(i.text) == key and i.profile == profile),
+            None,
+        )
+        if item is None:
+            item = DeclaredItem(text=text, profile=profile)
+            self.state.items.append(item)
+        if not agent or agent in item.agents:
+            return
+        for earlier in (self.roster.agents.get(name) for name in item.agents):
+            if (
+                earlier is not None
+                and earlier.state == "done"
+                and earlier.exit_reason != "finished"
+            ):
+                self.roster.successors.setdefault(earlier.name, agent)
+        item.agents.append(agent)

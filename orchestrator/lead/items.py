@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import NamedTuple
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from baton.engine.turn import normalise_text
 from baton.lead.roster import Roster
@@ -31,12 +31,13 @@ MAX_ITEM_CHARS = 2000
 
 
 class DeclaredItem(BaseModel):
-    """One deliverable the model declared, and the agent that holds it (empty: no agent got it,
-    the caps refused its send)."""
+    """One deliverable the model declared, and the agents it went to, in order (none: the caps
+    refused its sends). Declared again, it may go to another agent while an earlier one works
+    on it or after it failed; its result is any of theirs."""
 
     text: str
     profile: str
-    agent: str = ""
+    agents: list[str] = Field(default_factory=list)
 
 
 def declared_items(items: Iterable[str]) -> list[str]:
@@ -99,15 +100,25 @@ def items_reason(missing: Sequence[MissingItem]) -> str:
 
 
 def _no_result(item: DeclaredItem, roster: Roster, media_profiles: Collection[str]) -> str:
-    if not item.agent or item.agent not in roster.agents:
-        return "not sent"
-    holder = roster.agents[roster.current(item.agent)]
-    if roster.redone(item.agent) or roster.redone(holder.name):
+    """Why none of the agents the item went to delivered it ("" when one did): what the last of
+    them (or the one that took its work over) did."""
+    why = "not sent"
+    for agent in (name for name in item.agents if name in roster.agents):
+        why = _why_not(agent, item.profile in media_profiles, roster)
+        if not why:
+            return ""
+    return why
+
+
+def _why_not(agent: str, media: bool, roster: Roster) -> str:
+    """Why ``agent`` (or the agent that holds its work now) did not deliver ("" when it did)."""
+    holder = roster.agents[roster.current(agent)]
+    if roster.redone(agent) or roster.redone(holder.name):
         return ""
     if holder.state != "done":
         return f"{holder.name} has not reported"
     if holder.exit_reason != "finished":
         return f"{holder.name} did not finish: {holder.exit_reason}"
-    if item.profile in media_profiles and not holder.media_urls:
+    if media and not holder.media_urls:
         return f"{holder.name} made no media"
     return ""

@@ -111,9 +111,9 @@ async def test_each_item_goes_to_its_own_agent_told_its_own_item() -> None:
     assert sent["painter-2"][0].startswith("Paint this bird.\n\nYour item:\na parrot\n")
     told = s.tool_results()["s1"]
     assert all(bird in told for bird in BIRDS) and "do not wait or poll" in told
-    assert [(i.text, i.agent) for i in s.lead.state.items] == list(
-        zip(BIRDS, ["painter", "painter-2", "painter-3"], strict=True)
-    )
+    assert [(i.text, i.agents) for i in s.lead.state.items] == [
+        (bird, [name]) for bird, name in zip(BIRDS, names, strict=True)
+    ]
     assert checked(s.events).missing_items == []
 
 
@@ -160,9 +160,9 @@ async def test_an_item_whose_agent_failed_is_missing_and_one_sent_again_and_done
         task="Two poems: rain and snow.",
     )
     # the second send gave "a poem about snow" a new agent, which finished: nothing missing
-    assert [(i.text, i.agent) for i in s.lead.state.items] == [
-        ("a poem about rain", "writer"),
-        ("a poem about snow", "writer-3"),
+    assert [(i.text, i.agents) for i in s.lead.state.items] == [
+        ("a poem about rain", ["writer"]),
+        ("a poem about snow", ["writer-2", "writer-3"]),
     ]
     assert (outcome.status, checked(s.events).missing_items) == ("completed", [])
 
@@ -321,7 +321,7 @@ def test_an_item_held_by_a_successor_that_finished_has_its_result() -> None:
     roster = Roster({"painter": "Paints."})
     roster.started("painter", "painter")
     roster.agents["painter"].state, roster.agents["painter"].exit_reason = "done", "finished"
-    item = DeclaredItem(text="an owl", profile="painter", agent="painter")
+    item = DeclaredItem(text="an owl", profile="painter", agents=["painter"])
     assert [m.why for m in missing_items([item], roster, {"painter"})] == ["painter made no media"]
     roster.started("painter-2", "painter", succeeds="painter")
     record = roster.agents["painter-2"]
@@ -347,3 +347,25 @@ async def test_sends_sharing_an_instruction_for_other_items_are_no_repeats() -> 
     assert s.spawned == ["painter", "painter-2", "painter-3", "painter-4"]
     assert "repeated" not in s.guards()
     assert [item.text for item in s.lead.state.items] == birds
+
+
+async def test_an_item_sent_twice_has_its_result_when_either_agent_delivered_it() -> None:
+    """A 0.5B lead declared the owl again in new words: the first painter painted it, the
+    second made nothing; the owl is delivered."""
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "s2":
+            await s.report("painter", "an owl", media=["https://cdn.example/owl.png"])
+            await s.report("painter-2", "I painted nothing.")
+
+    again = send("s2", content="Paint the owl again, please.", items=["an owl"])
+    s, outcome = await run_lead(
+        [Reply(calls=[send("s1", items=["an owl"]), again]), answer("On it."), answer("An owl.")],
+        react,
+        task="Paint an owl.",
+        media_profiles={"painter"},
+    )
+    assert [(i.text, i.agents) for i in s.lead.state.items] == [
+        ("an owl", ["painter", "painter-2"])
+    ]
+    assert (outcome.status, checked(s.events).missing_items) == ("completed", [])
