@@ -62,6 +62,15 @@ class McpBackend:
     served: bool
     asking: dict[str, anyio.CancelScope] = field(default_factory=dict)
     """The questions an elicitation of this process is out for (:mod:`.askers`' claims)."""
+    known: dict[str, anyio.Event] = field(default_factory=dict)
+    """2025-11-25 tasks this process watches, each set once its client asked about it
+    (:class:`~.task_methods.TaskWatch` side-channels a question only then)."""
+
+    def task_known(self, task_id: str) -> None:
+        """The client named ``task_id`` in a task request: it has the task's id now."""
+        event = self.known.get(task_id)
+        if event is not None:
+            event.set()
 
     @classmethod
     def of_server(cls, ctx: ServerContext) -> McpBackend:

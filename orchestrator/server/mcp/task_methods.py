@@ -24,9 +24,9 @@ Either way the task is its session on the bus (:mod:`.tasks`): any server sharin
 answers for it, after a restart too. A watcher in the server that created the task
 (:class:`TaskWatch`) follows its session: when the host declared no elicitation it declines the
 session's questions as they come (fail closed); on 2025-11-25 it also puts each question to the
-host on the connection's own channel as soon as it is asked (the stdio pipe, the client's
-``GET`` stream: that revision lets a server side-channel a task's requests, and a client that
-only polls ``tasks/get`` is asked too; ``tasks/result`` takes a question over when it comes),
+host on the connection's own channel once the client has named the task (the stdio pipe, the
+client's ``GET`` stream: that revision lets a server side-channel a task's requests, and a client
+that only polls ``tasks/get`` is asked too; ``tasks/result`` takes a question over when it comes),
 and it carries progress lines to the creating call's ``progressToken``, which that revision
 keeps valid for the task's life.
 """
@@ -137,7 +137,13 @@ class TaskWatch:
     """A task's session followed from the server (see the module docstring) until it ends:
     its questions declined when nobody can be asked; on 2025-11-25 also put to the host on the
     connection's own channel (related to the task; left for ``tasks/result`` when that channel
-    reaches nobody), and its progress lines sent to the creating call's ``progressToken``."""
+    reaches nobody), and its progress lines sent to the creating call's ``progressToken``.
+
+    A question goes on that channel only once the client has named the task in a task request
+    (its first ``tasks/get``, say): before that it may not have the ``CreateTaskResult`` yet — the
+    channel and the call's response are two streams — and cannot relate the request to a task.
+    The TypeScript client answers such a request ``cancel``, which would decline the call
+    unasked."""
 
     def __init__(
         self, backend: McpBackend, task_id: str, session: str, asked: Asked, peer: ServerSession
@@ -148,6 +154,7 @@ class TaskWatch:
         self.asked = asked
         self.peer = peer
         self._lines = 0
+        self._known = backend.known[task_id] = anyio.Event()
 
     async def run(self, token: str | int | None, legacy: bool) -> None:
         backend, session = self.backend, self.session
@@ -166,8 +173,11 @@ class TaskWatch:
             log.warning("task of session %s: no longer watched: %s", session, exc)
         except Exception:  # it runs in the server's own task group: nothing may escape it
             log.exception("task of session %s: no longer watched", session)
+        finally:
+            del backend.known[self.task_id]
 
     async def _elicit(self, params: dict[str, Any]) -> ElicitResult:
+        await self._known.wait()  # bounded by the question's expiry (ElicitAsker)
         return await elicit_on(self.peer, params, self.task_id)
 
     def _report(self, token: str | int | None) -> Callable[[str], Awaitable[None]]:
@@ -422,12 +432,14 @@ class LegacyTasks:
         return {"task": task, "_meta": meta}
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        self.backend.task_known(params.task_id)
         call = Call(ctx, self.backend)
         return legacy_task(await viewed(call, params.task_id))
 
     async def _cancel(
         self, ctx: ServerRequestContext[Any, Any], params: TaskParams
     ) -> dict[str, Any]:
+        self.backend.task_known(params.task_id)
         call = Call(ctx, self.backend)
         view = await _cancel(call, await viewed(call, params.task_id), legacy=True)
         return legacy_task(view)
@@ -436,6 +448,7 @@ class LegacyTasks:
         self, ctx: ServerRequestContext[Any, Any], params: TaskParams
     ) -> dict[str, Any]:
         """Wait for the end, asking the session's questions on this request; then the result."""
+        self.backend.task_known(params.task_id)
         call = Call(ctx, self.backend)
         view = await viewed(call, params.task_id)
         if view.status(failed_is_failure=True) not in TERMINAL:
