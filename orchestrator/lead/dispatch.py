@@ -77,6 +77,8 @@ class Delivered:
     started: tuple[Route, ...] = ()
     sent: bool = False
     """Something went out (the state changed: checkpoint it before announcing anything)."""
+    no_task: bool = False
+    """Refused as structurally no task (it quotes the runtime): nothing is owed for it."""
 
 
 class Dispatcher:
@@ -123,7 +125,7 @@ class Dispatcher:
         quote = self._quotes_the_runtime(content) if starts_work else None
         if quote is not None:
             await self._guard("quoted")
-            return Delivered(ToolResult(quote, blocked=True))
+            return Delivered(ToolResult(quote, blocked=True), no_task=True)
         duplicate = self._duplicate(content, relay=relay) if starts_work and once else None
         if duplicate is not None:
             await self._guard("repeated")

@@ -35,7 +35,9 @@ class FanOut:
         told the shared ``content`` and its own item (lead/items.py), each send capped and
         checked as any other; every item is remembered with the agent that holds it, so the
         answer is judged against all of them. An item the caps refuse is declared all the same:
-        it stays without a result unless a later send gets it out."""
+        it stays without a result unless a later send gets it out. One whose task quotes the
+        runtime is not: it is no task, so nothing is owed for it (a 0.5B lead declared a media
+        URL from a note as an item)."""
         declared = declared_items(items)
         if not declared:  # items=[]: a plain send
             return await self.dispatcher.deliver(to, content, kind)
@@ -51,8 +53,8 @@ class FanOut:
             task = item_task(content, item)
             done = await self.dispatcher.deliver(profile, task, "task")
             started.extend(done.started)
-            holder = self.state.tasks.get(normalise_text(task), "")
-            self._declare(item, profile, holder)
+            if not done.no_task:
+                self._declare(item, profile, self.state.tasks.get(normalise_text(task), ""))
             said = done.reply.content if isinstance(done.reply, ToolResult) else done.reply
             lines.append(f"- {item}: {said.removesuffix(WAIT_HINT).strip()}")
         reply = "\n".join([f"{len(declared)} item(s), one agent each:", *lines])

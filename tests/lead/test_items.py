@@ -277,6 +277,38 @@ async def test_a_task_that_quotes_a_receipt_is_refused_and_spawns_nothing() -> N
     assert outcome.status == "completed"
 
 
+async def test_an_item_that_quotes_the_runtime_is_refused_and_owed_nothing() -> None:
+    """A 0.5B lead declared the URL a note had listed as an item: no task, so no deliverable —
+    the real items alone are judged, and the session completes when they are delivered."""
+    receipt = f"Started painter, a new painter agent, on this task. {WAIT_HINT}"
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "s2":
+            for name in ("painter", "painter-2", "painter-3"):
+                await s.report(name, f"{name} painted", media=[f"https://cdn.example/{name}.png"])
+
+    s, outcome = await run_lead(
+        [
+            Reply(calls=[send("s1", content="Paint a lighthouse at night.")]),
+            Reply(calls=[send("s2", items=["an owl", receipt, "a parrot"])]),
+            answer("On it."),
+            answer("The birds."),
+        ],
+        react,
+        task="Paint an owl and a parrot.",
+        media_profiles={"painter"},
+    )
+    told = s.tool_results()["s2"]
+    assert "the task repeats what baton told you" in told
+    assert [(i.text, i.agents) for i in s.lead.state.items] == [
+        ("an owl", ["painter-2"]),
+        ("a parrot", ["painter-3"]),
+    ]
+    assert s.spawned == ["painter", "painter-2", "painter-3"]  # none for the quote
+    assert "quoted" in s.guards()
+    assert outcome.status == "completed" and checked(s.events).missing_items == []
+
+
 async def test_a_task_quoting_a_refusal_is_refused_one_quoting_the_request_is_not() -> None:
     request = "Write a limerick about a cat who learned to play the violin at midnight."
     refusal = (
