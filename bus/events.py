@@ -124,6 +124,9 @@ class ApprovalRequested(_Event):
     expires_at: datetime | None = None
     """When the agent stops waiting and declines what is still undecided (None in logs written
     before it was recorded)."""
+    policy: Literal["auto", "deny"] | None = None
+    """The session's policy, when it answers the question itself: nobody is asked, so no surface
+    shows it as open (its ``approval.decided`` follows at once). None: a person is asked."""
 
 
 class ApprovalDecided(_Event):

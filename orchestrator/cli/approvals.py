@@ -151,6 +151,8 @@ class ApprovalRouter:
         question for a file or an image is a person's to answer under every policy."""
         if isinstance(request, QuestionAsked):
             await self._route_question(request)
+        elif request.policy is not None:
+            return  # the asking agent's policy answers it: nobody is asked
         elif self.route == "inline":
             try:
                 self.questions.send_nowait(request)

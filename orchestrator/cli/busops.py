@@ -266,7 +266,8 @@ async def _follow(
                 renderer.show(logged.event)
                 cursor = logged.cursor
                 if live and isinstance(logged.event, ApprovalRequested):
-                    hint_approvals(session, logged.event)
+                    if logged.event.policy is None:  # else the agent's policy answers it
+                        hint_approvals(session, logged.event)
                 elif live and isinstance(logged.event, QuestionAsked):
                     print(upload_line("baton watch", session, logged.event), file=sys.stderr,
                           flush=True)  # fmt: skip

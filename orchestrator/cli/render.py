@@ -202,7 +202,7 @@ def describe(event: Event) -> str:
             return f"· {event.agent} result: {_short(event.content)}{media}"
         case AgentExited():
             return f"· {event.agent} exited ({event.reason})"
-        case ApprovalRequested():
+        case ApprovalRequested(policy=None):
             names = ", ".join(f"{c.name}({_short(c.arguments, 60)}) [{c.call_id}]"
                               for c in event.calls)  # fmt: skip
             return f"? {event.agent} asks approval for {names}"

@@ -199,10 +199,12 @@ class QuestionBook:
 
     def fold(self, event: object) -> None:
         match event:
-            case ApprovalRequested():
+            case ApprovalRequested(policy=None):
                 for question in _approval_questions(event):
                     self._open[question.id] = question
                     self._closed.discard(question.id)
+            case ApprovalRequested():  # the session's policy answers it: nobody is asked
+                self._closed.update(call.call_id for call in event.calls)
             case ApprovalDecided(call_id=call_id, agent=agent):
                 asked = self._open.get(call_id)
                 if asked is not None and asked.agent == agent:

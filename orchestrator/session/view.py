@@ -104,7 +104,9 @@ class SessionView:
     """The lead's text, one entry per round (text before the first round opens one)."""
     agents: dict[str, AgentView] = field(default_factory=dict)
     pending: dict[tuple[str, str], ToolCallInfo] = field(default_factory=dict)
-    """Approvals asked for and not yet decided, by (asking agent, call id)."""
+    """Approvals asked of a person and not yet decided, by (asking agent, call id)."""
+    by_policy: dict[tuple[str, str], ToolCallInfo] = field(default_factory=dict)
+    """Calls the session's policy is deciding (nobody is asked): named when decided."""
     questions: dict[str, QuestionAsked] = field(default_factory=dict)
     """Questions for a file or an image still open, by question id."""
     decisions: list[str] = field(default_factory=list)
@@ -131,11 +133,13 @@ class SessionView:
                 self.lead_rounds[-1] += event.text
             case RoundStarted() if event.agent == LEAD_NAME:
                 self.lead_rounds.append("")
-            case ApprovalRequested():
+            case ApprovalRequested():  # one the policy answers waits for nobody
+                waits = self.pending if event.policy is None else self.by_policy
                 for call in event.calls:
-                    self.pending[(event.agent, call.call_id)] = call
+                    waits[(event.agent, call.call_id)] = call
             case ApprovalDecided():
-                asked = self.pending.pop((event.agent, event.call_id), None)
+                key = (event.agent, event.call_id)
+                asked = self.pending.pop(key, None) or self.by_policy.pop(key, None)
                 name = asked.name if asked else event.call_id
                 verdict = describe_verdict(event.approved, event.reason)
                 self.decisions.append(f"{event.agent}: {name} {verdict}")
@@ -226,8 +230,9 @@ class SessionView:
     def forget_waits(self, agent: str) -> None:
         """Close what ``agent`` asked a person: it exited, or another instance of it took over
         (a worker that died, a resumed lead), and nobody waits on the old questions any more."""
-        for key in [key for key in self.pending if key[0] == agent]:
-            del self.pending[key]
+        for waits in (self.pending, self.by_policy):
+            for key in [key for key in waits if key[0] == agent]:
+                del waits[key]
         for question_id in [q for q, asked in self.questions.items() if asked.agent == agent]:
             del self.questions[question_id]
 

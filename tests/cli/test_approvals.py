@@ -64,9 +64,10 @@ def _publish_result(events: list[dict[str, Any]], call_id: str) -> dict[str, Any
 
 
 def _check_policy(events: list[dict[str, Any]], policy: str, media: Path) -> None:
-    """The policy decided, said so in the event, and the tool ran (auto) or did not (deny)."""
-    _, decided = _the_decision(events)
-    assert decided["policy"] == policy
+    """The policy decided, said so in both events (nobody is asked: no surface shows the
+    question), and the tool ran (auto) or did not (deny)."""
+    asked, decided = _the_decision(events)
+    assert asked["policy"] == decided["policy"] == policy
     assert decided["approved"] is (policy == "auto")
     assert f"approve={policy}" in decided["reason"]
     result = _publish_result(events, decided["call_id"])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Literal
 
 import pytest
 
@@ -93,6 +94,25 @@ def test_the_book_lists_approvals_and_questions_until_decided_answered_or_expire
     with pytest.raises(QuestionNotFound, match="no such question"):
         book.find(S, "q9")
     assert book.asks_for_media("q1") and not book.asks_for_media("p1")
+
+
+def test_an_approval_the_policy_answers_is_never_open_anywhere() -> None:
+    """Under ``auto`` or ``deny`` the agent logs what it asked its policy: no surface shows it,
+    asks anyone about it, or takes an answer for it."""
+    call = ToolCallInfo(call_id="p1", name="publish", arguments="{}")
+    policies: tuple[Literal["auto", "deny"], ...] = ("auto", "deny")
+    for policy in policies:
+        book, view = QuestionBook(), SessionView()
+        requested = ApprovalRequested(session=S, agent="publisher", calls=[call], policy=policy)
+        book.fold(requested)
+        view.apply(requested)
+        assert book.open() == [] and view.pending == {}
+        with pytest.raises(QuestionNotFound, match="already answered"):
+            book.find(S, "p1")
+        decided = ApprovalDecided(session=S, agent="publisher", call_id="p1",
+                                  approved=policy == "auto", policy=policy)  # fmt: skip
+        view.apply(decided)
+        assert view.decisions[-1].startswith("publisher: publish ")  # named, as when asked
 
 
 def test_an_agent_that_left_or_was_taken_over_waits_for_nothing() -> None:

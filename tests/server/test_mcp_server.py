@@ -120,6 +120,23 @@ async def test_a_host_that_cannot_ask_gets_the_sessions_policy(
     assert len(auto.structured_content["media_urls"]) == 1
 
 
+@pytest.mark.parametrize("era", ERAS)
+async def test_under_an_auto_policy_an_eliciting_host_is_never_asked(
+    tmp_path: Path, gallery: Path, era: str
+) -> None:
+    """The session's policy decides the approval: a host that could ask its user is not sent a
+    dialog whose answer would not count (2026-07-28 sent an input request for it)."""
+    async with (
+        serving(tmp_path, gallery, approve="auto") as (server, _),
+        over_http(server, era) as host,  # eliciting, with no answer: asked, it fails the test
+    ):
+        result = await host.run(task=PUBLISH, approve="auto")
+    assert result.structured_content is not None
+    assert result.structured_content["status"] == "completed"
+    assert host.asked == []
+    assert not any("asks a person" in line for line in host.lines)
+
+
 async def test_under_a_deny_policy_run_declines_unasked_and_refuses_ask(
     tmp_path: Path, gallery: Path
 ) -> None:

@@ -63,7 +63,7 @@ def progress_line(event: Event) -> str | None:
         case AgentResult():
             media = f" [{len(event.media_urls)} media]" if event.media_urls else ""
             return short(f"{event.agent} done: {event.content}", LINE_MAX - len(media)) + media
-        case ApprovalRequested():
+        case ApprovalRequested(policy=None):
             names = ", ".join(call.name for call in event.calls)
             return f"{event.agent} asks a person to approve {names}"
         case ApprovalDecided():
