@@ -64,6 +64,10 @@ class Proc:
         self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
         self.out: list[str] = []
         self.err: list[str] = []
+        self._checked = {"out": 0, "err": 0}
+        """How many lines of each stream an ``expect`` on that stream has looked at: a line read
+        while waiting on the other stream is still new to the next ``expect`` on its own (the two
+        pipes are read by two threads, so their lines interleave in any order)."""
         self._readers = [
             threading.Thread(target=self._read, args=(name,), daemon=True)
             for name in ("out", "err")
@@ -87,6 +91,12 @@ class Proc:
     ) -> str:
         """The first new line on ``stream`` that matches; fails if the process ends first."""
         test = match if callable(match) else (lambda line: match in line)
+        kept = self.out if stream == "out" else self.err
+        while self._checked[stream] < len(kept):  # read while an expect waited on the other
+            line = kept[self._checked[stream]]
+            self._checked[stream] += 1
+            if test(line):
+                return line
         deadline = time.monotonic() + timeout
         ended: set[str] = set()
         while True:
@@ -100,8 +110,10 @@ class Proc:
                     raise AssertionError(f"{self.args} ended before a match:\n{self.transcript()}")
                 continue
             (self.out if name == "out" else self.err).append(line)
-            if name == stream and test(line):
-                return line
+            if name == stream:
+                self._checked[stream] += 1
+                if test(line):
+                    return line
 
     def expect_event(
         self,
