@@ -93,10 +93,10 @@ class Proc:
         test = match if callable(match) else (lambda line: match in line)
         kept = self.out if stream == "out" else self.err
         while self._checked[stream] < len(kept):  # read while an expect waited on the other
-            line = kept[self._checked[stream]]
+            earlier = kept[self._checked[stream]]
             self._checked[stream] += 1
-            if test(line):
-                return line
+            if test(earlier):
+                return earlier
         deadline = time.monotonic() + timeout
         ended: set[str] = set()
         while True:
