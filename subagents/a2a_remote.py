@@ -33,6 +33,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
+from datetime import timedelta
 from typing import Any, cast
 
 import anyio
@@ -58,10 +59,10 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from baton.bus.events import ApprovalDecided, ApprovalRequested, ToolCallInfo
+from baton.bus.events import ApprovalDecided, ApprovalRequested, ToolCallInfo, utc_now
 from baton.bus.messages import Envelope, TraceContext
 from baton.engine import AgentTurn, ApprovalDecision, ApprovalQuestion, StopReason, TurnResult
-from baton.engine.channels import new_question_id
+from baton.engine.channels import deciding_policy, new_question_id
 from baton.engine.telemetry import current_trace
 from baton.llm.errors import ModelError
 from baton.llm.types import Message as ChatMessage
@@ -339,7 +340,16 @@ class RemoteTurn:
         asked = ApprovalQuestion(
             id=new_question_id(), session=r.session, agent=r.agent, calls=(call,)
         )
-        await r.emit(ApprovalRequested(session=r.session, agent=r.agent, calls=[call]))
+        expires_at = utc_now() + timedelta(seconds=r.limits.approval_wait_s)
+        await r.emit(
+            ApprovalRequested(
+                session=r.session,
+                agent=r.agent,
+                calls=[call],
+                expires_at=expires_at,
+                policy=deciding_policy(r.channel),
+            )
+        )
         decision = ApprovalDecision(approved=False, reason="no answer")
         try:
             with anyio.fail_after(r.limits.approval_wait_s):

@@ -18,7 +18,7 @@ import anyio
 from baton.bus.events import ApprovalDecided, ApprovalRequested, ToolCallInfo, utc_now
 from baton.engine import messages
 from baton.engine.calls import Answer, PendingCall, RoundContext
-from baton.engine.channels import PolicyChannel, new_question_id
+from baton.engine.channels import deciding_policy, new_question_id
 from baton.engine.errors import ApprovalTimeout
 from baton.engine.interaction import ApprovalDecision, ApprovalQuestion
 from baton.engine.media import CLOSING_EMIT_S
@@ -63,14 +63,13 @@ class HumanApproval:
             id=new_question_id(), session=ctx.session, agent=ctx.agent, calls=infos
         )
         expires_at = utc_now() + timedelta(seconds=ctx.limits.approval_wait_s)
-        deciding = ctx.channel.policy if isinstance(ctx.channel, PolicyChannel) else None
         await ctx.emit(
             ApprovalRequested(
                 session=ctx.session,
                 agent=ctx.agent,
                 calls=list(infos),
                 expires_at=expires_at,
-                policy=deciding,
+                policy=deciding_policy(ctx.channel),
             )
         )
         try:

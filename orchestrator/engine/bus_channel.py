@@ -264,8 +264,8 @@ async def _pending_approval(bus: Bus, session: str, call_id: str) -> tuple[str, 
         event = logged.event
         if isinstance(event, ApprovalRequested) and any(
             call.call_id == call_id for call in event.calls
-        ):
-            asker, asked_at, decided = event.agent, logged.cursor, False
+        ):  # one the session's policy answers is decided as it is asked
+            asker, asked_at, decided = event.agent, logged.cursor, event.policy is not None
         elif isinstance(event, ApprovalDecided) and event.call_id == call_id and asker is not None:
             decided = decided or event.agent == asker
     if asker is None:

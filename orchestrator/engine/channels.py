@@ -230,6 +230,12 @@ class PolicyChannel:
             self.asks.cancel_pending()
 
 
+def deciding_policy(channel: InteractionChannel | None) -> Literal["auto", "deny"] | None:
+    """The policy that answers ``channel``'s approvals itself (nobody is asked), or None: what
+    an ``approval.requested`` says, so that no surface shows the question as open."""
+    return channel.policy if isinstance(channel, PolicyChannel) else None
+
+
 def policy_channel(
     mode: ApproveMode, asks: InteractionChannel | None = None
 ) -> PolicyChannel | None:

@@ -131,6 +131,19 @@ async def test_an_approval_is_decided_once_even_when_two_answer_at_once(
             await answer_approval(bus, S, "p1", True)
 
 
+async def test_an_approval_the_policy_answers_takes_no_answer(make_bus: BusFactory) -> None:
+    """Under ``auto`` or ``deny`` the agent's policy decides as it asks: an answer sent between
+    the request and its decision is refused, and nothing lands in the agent's inbox."""
+    async with make_bus() as bus:
+        call = ToolCallInfo(call_id="p1", name="publish", arguments="{}")
+        await bus.log.emit(
+            ApprovalRequested(session=S, agent="publisher", calls=[call], policy="auto")
+        )
+        with pytest.raises(ApprovalNotFound, match="already decided"):
+            await answer_approval(bus, S, "p1", True)
+        assert await _inbox(bus, "publisher") == 0
+
+
 @pytest.mark.parametrize(
     ("where", "taken"),
     [("inside", True), ("outside", False), ("missing", False), ("no-root", False)],

@@ -122,6 +122,7 @@ async def test_input_required_is_an_approval_and_the_answer_the_next_message(
         asked = await wait_for_event(bus, SESSION, ApprovalRequested, timeout=30)
         (call,) = asked.calls
         assert call.name == QUESTION_TOOL and "which colour for a heron?" in call.arguments
+        assert asked.policy is None and asked.expires_at is not None  # a person is asked
         assert await answer_approval(bus, SESSION, call.call_id, True, "blue") == "r1"
         (result,) = await Lead(bus).until_results(1)
         log = await logged_events(bus, SESSION)
@@ -173,8 +174,11 @@ async def test_a_remote_that_asks_without_end_is_stopped_at_the_round_limit(
                 (result,) = await Lead(bus).until_results(1)
             with anyio.fail_after(10):
                 await seen.cancel_seen.wait()
+            log = await logged_events(bus, SESSION)
     assert result.meta["reason"] == "error"
     assert "after 3 questions this round" in result.content, result.content
+    asked = [e for e in log if isinstance(e, ApprovalRequested)]
+    assert [e.policy for e in asked] == ["auto"] * 3  # the policy answers: nobody is asked
     assert [text for text, _, _ in seen.messages] == ["quiz a heron", "yes", "yes", "yes"]
     assert len(seen.cancelled) == 1
 

@@ -377,7 +377,10 @@ const handlers = {
       setPlacement(node, `no worker of pool ${node.dataset.pool} claimed it`, false);
     }
   },
-  "approval.requested": (e) => { for (const call of e.calls) addApproval(e.agent, call); },
+  "approval.requested": (e) => {
+    if (e.policy) return; // the session's policy answers it: nobody is asked
+    for (const call of e.calls) addApproval(e.agent, call);
+  },
   "approval.decided": (e) => removeApproval(e.agent, e.call_id),
   "question.asked": (e) => addQuestion(e),
   "question.answered": (e) => removeQuestion(e.question_id),
