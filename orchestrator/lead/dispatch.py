@@ -77,8 +77,6 @@ class Delivered:
     started: tuple[Route, ...] = ()
     sent: bool = False
     """Something went out (the state changed: checkpoint it before announcing anything)."""
-    no_task: bool = False
-    """Refused as structurally no task (it quotes the runtime): nothing is owed for it."""
 
 
 class Dispatcher:
@@ -125,7 +123,7 @@ class Dispatcher:
         quote = self._quotes_the_runtime(content) if starts_work else None
         if quote is not None:
             await self._guard("quoted")
-            return Delivered(ToolResult(quote, blocked=True), no_task=True)
+            return Delivered(ToolResult(quote, blocked=True))
         duplicate = self._duplicate(content, relay=relay) if starts_work and once else None
         if duplicate is not None:
             await self._guard("repeated")
@@ -153,12 +151,17 @@ class Dispatcher:
         self.state.turn_sends.append(TurnSend(to=to, content=content, type=kind, reply=reply))
         return Delivered(reply, (route,) if route.start else (), sent=True)
 
+    def quotes_the_runtime(self, text: str) -> str | None:
+        """The passage of ``text`` that repeats what the runtime told the lead, or None
+        (lead/quotes.py)."""
+        delegation = {SEND_MESSAGE, *self.roster.profiles}
+        return quoted(text, runtime_words(self.state.history, delegation))
+
     def _quotes_the_runtime(self, content: str) -> str | None:
         """Why a task that repeats what the runtime told the lead is no task (the text for the
-        model), or None (lead/quotes.py): a 1.5B lead sent "Did not send: helper is already
-        working on this task..." to a new helper. Nothing is sent and no agent starts."""
-        delegation = {SEND_MESSAGE, *self.roster.profiles}
-        passage = quoted(content, runtime_words(self.state.history, delegation))
+        model), or None: a 1.5B lead sent "Did not send: helper is already working on this
+        task..." to a new helper. Nothing is sent and no agent starts."""
+        passage = self.quotes_the_runtime(content)
         if passage is None:
             return None
         return (

@@ -18,6 +18,15 @@ from baton.lead.items import DeclaredItem, declared_items, item_task, items_refu
 from baton.lead.roster import Route
 from baton.lead.tools import SendKind, unknown_agent_hint
 
+ECHO_CHARS = 32
+"""How much of an item the fan-out's reply repeats: under the quote check's 40 characters, so
+that sending a long item again (to a new agent, its first one having failed) quotes nothing."""
+
+
+def echo(item: str) -> str:
+    """An item as the fan-out's reply names it (see :data:`ECHO_CHARS`)."""
+    return item if len(item) <= ECHO_CHARS else item[: ECHO_CHARS - 1].rstrip() + "…"
+
 
 class FanOut:
     """One send's declared items, fanned out through ``dispatcher``; see the module docstring.
@@ -35,9 +44,10 @@ class FanOut:
         told the shared ``content`` and its own item (lead/items.py), each send capped and
         checked as any other; every item is remembered with the agent that holds it, so the
         answer is judged against all of them. An item the caps refuse is declared all the same:
-        it stays without a result unless a later send gets it out. One whose task quotes the
-        runtime is not: it is no task, so nothing is owed for it (a 0.5B lead declared a media
-        URL from a note as an item)."""
+        it stays without a result unless a later send gets it out. An item that itself quotes
+        the runtime is not: it is no task, so nothing is owed for it (a 0.5B lead declared a
+        media URL from a note as an item); one refused because the shared ``content`` quotes is
+        still owed."""
         declared = declared_items(items)
         if not declared:  # items=[]: a plain send
             return await self.dispatcher.deliver(to, content, kind)
@@ -53,10 +63,10 @@ class FanOut:
             task = item_task(content, item)
             done = await self.dispatcher.deliver(profile, task, "task")
             started.extend(done.started)
-            if not done.no_task:
+            if self.dispatcher.quotes_the_runtime(item) is None:
                 self._declare(item, profile, self.state.tasks.get(normalise_text(task), ""))
             said = done.reply.content if isinstance(done.reply, ToolResult) else done.reply
-            lines.append(f"- {item}: {said.removesuffix(WAIT_HINT).strip()}")
+            lines.append(f"- {echo(item)}: {said.removesuffix(WAIT_HINT).strip()}")
         reply = "\n".join([f"{len(declared)} item(s), one agent each:", *lines])
         if started:
             reply = f"{reply}\n{WAIT_HINT}"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from baton.bus.errors import ExitCode
 from baton.bus.events import AgentSpawned, AnswerChecked, Event, ToolResulted
@@ -138,7 +139,15 @@ async def test_an_item_without_its_picture_makes_the_session_incomplete_and_is_n
     assert any("declared item(s) without a result" in reason for reason in check.reasons)
 
 
-async def test_an_item_whose_agent_failed_is_missing_and_one_sent_again_and_done_is_not() -> None:
+LONG = " on the old mill by the river at dawn, in four lines"  # items past the echo's length
+
+
+@pytest.mark.parametrize("tail", ["", LONG], ids=["short", "long"])
+async def test_an_item_whose_agent_failed_is_missing_and_one_sent_again_and_done_is_not(
+    tail: str,
+) -> None:
+    """A long item sent again is no quote: the reply to its first send named it in part."""
+
     async def react(s: Scenario, event: Event) -> None:
         if isinstance(event, ToolResulted) and event.result.call_id == "s1":
             await s.report("writer", "poem one")
@@ -146,7 +155,7 @@ async def test_an_item_whose_agent_failed_is_missing_and_one_sent_again_and_done
         if isinstance(event, ToolResulted) and event.result.call_id == "s2":
             await s.report("writer-3", "poem two, at last")
 
-    items = ["a poem about rain", "a poem about snow"]
+    items = [f"a poem about rain{tail}", f"a poem about snow{tail}"]
     s, outcome = await run_lead(
         [
             Reply(calls=[send("s1", to="writer", content="Write it.", items=items)]),
@@ -161,9 +170,10 @@ async def test_an_item_whose_agent_failed_is_missing_and_one_sent_again_and_done
     )
     # the second send gave "a poem about snow" a new agent, which finished: nothing missing
     assert [(i.text, i.agents) for i in s.lead.state.items] == [
-        ("a poem about rain", ["writer"]),
-        ("a poem about snow", ["writer-2", "writer-3"]),
+        (items[0], ["writer"]),
+        (items[1], ["writer-2", "writer-3"]),
     ]
+    assert "quoted" not in s.guards()
     assert (outcome.status, checked(s.events).missing_items) == ("completed", [])
 
 
@@ -307,6 +317,35 @@ async def test_an_item_that_quotes_the_runtime_is_refused_and_owed_nothing() -> 
     assert s.spawned == ["painter", "painter-2", "painter-3"]  # none for the quote
     assert "quoted" in s.guards()
     assert outcome.status == "completed" and checked(s.events).missing_items == []
+
+
+async def test_items_of_a_send_whose_shared_content_quotes_the_runtime_are_still_owed() -> None:
+    """The send is no task, but its items are the model's own deliverables: declared, and
+    missing while nothing delivers them."""
+    receipt = f"Started painter, a new painter agent, on this task. {WAIT_HINT}"
+
+    async def react(s: Scenario, event: Event) -> None:
+        if isinstance(event, ToolResulted) and event.result.call_id == "s2":
+            await s.report("painter", "a lighthouse", media=["https://cdn.example/l.png"])
+
+    s, outcome = await run_lead(
+        [
+            Reply(calls=[send("s1", content="Paint a lighthouse at night.")]),
+            Reply(calls=[send("s2", content=receipt, items=["an owl", "a parrot"])]),
+            answer("On it."),
+            answer("Done."),
+        ],
+        react,
+        task="Paint a lighthouse, an owl and a parrot.",
+        media_profiles={"painter"},
+    )
+    assert s.spawned == ["painter"]  # neither item went out
+    assert [(i.text, i.agents) for i in s.lead.state.items] == [
+        ("an owl", []),
+        ("a parrot", []),
+    ]
+    assert outcome.status == "incomplete"
+    assert checked(s.events).missing_items == ["an owl", "a parrot"]
 
 
 async def test_a_task_quoting_a_refusal_is_refused_one_quoting_the_request_is_not() -> None:
