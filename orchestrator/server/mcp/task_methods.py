@@ -448,8 +448,9 @@ class LegacyTasks:
         self, ctx: ServerRequestContext[Any, Any], params: TaskParams
     ) -> dict[str, Any]:
         """Wait for the end, asking the session's questions on this request; then the result."""
-        self.backend.task_known(params.task_id)
         call = Call(ctx, self.backend)
+        if not call.can_elicit:  # else this request asks, and the side channel need not start
+            self.backend.task_known(params.task_id)
         view = await viewed(call, params.task_id)
         if view.status(failed_is_failure=True) not in TERMINAL:
             await self._wait(call, view)
