@@ -33,7 +33,6 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
-from datetime import timedelta
 from typing import Any, cast
 
 import anyio
@@ -59,10 +58,10 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from baton.bus.events import ApprovalDecided, ApprovalRequested, ToolCallInfo, utc_now
+from baton.bus.events import ApprovalDecided, ToolCallInfo
 from baton.bus.messages import Envelope, TraceContext
 from baton.engine import AgentTurn, ApprovalDecision, ApprovalQuestion, StopReason, TurnResult
-from baton.engine.channels import deciding_policy, new_question_id
+from baton.engine.channels import approval_requested, new_question_id
 from baton.engine.telemetry import current_trace
 from baton.llm.errors import ModelError
 from baton.llm.types import Message as ChatMessage
@@ -340,14 +339,9 @@ class RemoteTurn:
         asked = ApprovalQuestion(
             id=new_question_id(), session=r.session, agent=r.agent, calls=(call,)
         )
-        expires_at = utc_now() + timedelta(seconds=r.limits.approval_wait_s)
         await r.emit(
-            ApprovalRequested(
-                session=r.session,
-                agent=r.agent,
-                calls=[call],
-                expires_at=expires_at,
-                policy=deciding_policy(r.channel),
+            approval_requested(
+                r.session, r.agent, [call], wait_s=r.limits.approval_wait_s, channel=r.channel
             )
         )
         decision = ApprovalDecision(approved=False, reason="no answer")

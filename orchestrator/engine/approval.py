@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
 
 import anyio
 
-from baton.bus.events import ApprovalDecided, ApprovalRequested, ToolCallInfo, utc_now
+from baton.bus.events import ApprovalDecided, ToolCallInfo
 from baton.engine import messages
 from baton.engine.calls import Answer, PendingCall, RoundContext
-from baton.engine.channels import deciding_policy, new_question_id
+from baton.engine.channels import approval_requested, new_question_id
 from baton.engine.errors import ApprovalTimeout
 from baton.engine.interaction import ApprovalDecision, ApprovalQuestion
 from baton.engine.media import CLOSING_EMIT_S
@@ -62,14 +61,13 @@ class HumanApproval:
         question = ApprovalQuestion(
             id=new_question_id(), session=ctx.session, agent=ctx.agent, calls=infos
         )
-        expires_at = utc_now() + timedelta(seconds=ctx.limits.approval_wait_s)
         await ctx.emit(
-            ApprovalRequested(
-                session=ctx.session,
-                agent=ctx.agent,
-                calls=list(infos),
-                expires_at=expires_at,
-                policy=deciding_policy(ctx.channel),
+            approval_requested(
+                ctx.session,
+                ctx.agent,
+                infos,
+                wait_s=ctx.limits.approval_wait_s,
+                channel=ctx.channel,
             )
         )
         try:

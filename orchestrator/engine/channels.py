@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Generic, Literal, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from baton.bus.events import ApprovalRequested, ToolCallInfo, utc_now
 from baton.bus.messages import ApproveMode
 from baton.engine.errors import InteractionCancelled, InteractionUnavailable
 from baton.engine.interaction import (
@@ -230,10 +232,25 @@ class PolicyChannel:
             self.asks.cancel_pending()
 
 
-def deciding_policy(channel: InteractionChannel | None) -> Literal["auto", "deny"] | None:
-    """The policy that answers ``channel``'s approvals itself (nobody is asked), or None: what
-    an ``approval.requested`` says, so that no surface shows the question as open."""
-    return channel.policy if isinstance(channel, PolicyChannel) else None
+def approval_requested(
+    session: str,
+    agent: str,
+    calls: Sequence[ToolCallInfo],
+    *,
+    wait_s: float,
+    channel: InteractionChannel | None,
+) -> ApprovalRequested:
+    """The ``approval.requested`` an agent logs before it asks ``channel``: when it stops
+    waiting (``wait_s`` from now), and the policy that answers it when ``channel`` is one
+    (nobody is asked, so no surface shows the question as open). One place for every asker:
+    the engine's gated calls and a remote A2A agent's questions."""
+    return ApprovalRequested(
+        session=session,
+        agent=agent,
+        calls=list(calls),
+        expires_at=utc_now() + timedelta(seconds=wait_s),
+        policy=channel.policy if isinstance(channel, PolicyChannel) else None,
+    )
 
 
 def policy_channel(

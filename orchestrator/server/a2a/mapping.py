@@ -169,13 +169,11 @@ class TaskTracker:
     def _asked(self, event: ApprovalRequested, cursor: str) -> list[Update]:
         """``input-required``, unless the session's policy decides (nobody is asked: its
         ``approval.decided`` follows, a working status)."""
-        for call in event.calls:
-            key = (event.agent, call.call_id)
-            self.calls[key] = f"{call.name}({call.arguments})"
-            if event.policy is None:
-                self.pending[key] = self.calls[key]
+        named = {(event.agent, c.call_id): f"{c.name}({c.arguments})" for c in event.calls}
+        self.calls.update(named)
         if event.policy is not None:
             return []
+        self.pending.update(named)
         asks = "; ".join(f"{event.agent} asks to run {call.name}({call.arguments})"
                          for call in event.calls)  # fmt: skip
         text = f"{asks}. Reply 'approve' to let it run; anything else declines."
