@@ -19,6 +19,7 @@ from baton.bus.messages import DEFAULT_POOL, LOCAL_POOL, Envelope, SpawnRequest
 from baton.bus.redis import RedisBus
 from baton.testing import RedisServer
 from tests.conftest import BusFactory
+from tests.support.polling import until
 from tests.support.redis_cli import path_with_redis_cli
 
 
@@ -221,7 +222,15 @@ async def test_a_sessions_worker_leaving_unsubscribes(redis_server: RedisServer)
             assert [n for _, n in await admin.pubsub_numsub(*channels)] == [1, 1]
             await bus.claims.leave(own)
             await bus.claims.leave(pool)  # a pool's channel stays: other workers may share it
-            assert [n for _, n in await admin.pubsub_numsub(*channels)] == [0, 1]
+
+            async def counts() -> list[int]:
+                return [int(n) for _, n in await admin.pubsub_numsub(*channels)]
+
+            async def own_left() -> bool:  # leave() waits until UNSUBSCRIBE is sent, not served
+                return (await counts())[0] == 0
+
+            await until(own_left, "Redis to drop the session's spawn channel")
+            assert await counts() == [0, 1]
 
 
 def _doc_example() -> str:
