@@ -8,6 +8,7 @@ producer bug shows up at the first read rather than as a silently missing field.
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -20,7 +21,7 @@ def utc_now() -> datetime:
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     session: str
     agent: str = Field(description="who emitted it: 'lead', a sub-agent name, 'bus' or 'user'")
@@ -30,7 +31,7 @@ class _Event(BaseModel):
 class ToolCallInfo(BaseModel):
     """One tool call the model asked for, as shown to observers."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     call_id: str
     name: str
@@ -40,7 +41,7 @@ class ToolCallInfo(BaseModel):
 class ToolResultInfo(BaseModel):
     """The answer given for one tool call; ``synthetic`` when governance answered instead."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     call_id: str
     name: str
@@ -345,12 +346,18 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+@functools.cache
+def _event_adapter() -> TypeAdapter[Event]:
+    """The union's validator, made on the first read of an event. Making it builds every event
+    class's schema, which the classes defer: a process that only writes events builds those it
+    makes, and none at import."""
+    return TypeAdapter(Event)
 
 
 def parse_event(raw: str | bytes) -> Event:
     """Validate one event from its JSON form; raises ``pydantic.ValidationError`` when malformed."""
-    return EVENT_ADAPTER.validate_json(raw)
+    return _event_adapter().validate_json(raw)
 
 
 def dump_event(event: Event) -> str:

@@ -64,7 +64,7 @@ class TraceContext(BaseModel):
     broken trace must never cost the message it rides on.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", strict=True)
 
     traceparent: str = Field(min_length=1, max_length=TRACEPARENT_MAX)
     tracestate: str = Field(default="", max_length=TRACESTATE_MAX)
@@ -78,7 +78,7 @@ before the field existed (a reader of an older release refuses unknown fields)."
 class Envelope(BaseModel):
     """One message between agents (see DESIGN §2). ``id`` is the idempotency key."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", strict=True)
 
     v: Literal[1] = WIRE_VERSION
     id: str = Field(default_factory=new_id, min_length=1, max_length=ID_MAX)
@@ -250,7 +250,7 @@ class SpawnRequest(BaseModel):
     session's signing key (``""``: it signs nothing; None: the producer did not say).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     v: Literal[1, 2] = SPAWN_VERSION
     id: str = Field(default_factory=new_id, min_length=1, max_length=ID_MAX)
@@ -337,7 +337,7 @@ class DeadLetter(BaseModel):
     the dead-letter stream and whoever lists it).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     id: str
     reason: Printable

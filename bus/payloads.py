@@ -40,7 +40,7 @@ refused at the surface, which says to upload the file instead."""
 class Payload(BaseModel):
     """Base of the typed ``meta`` payloads: strict types, unknown keys ignored."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="ignore", strict=True)
 
     OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset()
     """Keys left out of ``meta`` while empty (``""``, ``false``): added later, they leave the

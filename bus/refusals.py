@@ -27,7 +27,7 @@ REFUSAL_FIELD = "refusal"
 class SpawnRefusal(BaseModel):
     """A worker's refusal of the spawn request ``spawn``, for the session to deliver."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="ignore")
 
     spawn: str
     """The refused request's id."""

@@ -27,7 +27,7 @@ SpendCap = Literal["calls", "tokens"]
 class SpendLimits(BaseModel):
     """The caps of one session; None means no cap."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     max_tokens: int | None = Field(
         None, ge=1, description="total tokens (from usage) of all agents"
@@ -42,7 +42,7 @@ class SpendLimits(BaseModel):
 class SpendTotals(BaseModel):
     """What the session spent so far, and its caps."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     calls: int = 0
     tokens: int = 0

@@ -34,7 +34,7 @@ class A2AConfig(BaseModel):
     times a request that could not connect is tried again before the agent reports an error.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     url: str = Field(pattern=r"^https?://\S+$")
     headers: dict[str, str] = Field(default_factory=dict)

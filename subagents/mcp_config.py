@@ -34,7 +34,7 @@ class McpServerConfig(BaseModel):
     ``max_result_chars``); ``startup_timeout_s`` bounds starting it and listing its tools.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     command: str | None = Field(None, min_length=1)
     args: tuple[str, ...] = ()

@@ -96,7 +96,7 @@ class ProfileModel(BaseModel):
     it is read when the profile's first model client is built.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     name: str | None = Field(None, min_length=1)
     base_url: str | None = Field(None, min_length=1)
@@ -188,7 +188,7 @@ _LOOP_FIELDS = {f.name for f in dataclasses.fields(LoopLimits)}
 
 
 class _LimitsSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     max_steps: int = Field(DEFAULT_MAX_STEPS, ge=1)
     idle_timeout_s: float = Field(DEFAULT_IDLE_TIMEOUT_S, gt=0)
@@ -203,7 +203,7 @@ class _LimitsSpec(BaseModel):
 
 
 class _ProfileSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     kind: Literal["agent"] = "agent"
     description: str = Field(min_length=1)
@@ -226,7 +226,7 @@ class _A2AProfileSpec(A2AConfig):
 class _LeadSpec(BaseModel):
     """``[lead]``: what a profiles file says about the lead (its MCP servers)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     mcp: dict[str, McpServerConfig] = Field(default_factory=dict)
 

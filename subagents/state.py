@@ -34,7 +34,7 @@ PROCESSED_KEEP = 2000
 class Checkpoint(BaseModel):
     """An agent's progress after its last completed round."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(defer_build=True, extra="ignore")
 
     memory: list[dict[str, JsonValue]] = Field(default_factory=list)
     processed: list[str] = Field(default_factory=list)
@@ -57,7 +57,7 @@ class Checkpoint(BaseModel):
 class FinalReport(BaseModel):
     """The one final ``result`` message of a run, decided before it is sent."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(defer_build=True, extra="ignore")
 
     id: str
     reason: ExitKind

@@ -19,7 +19,7 @@ from baton.bus.events import ToolCallInfo
 
 
 class _Question(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     id: str = Field(description="unique id of the question; answers name it")
     session: str
@@ -58,7 +58,7 @@ class QuestionClosed(BaseModel):
     """Published when a question stops waiting unanswered (cancelled, timed out, withdrawn), so
     whoever shows it as a dialog can close that dialog."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     kind: Literal["closed"] = "closed"
     id: str
@@ -68,7 +68,7 @@ class QuestionClosed(BaseModel):
 class ApprovalDecision(BaseModel):
     """A decision on one gated call: a person's, or (``policy`` set) the session's policy's."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     approved: bool
     reason: str = ""
@@ -79,7 +79,7 @@ class ApprovalDecision(BaseModel):
 class ProvidedMedia(BaseModel):
     """A file or image the user supplied; ``url`` is http(s), data: or file:."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     url: str
     name: str = ""

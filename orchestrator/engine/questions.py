@@ -95,7 +95,7 @@ class AnswerRefused(BatonError):
 class OpenQuestion(BaseModel):
     """A question that waits for a person now: what every surface shows."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     id: str
     kind: QuestionKindName
@@ -115,7 +115,7 @@ class OpenQuestion(BaseModel):
 class Decision(BaseModel):
     """An approval's answer: approved, or declined with a reason."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     kind: Literal["decision"] = "decision"
     approved: bool
@@ -127,7 +127,7 @@ class Decision(BaseModel):
 class Provided(BaseModel):
     """A file or an image, at a URL the asking agent can open (see :data:`ANSWER_SCHEMES`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     kind: Literal["provided"] = "provided"
     url: str
@@ -138,7 +138,7 @@ class Provided(BaseModel):
 class Cancelled(BaseModel):
     """The person will not answer: the tool is declined for the rest of the agent's turn."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     kind: Literal["cancelled"] = "cancelled"
     reason: str = ""

@@ -40,6 +40,8 @@ Phase = Literal["turn", "gather", "failed"]
 class LastTurn(BaseModel):
     """What the final answer needs of the last turn that ended normally: its answer, typed."""
 
+    model_config = ConfigDict(defer_build=True)
+
     reply: str = ""
     status: Literal["done", "delegated", "cannot"] = "done"
     media: list[str] = Field(default_factory=list)
@@ -51,6 +53,8 @@ class LastTurn(BaseModel):
 
 class Progress(BaseModel):
     """Where the lead's macro-loop stands (lead/agent.py), kept current as it runs."""
+
+    model_config = ConfigDict(defer_build=True)
 
     phase: Phase = "turn"
     failures: int = 0
@@ -72,6 +76,8 @@ class TurnSend(BaseModel):
     """One send the running turn made: kept so that a turn cut off by the lead's death after it
     delegated goes into the resumed lead's context as the calls it made, not run again."""
 
+    model_config = ConfigDict(defer_build=True)
+
     to: str
     content: str
     type: Literal["task", "message", "shutdown"]
@@ -80,12 +86,16 @@ class TurnSend(BaseModel):
 
 
 class _Sent(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     id: str
     type: Literal["task", "message"]
     content: str
 
 
 class _Agent(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     name: str
     profile: str
     state: Literal["running", "stopping", "done"] = "running"
@@ -103,7 +113,7 @@ class _Agent(BaseModel):
 class LeadCheckpoint(BaseModel):
     """Everything of the lead but its conversation; see the module docstring."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(defer_build=True, extra="ignore")
 
     v: Literal[1] = 1
     agents: list[_Agent] = Field(default_factory=list)

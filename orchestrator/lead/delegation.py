@@ -36,7 +36,7 @@ class DelegationLimits(BaseModel):
     re-delegate turn after turn with new wording each time (painter, helper, writer, painter-2,
     ... for one picture), which per-turn caps and the repeat guard cannot see."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     max_sends_per_turn: int = Field(8, ge=1, description="send_message calls that go through")
     max_new_agents_per_profile: int = Field(4, ge=1, description="agents started from a profile")

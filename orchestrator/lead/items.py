@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import NamedTuple
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from baton.engine.turn import normalise_text
 from baton.lead.roster import Roster
@@ -34,6 +34,8 @@ class DeclaredItem(BaseModel):
     """One deliverable the model declared, and the agents it went to, in order (none: the caps
     refused its sends). Declared again, it may go to another agent while an earlier one works
     on it or after it failed; its result is any of theirs."""
+
+    model_config = ConfigDict(defer_build=True)
 
     text: str
     profile: str

@@ -28,7 +28,7 @@ from typing import TypeVar
 
 import anyio
 from anyio.abc import TaskStatus
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from baton.bus.base import Bus, LeadLease
 from baton.bus.errors import BusError, BusUnreachable
@@ -75,6 +75,8 @@ class LeadTakenOver(BatonError):
 
 
 class _Outcome(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     status: LeadStatus
     answer: str = ""
     media_urls: list[str] = []

@@ -89,7 +89,7 @@ __all__ = ["OPENAI_API_URL", "ModelSettings", "OpenAIChatModel", "SseDecoder"]
 class ModelSettings(BaseModel):
     """How to reach one OpenAI-compatible endpoint, what to ask of it, and how hard to try."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     model: str
     base_url: str | None = Field(None, description=f"None means OpenAI's own, {OPENAI_API_URL}")

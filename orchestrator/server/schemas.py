@@ -29,7 +29,7 @@ NotBlank = Annotated[str, AfterValidator(_not_blank)]
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class StartSession(_Body):
@@ -108,6 +108,8 @@ class QuestionAnswer(_Body):
 
 
 class Answered(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     question_id: str
     agent: str = Field(description="the agent that asked")
     outcome: Literal["approved", "declined", "provided", "cancelled"]
@@ -117,6 +119,8 @@ class Answered(BaseModel):
 class SessionTokens(BaseModel):
     """The two tokens of one session (docs/http.md, *Session tokens*): shown once, here."""
 
+    model_config = ConfigDict(defer_build=True)
+
     read: str = Field(description="read-only: the session's page, state, events and media")
     write: str = Field(
         description="read-write: also its messages, answers to its questions and cancel"
@@ -124,6 +128,8 @@ class SessionTokens(BaseModel):
 
 
 class Started(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     id: str
     page: str = Field(description="the live page of the session")
     events: str = Field(description="its Server-Sent Events stream")
@@ -134,32 +140,44 @@ class Started(BaseModel):
 
 
 class Posted(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     id: str = Field(description="the envelope id (idempotency key) of the message")
 
 
 class Decided(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     call_id: str
     approved: bool
     agent: str = Field(description="the agent that asked")
 
 
 class Cancelled(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     id: str
     cancelling: bool = True
 
 
 class ProfileInfo(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     name: str
     description: str
 
 
 class Profiles(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     profiles: list[ProfileInfo]
 
 
 class ErrorBody(BaseModel):
     """Every error: ``detail`` is one line saying what is wrong and what to do; ``errors`` lists
     each invalid field of a 422."""
+
+    model_config = ConfigDict(defer_build=True)
 
     detail: str
     errors: list[dict[str, object]] = Field(default_factory=list)

@@ -8,7 +8,7 @@ same events itself in JavaScript.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from baton.bus.events import Event
 from baton.bus.parts.log import EventLog
@@ -20,6 +20,8 @@ LIVE = ("pending", "running")
 
 
 class AgentState(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     name: str
     profile: str = ""
     status: str = Field("spawned", description="spawned, working, done, or why it exited")
@@ -36,6 +38,8 @@ class AgentState(BaseModel):
 class RetryState(BaseModel):
     """The latest model retry of the session."""
 
+    model_config = ConfigDict(defer_build=True)
+
     agent: str
     attempt: int = Field(description="the attempt that failed (1 = the first request)")
     reason: str
@@ -45,6 +49,8 @@ class RetryState(BaseModel):
 class BudgetState(BaseModel):
     """The session's spend across the lead and every sub-agent; a cap of null is no cap."""
 
+    model_config = ConfigDict(defer_build=True)
+
     calls: int
     tokens: int
     max_calls: int | None = None
@@ -52,6 +58,8 @@ class BudgetState(BaseModel):
 
 
 class PendingApproval(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     agent: str
     call_id: str
     name: str
@@ -59,6 +67,8 @@ class PendingApproval(BaseModel):
 
 
 class SessionState(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     id: str
     status: SessionStatus = "pending"
     task: str = ""
@@ -93,6 +103,8 @@ class SessionState(BaseModel):
 
 
 class SessionSummary(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     id: str
     status: SessionStatus
     task: str
@@ -100,6 +112,8 @@ class SessionSummary(BaseModel):
 
 
 class SessionList(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     sessions: list[SessionSummary]
 
 

@@ -81,7 +81,9 @@ class SessionConfig(BaseModel):
     with that reason instead of waiting out ``timeout_s`` (:mod:`baton.session.spawn_watch`).
     """
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, frozen=True)
+    model_config = ConfigDict(
+        defer_build=True, extra="forbid", arbitrary_types_allowed=True, frozen=True
+    )
 
     task: str = Field("", description="what the lead should get done (a resumed session's own)")
     context: str = Field(
@@ -173,7 +175,7 @@ class SessionResult(BaseModel):
     """How a session ended: its status, the lead's last answer, every sub-agent media URL, and
     the URLs the answer cites that nothing produced (``invented_urls``)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     session: str
     status: LeadStatus

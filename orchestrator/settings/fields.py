@@ -74,6 +74,7 @@ class BatonSettings(BaseSettings):
     # `FOO= baton ...` hand every process empty variables; taken as values they would be an empty
     # base URL (every model call fails), an empty model name, an invalid approve mode.
     model_config = SettingsConfigDict(
+        defer_build=True,
         env_prefix="BATON_",
         populate_by_name=True,
         extra="forbid",

@@ -34,7 +34,7 @@ MAX_TEXT = 20_000
 class BatonOptions(BaseModel):
     """``forwardedProps.baton``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, populate_by_name=True)
 
     cancel: bool = Field(False, description="stop the thread's running session")
     last_event_id: str | None = Field(None, alias="lastEventId", max_length=300)

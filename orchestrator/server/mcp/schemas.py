@@ -31,7 +31,7 @@ SessionId = Annotated[
 
 
 class _Arguments(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class RunArguments(_Arguments):
@@ -84,6 +84,8 @@ class NoArguments(_Arguments):
 class RunResult(BaseModel):
     """What ``run`` ends with: the session's end as its log records it."""
 
+    model_config = ConfigDict(defer_build=True)
+
     session: str = Field(description="the session's id (for state, post, cancel)")
     status: SessionStatus = Field(
         description="completed; incomplete (the lead answered, but work was left undone: notes "
@@ -106,11 +108,15 @@ class StateResult(SessionState):
 
 
 class PostResult(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     session: str
     id: str = Field(description="the message's envelope id")
 
 
 class CancelResult(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     session: str
     status: str = Field(
         description="how the session ended (cancelled, or how it ended before the cancel took "
@@ -119,6 +125,8 @@ class CancelResult(BaseModel):
 
 
 class ProfilesResult(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     profiles: list[ProfileInfo]
 
 

@@ -56,7 +56,7 @@ from mcp_types import (
     TextContent,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from baton.bus.errors import BusError
 from baton.server.mcp.askers import ElicitAsker, NobodyAsker, deliver
@@ -95,6 +95,8 @@ RESULT_WAIT_S = 10.0
 
 
 class TaskParams(RequestParams):
+    model_config = ConfigDict(defer_build=True)
+
     task_id: str = Field(alias="taskId")
 
 

@@ -57,7 +57,7 @@ Asked = Literal["host", "nobody"]
 class TaskRecord(BaseModel):
     """What the bus keeps of a task beside its session (see the module docstring)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     session: str
     created_at: datetime

@@ -82,7 +82,7 @@ class RoundState(BaseModel):
     refusals, the last one's words): a question is asked again with its refusal said, and
     cancelled after :data:`~.askers.ATTEMPTS` refused answers, as over 2025-11-25."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     session: str
     cursor: str | None
