@@ -98,14 +98,21 @@ async def test_wake_ups_of_many_slots_survive_dropped_connections(
     sessions = [f"w{i}" for i in range(24)]
     async with RedisBus(redis_cluster.url, prefix="wake") as bus, anyio.create_task_group() as tg:
         woken: list[str] = []
+        empty: list[str] = []
+        all_empty = anyio.Event()
 
         async def reader(session: str) -> None:
             assert await bus.inboxes.read(session, "a") == []
+            empty.append(session)
+            if len(empty) == len(sessions):
+                all_empty.set()
             if await bus.inboxes.wait(session, "a", timeout=20):
                 woken.append(session)
 
         for session in sessions:
             tg.start_soon(reader, session)
+        with anyio.fail_after(20):  # no "go" may be sent before a reader's first (empty) read
+            await all_empty.wait()
         await bus.inboxes.read(sessions[-1], "a")  # every reader subscribed by now, or soon
         for node in redis_cluster.master_nodes():
             with redis_cluster.client(node) as admin:
