@@ -1,4 +1,7 @@
-"""Session event logs in process: each a capped list of wire text, parsed again on every read."""
+"""Session event logs in process: each a capped list of wire text, parsed again on every read.
+
+Each entry keeps its event's ``type`` beside the text, so a read validates it by that one class:
+a process builds the schemas of the events it meets, not the whole union's."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ class MemoryEventLog(EventLog):
         self._core.check_open()
         seq = next(self._broker.seq)
         self._broker.log(event.session, self._core.options.event_log_cap).append(
-            seq, dump_event(event)
+            seq, dump_event(event), event.type
         )
         self._broker.session_touch[event.session] = seq
         self._broker.logged(event.session, (event,))
@@ -37,7 +40,7 @@ class MemoryEventLog(EventLog):
         cap = self._core.options.event_log_cap
         for event in events:  # no await in between: one step, as on Redis
             seq = next(self._broker.seq)
-            self._broker.log(session, cap).append(seq, dump_event(event))
+            self._broker.log(session, cap).append(seq, dump_event(event), event.type)
             self._broker.session_touch[session] = seq
         state["logged"] = mark
         self._broker.logged(session, events)
@@ -52,9 +55,9 @@ class MemoryEventLog(EventLog):
         while True:
             changed = log.changed
             fresh = _after(log.entries, cursor)
-            for seq, raw in fresh:
+            for seq, raw, kind in fresh:
                 cursor = seq
-                yield LoggedEvent(str(seq), parse_event(raw))
+                yield LoggedEvent(str(seq), parse_event(raw, kind))
             if not follow:
                 return
             if not fresh:
@@ -66,14 +69,14 @@ class MemoryEventLog(EventLog):
         return sorted(touched, key=touched.__getitem__, reverse=True)
 
 
-def _after(entries: Sequence[tuple[int, str]], cursor: int) -> list[tuple[int, str]]:
+def _after(entries: Sequence[tuple[int, str, str]], cursor: int) -> list[tuple[int, str, str]]:
     """The entries past ``cursor``, oldest first, found from the newest end: a tail that keeps
     up reads what is new without walking the whole log on every wake-up (which made each
     session's tails quadratic in its events)."""
-    fresh: list[tuple[int, str]] = []
-    for seq, raw in reversed(entries):
-        if seq <= cursor:
+    fresh: list[tuple[int, str, str]] = []
+    for entry in reversed(entries):
+        if entry[0] <= cursor:
             break
-        fresh.append((seq, raw))
+        fresh.append(entry)
     fresh.reverse()
     return fresh

@@ -97,13 +97,13 @@ class Stream:
 
 @dataclass(slots=True)
 class EventStream:
-    """One session's event log: its newest entries (sequence number, wire text), and an event
-    that is set, and replaced, on every append (what a tail waits on)."""
+    """One session's event log: its newest entries (sequence number, wire text, the event's
+    ``type``), and an event that is set, and replaced, on every append (what a tail waits on)."""
 
-    entries: deque[tuple[int, str]]
+    entries: deque[tuple[int, str, str]]
     changed: anyio.Event = field(default_factory=anyio.Event)
 
-    def append(self, seq: int, raw: str) -> None:
-        self.entries.append((seq, raw))
+    def append(self, seq: int, raw: str, kind: str) -> None:
+        self.entries.append((seq, raw, kind))
         changed, self.changed = self.changed, anyio.Event()
         changed.set()

@@ -1,0 +1,31 @@
+"""Reading an event by its known ``type`` is as strict as reading it through the whole union."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+
+from baton.bus.events import EVENT_CLASSES, SessionStarted, TextDelta, dump_event, parse_event
+
+
+def test_every_event_type_names_one_class() -> None:
+    assert EVENT_CLASSES["text.delta"] is TextDelta
+    assert all(cls.model_fields["type"].default == kind for kind, cls in EVENT_CLASSES.items())
+
+
+def test_a_known_type_reads_the_same_event_as_the_union() -> None:
+    raw = dump_event(TextDelta(session="s", agent="lead", text="hi"))
+    assert parse_event(raw, "text.delta") == parse_event(raw) == parse_event(raw.encode())
+
+
+def test_text_of_another_type_is_refused_even_when_a_type_is_given() -> None:
+    raw = dump_event(TextDelta(session="s", agent="lead", text="hi"))
+    with pytest.raises(pydantic.ValidationError):
+        parse_event(raw, "session.started")
+    with pytest.raises(pydantic.ValidationError):
+        parse_event(dump_event(SessionStarted(session="s", agent="lead", task="t"))[:-1], "x")
+
+
+def test_an_unknown_type_falls_back_to_the_union() -> None:
+    raw = dump_event(SessionStarted(session="s", agent="lead", task="t"))
+    assert isinstance(parse_event(raw, "no.such.type"), SessionStarted)
