@@ -365,12 +365,16 @@ def parse_event(raw: str | bytes, kind: str | None = None) -> Event:
     """Validate one event from its JSON form; raises ``pydantic.ValidationError`` when malformed.
 
     ``kind``: the event's ``type`` when the reader knows it already (the in-process log keeps it
-    beside the text). The text is then validated by that class alone, as strictly (its ``type``
-    must still say so), and the union's validator, which builds every event class, is not made."""
+    beside the text). The text is then validated by that class alone, and the union's validator,
+    which builds every event class, is not made. What that class takes, the union takes too: a
+    text whose ``type`` is missing (which the class would default) goes to the union, which
+    refuses it; only the errors' locations differ (``text``, not ``text.delta.text``)."""
     cls = EVENT_CLASSES.get(kind) if kind is not None else None
-    if cls is None:
-        return _event_adapter().validate_json(raw)
-    return cast(Event, cls.model_validate_json(raw))
+    if cls is not None:
+        event = cls.model_validate_json(raw)
+        if "type" in event.model_fields_set:
+            return cast(Event, event)
+    return _event_adapter().validate_json(raw)
 
 
 def dump_event(event: Event) -> str:

@@ -30,7 +30,8 @@ waiting because it was cancelled (its session cancelled, the agent stopped): the
 closed for every reader of the log, as a file question's ``closed`` outcome closes it, and the
 call did not run. (The AG-UI endpoint reports it as ``closed``, never as a person's decline.)"""
 
-_NO_DECISION = ApprovalDecision(approved=False, reason="no decision was given for this call")
+NO_DECISION = "no decision was given for this call"
+"""The reason of a gated call the channel returned no decision for (it is declined)."""
 
 
 class HumanApproval:
@@ -88,7 +89,9 @@ class HumanApproval:
                 approved, reason = False, failure
                 answers[call.id] = Answer(messages.approval_failed(call.name, failure))
             else:
-                decision = decisions.get(call.id, _NO_DECISION)
+                decision = decisions.get(call.id) or ApprovalDecision(
+                    approved=False, reason=NO_DECISION
+                )
                 approved, reason, policy = decision.approved, decision.reason, decision.policy
                 ctx.telemetry.hitl_decision("approved" if approved else "declined", source=source)
                 if not approved:
