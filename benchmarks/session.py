@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 BATON = str(Path(sys.executable).parent / "baton")
 
 
-def _env(media: Path, bytecode: Path | None) -> dict[str, str]:
+def program_env(media: Path, bytecode: Path | None) -> dict[str, str]:
     """The started programs' environment: no model or baton settings from the shell, and with
     ``bytecode`` a bytecode cache there (None: as the shell has it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BATON_"))}
@@ -139,7 +139,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         media = Path(tmp) / "media"
         bytecode = None if args.no_bytecode_cache else Path(tmp) / "pycache"
-        env = _env(media, bytecode)
+        env = program_env(media, bytecode)
         if bytecode is not None:  # warm the cache: one untimed start of each
             wall_ms([BATON, "--help"], env)
             wall_ms([sys.executable, "-c", "import openai"], env)

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from session import program_env
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = "paint a fox"
@@ -55,8 +56,7 @@ def timed(kind, make):
     def wrapper(*args, **kwargs):
         started = time.perf_counter()
         made = make(*args, **kwargs)
-        cls = made if isinstance(made, type) else None
-        if cls is not None and cls.__module__.startswith("baton"):
+        if isinstance(made, type) and made.__module__.startswith("baton"):
             spent[kind] += time.perf_counter() - started
             counts[kind] += 1
         return made
@@ -151,10 +151,7 @@ def main() -> None:
     args = parser.parse_args()
     runs = 1 if args.smoke else args.runs
     with tempfile.TemporaryDirectory() as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BATON_"))}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
-        env["BATON_MEDIA_DIR"] = str(Path(tmp) / "media")
+        env = program_env(Path(tmp) / "media", Path(tmp) / "pycache")  # as session.py starts them
         one_run(env)  # warms the bytecode cache
         reports = [one_run(env) for _ in range(runs)]
     result = {key: round(statistics.median(r[key] for r in reports), 1) for key in reports[0]}
